@@ -1,0 +1,69 @@
+"""Argus Lab: a Jupyter-native workbench for long-horizon AI agents.
+
+The public API is exactly ``__all__``; everything else is internal. Heavy
+libraries (pandas, lancedb, anthropic, anywidget) are imported where used, so
+``import argus_lab`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.errors import (
+    ApprovalRequired,
+    ArgusError,
+    BudgetExceeded,
+    ConcurrentSessionError,
+    CorruptCheckpointError,
+    InDoubtError,
+    MissingDependency,
+    PlanError,
+    SchemaVersionError,
+    ToolError,
+    TransientError,
+)
+from argus_lab.events import Event
+from argus_lab.model import Plan, SessionInfo, Task, TaskRecord
+from argus_lab.runtime.session import RunResult, Session
+from argus_lab.tools.registry import Tool, ToolContext, tool
+from argus_lab.workspace import Workspace
+
+if TYPE_CHECKING:
+    from argus_lab import analysis
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApprovalRequired",
+    "ArgusError",
+    "BudgetExceeded",
+    "ConcurrentSessionError",
+    "CorruptCheckpointError",
+    "Event",
+    "InDoubtError",
+    "MissingDependency",
+    "Plan",
+    "PlanError",
+    "RunResult",
+    "SchemaVersionError",
+    "Session",
+    "SessionInfo",
+    "Task",
+    "TaskRecord",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "TransientError",
+    "Workspace",
+    "analysis",
+    "tool",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Submodules that import pandas are loaded on first use.
+    if name == "analysis":
+        import importlib
+
+        return importlib.import_module("argus_lab.analysis")
+    raise AttributeError(f"module 'argus_lab' has no attribute {name!r}")

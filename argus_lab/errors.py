@@ -1,0 +1,130 @@
+"""The Argus Lab exception tree.
+
+Every error carries ``.message`` plus the context it knows (``session_id``,
+``task_id``), and its message says what happened and what to do next.
+
+```
+ArgusError                      base of everything raised on purpose
+├── PlanError                   a plan is invalid: duplicate id, missing dependency,
+│                               cycle, unknown tool, bad args, bad ${...} reference
+├── ToolError                   a tool failed permanently (not retried)
+├── TransientError              a failure worth retrying: timeout, 429/529/5xx,
+│                               connection reset; retried with backoff and jitter
+├── BudgetExceeded              a budget ran out; the session pauses (resumable)
+├── ApprovalRequired            a task needs a person's decision before it runs
+├── InDoubtError                a non-idempotent side effect may or may not have
+│                               happened; decide with retry() or skip()
+├── ConcurrentSessionError      another writer holds the session (lease or version)
+├── CorruptCheckpointError      a stored record fails its checksum or cannot be read
+├── SchemaVersionError          a record is newer than this version, or no migration
+└── MissingDependency           an optional extra is needed (names the pip extra)
+```
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ApprovalRequired",
+    "ArgusError",
+    "BudgetExceeded",
+    "ConcurrentSessionError",
+    "CorruptCheckpointError",
+    "InDoubtError",
+    "MissingDependency",
+    "PlanError",
+    "SchemaVersionError",
+    "ToolError",
+    "TransientError",
+]
+
+
+class ArgusError(Exception):
+    """Base class of every error Argus Lab raises on purpose.
+
+    Attributes:
+        message: What happened and what to do next.
+        session_id: The session concerned, when known.
+        task_id: The task concerned, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.session_id = session_id
+        self.task_id = task_id
+
+
+class PlanError(ArgusError):
+    """Raised when a plan fails validation; the message names the tasks involved."""
+
+
+class ToolError(ArgusError):
+    """Raised by (or for) a tool that failed permanently; it is not retried."""
+
+
+class TransientError(ArgusError):
+    """A failure worth retrying (timeouts, rate limits, 5xx, dropped connections).
+
+    Attributes:
+        retry_after: Seconds the remote side asked us to wait, if it said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        session_id: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        super().__init__(message, session_id=session_id, task_id=task_id)
+        self.retry_after = retry_after
+
+
+class BudgetExceeded(ArgusError):
+    """Raised when a cost, token or step budget runs out; the session pauses."""
+
+
+class ApprovalRequired(ArgusError):
+    """Raised when a task needs a person's approval before it may run."""
+
+
+class InDoubtError(ArgusError):
+    """A non-idempotent side effect was interrupted; it may or may not have happened."""
+
+
+class ConcurrentSessionError(ArgusError):
+    """Raised when another writer holds the session or wrote to it meanwhile."""
+
+
+class CorruptCheckpointError(ArgusError):
+    """Raised when a stored record fails its checksum or cannot be decoded.
+
+    Attributes:
+        key: The store key of the damaged record.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        session_id: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        super().__init__(message, session_id=session_id, task_id=task_id)
+        self.key = key
+
+
+class SchemaVersionError(ArgusError):
+    """Raised when a record's schema_version cannot be migrated to the current one."""
+
+
+class MissingDependency(ArgusError):
+    """Raised when an optional extra is needed; the message names the pip extra."""

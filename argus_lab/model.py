@@ -1,0 +1,231 @@
+"""Records: the pydantic models every plan, task and checkpoint is made of.
+
+Timestamps are float seconds since the epoch (UTC): cheap to store and compare;
+the DataFrames turn them into tz-aware UTC timestamps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from argus_lab.tools.registry import Tool
+
+__all__ = [
+    "SESSION_STATUSES",
+    "STATUSES",
+    "Plan",
+    "SessionInfo",
+    "SessionStatus",
+    "Status",
+    "Task",
+    "TaskRecord",
+]
+
+Status = Literal[
+    "pending",
+    "running",
+    "awaiting_approval",
+    "succeeded",
+    "failed",
+    "skipped",
+    "blocked",
+    "in_doubt",
+]
+"""A task's stored status. "ready" is derived: pending with every dependency done."""
+
+STATUSES: tuple[Status, ...] = (
+    "pending",
+    "running",
+    "awaiting_approval",
+    "succeeded",
+    "failed",
+    "skipped",
+    "blocked",
+    "in_doubt",
+)
+
+SessionStatus = Literal["created", "running", "paused", "succeeded", "failed"]
+"""A session's status: where its last run ended (or "running" while one goes on)."""
+
+SESSION_STATUSES: tuple[SessionStatus, ...] = (
+    "created",
+    "running",
+    "paused",
+    "succeeded",
+    "failed",
+)
+
+TASK_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./:-]{0,199}$"
+
+
+class Task(BaseModel):
+    """One node of a plan: a tool call with its arguments and dependencies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=TASK_ID_PATTERN)
+    """Unique within the plan; letters, digits and ``_ . / : -``."""
+    title: str = ""
+    """A short human label; the id is shown when empty."""
+    description: str = ""
+    """What the task is for (shown in the widget, given to LLM tasks)."""
+    tool: str | None = None
+    """Name of the tool this task calls."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Arguments; strings may hold ``${task.result.path}`` references."""
+    deps: list[str] = Field(default_factory=list)
+    """Ids of tasks that must finish first (references add theirs implicitly)."""
+    retries: int | None = Field(default=None, ge=0)
+    """Retries after a TransientError; None takes the tool's default."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds per attempt; None takes the tool's default."""
+    expected_output: str = ""
+    """What a good result looks like, in words."""
+    success: dict[str, Any] | None = None
+    """Optional JSON Schema the result must satisfy, else the attempt fails."""
+    parent: str | None = None
+    """Id of the compound task this one was decomposed from (HTN), if any."""
+
+    @field_validator("deps")
+    @classmethod
+    def _unique_deps(cls, deps: list[str]) -> list[str]:
+        return list(dict.fromkeys(deps))
+
+
+class Plan(BaseModel):
+    """A goal and the DAG of tasks that reaches it.
+
+    Build one with :meth:`from_yaml` / :meth:`from_dict` or a planner; a plan is
+    validated (ids, dependencies, cycles, references and, given tools, tool names
+    and arguments) by :meth:`validate_against`, which Sessions call for you.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    goal: str = ""
+    """What the plan is for, in the user's words."""
+    constraints: list[str] = Field(default_factory=list)
+    """Free-text constraints (budget, deadline, style) carried to planners and LLMs."""
+    tasks: list[Task] = Field(default_factory=list)
+    """The tasks, in the order they were written."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """Builds and structurally validates a plan from a dict (YAML/JSON shape)."""
+        from argus_lab.plan.static import plan_from_dict
+
+        return plan_from_dict(data)
+
+    @classmethod
+    def from_yaml(cls, text_or_path: str | Path) -> Plan:
+        """Builds a plan from YAML text or from the path of a .yaml/.yml/.json file."""
+        from argus_lab.plan.static import plan_from_yaml
+
+        return plan_from_yaml(text_or_path)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the plan as plain data; ``Plan.from_dict`` reads it back."""
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+    def to_yaml(self) -> str:
+        """Returns the plan as YAML text; ``Plan.from_yaml`` reads it back."""
+        from argus_lab.plan.static import plan_to_yaml
+
+        return plan_to_yaml(self)
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The plan as a networkx DiGraph: an edge dep -> task, node attrs from Task."""
+        from argus_lab.plan.graph import plan_graph
+
+        return plan_graph(self)
+
+    def validate_against(self, tools: dict[str, Tool] | None = None) -> Plan:
+        """Checks the plan and returns it with implied dependencies added.
+
+        Args:
+            tools: Known tools by name; when given, tool names and literal
+                arguments are checked too.
+
+        Raises:
+            PlanError: naming every problem found.
+        """
+        from argus_lab.plan.graph import validate_plan
+
+        return validate_plan(self, tools)
+
+    def task(self, task_id: str) -> Task:
+        """Returns the task with this id (KeyError naming the known ids if absent)."""
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        known = ", ".join(t.id for t in self.tasks[:20])
+        raise KeyError(f"no task {task_id!r} in this plan (tasks: {known})")
+
+
+class TaskRecord(BaseModel):
+    """The stored state of one task in one session."""
+
+    task_id: str
+    """The task this record belongs to."""
+    status: Status = "pending"
+    """Where the task stands."""
+    attempts: int = 0
+    """Attempts started so far (an interrupted attempt counts)."""
+    generation: int = 0
+    """Bumped by a manual retry or rerun; part of the idempotency key."""
+    result: Any = None
+    """The JSON result, unless it was large and went to ``result_ref``."""
+    result_ref: str | None = None
+    """Artifact id (``sha256:...``) of a large result stored beside the checkpoint."""
+    error: str | None = None
+    """The last error message."""
+    error_type: str | None = None
+    """The last error's class name."""
+    traceback: str | None = None
+    """The last error's traceback, when it came from a tool."""
+    started: float | None = None
+    """When the last attempt started (epoch seconds)."""
+    ended: float | None = None
+    """When the task last reached a final status (epoch seconds)."""
+    idempotency_key: str | None = None
+    """Stable across crash-retries of the same generation."""
+    input_hash: str | None = None
+    """Hash of the tool name and resolved arguments of the last attempt."""
+    next_attempt_at: float | None = None
+    """When a scheduled retry becomes due."""
+    reason: str | None = None
+    """Why the task is blocked, skipped or in doubt."""
+
+
+class SessionInfo(BaseModel):
+    """What a workspace knows about a session without running it."""
+
+    id: str
+    """Unique, sortable by creation time."""
+    name: str
+    """Unique within the workspace; used by ``ws.open`` and the CLI."""
+    goal: str = ""
+    """The goal the session pursues."""
+    status: SessionStatus = "created"
+    """Where the last run ended."""
+    reason: str | None = None
+    """Why it paused or failed."""
+    created: float
+    """When it was created (epoch seconds)."""
+    updated: float
+    """When its status last changed (epoch seconds)."""
+    parent: str | None = None
+    """Id of the session this one was forked from."""
+    forked_at: str | None = None
+    """The task the fork starts again from."""
+    n_tasks: int = 0
+    """Number of tasks in the plan."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Tasks per status, as of the last status change."""

@@ -1,0 +1,1 @@
+"""Plans: validation and graphs (graph.py), YAML/JSON plans (static.py)."""

@@ -1,0 +1,251 @@
+"""Plan validation, ``${task.result.path}`` references and the networkx view."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.errors import PlanError
+from argus_lab.model import Plan, Task
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from argus_lab.tools.registry import Tool
+
+__all__ = [
+    "Reference",
+    "find_cycle",
+    "iter_references",
+    "plan_graph",
+    "resolve_args",
+    "validate_plan",
+]
+
+_REF = re.compile(r"\$\{([^}]*)\}")
+_REF_BODY = re.compile(r"^(?P<task>[^\s{}]+?)\.result(?P<path>(?:\.[^.\s{}]+)*)$")
+
+
+class Reference:
+    """One ``${task.result.a.b}`` reference found in a task's arguments."""
+
+    __slots__ = ("path", "task_id", "text")
+
+    def __init__(self, text: str, task_id: str, path: tuple[str, ...]) -> None:
+        self.text = text
+        self.task_id = task_id
+        self.path = path
+
+
+def _parse_ref(body: str) -> Reference | None:
+    m = _REF_BODY.match(body.strip())
+    if m is None:
+        return None
+    path = tuple(p for p in m.group("path").split(".") if p)
+    return Reference("${" + body + "}", m.group("task"), path)
+
+
+def iter_references(value: Any) -> Iterator[tuple[str, Reference | None]]:
+    """Yields (text, reference or None when malformed) for every ``${...}`` in value."""
+    if isinstance(value, str):
+        for m in _REF.finditer(value):
+            yield m.group(0), _parse_ref(m.group(1))
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from iter_references(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from iter_references(v)
+
+
+def _arg_names_with_refs(args: dict[str, Any]) -> set[str]:
+    return {k for k, v in args.items() if any(True for _ in iter_references(v))}
+
+
+def find_cycle(deps: dict[str, list[str]]) -> list[str] | None:
+    """Returns one cycle as [a, b, ..., a] in dependency order, or None if acyclic."""
+    color: dict[str, int] = {}  # 1 = on the DFS stack, 2 = finished
+    for root in deps:
+        if color.get(root):
+            continue
+        stack: list[tuple[str, Iterator[str]]] = [(root, iter(deps.get(root, ())))]
+        path = [root]
+        color[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                color[node] = 2
+                continue
+            if nxt not in deps:
+                continue
+            state = color.get(nxt)
+            if state == 1:
+                cycle = path[path.index(nxt) :] + [nxt]
+                # deps point backwards in time: reverse to read "a runs before b"
+                return cycle[::-1]
+            if state is None:
+                color[nxt] = 1
+                path.append(nxt)
+                stack.append((nxt, iter(deps.get(nxt, ()))))
+    return None
+
+
+def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
+    """Validates a plan and returns a copy whose deps include referenced tasks.
+
+    Raises:
+        PlanError: listing every problem, each naming the tasks involved.
+    """
+    problems: list[str] = []
+    ids: set[str] = set()
+    for t in plan.tasks:
+        if t.id in ids:
+            problems.append(f"duplicate task id {t.id!r}: each task needs its own id")
+        ids.add(t.id)
+
+    new_tasks: list[Task] = []
+    deps_map: dict[str, list[str]] = {}
+    for t in plan.tasks:
+        deps = list(t.deps)
+        for text, ref in iter_references(t.args):
+            if ref is None:
+                problems.append(
+                    f"task {t.id!r} has a bad reference {text}: write "
+                    "${TASK.result} or ${TASK.result.key.path}"
+                )
+            elif ref.task_id == t.id:
+                problems.append(f"task {t.id!r} references its own result in {text}")
+            elif ref.task_id not in ids:
+                problems.append(
+                    f"task {t.id!r} references {text}, but there is no task "
+                    f"{ref.task_id!r} in the plan"
+                )
+            elif ref.task_id not in deps:
+                deps.append(ref.task_id)
+        for d in t.deps:
+            if d not in ids:
+                problems.append(
+                    f"task {t.id!r} depends on {d!r}, which is not in the plan"
+                )
+            elif d == t.id:
+                problems.append(f"task {t.id!r} depends on itself")
+        deps_map[t.id] = [d for d in deps if d in ids and d != t.id]
+        new_tasks.append(t if deps == t.deps else t.model_copy(update={"deps": deps}))
+
+    cycle = find_cycle(deps_map)
+    if cycle is not None:
+        problems.append("cycle: " + " -> ".join(cycle))
+
+    if tools is not None:
+        known = ", ".join(sorted(tools)) or "(none registered)"
+        for t in plan.tasks:
+            if t.tool is None:
+                problems.append(f"task {t.id!r} names no tool; known tools: {known}")
+                continue
+            tool = tools.get(t.tool)
+            if tool is None:
+                problems.append(
+                    f"task {t.id!r} uses tool {t.tool!r}, which is not registered; "
+                    f"known tools: {known}"
+                )
+                continue
+            for p in tool.check_args(t.args, deferred=_arg_names_with_refs(t.args)):
+                problems.append(f"task {t.id!r}: {p}")
+
+    if problems:
+        head = f"plan {plan.goal[:60]!r} is invalid" if plan.goal else "invalid plan"
+        err = PlanError(head + ":\n- " + "\n- ".join(problems))
+        err.problems = problems  # type: ignore[attr-defined]
+        raise err
+    return plan.model_copy(update={"tasks": new_tasks})
+
+
+class ReferenceError_(Exception):
+    """Internal: a reference could not be resolved at run time."""
+
+
+def _walk(value: Any, ref: Reference) -> Any:
+    cur = value
+    walked: list[str] = []
+    for part in ref.path:
+        if isinstance(cur, dict):
+            if part not in cur:
+                keys = ", ".join(map(str, list(cur)[:20]))
+                at = ".".join(walked) or "the top"
+                raise ReferenceError_(
+                    f"{ref.text}: the result of {ref.task_id!r} has no key "
+                    f"{part!r} at {at} (keys: {keys})"
+                )
+            cur = cur[part]
+        elif isinstance(cur, list) and part.lstrip("-").isdigit():
+            i = int(part)
+            if not -len(cur) <= i < len(cur):
+                raise ReferenceError_(
+                    f"{ref.text}: index {i} is out of range for a list of {len(cur)}"
+                )
+            cur = cur[i]
+        else:
+            raise ReferenceError_(
+                f"{ref.text}: cannot look up {part!r} in a "
+                f"{type(cur).__name__} from {ref.task_id!r}"
+            )
+        walked.append(part)
+    return cur
+
+
+def resolve_args(args: Any, result_of: Callable[[str], Any]) -> Any:
+    """Replaces references with dependency results.
+
+    A string that is exactly one reference becomes the referenced value with its
+    type; references inside longer strings are interpolated as text.
+
+    Raises:
+        ReferenceError_: naming the reference and what was missing.
+    """
+    if isinstance(args, str):
+        if "${" not in args:
+            return args
+        whole = _REF.fullmatch(args)
+        if whole is not None:
+            ref = _parse_ref(whole.group(1))
+            if ref is not None:
+                return _walk(result_of(ref.task_id), ref)
+
+        def sub(m: re.Match[str]) -> str:
+            ref = _parse_ref(m.group(1))
+            if ref is None:
+                return m.group(0)
+            v = _walk(result_of(ref.task_id), ref)
+            return v if isinstance(v, str) else _json_text(v)
+
+        return _REF.sub(sub, args)
+    if isinstance(args, dict):
+        return {k: resolve_args(v, result_of) for k, v in args.items()}
+    if isinstance(args, list):
+        return [resolve_args(v, result_of) for v in args]
+    return args
+
+
+def _json_text(v: Any) -> str:
+    import json
+
+    return json.dumps(v, ensure_ascii=False)
+
+
+def plan_graph(plan: Plan) -> nx.DiGraph:
+    """Returns the plan as a DiGraph (edges dep -> task; node attrs from Task)."""
+    import networkx as nx
+
+    g = nx.DiGraph(goal=plan.goal, constraints=list(plan.constraints))
+    for t in plan.tasks:
+        g.add_node(t.id, **t.model_dump(exclude={"id"}))
+    for t in plan.tasks:
+        deps = set(t.deps) | {r.task_id for _, r in iter_references(t.args) if r}
+        for d in deps:
+            if d in g:
+                g.add_edge(d, t.id)
+    return g

@@ -1,0 +1,79 @@
+"""Plans written by hand: YAML or JSON text, files, or dicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from argus_lab.errors import PlanError
+from argus_lab.model import Plan
+
+__all__ = ["plan_from_dict", "plan_from_yaml", "plan_to_yaml"]
+
+
+def _field_path(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
+    # Name the task by id rather than by list index: "tasks[3] (id 'x').retries".
+    parts: list[str] = []
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    i = 0
+    while i < len(loc):
+        p = loc[i]
+        if p == "tasks" and i + 1 < len(loc) and isinstance(loc[i + 1], int):
+            idx = loc[i + 1]
+            tid = None
+            if isinstance(tasks, list) and idx < len(tasks):
+                t = tasks[idx]
+                tid = t.get("id") if isinstance(t, dict) else None
+            parts.append(f"task {tid!r}" if tid else f"tasks[{idx}]")
+            i += 2
+            continue
+        parts.append(str(p))
+        i += 1
+    return ".".join(parts)
+
+
+def plan_from_dict(data: dict[str, Any]) -> Plan:
+    """Builds a Plan from plain data, raising PlanError that names each bad field."""
+    if not isinstance(data, dict):
+        raise PlanError(
+            f"a plan must be a mapping with 'goal' and 'tasks', got {type(data).__name__}"
+        )
+    if "tasks" not in data:
+        raise PlanError("a plan needs a 'tasks' list (each task with an id and a tool)")
+    try:
+        plan = Plan.model_validate(data)
+    except ValidationError as e:
+        msgs = [f"{_field_path(err['loc'], data)}: {err['msg']}" for err in e.errors()]
+        raise PlanError("invalid plan:\n- " + "\n- ".join(msgs)) from None
+    return plan.validate_against(None)
+
+
+def plan_from_yaml(text_or_path: str | Path) -> Plan:
+    """Builds a Plan from YAML/JSON text or a file path."""
+    import yaml
+
+    text: str
+    if isinstance(text_or_path, Path) or (
+        "\n" not in text_or_path
+        and text_or_path.strip().endswith((".yaml", ".yml", ".json"))
+    ):
+        path = Path(text_or_path)
+        if not path.exists():
+            raise PlanError(f"plan file {str(path)!r} does not exist")
+        text = path.read_text(encoding="utf-8")
+    else:
+        text = str(text_or_path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise PlanError(f"plan is not valid YAML: {e}") from None
+    return plan_from_dict(data)
+
+
+def plan_to_yaml(plan: Plan) -> str:
+    """Dumps a plan as YAML in the documented format, keys in a readable order."""
+    import yaml
+
+    return yaml.safe_dump(plan.to_dict(), sort_keys=False, allow_unicode=True)

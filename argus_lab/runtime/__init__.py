@@ -1,0 +1,1 @@
+"""The runtime: Session (session.py), scheduler (pure), executor (one attempt)."""

@@ -1,0 +1,1 @@
+"""Storage: checkpoints (diskcache), artifacts (content-addressed files)."""

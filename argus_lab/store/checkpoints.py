@@ -1,0 +1,461 @@
+"""Checkpoints on diskcache: one SQLite-backed cache per session, JSON only.
+
+Keys in a session's cache:
+
+- ``head``: version counter, last event seq and the runner lease (invariant 6);
+  read and rewritten by every commit.
+- ``meta``: the SessionInfo. ``plan``: the Plan.
+- ``t:<task_id>``: one TaskRecord per task, rewritten when the task changes.
+- ``e:<seq>``: one Event per key, zero-padded so keys sort by seq.
+
+Every value is ``"<schema_version>|<crc32>|<json>"`` text: no pickle anywhere
+(``JsonOnlyDisk`` refuses to write or read one), a checksum to catch damage, and a
+version for migrations. A commit writes only the changed records and the new
+events in one SQLite transaction (invariants 1 and 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import diskcache
+from pydantic import ValidationError
+
+from argus_lab.errors import (
+    ConcurrentSessionError,
+    CorruptCheckpointError,
+    SchemaVersionError,
+)
+from argus_lab.events import EventBase
+from argus_lab.model import Plan, SessionInfo, TaskRecord
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Durability",
+    "Head",
+    "JsonOnlyDisk",
+    "Loaded",
+    "SessionStore",
+    "migration",
+    "open_cache",
+]
+
+SCHEMA_VERSION = 1
+Durability = Literal["normal", "full"]
+"""SQLite ``synchronous`` in WAL mode. "normal": a commit survives a process crash
+(SIGKILL, kernel restart) but the last ones may roll back on power loss. "full":
+each commit is fsynced and survives power loss too, at a cost (see BENCHMARKS.md)."""
+
+RecordKind = Literal["head", "meta", "plan", "task", "event"]
+MIGRATIONS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+"""(record kind, from_version) -> function upgrading the JSON data one version."""
+
+HOST = socket.gethostname()
+
+
+def migration(
+    kind: RecordKind, from_version: int
+) -> Callable[[Callable[[dict[str, Any]], dict[str, Any]]], Callable[..., Any]]:
+    """Registers a function that upgrades ``kind`` records from ``from_version``."""
+
+    def register(fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., Any]:
+        MIGRATIONS[(kind, from_version)] = fn
+        return fn
+
+    return register
+
+
+@migration("task", 0)
+def _task_v0(d: dict[str, Any]) -> dict[str, Any]:
+    # v0 called status "state" and attempts "tries", and had no generation.
+    d = dict(d)
+    if "state" in d:
+        d["status"] = d.pop("state")
+    if "tries" in d:
+        d["attempts"] = d.pop("tries")
+    return d
+
+
+@migration("meta", 0)
+def _meta_v0(d: dict[str, Any]) -> dict[str, Any]:
+    # v0 stored the goal as "title" and timestamps as "created_at".
+    d = dict(d)
+    if "title" in d:
+        d["goal"] = d.pop("title")
+    if "created_at" in d:
+        d["created"] = d.pop("created_at")
+        d.setdefault("updated", d["created"])
+    return d
+
+
+for _kind in ("head", "plan", "event"):
+    MIGRATIONS[(_kind, 0)] = dict
+
+
+class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
+    """A diskcache Disk that stores str keys and str/bytes values, and never pickles.
+
+    diskcache pickles anything that is not str/bytes/int/float; refusing here makes
+    "no pickle" a property of the store, not a habit of its callers.
+    """
+
+    def put(self, key: Any) -> tuple[Any, bool]:
+        if not isinstance(key, str):
+            raise TypeError(f"checkpoint keys are str, got {type(key).__name__}")
+        return super().put(key)  # type: ignore[no-any-return]
+
+    def get(self, key: Any, raw: bool) -> Any:
+        if not raw:
+            raise CorruptCheckpointError(
+                "a pickled key was found in a checkpoint; refusing to unpickle it"
+            )
+        return super().get(key, raw)
+
+    def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN) -> Any:
+        if read or not isinstance(value, str | bytes):
+            raise TypeError(
+                f"checkpoints store JSON text only, got {type(value).__name__}"
+            )
+        return super().store(value, read, key=key)
+
+    def fetch(self, mode: int, filename: str | None, value: Any, read: bool) -> Any:
+        if mode == diskcache.core.MODE_PICKLE:
+            raise CorruptCheckpointError(
+                "a pickled value was found in a checkpoint; refusing to unpickle it"
+            )
+        return super().fetch(mode, filename, value, read)
+
+
+def open_cache(directory: Path, durability: Durability = "normal") -> diskcache.Cache:
+    """Opens a diskcache Cache configured for checkpoints (never evicts, no pickle)."""
+    return diskcache.Cache(
+        str(directory),
+        disk=JsonOnlyDisk,
+        eviction_policy="none",
+        size_limit=2**62,
+        cull_limit=0,
+        statistics=0,
+        tag_index=0,
+        sqlite_synchronous=2 if durability == "full" else 1,
+        # Keep records inside SQLite (one transaction) unless they are huge;
+        # large results go to artifacts before they get here.
+        disk_min_file_size=1 << 22,
+    )
+
+
+def encode(data_json: str) -> str:
+    """Wraps JSON text in the versioned, checksummed envelope."""
+    return f"{SCHEMA_VERSION}|{zlib.crc32(data_json.encode()):08x}|{data_json}"
+
+
+@dataclass
+class Head:
+    """The session's version counter, last event seq and runner lease."""
+
+    version: int = 0
+    last_seq: int = 0
+    lease: dict[str, Any] | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"version": self.version, "last_seq": self.last_seq, "lease": self.lease}
+        )
+
+
+@dataclass
+class Loaded:
+    """Everything needed to continue a session."""
+
+    head: Head
+    meta: SessionInfo
+    plan: Plan
+    records: dict[str, TaskRecord] = field(default_factory=dict)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
+    """Whether a lease still protects its holder: not expired and (here) alive."""
+    if not lease or lease.get("expires", 0) <= now:
+        return False
+    # A holder on this host whose process is gone cannot renew: take over now
+    # rather than making the user wait out the lease.
+    return not (lease.get("host") == HOST and not _pid_alive(int(lease.get("pid", 0))))
+
+
+class SessionStore:
+    """The checkpoint store of one session (a diskcache folder)."""
+
+    def __init__(
+        self, directory: Path, session_id: str, *, durability: Durability = "normal"
+    ) -> None:
+        self.directory = Path(directory)
+        self.session_id = session_id
+        self.durability = durability
+        try:
+            self.cache = open_cache(self.directory, durability)
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt("cache.db", e) from None
+
+    def close(self) -> None:
+        """Closes the SQLite connections (the data stays on disk)."""
+        self.cache.close()
+
+    # -- reading -------------------------------------------------------------
+
+    def _corrupt(self, key: str, why: object) -> CorruptCheckpointError:
+        return CorruptCheckpointError(
+            f"session {self.session_id}: checkpoint record {key!r} is damaged ({why}). "
+            "Other sessions are unaffected; fork from an earlier task or delete "
+            "this session's folder to start it over.",
+            key=key,
+            session_id=self.session_id,
+        )
+
+    def decode(self, key: str, text: Any, kind: RecordKind) -> tuple[int, str]:
+        """Checks the envelope and returns (schema_version, json text)."""
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        if not isinstance(text, str):
+            raise self._corrupt(key, f"unexpected {type(text).__name__} value")
+        try:
+            sv_s, crc_s, body = text.split("|", 2)
+            sv = int(sv_s)
+        except ValueError:
+            raise self._corrupt(key, "no version/checksum envelope") from None
+        if f"{zlib.crc32(body.encode()):08x}" != crc_s:
+            raise self._corrupt(key, "checksum mismatch")
+        if sv > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"session {self.session_id}: record {key!r} has schema_version {sv}, "
+                f"newer than this argus-lab understands ({SCHEMA_VERSION}); "
+                "upgrade argus-lab to open it",
+                session_id=self.session_id,
+            )
+        return sv, body
+
+    def _parse(self, key: str, text: Any, kind: RecordKind, model: Any) -> Any:
+        sv, body = self.decode(key, text, kind)
+        try:
+            if sv == SCHEMA_VERSION:
+                return model.model_validate_json(body) if model else json.loads(body)
+            data = json.loads(body)
+            for v in range(sv, SCHEMA_VERSION):
+                fn = MIGRATIONS.get((kind, v))
+                if fn is None:
+                    raise SchemaVersionError(
+                        f"session {self.session_id}: no migration for {kind} records "
+                        f"from schema_version {v}; this checkpoint cannot be upgraded",
+                        session_id=self.session_id,
+                    )
+                data = fn(data)
+            return model.model_validate(data) if model else data
+        except (ValidationError, json.JSONDecodeError) as e:
+            raise self._corrupt(key, f"invalid {kind} record: {e}") from None
+
+    def _get(self, key: str) -> Any:
+        try:
+            return self.cache.get(key)
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt(key, e) from None
+
+    def read_head(self) -> Head | None:
+        """The current head, or None for a session that was never created."""
+        raw = self._get("head")
+        if raw is None:
+            return None
+        d = self._parse("head", raw, "head", None)
+        return Head(d.get("version", 0), d.get("last_seq", 0), d.get("lease"))
+
+    def _scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
+        # One range query instead of a get() per key: reopening a 10,000-task
+        # session or reading 100,000 events stays a single pass over the index.
+        # diskcache exposes no range read, so this uses its per-thread connection.
+        sql = self.cache._sql  # noqa: SLF001
+        try:
+            rows = sql(
+                "SELECT key, mode, filename, value FROM Cache "
+                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
+                (lo, hi),
+            ).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt(f"{lo}*", e) from None
+        for key, mode, filename, value in rows:
+            if mode == diskcache.core.MODE_RAW:
+                yield key, value
+            else:
+                yield key, self.cache.disk.fetch(mode, filename, value, False)
+
+    def load(self) -> Loaded:
+        """Loads head, meta, plan and every task record (not the events)."""
+        head = self.read_head()
+        if head is None:
+            raise self._corrupt("head", "missing: this folder holds no session")
+        meta = self._parse("meta", self._get("meta"), "meta", SessionInfo)
+        plan = self._parse("plan", self._get("plan"), "plan", Plan)
+        records: dict[str, TaskRecord] = {}
+        for key, raw in self._scan("t:", "t;"):
+            rec = self._parse(key, raw, "task", TaskRecord)
+            records[rec.task_id] = rec
+        return Loaded(head=head, meta=meta, plan=plan, records=records)
+
+    def read_meta(self) -> SessionInfo:
+        """Reads only the SessionInfo."""
+        info: SessionInfo = self._parse("meta", self._get("meta"), "meta", SessionInfo)
+        return info
+
+    def iter_event_json(self, since: int = 0) -> Iterator[str]:
+        """Yields the JSON text of every event with seq > since, in order."""
+        for key, raw in self._scan(f"e:{since + 1:012d}", "e;"):
+            sv, body = self.decode(key, raw, "event")
+            if sv != SCHEMA_VERSION:
+                body = json.dumps(self._parse(key, raw, "event", None))
+            yield body
+
+    def read_events(self, since: int = 0) -> list[EventBase]:
+        """Every event with seq > since, as models."""
+        from argus_lab.events import event_adapter
+
+        ad = event_adapter()
+        return [ad.validate_json(b) for b in self.iter_event_json(since)]  # type: ignore[misc]
+
+    # -- writing -------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        try:
+            with self.cache.transact(retry=True):
+                yield
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt("cache.db", e) from None
+
+    def _check(self, head: Head | None, expected: int, holder: str) -> Head:
+        if head is None:
+            raise self._corrupt("head", "missing")
+        if head.version != expected:
+            raise ConcurrentSessionError(
+                f"session {self.session_id} was changed by another writer "
+                f"(version {head.version}, expected {expected}); nothing was "
+                "written. Reopen it with ws.open() to see the latest state.",
+                session_id=self.session_id,
+            )
+        lease = head.lease
+        if lease and lease.get("holder") != holder and lease_is_live(lease, time.time()):
+            raise ConcurrentSessionError(_lease_msg(self.session_id, lease))
+        return head
+
+    def create(
+        self,
+        meta: SessionInfo,
+        plan: Plan,
+        records: Iterable[TaskRecord],
+        events: list[EventBase],
+    ) -> Head:
+        """Writes a new session in one transaction (fails if one exists here)."""
+        with self._transaction():
+            if self.cache.get("head") is not None:
+                raise ConcurrentSessionError(
+                    f"a session already exists in {self.directory}",
+                    session_id=self.session_id,
+                )
+            head = Head(version=1, last_seq=0)
+            self._write(head, records, events, meta=meta, plan=plan)
+        return head
+
+    def commit(
+        self,
+        expected_version: int,
+        holder: str,
+        *,
+        records: Iterable[TaskRecord] = (),
+        events: list[EventBase] = (),  # type: ignore[assignment]
+        meta: SessionInfo | None = None,
+        lease: dict[str, Any] | None | Literal["keep"] = "keep",
+    ) -> Head:
+        """Writes changed records and new events atomically; returns the new head.
+
+        Events get their ``seq`` here. Raises ConcurrentSessionError, writing
+        nothing, when another writer changed the session or holds its lease.
+        """
+        with self._transaction():
+            head = self._check(self.read_head(), expected_version, holder)
+            head.version += 1
+            if lease != "keep":
+                head.lease = lease
+            self._write(head, records, events, meta=meta)
+        return head
+
+    def _write(
+        self,
+        head: Head,
+        records: Iterable[TaskRecord],
+        events: list[EventBase],
+        *,
+        meta: SessionInfo | None = None,
+        plan: Plan | None = None,
+    ) -> None:
+        cache = self.cache
+        for rec in records:
+            cache.set("t:" + rec.task_id, encode(rec.model_dump_json()))
+        for ev in events:
+            head.last_seq += 1
+            ev.seq = head.last_seq
+            cache.set(f"e:{ev.seq:012d}", encode(ev.model_dump_json()))
+        if meta is not None:
+            cache.set("meta", encode(meta.model_dump_json()))
+        if plan is not None:
+            cache.set("plan", encode(plan.model_dump_json(exclude_defaults=True)))
+        cache.set("head", encode(head.to_json()))
+
+    def acquire_lease(self, holder: str, ttl: float) -> Head:
+        """Takes the runner lease (or renews ours).
+
+        Raises:
+            ConcurrentSessionError: while a live process elsewhere holds it.
+        """
+        with self._transaction():
+            head = self.read_head()
+            if head is None:
+                raise self._corrupt("head", "missing")
+            lease = head.lease
+            if lease and lease.get("holder") != holder and lease_is_live(
+                lease, time.time()
+            ):
+                raise ConcurrentSessionError(_lease_msg(self.session_id, lease))
+            head.version += 1
+            head.lease = make_lease(holder, ttl)
+            self.cache.set("head", encode(head.to_json()))
+        return head
+
+
+def make_lease(holder: str, ttl: float) -> dict[str, Any]:
+    """A lease for this process, valid for ``ttl`` seconds."""
+    return {"holder": holder, "pid": os.getpid(), "host": HOST, "expires": time.time() + ttl}
+
+
+def _lease_msg(session_id: str, lease: dict[str, Any]) -> str:
+    left = max(0.0, lease.get("expires", 0) - time.time())
+    return (
+        f"session {session_id} is being run by process {lease.get('pid')} on "
+        f"{lease.get('host')} (lease valid {left:.0f}s more); wait for that run to "
+        "end, pause it there, or open a fork instead"
+    )

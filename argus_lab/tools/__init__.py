@@ -1,0 +1,1 @@
+"""Tools: the registry and the ``@tool`` decorator (registry.py)."""

@@ -1,0 +1,316 @@
+"""``@tool``: plain Python functions made into validated, described, schema'd tools."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal, overload
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+
+from argus_lab.errors import ArgusError
+
+__all__ = ["SideEffect", "Tool", "ToolContext", "as_toolset", "tool"]
+
+SideEffect = Literal["none", "read", "write"]
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a running tool may know about where it runs.
+
+    Declare it as a keyword-only parameter ``ctx: al.ToolContext`` to receive it.
+    """
+
+    session_id: str
+    """The session running the task."""
+    task_id: str
+    """The task this attempt belongs to."""
+    attempt: int
+    """1 for the first attempt, 2 for the first retry, and so on."""
+    idempotency_key: str
+    """Stable across crash-retries and transient retries of the same task;
+    hand it to remote APIs so a repeated request takes effect once."""
+    workspace: Path
+    """The workspace folder."""
+    workdir: Path
+    """A folder for this session's files (created on first use)."""
+
+
+def _doc_parts(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Splits a Google-style docstring into (description, {param: text})."""
+    if not doc:
+        return "", {}
+    text = inspect.cleandoc(doc)
+    lines = text.splitlines()
+    desc: list[str] = []
+    params: dict[str, str] = {}
+    i = 0
+    while i < len(lines) and lines[i].strip() not in ("Args:", "Arguments:"):
+        if re.match(r"^(Returns|Raises|Yields|Examples?|Notes?):\s*$", lines[i]):
+            break
+        desc.append(lines[i])
+        i += 1
+    if i < len(lines) and lines[i].strip() in ("Args:", "Arguments:"):
+        current = None
+        for line in lines[i + 1 :]:
+            if line and not line.startswith(" "):
+                break
+            m = re.match(r"^\s{2,8}(\*{0,2}\w+)(?:\s*\(.*?\))?:\s*(.*)$", line)
+            if m and (current is None or len(line) - len(line.lstrip()) <= 8):
+                current = m.group(1).lstrip("*")
+                params[current] = m.group(2).strip()
+            elif current and line.strip():
+                params[current] = (params[current] + " " + line.strip()).strip()
+    return "\n".join(desc).strip(), params
+
+
+class Tool:
+    """A function the runtime can call for a task; build one with ``@al.tool``.
+
+    Calling the Tool calls the function unchanged.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+        retries: int = 0,
+        side_effect: SideEffect = "none",
+        idempotent: bool | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not _NAME.match(self.name):
+            raise ValueError(
+                f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'"
+            )
+        if side_effect not in ("none", "read", "write"):
+            raise ValueError(
+                f"side_effect must be 'none', 'read' or 'write', got {side_effect!r}"
+            )
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries!r}")
+        doc_desc, self._param_docs = _doc_parts(fn.__doc__)
+        self.description = description or doc_desc or self.name
+        self.timeout = timeout
+        self.retries = retries
+        self.side_effect: SideEffect = side_effect
+        self.idempotent = (side_effect != "write") if idempotent is None else idempotent
+        self.is_async = inspect.iscoroutinefunction(fn)
+        sig = inspect.signature(fn)
+        self.takes_ctx = "ctx" in sig.parameters
+        if self.takes_ctx and sig.parameters["ctx"].kind is not (
+            inspect.Parameter.KEYWORD_ONLY
+        ):
+            raise TypeError(
+                f"tool {self.name!r}: declare ctx keyword-only: def f(..., *, ctx)"
+            )
+        self._signature = sig
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name} side_effect={self.side_effect}>"
+
+    @cached_property
+    def _fields(self) -> tuple[dict[str, Any], bool]:
+        try:
+            hints = typing.get_type_hints(self.fn, include_extras=True)
+        except Exception:  # unresolvable annotations: validate loosely
+            hints = {}
+        fields: dict[str, Any] = {}
+        extra = False
+        for p in self._signature.parameters.values():
+            if p.name == "ctx":
+                continue
+            if p.kind is inspect.Parameter.VAR_KEYWORD:
+                extra = True
+                continue
+            if p.kind is inspect.Parameter.VAR_POSITIONAL:
+                raise TypeError(f"tool {self.name!r}: *args cannot be passed by name")
+            ann = hints.get(p.name, Any)
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            fields[p.name] = (ann, default)
+        return fields, extra
+
+    @cached_property
+    def input_model(self) -> type[BaseModel]:
+        """The pydantic model of the tool's inputs, built from its signature."""
+        fields, extra = self._fields
+        cfg = ConfigDict(extra="allow" if extra else "forbid", arbitrary_types_allowed=True)
+        model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            f"{self.name}_input", __config__=cfg, **fields
+        )
+        return model
+
+    def schema(self) -> dict[str, Any]:
+        """The tool in the Anthropic Messages API format."""
+        js = self.input_model.model_json_schema()
+        js.pop("title", None)
+        for pname, prop in js.get("properties", {}).items():
+            prop.pop("title", None)
+            if pname in self._param_docs and "description" not in prop:
+                prop["description"] = self._param_docs[pname]
+        return {"name": self.name, "description": self.description, "input_schema": js}
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validates args and returns the keyword arguments to call the function with.
+
+        Raises:
+            ToolError-compatible ValueError naming each bad field.
+        """
+        try:
+            m = self.input_model.model_validate(args)
+        except ValidationError as e:
+            raise ArgusError(
+                f"tool {self.name!r} got bad arguments: " + _errors_text(e)
+            ) from None
+        out = {k: getattr(m, k) for k in type(m).model_fields}
+        if m.model_extra:
+            out.update(m.model_extra)
+        return out
+
+    def check_args(self, args: dict[str, Any], *, deferred: set[str]) -> list[str]:
+        """Checks literal args against the signature; ``deferred`` ones come later.
+
+        Returns:
+            One message per problem, each naming the field.
+        """
+        fields, extra = self._fields
+        problems: list[str] = []
+        for name, (_, default) in fields.items():
+            if default is ... and name not in args:
+                problems.append(
+                    f"missing argument {name!r} for tool {self.name!r} "
+                    f"(accepts: {', '.join(fields)})"
+                )
+        for name, value in args.items():
+            if name not in fields:
+                if not extra:
+                    problems.append(
+                        f"unknown argument {name!r} for tool {self.name!r} "
+                        f"(accepts: {', '.join(fields) or 'no arguments'})"
+                    )
+                continue
+            if name in deferred:
+                continue
+            try:
+                _adapter(fields[name][0]).validate_python(value)
+            except ValidationError as e:
+                problems.append(
+                    f"argument {name!r} of tool {self.name!r}: "
+                    + _errors_text(e, prefix=name)
+                )
+        return problems
+
+    @cached_property
+    def code_hash(self) -> str:
+        """A hash of the function's code, stable across processes and cells."""
+        h = hashlib.sha256()
+        try:
+            h.update(inspect.getsource(self.fn).encode())
+        except (OSError, TypeError):
+            code = getattr(self.fn, "__code__", None)
+            h.update(repr(code.co_code if code else self.fn).encode())
+        return h.hexdigest()[:16]
+
+
+_adapters: dict[int, TypeAdapter[Any]] = {}
+
+
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    key = id(tp)
+    if key not in _adapters:
+        _adapters[key] = TypeAdapter(tp, config=ConfigDict(arbitrary_types_allowed=True))
+    return _adapters[key]
+
+
+def _errors_text(e: ValidationError, prefix: str | None = None) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"])
+        where = ".".join(p for p in (prefix, loc) if p)
+        parts.append(f"{where}: {err['msg']}" if where else err["msg"])
+    return "; ".join(parts)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    retries: int = 0,
+    side_effect: SideEffect = "none",
+    idempotent: bool | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    retries: int = 0,
+    side_effect: SideEffect = "none",
+    idempotent: bool | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Makes a function a tool; use bare (``@al.tool``) or with options.
+
+    Args:
+        fn: The function (sync or async). Its signature gives the input schema,
+            its docstring the description and per-argument help.
+        name: Tool name; defaults to the function name.
+        description: Overrides the docstring.
+        timeout: Seconds per attempt (a task's ``timeout`` overrides it).
+        retries: Retries after a TransientError (a task's ``retries`` overrides it).
+        side_effect: "none", "read" or "write" (changes the world outside).
+        idempotent: Safe to repeat with the same ``ctx.idempotency_key``; defaults
+            to True unless ``side_effect="write"``.
+    """
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            timeout=timeout,
+            retries=retries,
+            side_effect=side_effect,
+            idempotent=idempotent,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def as_toolset(tools: Iterable[Tool | Callable[..., Any]] | None) -> dict[str, Tool]:
+    """Normalises a list of tools (or plain functions) to a dict by name."""
+    out: dict[str, Tool] = {}
+    for t in tools or ():
+        tt = t if isinstance(t, Tool) else Tool(t)
+        if tt.name in out and out[tt.name] is not tt:
+            raise ValueError(f"two tools are named {tt.name!r}; tool names must be unique")
+        out[tt.name] = tt
+    return out

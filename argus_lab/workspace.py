@@ -1,0 +1,249 @@
+"""Workspace: one folder holding sessions' checkpoints, their files and artifacts.
+
+Layout::
+
+    <root>/sessions/<session id>/   one diskcache (SQLite) per session
+    <root>/index/                   name -> session id
+    <root>/artifacts/               content-addressed large results
+    <root>/files/<session id>/      tools' working files (ctx.workdir)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
+from argus_lab.events import make_event
+from argus_lab.model import Plan, SessionInfo, TaskRecord
+from argus_lab.runtime.session import Session, SessionOptions
+from argus_lab.store.artifacts import ArtifactStore
+from argus_lab.store.checkpoints import Durability, Loaded, SessionStore, open_cache
+from argus_lab.tools.registry import Tool, as_toolset
+
+if TYPE_CHECKING:
+    import diskcache
+
+__all__ = ["Workspace"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ToolsArg = Iterable[Tool | Callable[..., Any]] | None
+
+
+def _slug(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())[:4]
+    return "-".join(words)[:40] or "session"
+
+
+def _coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
+    if isinstance(plan, Plan):
+        return plan
+    if isinstance(plan, dict):
+        return Plan.from_dict(plan)
+    if isinstance(plan, str | Path):
+        return Plan.from_yaml(plan)
+    raise PlanError(
+        f"plan must be a Plan, a dict, YAML text or a file path, not {type(plan).__name__}"
+    )
+
+
+class Workspace:
+    """A folder of sessions. Default: ``$ARGUS_HOME``, else ``./.argus``.
+
+    Args:
+        path: The folder (created if missing).
+        durability: "normal" (survives process crashes; the default) or "full"
+            (each commit fsynced: survives power loss, slower). See BENCHMARKS.md.
+    """
+
+    def __init__(
+        self, path: str | Path | None = None, *, durability: Durability = "normal"
+    ) -> None:
+        if durability not in ("normal", "full"):
+            raise ValueError(f"durability must be 'normal' or 'full', got {durability!r}")
+        root = path if path is not None else os.environ.get("ARGUS_HOME") or ".argus"
+        self.path = Path(root).expanduser().resolve()
+        if self.path.exists() and not self.path.is_dir():
+            raise ArgusError(f"workspace path {self.path} exists and is not a folder")
+        (self.path / "sessions").mkdir(parents=True, exist_ok=True)
+        self.durability: Durability = durability
+        self.artifacts = ArtifactStore(self.path / "artifacts", fsync=durability == "full")
+        self._index_cache: diskcache.Cache | None = None
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.path)!r})"
+
+    @property
+    def _index(self) -> diskcache.Cache:
+        if self._index_cache is None:
+            self._index_cache = open_cache(self.path / "index", self.durability)
+        return self._index_cache
+
+    def _session_dir(self, session_id: str) -> Path:
+        return self.path / "sessions" / session_id
+
+    def _options(self, options: dict[str, Any]) -> SessionOptions:
+        try:
+            return SessionOptions(**options)
+        except TypeError as e:
+            known = ", ".join(SessionOptions.__dataclass_fields__)
+            raise TypeError(f"{e}; session options are: {known}") from None
+
+    # -- creating ------------------------------------------------------------
+
+    def new_session(
+        self,
+        goal: str | None = None,
+        plan: Plan | dict[str, Any] | str | Path | None = None,
+        tools: ToolsArg = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> Session:
+        """Validates the plan against the tools and creates a session for it.
+
+        Args:
+            goal: The goal; defaults to the plan's.
+            plan: A Plan, a dict, YAML text, or the path of a YAML/JSON file.
+            tools: The tools the plan's tasks call (Tool objects or functions).
+            name: Unique in this workspace; default derived from the goal.
+            **options: SessionOptions (concurrency, backoff, lease_ttl, ...).
+
+        Raises:
+            PlanError: when the plan is invalid for these tools (nothing written).
+        """
+        if plan is None:
+            raise PlanError(
+                "new_session needs a plan: a Plan, a dict, YAML text or a file path "
+                "(planners that build one from the goal alone: al.HTNPlanner, "
+                "al.LLMPlanner)"
+            )
+        p = _coerce_plan(plan)
+        if goal is not None and goal != p.goal:
+            p = p.model_copy(update={"goal": goal})
+        toolset = as_toolset(tools)
+        p = p.validate_against(toolset)
+        opts = self._options(options)
+        return self._create(p, toolset, opts, name=name)
+
+    def _create(
+        self,
+        plan: Plan,
+        tools: dict[str, Tool],
+        opts: SessionOptions,
+        *,
+        name: str | None,
+        parent: Session | None = None,
+        at: str | None = None,
+        kept: list[TaskRecord] = [],  # noqa: B006 - read only
+    ) -> Session:
+        now = time.time()
+        sid = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + uuid.uuid4().hex[:8]
+        if name is None:
+            base = f"{parent.name}-fork" if parent else _slug(plan.goal)
+            name = f"{base}-{sid[-4:]}"
+        if not _NAME.match(name):
+            raise ValueError(
+                f"session name {name!r} must start with a letter or digit and use "
+                "only letters, digits, '.', '_' or '-' (at most 64)"
+            )
+        if self._lookup(name) is not None:
+            raise ArgusError(
+                f"a session named {name!r} already exists in {self.path}; open it "
+                f"with ws.open({name!r}) or choose another name"
+            )
+        meta = SessionInfo(
+            id=sid, name=name, goal=plan.goal, created=now, updated=now,
+            parent=parent.id if parent else None, forked_at=at, n_tasks=len(plan.tasks),
+        )
+        ev = [
+            make_event("session_created", session_id=sid, ts=now,
+                       payload={"name": name, "goal": plan.goal,
+                                "parent": meta.parent}),
+            make_event("plan_created", session_id=sid, ts=now,
+                       payload={"n_tasks": len(plan.tasks), "version": 1}),
+        ]
+        if parent is not None:
+            ev.append(make_event("forked", session_id=sid, ts=now, task_id=at,
+                                 payload={"parent": parent.id, "parent_name": parent.name,
+                                          "at": at, "kept": [r.task_id for r in kept]}))
+        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        try:
+            head = store.create(meta, plan, kept, ev)
+            if not self._index.add("name:" + name, sid):
+                raise ArgusError(f"a session named {name!r} was just created elsewhere")
+        except BaseException:
+            store.close()
+            shutil.rmtree(self._session_dir(sid), ignore_errors=True)
+            raise
+        loaded = Loaded(head=head, meta=meta, plan=plan,
+                        records={r.task_id: r for r in kept})
+        return Session(self, store, loaded, tools, opts)
+
+    def _fork_session(
+        self, parent: Session, *, at: str | None, kept: list[TaskRecord], name: str | None
+    ) -> Session:
+        return self._create(
+            parent.plan, parent.tools, parent.options, name=name, parent=parent,
+            at=at, kept=kept,
+        )
+
+    # -- finding and opening -------------------------------------------------
+
+    def _lookup(self, name_or_id: str) -> str | None:
+        sid = self._index.get("name:" + name_or_id)
+        if isinstance(sid, str) and self._session_dir(sid).exists():
+            return sid
+        if (self._session_dir(name_or_id) / "cache.db").exists():
+            return name_or_id
+        return None
+
+    def open(self, name_or_id: str, tools: ToolsArg = None, **options: Any) -> Session:
+        """Opens a session to inspect or continue it, exactly where it stopped.
+
+        Tools are code, so they are handed in again; a task whose tool is
+        missing fails with an error saying so when it comes to run.
+
+        Raises:
+            KeyError: no such session (the message lists some that exist).
+            CorruptCheckpointError: a record of this session is damaged.
+        """
+        sid = self._lookup(name_or_id)
+        if sid is None:
+            names = ", ".join(i.name for i in self.sessions()[-10:]) or "none yet"
+            raise KeyError(
+                f"no session {name_or_id!r} in {self.path} (recent: {names})"
+            )
+        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        try:
+            loaded = store.load()
+        except BaseException:
+            store.close()
+            raise
+        return Session(self, store, loaded, as_toolset(tools), self._options(options))
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every readable session, oldest first (damaged ones are skipped)."""
+        out: list[SessionInfo] = []
+        for d in sorted((self.path / "sessions").iterdir()):
+            if not (d / "cache.db").exists():
+                continue
+            store = SessionStore(d, d.name, durability=self.durability)
+            try:
+                out.append(store.read_meta())
+            except CorruptCheckpointError:
+                continue
+            finally:
+                store.close()
+        return out
+
+    def close(self) -> None:
+        """Closes the workspace index (sessions close on their own)."""
+        if self._index_cache is not None:
+            self._index_cache.close()
+            self._index_cache = None
