@@ -23,7 +23,14 @@ if TYPE_CHECKING:
     from argus_lab.runtime.session import Session
     from argus_lab.workspace import Workspace
 
-__all__ = ["Column", "Columns", "EVENT_COLUMNS", "TASK_COLUMNS", "events_df", "tasks_df"]
+__all__ = [
+    "EVENT_COLUMNS",
+    "TASK_COLUMNS",
+    "Column",
+    "Columns",
+    "events_df",
+    "tasks_df",
+]
 
 Row = dict[str, Any]
 
@@ -137,7 +144,9 @@ def _task_rows(s: Session) -> list[Row]:
     rows = []
     for t in s.plan.tasks:
         r = s.record(t.id).model_dump()
-        r.update(session_id=s.id, title=t.title or t.id, tool=t.tool, n_deps=len(t.deps))
+        r.update(
+            session_id=s.id, title=t.title or t.id, tool=t.tool, n_deps=len(t.deps)
+        )
         rows.append(r)
     return rows
 
@@ -152,5 +161,5 @@ def events_df(src: Session | Workspace | Iterable[Session]) -> pd.DataFrame:
     """One row per committed event of a session, sessions, or a workspace."""
     rows: list[Row] = []
     for s in _sessions(src):
-        rows.extend(json.loads(b) for b in s._store.iter_event_json())  # noqa: SLF001
+        rows.extend(json.loads(b) for b in s._store.iter_event_json())
     return EVENT_COLUMNS.frame(rows)

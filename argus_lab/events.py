@@ -140,9 +140,7 @@ _CLASSES: tuple[type[EventBase], ...] = (
     SessionSucceeded,
     SessionFailed,
 )
-EVENT_KINDS: tuple[str, ...] = tuple(
-    c.model_fields["kind"].default for c in _CLASSES
-)
+EVENT_KINDS: tuple[str, ...] = tuple(c.model_fields["kind"].default for c in _CLASSES)
 _BY_KIND: dict[str, type[EventBase]] = dict(zip(EVENT_KINDS, _CLASSES, strict=True))
 
 Event = Annotated[

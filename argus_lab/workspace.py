@@ -49,7 +49,8 @@ def _coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
     if isinstance(plan, str | Path):
         return Plan.from_yaml(plan)
     raise PlanError(
-        f"plan must be a Plan, a dict, YAML text or a file path, not {type(plan).__name__}"
+        "plan must be a Plan, a dict, YAML text or a file path, "
+        f"not {type(plan).__name__}"
     )
 
 
@@ -66,14 +67,18 @@ class Workspace:
         self, path: str | Path | None = None, *, durability: Durability = "normal"
     ) -> None:
         if durability not in ("normal", "full"):
-            raise ValueError(f"durability must be 'normal' or 'full', got {durability!r}")
+            raise ValueError(
+                f"durability must be 'normal' or 'full', got {durability!r}"
+            )
         root = path if path is not None else os.environ.get("ARGUS_HOME") or ".argus"
         self.path = Path(root).expanduser().resolve()
         if self.path.exists() and not self.path.is_dir():
             raise ArgusError(f"workspace path {self.path} exists and is not a folder")
         (self.path / "sessions").mkdir(parents=True, exist_ok=True)
         self.durability: Durability = durability
-        self.artifacts = ArtifactStore(self.path / "artifacts", fsync=durability == "full")
+        self.artifacts = ArtifactStore(
+            self.path / "artifacts", fsync=durability == "full"
+        )
         self._index_cache: diskcache.Cache | None = None
 
     def __repr__(self) -> str:
@@ -143,7 +148,11 @@ class Workspace:
         kept: list[TaskRecord] = [],  # noqa: B006 - read only
     ) -> Session:
         now = time.time()
-        sid = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + uuid.uuid4().hex[:8]
+        sid = (
+            time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+            + "-"
+            + uuid.uuid4().hex[:8]
+        )
         if name is None:
             base = f"{parent.name}-fork" if parent else _slug(plan.goal)
             name = f"{base}-{sid[-4:]}"
@@ -158,20 +167,44 @@ class Workspace:
                 f"with ws.open({name!r}) or choose another name"
             )
         meta = SessionInfo(
-            id=sid, name=name, goal=plan.goal, created=now, updated=now,
-            parent=parent.id if parent else None, forked_at=at, n_tasks=len(plan.tasks),
+            id=sid,
+            name=name,
+            goal=plan.goal,
+            created=now,
+            updated=now,
+            parent=parent.id if parent else None,
+            forked_at=at,
+            n_tasks=len(plan.tasks),
         )
         ev = [
-            make_event("session_created", session_id=sid, ts=now,
-                       payload={"name": name, "goal": plan.goal,
-                                "parent": meta.parent}),
-            make_event("plan_created", session_id=sid, ts=now,
-                       payload={"n_tasks": len(plan.tasks), "version": 1}),
+            make_event(
+                "session_created",
+                session_id=sid,
+                ts=now,
+                payload={"name": name, "goal": plan.goal, "parent": meta.parent},
+            ),
+            make_event(
+                "plan_created",
+                session_id=sid,
+                ts=now,
+                payload={"n_tasks": len(plan.tasks), "version": 1},
+            ),
         ]
         if parent is not None:
-            ev.append(make_event("forked", session_id=sid, ts=now, task_id=at,
-                                 payload={"parent": parent.id, "parent_name": parent.name,
-                                          "at": at, "kept": [r.task_id for r in kept]}))
+            ev.append(
+                make_event(
+                    "forked",
+                    session_id=sid,
+                    ts=now,
+                    task_id=at,
+                    payload={
+                        "parent": parent.id,
+                        "parent_name": parent.name,
+                        "at": at,
+                        "kept": [r.task_id for r in kept],
+                    },
+                )
+            )
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
         try:
             head = store.create(meta, plan, kept, ev)
@@ -181,16 +214,27 @@ class Workspace:
             store.close()
             shutil.rmtree(self._session_dir(sid), ignore_errors=True)
             raise
-        loaded = Loaded(head=head, meta=meta, plan=plan,
-                        records={r.task_id: r for r in kept})
+        loaded = Loaded(
+            head=head, meta=meta, plan=plan, records={r.task_id: r for r in kept}
+        )
         return Session(self, store, loaded, tools, opts)
 
     def _fork_session(
-        self, parent: Session, *, at: str | None, kept: list[TaskRecord], name: str | None
+        self,
+        parent: Session,
+        *,
+        at: str | None,
+        kept: list[TaskRecord],
+        name: str | None,
     ) -> Session:
         return self._create(
-            parent.plan, parent.tools, parent.options, name=name, parent=parent,
-            at=at, kept=kept,
+            parent.plan,
+            parent.tools,
+            parent.options,
+            name=name,
+            parent=parent,
+            at=at,
+            kept=kept,
         )
 
     # -- finding and opening -------------------------------------------------
@@ -233,7 +277,10 @@ class Workspace:
         for d in sorted((self.path / "sessions").iterdir()):
             if not (d / "cache.db").exists():
                 continue
-            store = SessionStore(d, d.name, durability=self.durability)
+            try:
+                store = SessionStore(d, d.name, durability=self.durability)
+            except CorruptCheckpointError:
+                continue
             try:
                 out.append(store.read_meta())
             except CorruptCheckpointError:

@@ -84,7 +84,7 @@ def find_cycle(deps: dict[str, list[str]]) -> list[str] | None:
                 continue
             state = color.get(nxt)
             if state == 1:
-                cycle = path[path.index(nxt) :] + [nxt]
+                cycle = [*path[path.index(nxt) :], nxt]
                 # deps point backwards in time: reverse to read "a runs before b"
                 return cycle[::-1]
             if state is None:

@@ -38,7 +38,8 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
     """Builds a Plan from plain data, raising PlanError that names each bad field."""
     if not isinstance(data, dict):
         raise PlanError(
-            f"a plan must be a mapping with 'goal' and 'tasks', got {type(data).__name__}"
+            "a plan must be a mapping with 'goal' and 'tasks', "
+            f"got {type(data).__name__}"
         )
     if "tasks" not in data:
         raise PlanError("a plan needs a 'tasks' list (each task with an id and a tool)")

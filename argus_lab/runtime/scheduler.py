@@ -25,7 +25,9 @@ class Scheduler:
         statuses: Current status of each task.
     """
 
-    def __init__(self, deps: Mapping[str, Iterable[str]], statuses: Mapping[str, Status]):
+    def __init__(
+        self, deps: Mapping[str, Iterable[str]], statuses: Mapping[str, Status]
+    ):
         self.deps = {t: list(d) for t, d in deps.items()}
         self.children: dict[str, list[str]] = {t: [] for t in self.deps}
         for t, ds in self.deps.items():
@@ -59,7 +61,11 @@ class Scheduler:
         return rank
 
     def _maybe_ready(self, t: str) -> None:
-        if self.status[t] == "pending" and self.remaining[t] == 0 and t not in self._queued:
+        if (
+            self.status[t] == "pending"
+            and self.remaining[t] == 0
+            and t not in self._queued
+        ):
             heapq.heappush(self._heap, (-self.rank.get(t, 0), self.index[t], t))
             self._queued.add(t)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from argus_lab.errors import ArgusError, ToolError
+from argus_lab.errors import ArgusError
 from argus_lab.events import EventBase, make_event
 from argus_lab.model import STATUSES, Plan, SessionInfo, SessionStatus, Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, resolve_args
@@ -262,8 +262,8 @@ class Session:
     def __repr__(self) -> str:
         c = self.counts()
         return (
-            f"<Session {self.name!r} {self.status}: {c['succeeded']}/{len(c) and len(self._records)}"
-            f" succeeded, {c['failed']} failed>"
+            f"<Session {self.name!r} {self.status}: "
+            f"{c['succeeded']}/{len(self._records)} succeeded, {c['failed']} failed>"
         )
 
     # -- the loop thread -----------------------------------------------------
@@ -430,16 +430,22 @@ class Session:
         events: list[EventBase] | None = None,
         *,
         meta: SessionInfo | None = None,
-        lease: dict[str, Any] | None | Literal["keep"] = "keep",
+        lease: dict[str, Any] | Literal["keep"] | None = "keep",
     ) -> None:
         records = list(records)
         events = events or []
-        if lease == "keep" and self._active and self._now() > self._lease_expires - (
-            self.options.lease_ttl / 2
+        if (
+            lease == "keep"
+            and self._active
+            and self._now() > self._lease_expires - (self.options.lease_ttl / 2)
         ):
             lease = make_lease(self._holder, self.options.lease_ttl)
         head = self._store.commit(
-            self._version, self._holder, records=records, events=events, meta=meta,
+            self._version,
+            self._holder,
+            records=records,
+            events=events,
+            meta=meta,
             lease=lease,
         )
         self._version = head.version
@@ -504,7 +510,7 @@ class Session:
         self._heartbeat = loop.call_later(self.options.lease_ttl / 3, beat)
 
     def _recover(self) -> None:
-        """Decides what to do with attempts a dead process left RUNNING (invariant 2)."""
+        """Decides about attempts a dead process left RUNNING (invariant 2)."""
         changed: list[TaskRecord] = []
         events: list[EventBase] = []
         for tid, rec in self._records.items():
@@ -530,9 +536,14 @@ class Session:
                     f"taken effect. Check, then call s.retry({tid!r}) to run it "
                     f"again or s.skip({tid!r}) if it took effect."
                 )
-                changed.append(rec.model_copy(update={"status": "in_doubt", "reason": why}))
-                events.append(self._event("in_doubt", tid, attempt=rec.attempts,
-                                          payload={"reason": why}))
+                changed.append(
+                    rec.model_copy(update={"status": "in_doubt", "reason": why})
+                )
+                events.append(
+                    self._event(
+                        "in_doubt", tid, attempt=rec.attempts, payload={"reason": why}
+                    )
+                )
         if changed:
             self._commit(changed, events)
             for r in changed:
@@ -547,8 +558,12 @@ class Session:
         return f"in doubt: {first}{more}"
 
     def _set_status(
-        self, status: SessionStatus, reason: str | None, events: list[EventBase],
-        *, lease: dict[str, Any] | None | Literal["keep"] = "keep",
+        self,
+        status: SessionStatus,
+        reason: str | None,
+        events: list[EventBase],
+        *,
+        lease: dict[str, Any] | Literal["keep"] | None = "keep",
     ) -> None:
         counts = {k: v for k, v in self.counts().items() if v}
         meta = self._info.model_copy(
@@ -650,30 +665,38 @@ class Session:
         elif (why := self._in_doubt_reason()) is not None:
             self._pause_now(why)
         elif c["failed"] or c["blocked"]:
-            failed = {t: r.error or "" for t, r in self._records.items()
-                      if r.status == "failed"}
+            failed = {
+                t: r.error or ""
+                for t, r in self._records.items()
+                if r.status == "failed"
+            }
             summary = "; ".join(f"{t}: {e}" for t, e in list(failed.items())[:5])
             if len(failed) > 5:
                 summary += f"; and {len(failed) - 5} more"
             reason = f"{len(failed)} task(s) failed, {c['blocked']} blocked — {summary}"
             if self._info.status != "failed" or self._info.reason != reason:
                 self._set_status(
-                    "failed", reason,
-                    [self._event("session_failed",
-                                 payload={"failed": failed, "summary": reason})],
+                    "failed",
+                    reason,
+                    [
+                        self._event(
+                            "session_failed",
+                            payload={"failed": failed, "summary": reason},
+                        )
+                    ],
                 )
         elif all(r.status in DONE for r in self._records.values()):
             if self._info.status != "succeeded":
                 self._set_status("succeeded", None, [self._event("session_succeeded")])
         else:
             waiting = [t for t, r in self._records.items() if r.status not in DONE]
-            self._pause_now(
-                f"nothing can run now; waiting: {', '.join(waiting[:10])}"
-            )
+            self._pause_now(f"nothing can run now; waiting: {', '.join(waiting[:10])}")
         return self._result()
 
     def _result(self) -> RunResult:
-        failed = {t: r.error or "" for t, r in self._records.items() if r.status == "failed"}
+        failed = {
+            t: r.error or "" for t, r in self._records.items() if r.status == "failed"
+        }
         counts = {k: v for k, v in self.counts().items() if v}
         return RunResult(self._info.status, self._info.reason, counts, failed)
 
@@ -715,18 +738,25 @@ class Session:
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             self._fail(
-                tid, rec,
-                Outcome(ok=False, error_type="ToolError", error=(
-                    f"tool {task.tool!r} of task {tid!r} is not registered in this "
-                    f"session (tools: {known}); reopen with "
-                    f"ws.open({self.name!r}, tools=[...]) and retry the task"
-                )),
+                tid,
+                rec,
+                Outcome(
+                    ok=False,
+                    error_type="ToolError",
+                    error=(
+                        f"tool {task.tool!r} of task {tid!r} is not registered in this "
+                        f"session (tools: {known}); reopen with "
+                        f"ws.open({self.name!r}, tools=[...]) and retry the task"
+                    ),
+                ),
             )
             return
         try:
             args = resolve_args(task.args, self._result_of)
         except ReferenceError_ as e:
-            self._fail(tid, rec, Outcome(ok=False, error=str(e), error_type="PlanError"))
+            self._fail(
+                tid, rec, Outcome(ok=False, error=str(e), error_type="PlanError")
+            )
             return
         in_hash = hashlib.sha256(
             json.dumps([tool.name, args], sort_keys=True, default=str).encode()
@@ -734,16 +764,31 @@ class Session:
         key = idempotency_key(self.id, tid, rec.generation)
         attempt = rec.attempts + 1
         # Invariant 2: the intent is durable before the side effect can happen.
-        rec = rec.model_copy(update={
-            "status": "running", "attempts": attempt, "started": self._now(),
-            "ended": None, "idempotency_key": key, "input_hash": in_hash,
-            "next_attempt_at": None,
-        })
-        self._commit([rec], [self._event("task_started", tid, attempt=attempt,
-                                         payload={"tool": tool.name})])
+        rec = rec.model_copy(
+            update={
+                "status": "running",
+                "attempts": attempt,
+                "started": self._now(),
+                "ended": None,
+                "idempotency_key": key,
+                "input_hash": in_hash,
+                "next_attempt_at": None,
+            }
+        )
+        self._commit(
+            [rec],
+            [
+                self._event(
+                    "task_started", tid, attempt=attempt, payload={"tool": tool.name}
+                )
+            ],
+        )
         out = await run_attempt(
-            tool, args, self._ctx(tid, attempt, key),
-            timeout=task.timeout or tool.timeout, success=task.success,
+            tool,
+            args,
+            self._ctx(tid, attempt, key),
+            timeout=task.timeout or tool.timeout,
+            success=task.success,
             pool=self._thread_pool(),
         )
         retries = task.retries if task.retries is not None else tool.retries
@@ -767,17 +812,28 @@ class Session:
         assert out.result_json is not None
         size = len(out.result_json)
         upd: dict[str, Any] = {
-            "status": "succeeded", "ended": self._now(), "error": None,
-            "error_type": None, "traceback": None, "reason": None,
+            "status": "succeeded",
+            "ended": self._now(),
+            "error": None,
+            "error_type": None,
+            "traceback": None,
+            "reason": None,
         }
         if size > self.options.inline_result_bytes:
-            upd["result_ref"] = self.workspace.artifacts.put_bytes(out.result_json.encode())
+            upd["result_ref"] = self.workspace.artifacts.put_bytes(
+                out.result_json.encode()
+            )
             upd["result"] = None
         else:
             upd["result"], upd["result_ref"] = out.result, None
         rec = rec.model_copy(update=upd)
-        ev = self._event("task_succeeded", tid, attempt=rec.attempts,
-                         duration=out.duration, payload={"bytes": size})
+        ev = self._event(
+            "task_succeeded",
+            tid,
+            attempt=rec.attempts,
+            duration=out.duration,
+            payload={"bytes": size},
+        )
         self._commit([rec], [ev])
         self._sched.set(tid, "succeeded")
 
@@ -786,14 +842,22 @@ class Session:
         delay = min(cap, base * 2 ** (rec.attempts - 1)) * (0.5 + random.random() / 2)
         if out.retry_after is not None:
             delay = max(delay, min(out.retry_after, max(cap, out.retry_after)))
-        rec = rec.model_copy(update={
-            "status": "pending", "error": out.error, "error_type": out.error_type,
-            "traceback": out.traceback, "next_attempt_at": self._now() + delay,
-        })
-        ev = self._event("retry_scheduled", tid, attempt=rec.attempts,
-                         duration=out.duration,
-                         payload={"delay": delay, "error": out.error,
-                                  "error_type": out.error_type})
+        rec = rec.model_copy(
+            update={
+                "status": "pending",
+                "error": out.error,
+                "error_type": out.error_type,
+                "traceback": out.traceback,
+                "next_attempt_at": self._now() + delay,
+            }
+        )
+        ev = self._event(
+            "retry_scheduled",
+            tid,
+            attempt=rec.attempts,
+            duration=out.duration,
+            payload={"delay": delay, "error": out.error, "error_type": out.error_type},
+        )
         self._commit([rec], [ev])
         loop = asyncio.get_running_loop()
 
@@ -807,23 +871,42 @@ class Session:
 
     def _fail(self, tid: str, rec: TaskRecord, out: Outcome) -> None:
         now = self._now()
-        rec = rec.model_copy(update={
-            "status": "failed", "ended": now, "error": out.error,
-            "error_type": out.error_type, "traceback": out.traceback,
-            "next_attempt_at": None,
-        })
+        rec = rec.model_copy(
+            update={
+                "status": "failed",
+                "ended": now,
+                "error": out.error,
+                "error_type": out.error_type,
+                "traceback": out.traceback,
+                "next_attempt_at": None,
+            }
+        )
         blocked = [
-            self._records[d].model_copy(update={
-                "status": "blocked", "reason": f"blocked by failed task {tid!r}"})
+            self._records[d].model_copy(
+                update={
+                    "status": "blocked",
+                    "reason": f"blocked by failed task {tid!r}",
+                }
+            )
             for d in self._sched.descendants(tid)
             if self._records[d].status == "pending"
         ]
-        events = [self._event("task_failed", tid, attempt=rec.attempts,
-                              duration=out.duration,
-                              payload={"error": out.error, "error_type": out.error_type,
-                                       "blocked": len(blocked)})]
-        events += [self._event("task_blocked", b.task_id, payload={"by": tid})
-                   for b in blocked]
+        events = [
+            self._event(
+                "task_failed",
+                tid,
+                attempt=rec.attempts,
+                duration=out.duration,
+                payload={
+                    "error": out.error,
+                    "error_type": out.error_type,
+                    "blocked": len(blocked),
+                },
+            )
+        ]
+        events += [
+            self._event("task_blocked", b.task_id, payload={"by": tid}) for b in blocked
+        ]
         self._commit([rec, *blocked], events)
         self._sched.set(tid, "failed")
         for b in blocked:
@@ -841,11 +924,16 @@ class Session:
             for d in order:
                 if status[d] != "blocked":
                     continue
-                if not any(status[p] in ("failed", "blocked", "in_doubt")
-                           for p in self._tasks[d].deps):
+                if not any(
+                    status[p] in ("failed", "blocked", "in_doubt")
+                    for p in self._tasks[d].deps
+                ):
                     status[d] = "pending"
-                    changed.append(self._records[d].model_copy(
-                        update={"status": "pending", "reason": None}))
+                    changed.append(
+                        self._records[d].model_copy(
+                            update={"status": "pending", "reason": None}
+                        )
+                    )
                     progress = True
         return changed
 
@@ -855,21 +943,35 @@ class Session:
             raise ArgusError(
                 f"task {tid!r} of session {self.name!r} is {rec.status}; only failed, "
                 "in-doubt, blocked or skipped tasks can be retried",
-                session_id=self.id, task_id=tid,
+                session_id=self.id,
+                task_id=tid,
             )
         # A failed attempt gets a fresh idempotency key; an in-doubt one keeps
         # its key so a remote that deduplicates can still recognise it.
         gen = rec.generation + (0 if rec.status == "in_doubt" else 1)
-        new = rec.model_copy(update={"status": "pending", "generation": gen,
-                                     "reason": None, "next_attempt_at": None})
+        new = rec.model_copy(
+            update={
+                "status": "pending",
+                "generation": gen,
+                "reason": None,
+                "next_attempt_at": None,
+            }
+        )
         self._records[tid] = new
         try:
             changed = [new, *self._unblock_downstream(tid)]
         finally:
             self._records[tid] = rec
-        self._commit(changed, [self._event("task_retried", tid,
-                                           payload={"from": rec.status,
-                                                    "unblocked": len(changed) - 1})])
+        self._commit(
+            changed,
+            [
+                self._event(
+                    "task_retried",
+                    tid,
+                    payload={"from": rec.status, "unblocked": len(changed) - 1},
+                )
+            ],
+        )
         for r in changed:
             self._sched.set(r.task_id, "pending")
 
@@ -879,10 +981,12 @@ class Session:
             raise ArgusError(
                 f"task {tid!r} of session {self.name!r} is {rec.status} and cannot "
                 "be skipped",
-                session_id=self.id, task_id=tid,
+                session_id=self.id,
+                task_id=tid,
             )
-        new = rec.model_copy(update={"status": "skipped", "reason": reason,
-                                     "ended": self._now()})
+        new = rec.model_copy(
+            update={"status": "skipped", "reason": reason, "ended": self._now()}
+        )
         self._records[tid] = new
         try:
             changed = [new, *self._unblock_downstream(tid)]
@@ -891,7 +995,13 @@ class Session:
         timer = self._timers.pop(tid, None)
         if timer is not None:
             timer.cancel()
-        self._commit(changed, [self._event("task_skipped", tid,
-                                           payload={"reason": reason, "from": rec.status})])
+        self._commit(
+            changed,
+            [
+                self._event(
+                    "task_skipped", tid, payload={"reason": reason, "from": rec.status}
+                )
+            ],
+        )
         for r in changed:
             self._sched.set(r.task_id, r.status)

@@ -290,7 +290,7 @@ class SessionStore:
         # One range query instead of a get() per key: reopening a 10,000-task
         # session or reading 100,000 events stays a single pass over the index.
         # diskcache exposes no range read, so this uses its per-thread connection.
-        sql = self.cache._sql  # noqa: SLF001
+        sql = self.cache._sql
         try:
             rows = sql(
                 "SELECT key, mode, filename, value FROM Cache "
@@ -359,7 +359,11 @@ class SessionStore:
                 session_id=self.session_id,
             )
         lease = head.lease
-        if lease and lease.get("holder") != holder and lease_is_live(lease, time.time()):
+        if (
+            lease
+            and lease.get("holder") != holder
+            and lease_is_live(lease, time.time())
+        ):
             raise ConcurrentSessionError(_lease_msg(self.session_id, lease))
         return head
 
@@ -389,7 +393,7 @@ class SessionStore:
         records: Iterable[TaskRecord] = (),
         events: list[EventBase] = (),  # type: ignore[assignment]
         meta: SessionInfo | None = None,
-        lease: dict[str, Any] | None | Literal["keep"] = "keep",
+        lease: dict[str, Any] | Literal["keep"] | None = "keep",
     ) -> Head:
         """Writes changed records and new events atomically; returns the new head.
 
@@ -437,8 +441,10 @@ class SessionStore:
             if head is None:
                 raise self._corrupt("head", "missing")
             lease = head.lease
-            if lease and lease.get("holder") != holder and lease_is_live(
-                lease, time.time()
+            if (
+                lease
+                and lease.get("holder") != holder
+                and lease_is_live(lease, time.time())
             ):
                 raise ConcurrentSessionError(_lease_msg(self.session_id, lease))
             head.version += 1
@@ -449,7 +455,12 @@ class SessionStore:
 
 def make_lease(holder: str, ttl: float) -> dict[str, Any]:
     """A lease for this process, valid for ``ttl`` seconds."""
-    return {"holder": holder, "pid": os.getpid(), "host": HOST, "expires": time.time() + ttl}
+    return {
+        "holder": holder,
+        "pid": os.getpid(),
+        "host": HOST,
+        "expires": time.time() + ttl,
+    }
 
 
 def _lease_msg(session_id: str, lease: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
+import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -91,15 +92,15 @@ class Tool:
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
+        if side_effect not in ("none", "read", "write"):
+            raise ValueError(
+                f"side_effect must be 'none', 'read' or 'write', got {side_effect!r}"
+            )
         self.fn = fn
         self.name = name or fn.__name__
         if not _NAME.match(self.name):
             raise ValueError(
                 f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'"
-            )
-        if side_effect not in ("none", "read", "write"):
-            raise ValueError(
-                f"side_effect must be 'none', 'read' or 'write', got {side_effect!r}"
             )
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
@@ -153,7 +154,9 @@ class Tool:
     def input_model(self) -> type[BaseModel]:
         """The pydantic model of the tool's inputs, built from its signature."""
         fields, extra = self._fields
-        cfg = ConfigDict(extra="allow" if extra else "forbid", arbitrary_types_allowed=True)
+        cfg = ConfigDict(
+            extra="allow" if extra else "forbid", arbitrary_types_allowed=True
+        )
         model: type[BaseModel] = create_model(  # type: ignore[call-overload]
             f"{self.name}_input", __config__=cfg, **fields
         )
@@ -221,14 +224,32 @@ class Tool:
 
     @cached_property
     def code_hash(self) -> str:
-        """A hash of the function's code, stable across processes and cells."""
+        """A hash of the function's code, stable across processes and cells.
+
+        Built from the compiled code (bytecode, constants, names, nested code
+        objects) and defaults rather than the source text, so it works for
+        functions defined in a notebook cell or by exec, where no source exists.
+        """
         h = hashlib.sha256()
-        try:
-            h.update(inspect.getsource(self.fn).encode())
-        except (OSError, TypeError):
-            code = getattr(self.fn, "__code__", None)
-            h.update(repr(code.co_code if code else self.fn).encode())
+        fn = inspect.unwrap(self.fn)
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            h.update(repr(fn).encode())
+        else:
+            _hash_code(h, code)
+            h.update(repr(getattr(fn, "__defaults__", None)).encode())
+            h.update(repr(getattr(fn, "__kwdefaults__", None)).encode())
         return h.hexdigest()[:16]
+
+
+def _hash_code(h: Any, code: types.CodeType) -> None:
+    h.update(code.co_code)
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _hash_code(h, c)
+        else:
+            h.update(repr(c).encode())
 
 
 _adapters: dict[int, TypeAdapter[Any]] = {}
@@ -237,7 +258,9 @@ _adapters: dict[int, TypeAdapter[Any]] = {}
 def _adapter(tp: Any) -> TypeAdapter[Any]:
     key = id(tp)
     if key not in _adapters:
-        _adapters[key] = TypeAdapter(tp, config=ConfigDict(arbitrary_types_allowed=True))
+        _adapters[key] = TypeAdapter(
+            tp, config=ConfigDict(arbitrary_types_allowed=True)
+        )
     return _adapters[key]
 
 
@@ -311,6 +334,8 @@ def as_toolset(tools: Iterable[Tool | Callable[..., Any]] | None) -> dict[str, T
     for t in tools or ():
         tt = t if isinstance(t, Tool) else Tool(t)
         if tt.name in out and out[tt.name] is not tt:
-            raise ValueError(f"two tools are named {tt.name!r}; tool names must be unique")
+            raise ValueError(
+                f"two tools are named {tt.name!r}; tool names must be unique"
+            )
         out[tt.name] = tt
     return out

@@ -1,0 +1,173 @@
+"""Checkpoints: checksums, corruption, migrations, no pickle, delta writes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import diskcache
+import pytest
+
+import argus_lab as al
+from argus_lab.store.checkpoints import SCHEMA_VERSION, JsonOnlyDisk, encode
+from tests.conftest import BASIC_TOOLS, add
+
+CHAIN = {
+    "goal": "chain",
+    "tasks": [
+        {"id": "a", "tool": "add", "args": {"a": 1}},
+        {"id": "b", "tool": "add", "args": {"a": "${a.result.sum}"}},
+        {"id": "c", "tool": "add", "args": {"a": "${b.result.sum}"}},
+    ],
+}
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def finished(ws: al.Workspace, name: str) -> al.Session:
+    s = ws.new_session(plan=CHAIN, tools=BASIC_TOOLS, name=name)
+    assert s.run().status == "succeeded"
+    s.close()
+    return s
+
+
+def test_flipped_bytes_raise_corrupt_checkpoint_naming_session_and_key(
+    ws: al.Workspace,
+) -> None:
+    bad = finished(ws, "bad")
+    finished(ws, "good")
+    db = ws.path / "sessions" / bad.id / "cache.db"
+    data = db.read_bytes()
+    # b's result {"sum": 3} is stored as text inside SQLite: change one digit.
+    m = re.search(rb'"task_id":"b","status":"succeeded".{0,200}?"sum":3', data)
+    assert m is not None
+    db.write_bytes(data[: m.end() - 1] + b"7" + data[m.end() :])
+    with pytest.raises(al.CorruptCheckpointError) as e:
+        ws.open("bad")
+    assert bad.id in e.value.message and "'t:b'" in e.value.message
+    assert e.value.session_id == bad.id and e.value.key == "t:b"
+    # The rest of the workspace stays readable and runnable.
+    assert {i.name for i in ws.sessions()} >= {"good"}
+    with ws.open("good", tools=BASIC_TOOLS) as g:
+        assert g.result("c") == {"sum": 4}
+        f = g.fork(at="b")
+        assert f.run().status == "succeeded"
+        f.close()
+
+
+def test_a_database_that_is_not_sqlite_is_reported_not_crashed(
+    ws: al.Workspace,
+) -> None:
+    bad = finished(ws, "garbage")
+    finished(ws, "fine")
+    (ws.path / "sessions" / bad.id / "cache.db").write_bytes(b"\x00garbage" * 512)
+    with pytest.raises(al.CorruptCheckpointError, match=bad.id):
+        ws.open(bad.id)
+    assert [i.name for i in ws.sessions()] == ["fine"]
+
+
+def test_v0_fixture_loads_through_registered_migrations(ws: al.Workspace) -> None:
+    src = next((FIXTURES / "v0_session").iterdir())
+    shutil.copytree(src, ws.path / "sessions" / src.name)
+    with ws.open(src.name, tools=BASIC_TOOLS) as s:
+        assert s.goal == "old goal" and s.name == "old"
+        a = s.record("a")
+        assert (a.status, a.attempts, a.result) == ("succeeded", 1, {"sum": 2})
+        assert [e.kind for e in s.events()] == ["session_created", "task_succeeded"]
+        # And it continues: b runs on a's migrated result.
+        assert s.run().status == "succeeded"
+        assert s.result("b") == {"sum": 3}
+
+
+def test_newer_schema_is_refused_with_advice(ws: al.Workspace) -> None:
+    s = finished(ws, "future")
+    c = diskcache.Cache(str(ws.path / "sessions" / s.id), disk=JsonOnlyDisk)
+    body = '{"task_id":"a","status":"succeeded"}'
+    import zlib
+
+    c.set("t:a", f"{SCHEMA_VERSION + 1}|{zlib.crc32(body.encode()):08x}|{body}")
+    c.close()
+    with pytest.raises(al.SchemaVersionError, match="upgrade argus-lab"):
+        ws.open("future")
+
+
+def test_store_refuses_to_pickle_and_to_unpickle(ws: al.Workspace) -> None:
+    s = finished(ws, "nopickle")
+    d = ws.path / "sessions" / s.id
+    c = diskcache.Cache(str(d), disk=JsonOnlyDisk)
+    with pytest.raises(TypeError, match="JSON text only"):
+        c.set("t:a", {"task_id": "a"})
+    c.close()
+    # A pickled value planted by anything else is never unpickled.
+    plain = diskcache.Cache(str(d))
+    plain.set("t:a", {"task_id": "a", "status": "succeeded"})  # pickles
+    plain.close()
+    with pytest.raises(al.CorruptCheckpointError, match="pickled"):
+        ws.open("nopickle")
+
+
+def test_no_pickle_in_the_package_source() -> None:
+    pkg = Path(al.__file__).parent
+    pat = re.compile(
+        r"^\s*(import|from)\s+(pickle|cPickle|dill|cloudpickle|marshal)\b"
+        r"|\b(pickle|dill|cloudpickle|marshal)\.(loads?|dumps?)\(",
+        re.M,
+    )
+    offenders = [str(p) for p in pkg.rglob("*.py") if pat.search(p.read_text())]
+    assert offenders == []
+
+
+def test_each_commit_writes_only_the_changed_record_and_new_events(
+    ws: al.Workspace,
+) -> None:
+    n = 40
+    plan = {
+        "goal": "chain",
+        "tasks": [
+            {
+                "id": f"t{i}",
+                "tool": "add",
+                "args": {"a": i},
+                **({"deps": [f"t{i - 1}"]} if i else {}),
+            }
+            for i in range(n)
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[add], name="delta")
+    writes: list[list[str]] = []
+    real_commit = s._store.commit
+    real_set = s._store.cache.set
+    current: list[str] = []
+
+    def spy_set(key: str, value: str, *a: object, **k: object) -> bool:
+        current.append(key)
+        return real_set(key, value, *a, **k)
+
+    def spy_commit(*a: object, **k: object) -> object:
+        current.clear()
+        out = real_commit(*a, **k)
+        writes.append(list(current))
+        return out
+
+    s._store.cache.set = spy_set  # type: ignore[method-assign]
+    s._store.commit = spy_commit  # type: ignore[method-assign]
+    assert s.run().status == "succeeded"
+    s.close()
+    task_commits = [w for w in writes if any(k.startswith("t:") for k in w)]
+    assert len(task_commits) == 2 * n  # intent + outcome per step
+    for w in task_commits:
+        assert len(w) == 3 and "head" in w  # one record, one event, the head
+        assert sum(k.startswith("t:") for k in w) == 1
+        assert sum(k.startswith("e:") for k in w) == 1
+    assert max(len(w) for w in writes) <= 3
+
+
+def test_envelope_round_trip_and_checksum(ws: al.Workspace) -> None:
+    text = encode('{"x": 1}')
+    assert text.startswith(f"{SCHEMA_VERSION}|")
+    s = finished(ws, "env")
+    with ws.open("env") as o:
+        assert o._store.decode("k", text, "task") == (SCHEMA_VERSION, '{"x": 1}')
+        with pytest.raises(al.CorruptCheckpointError, match="checksum"):
+            o._store.decode("k", text.replace("1}", "2}"), "task")
+    assert s.id

@@ -1,0 +1,104 @@
+"""@al.tool: validation from the signature, docs, Anthropic schema, options."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import argus_lab as al
+
+
+@al.tool(timeout=30, retries=3, side_effect="write", idempotent=True)
+def send_invite(email: str, talk: str, days: int = 3, *, ctx: al.ToolContext) -> dict:
+    """Invite a speaker.
+
+    Args:
+        email: Where the invitation goes.
+        talk: The talk's title,
+            which may be long.
+        days: How long the salon lasts.
+    """
+    return {"to": email, "key": ctx.idempotency_key}
+
+
+def test_schema_is_anthropic_tool_format() -> None:
+    s = send_invite.schema()
+    assert set(s) == {"name", "description", "input_schema"}
+    assert s["name"] == "send_invite"
+    assert s["description"] == "Invite a speaker."
+    js = s["input_schema"]
+    assert js["type"] == "object"
+    assert js["required"] == ["email", "talk"]
+    assert js["properties"]["email"] == {
+        "type": "string",
+        "description": "Where the invitation goes.",
+    }
+    assert js["properties"]["talk"]["description"] == (
+        "The talk's title, which may be long."
+    )
+    assert js["properties"]["days"]["default"] == 3
+    assert "ctx" not in js["properties"]
+
+
+def test_options_and_defaults() -> None:
+    assert (send_invite.timeout, send_invite.retries) == (30, 3)
+    assert send_invite.side_effect == "write" and send_invite.idempotent
+    assert send_invite.takes_ctx
+
+    @al.tool(side_effect="write")
+    def w() -> None: ...
+
+    assert w.idempotent is False  # a write is not assumed safe to repeat
+
+    @al.tool
+    def r() -> None: ...
+
+    assert r.idempotent is True and r.side_effect == "none"
+
+
+def test_validate_coerces_and_names_bad_fields() -> None:
+    assert send_invite.validate({"email": "a@b", "talk": "t", "days": "4"}) == {
+        "email": "a@b",
+        "talk": "t",
+        "days": 4,
+    }
+    with pytest.raises(al.ArgusError, match="days"):
+        send_invite.validate({"email": "a@b", "talk": "t", "days": "many"})
+    with pytest.raises(al.ArgusError, match="talk"):
+        send_invite.validate({"email": "a@b"})
+    with pytest.raises(al.ArgusError, match="cc: Extra inputs"):
+        send_invite.validate({"email": "a@b", "talk": "t", "cc": "x"})
+
+
+def test_bad_declarations_are_refused() -> None:
+    with pytest.raises(ValueError, match="side_effect"):
+        al.tool(side_effect="maybe")(lambda: None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="letters"):
+        al.tool(name="no spaces")(lambda: None)
+    with pytest.raises(TypeError, match="keyword-only"):
+
+        @al.tool
+        def f(ctx: al.ToolContext) -> None: ...
+
+
+def test_calling_the_tool_calls_the_function_and_async_is_detected() -> None:
+    @al.tool
+    async def fetch(url: str) -> str:
+        """Fetch a URL."""
+        return url.upper()
+
+    assert fetch.is_async
+    assert asyncio.run(fetch("x")) == "X"
+    assert not send_invite.is_async
+
+
+def test_code_hash_changes_with_the_code() -> None:
+    def make(n: int) -> al.Tool:
+        src = f"def f(x: int) -> int:\n    return x + {n}\n"
+        ns: dict[str, object] = {}
+        exec(compile(src, f"<cell {n}>", "exec"), ns)  # a notebook cell redefines it
+        return al.tool(ns["f"])  # type: ignore[arg-type]
+
+    assert make(1).code_hash != make(2).code_hash
+    assert make(1).code_hash == make(1).code_hash
