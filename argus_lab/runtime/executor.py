@@ -102,7 +102,8 @@ async def _attempt(
             result = await asyncio.wait_for(fut, timeout)
     except TimeoutError as e:
         if timeout is not None and not str(e):
-            e = TransientError(f"tool {tool.name!r} timed out after {timeout:g}s")
+            msg = f"tool {tool.name!r} timed out after {timeout:g}s"
+            return _fail(TransientError(msg), transient=True, tb=False)
         return _fail(e, transient=True)
     except (TransientError, ConnectionError) as e:
         return _fail(e, transient=True)

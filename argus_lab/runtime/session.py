@@ -202,7 +202,7 @@ class Session:
 
     def counts(self) -> dict[str, int]:
         """Tasks per status (every status, zeros included)."""
-        c = dict.fromkeys(STATUSES, 0)
+        c: dict[str, int] = dict.fromkeys(STATUSES, 0)
         for r in self._records.values():
             c[r.status] += 1
         return c

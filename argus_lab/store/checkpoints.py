@@ -336,7 +336,7 @@ class SessionStore:
         from argus_lab.events import event_adapter
 
         ad = event_adapter()
-        return [ad.validate_json(b) for b in self.iter_event_json(since)]  # type: ignore[misc]
+        return [ad.validate_json(b) for b in self.iter_event_json(since)]
 
     # -- writing -------------------------------------------------------------
 

@@ -157,7 +157,7 @@ class Tool:
         cfg = ConfigDict(
             extra="allow" if extra else "forbid", arbitrary_types_allowed=True
         )
-        model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        model: type[BaseModel] = create_model(
             f"{self.name}_input", __config__=cfg, **fields
         )
         return model

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets everything up in ./.venv and runs the whole suite: lint, format, types, tests.
+# Needs only Python >= 3.11 and access to PyPI. Extra args go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+exec .venv/bin/python -m pytest "$@"
