@@ -25,6 +25,7 @@ from argus_lab.errors import (
 from argus_lab.events import Event
 from argus_lab.model import Plan, SessionInfo, Task, TaskRecord
 from argus_lab.runtime.session import RunResult, Session
+from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.registry import Tool, ToolContext, tool
 from argus_lab.workspace import Workspace
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalPolicy",
     "ApprovalRequired",
     "ArgusError",
     "BudgetExceeded",

@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--concurrency", type=int, default=4, help="tasks at once (default 4)"
     )
+    r.add_argument(
+        "--yes", action="store_true", help="approve every call that asks (writes)"
+    )
 
     add("ls", "list the sessions of the workspace")
 
@@ -80,6 +83,19 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument(
         "--concurrency", type=int, default=4, help="tasks at once (default 4)"
     )
+    rs.add_argument(
+        "--yes", action="store_true", help="approve every call that asks (writes)"
+    )
+
+    ap = add("approve", "approve a task that waits for approval (then: argus resume)")
+    ap.add_argument("name", help="session name or id")
+    ap.add_argument("task", help="the task id")
+    ap.add_argument("--args", help="edited arguments, as a JSON object")
+
+    rj = add("reject", "refuse a task that waits for approval (it fails)")
+    rj.add_argument("name", help="session name or id")
+    rj.add_argument("task", help="the task id")
+    rj.add_argument("--reason", default="rejected on the command line")
 
     d = add("demo", "run the bundled offline demo (penguin data analysis)")
     d.add_argument("--name", help="session name (default demo-<time>)")
@@ -159,6 +175,22 @@ def _run_with_progress(s: Session, quiet: bool) -> RunResult:
             return s.run()
         finally:
             unsub()
+
+
+def _run_approving(s: Session, quiet: bool, yes: bool, by: str) -> RunResult:
+    """Runs; with ``yes``, approves what asks and runs on, saying so each time."""
+    res = _run_with_progress(s, quiet)
+    while yes and res.status == "paused" and s.pending_approvals():
+        for tid, asked in s.pending_approvals().items():
+            if not quiet:
+                why = asked.get("reason") or "asked"
+                print(
+                    f"approval: task {tid!r} calls {asked.get('tool')!r} ({why})"
+                    f" — approved by {by}"
+                )
+            s.approve(tid, by=by)
+        res = _run_with_progress(s, quiet)
+    return res
 
 
 def _exit_code(status: str) -> int:
@@ -245,7 +277,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan=plan, tools=tools, name=args.name, concurrency=args.concurrency
     )
     with s:
-        return _report(s, _run_with_progress(s, args.json), args, ws)
+        res = _run_approving(s, args.json, args.yes, "argus run --yes")
+        return _report(s, res, args, ws)
 
 
 def _default_tools(ws: Workspace, name: str) -> list[Tool]:
@@ -266,7 +299,32 @@ def cmd_resume(args: argparse.Namespace) -> int:
     ws = _workspace(args)
     tools = load_tools(args.tools) if args.tools else _default_tools(ws, args.name)
     with ws.open(args.name, tools=tools, concurrency=args.concurrency) as s:
-        return _report(s, _run_with_progress(s, args.json), args, ws)
+        res = _run_approving(s, args.json, args.yes, "argus resume --yes")
+        return _report(s, res, args, ws)
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    edited = None
+    if args.args is not None:
+        try:
+            edited = json.loads(args.args)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"--args is not JSON: {e}") from None
+        if not isinstance(edited, dict):
+            raise UsageError("--args must be a JSON object of argument names")
+    ws = _workspace(args)
+    with ws.open(args.name) as s:
+        s.approve(args.task, edited, by="argus approve")
+        print(f"approved {args.task!r}; continue with: argus resume {s.name}")
+    return EXIT_OK
+
+
+def cmd_reject(args: argparse.Namespace) -> int:
+    ws = _workspace(args)
+    with ws.open(args.name) as s:
+        s.reject(args.task, args.reason, by="argus reject")
+        print(f"rejected {args.task!r}: {args.reason}")
+    return EXIT_OK
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -325,24 +383,25 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     import time
 
-    from argus_lab.demo import TOOLS, plan_path
+    from argus_lab.demo import POLICIES, TOOLS, plan_path
     from argus_lab.model import Plan
 
     ws = _workspace(args)
     name = args.name or time.strftime("demo-%Y%m%d-%H%M%S")
     plan = Plan.from_yaml(plan_path())
-    s = ws.new_session(plan=plan, tools=TOOLS, name=name, backoff=(0.05, 1.0))
+    s = ws.new_session(
+        plan=plan, tools=TOOLS, name=name, backoff=(0.05, 1.0), approvals=POLICIES
+    )
     with s:
         if not args.json:
             print(f"Argus Lab demo: {plan.goal} ({len(plan.tasks)} tasks, offline)")
-        res = _run_with_progress(s, args.json)
+        # The report is a write: the session asks, and the demo approves for you.
+        res = _run_approving(s, args.json, True, "argus demo")
         retried = [str(e.task_id) for e in s.events() if e.kind == "retry_scheduled"]
         code = _report(s, res, args, ws)
         if not args.json:
             if retried:
-                print(
-                    "transient failures retried: " + ", ".join(sorted(set(retried)))
-                )
+                print("transient failures retried: " + ", ".join(sorted(set(retried))))
             report = s.workspace.path / "files" / s.id / "report.md"
             if report.exists():
                 print(f"report: {report}")
@@ -351,6 +410,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
+    "approve": cmd_approve,
+    "reject": cmd_reject,
     "run": cmd_run,
     "ls": cmd_ls,
     "show": cmd_show,

@@ -93,6 +93,24 @@ class TaskInDoubt(EventBase):
     kind: Literal["in_doubt"] = "in_doubt"
 
 
+class ApprovalRequested(EventBase):
+    """A call waits for a person (payload: tool, args, policy, reason)."""
+
+    kind: Literal["approval_requested"] = "approval_requested"
+
+
+class ApprovalGranted(EventBase):
+    """A person approved a call (payload: by, args, edited_args)."""
+
+    kind: Literal["approval_granted"] = "approval_granted"
+
+
+class ApprovalRejected(EventBase):
+    """A person or a policy refused a call (payload: by, reason, args)."""
+
+    kind: Literal["approval_rejected"] = "approval_rejected"
+
+
 class Paused(EventBase):
     """The session paused (payload: reason)."""
 
@@ -134,6 +152,9 @@ _CLASSES: tuple[type[EventBase], ...] = (
     TaskBlocked,
     TaskRetried,
     TaskInDoubt,
+    ApprovalRequested,
+    ApprovalGranted,
+    ApprovalRejected,
     Paused,
     Resumed,
     Forked,
@@ -154,6 +175,9 @@ Event = Annotated[
     | TaskBlocked
     | TaskRetried
     | TaskInDoubt
+    | ApprovalRequested
+    | ApprovalGranted
+    | ApprovalRejected
     | Paused
     | Resumed
     | Forked

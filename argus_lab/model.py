@@ -198,6 +198,11 @@ class TaskRecord(BaseModel):
     """Stable across crash-retries of the same generation."""
     input_hash: str | None = None
     """Hash of the tool name and resolved arguments of the last attempt."""
+    tool_hash: str | None = None
+    """Hash of the tool's code when the task last succeeded (staleness)."""
+    approval: dict[str, Any] | None = None
+    """The approval decision for this generation: state (asked, approved,
+    rejected), by, at, args, edited_args, policy, reason."""
     next_attempt_at: float | None = None
     """When a scheduled retry becomes due."""
     reason: str | None = None

@@ -10,6 +10,7 @@ Layout::
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
 from argus_lab.events import make_event
 from argus_lab.model import Plan, SessionInfo, TaskRecord
+from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Durability, Loaded, SessionStore, open_cache
@@ -52,6 +54,21 @@ def _coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
         "plan must be a Plan, a dict, YAML text or a file path, "
         f"not {type(plan).__name__}"
     )
+
+
+def _refuse_literal_secrets(plan: Plan, red: Redactor) -> None:
+    # A secret written into a plan would be stored with it; a reference is not.
+    for t in plan.tasks:
+        for k, v in t.args.items():
+            text = json.dumps(v)
+            if red.needed(text) and red.value(v) != v:
+                raise PlanError(
+                    f"task {t.id!r}: argument {k!r} holds a secret (it matches an "
+                    "API key, token or password, or a secret environment "
+                    "variable's value); it would be stored with the plan. Write "
+                    "${env.NAME} instead: it is read when the task runs and never "
+                    "stored"
+                )
 
 
 class Workspace:
@@ -134,6 +151,7 @@ class Workspace:
         toolset = as_toolset(tools)
         p = p.validate_against(toolset)
         opts = self._options(options)
+        _refuse_literal_secrets(p, Redactor(opts.secrets))
         return self._create(p, toolset, opts, name=name)
 
     def _create(
@@ -206,6 +224,7 @@ class Workspace:
                 )
             )
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        store.redactor = Redactor(opts.secrets)
         try:
             head = store.create(meta, plan, kept, ev)
             if not self._index.add("name:" + name, sid):

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import argus_lab as al
-from argus_lab.demo import TOOLS, analysis, dataset_path, plan_path, stats
+from argus_lab.demo import POLICIES, TOOLS, analysis, dataset_path, plan_path, stats
 from argus_lab.demo import tools as demo
 from argus_lab.demo.report import simpson_pairs
 from argus_lab.errors import ToolError, TransientError
@@ -495,8 +495,19 @@ def test_the_whole_demo_runs(tmp_path: Path) -> None:
     plan = al.Plan.from_yaml(plan_path())
     # A short backoff keeps the test fast; the demo itself uses the default.
     session = ws.new_session(
-        goal=plan.goal, plan=plan, tools=TOOLS, name="demo", backoff=(0.01, 0.05)
+        goal=plan.goal,
+        plan=plan,
+        tools=TOOLS,
+        name="demo",
+        backoff=(0.01, 0.05),
+        approvals=POLICIES,
     )
+    out = session.run()
+    # Everything runs except the report, which waits for a person.
+    assert out.status == "paused", str(out)
+    assert list(session.pending_approvals()) == ["report"]
+    assert out.counts["succeeded"] == len(plan.tasks) - 1
+    session.approve("report", by="test")
     out = session.run()
     assert out.status == "succeeded", str(out)
     assert out.counts["succeeded"] == len(plan.tasks) >= 30

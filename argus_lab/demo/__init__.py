@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from argus_lab.tools.registry import Tool
 
-__all__ = ["TOOLS", "dataset_path", "plan_path"]
+__all__ = ["POLICIES", "TOOLS", "dataset_path", "plan_path"]
 
 _HERE = Path(__file__).resolve().parent
 
@@ -62,8 +62,24 @@ def __getattr__(name: str) -> Any:
         from argus_lab.demo.tools import TOOLS
 
         return TOOLS
+    if name == "POLICIES":
+        from argus_lab.tools.approval import ApprovalPolicy
+
+        # The clean CSV stays inside the session's own folder: no need to ask.
+        # The report is what a person reads and shares: it waits for approval.
+        return (
+            ApprovalPolicy(
+                "approve",
+                tools="clean_dataset",
+                reason="writes only inside the session",
+            ),
+            ApprovalPolicy("ask", side_effect="write", reason="writes the report"),
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if TYPE_CHECKING:
+    from argus_lab.tools.approval import ApprovalPolicy
+
     TOOLS: list[Tool]
+    POLICIES: tuple[ApprovalPolicy, ...]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -27,8 +28,15 @@ _REF = re.compile(r"\$\{([^}]*)\}")
 _REF_BODY = re.compile(r"^(?P<task>[^\s{}]+?)\.result(?P<path>(?:\.[^.\s{}]+)*)$")
 
 
+_ENV_BODY = re.compile(r"^env\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
+
+
 class Reference:
-    """One ``${task.result.a.b}`` reference found in a task's arguments."""
+    """One ``${task.result.a.b}`` or ``${env.NAME}`` reference in a task's args.
+
+    ``${env.NAME}`` is read from the environment when the task runs and is never
+    stored: the way to hand a tool a secret.
+    """
 
     __slots__ = ("path", "task_id", "text")
 
@@ -37,8 +45,16 @@ class Reference:
         self.task_id = task_id
         self.path = path
 
+    @property
+    def is_env(self) -> bool:
+        """Whether this reads an environment variable rather than a result."""
+        return self.task_id == ""
+
 
 def _parse_ref(body: str) -> Reference | None:
+    env = _ENV_BODY.match(body.strip())
+    if env is not None:
+        return Reference("${" + body + "}", "", (env.group("name"),))
     m = _REF_BODY.match(body.strip())
     if m is None:
         return None
@@ -115,8 +131,10 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
             if ref is None:
                 problems.append(
                     f"task {t.id!r} has a bad reference {text}: write "
-                    "${TASK.result} or ${TASK.result.key.path}"
+                    "${TASK.result}, ${TASK.result.key.path} or ${env.NAME}"
                 )
+            elif ref.is_env:
+                continue
             elif ref.task_id == t.id:
                 problems.append(f"task {t.id!r} references its own result in {text}")
             elif ref.task_id not in ids:
@@ -169,6 +187,14 @@ class ReferenceError_(Exception):
 
 
 def _walk(value: Any, ref: Reference) -> Any:
+    if ref.is_env:
+        name = ref.path[0]
+        if name not in os.environ:
+            raise ReferenceError_(
+                f"{ref.text}: environment variable {name} is not set in the "
+                "process running the session"
+            )
+        return os.environ[name]
     cur = value
     walked: list[str] = []
     for part in ref.path:
@@ -213,13 +239,13 @@ def resolve_args(args: Any, result_of: Callable[[str], Any]) -> Any:
         if whole is not None:
             ref = _parse_ref(whole.group(1))
             if ref is not None:
-                return _walk(result_of(ref.task_id), ref)
+                return _walk(None if ref.is_env else result_of(ref.task_id), ref)
 
         def sub(m: re.Match[str]) -> str:
             ref = _parse_ref(m.group(1))
             if ref is None:
                 return m.group(0)
-            v = _walk(result_of(ref.task_id), ref)
+            v = _walk(None if ref.is_env else result_of(ref.task_id), ref)
             return v if isinstance(v, str) else _json_text(v)
 
         return _REF.sub(sub, args)
@@ -244,7 +270,8 @@ def plan_graph(plan: Plan) -> nx.DiGraph:
     for t in plan.tasks:
         g.add_node(t.id, **t.model_dump(exclude={"id"}))
     for t in plan.tasks:
-        deps = set(t.deps) | {r.task_id for _, r in iter_references(t.args) if r}
+        refs = iter_references(t.args)
+        deps = set(t.deps) | {r.task_id for _, r in refs if r and not r.is_env}
         for d in deps:
             if d in g:
                 g.add_edge(d, t.id)

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from argus_lab.errors import ArgusError, TransientError
+from argus_lab.store.artifacts import ArtifactStore, to_stored
 from argus_lab.tools.registry import Tool, ToolContext
 
 __all__ = ["Outcome", "run_attempt"]
@@ -68,10 +69,19 @@ async def run_attempt(
     timeout: float | None,
     success: dict[str, Any] | None,
     pool: Executor,
+    artifacts: ArtifactStore,
 ) -> Outcome:
     """Runs one attempt and classifies its outcome (never raises for tool errors)."""
     t0 = time.perf_counter()
-    out = await _attempt(tool, args, ctx, timeout=timeout, success=success, pool=pool)
+    out = await _attempt(
+        tool,
+        args,
+        ctx,
+        timeout=timeout,
+        success=success,
+        pool=pool,
+        artifacts=artifacts,
+    )
     out.duration = time.perf_counter() - t0
     return out
 
@@ -84,6 +94,7 @@ async def _attempt(
     timeout: float | None,
     success: dict[str, Any] | None,
     pool: Executor,
+    artifacts: ArtifactStore,
 ) -> Outcome:
     try:
         kwargs = tool.validate(args)
@@ -112,7 +123,8 @@ async def _attempt(
     except Exception as e:
         return _fail(e, transient=False)
     try:
-        jsonable = to_jsonable_python(result)
+        # DataFrames, Figures, bytes and produced files become artifacts.
+        jsonable = to_jsonable_python(to_stored(result, artifacts))
         text = json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
     except (ValueError, TypeError) as e:
         return Outcome(

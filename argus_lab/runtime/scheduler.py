@@ -34,6 +34,8 @@ class Scheduler:
             for d in ds:
                 self.children[d].append(t)
         self.index = {t: i for i, t in enumerate(self.deps)}
+        self.topo: list[str] = []
+        """Every task, dependencies before dependents."""
         self.rank = self._ranks()
         self.status: dict[str, Status] = dict(statuses)
         self.remaining = {
@@ -51,13 +53,16 @@ class Scheduler:
         out_deg = {t: len(c) for t, c in self.children.items()}
         stack = [t for t, n in out_deg.items() if n == 0]
         rank: dict[str, int] = {}
+        order: list[str] = []
         while stack:
             t = stack.pop()
+            order.append(t)
             rank[t] = 1 + max((rank[c] for c in self.children[t]), default=0)
             for d in self.deps[t]:
                 out_deg[d] -= 1
                 if out_deg[d] == 0:
                     stack.append(d)
+        self.topo = order[::-1]
         return rank
 
     def _maybe_ready(self, t: str) -> None:

@@ -24,9 +24,12 @@ from argus_lab.errors import ArgusError
 from argus_lab.events import EventBase, make_event
 from argus_lab.model import STATUSES, Plan, SessionInfo, SessionStatus, Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, resolve_args
+from argus_lab.redact import Redactor
 from argus_lab.runtime.executor import Outcome, run_attempt
 from argus_lab.runtime.scheduler import DONE, Scheduler
+from argus_lab.store.artifacts import from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore, make_lease
+from argus_lab.tools.approval import DEFAULT_POLICIES, ApprovalPolicy, decide
 from argus_lab.tools.registry import Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -55,8 +58,15 @@ class SessionOptions:
     """Seconds a runner lease lasts without renewal (renewed while running)."""
     inline_result_bytes: int = 64 * 1024
     """Results larger than this (as JSON) go to content-addressed artifacts."""
+    approvals: tuple[ApprovalPolicy, ...] | None = None
+    """Approval policies, first match decides; None: ask before write tools."""
+    secrets: tuple[str, ...] = ()
+    """Values to redact besides env vars named like KEY/TOKEN/SECRET/PASSWORD."""
 
     def __post_init__(self) -> None:
+        if self.approvals is not None:
+            object.__setattr__(self, "approvals", tuple(self.approvals))
+        object.__setattr__(self, "secrets", tuple(self.secrets))
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.lease_ttl <= 0:
@@ -82,6 +92,21 @@ class RunResult:
     def __str__(self) -> str:
         done = ", ".join(f"{n} {s}" for s, n in self.counts.items() if n)
         return f"{self.status}: {done}" + (f" — {self.reason}" if self.reason else "")
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+def input_hash(tool_name: str, args: Any) -> str:
+    """Hash of a call's tool name and resolved arguments (staleness, caching)."""
+    text = json.dumps([tool_name, args], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def idempotency_key(session_id: str, task_id: str, generation: int) -> str:
@@ -124,6 +149,11 @@ class Session:
         self._bg: concurrent.futures.Future[RunResult] | None = None
         self._artifact_cache: dict[str, Any] = {}
         self._workdir_made = False
+        self._redactor = Redactor(options.secrets)
+        store.redactor = self._redactor
+        self._policies = (
+            DEFAULT_POLICIES if options.approvals is None else options.approvals
+        )
         self._apply(loaded)
 
     def _apply(self, loaded: Loaded) -> None:
@@ -195,10 +225,16 @@ class Session:
 
     def result(self, task_id: str) -> Any:
         """The result of a task (loaded from its artifact if it was large)."""
-        rec = self.record(task_id)
-        if rec.result_ref is not None:
-            return self._load_artifact(rec.result_ref)
-        return rec.result
+        self._need_task(task_id)
+        return self._stored_result(self._records[task_id])
+
+    def _stored_result(self, rec: TaskRecord) -> Any:
+        raw = (
+            self._load_artifact(rec.result_ref)
+            if rec.result_ref is not None
+            else rec.result
+        )
+        return from_stored(raw, self.workspace.artifacts, self._artifact_cache)
 
     def counts(self) -> dict[str, int]:
         """Tasks per status (every status, zeros included)."""
@@ -379,6 +415,89 @@ class Session:
         self._need_task(task_id)
         self._call(self._guarded(self._skip(task_id, reason)))
 
+    def approve(
+        self,
+        task_id: str,
+        args: dict[str, Any] | None = None,
+        *,
+        by: str | None = None,
+    ) -> None:
+        """Approves a task waiting for approval, optionally with edited arguments.
+
+        The decision is committed (it survives a restart) and is an event naming
+        who decided and both the original and the edited arguments.
+
+        Raises:
+            ArgusError: the task is not waiting, or the edited args do not fit
+                the tool's signature (nothing is committed then).
+        """
+        self._need_task(task_id)
+        self._call(self._guarded(self._approve(task_id, args, by or _user())))
+
+    def reject(
+        self, task_id: str, reason: str = "rejected", *, by: str | None = None
+    ) -> None:
+        """Refuses a task waiting for approval: it fails and blocks its dependents."""
+        self._need_task(task_id)
+        self._call(self._guarded(self._reject(task_id, reason, by or _user())))
+
+    def pending_approvals(self) -> dict[str, dict[str, Any]]:
+        """Tasks waiting for a decision -> what was asked (tool, args, policy)."""
+        return {
+            t: {"tool": self._tasks[t].tool, **(r.approval or {})}
+            for t, r in self._records.items()
+            if r.status == "awaiting_approval"
+        }
+
+    def update_tools(self, *tools: Tool | Callable[..., Any]) -> None:
+        """Replaces tools by name (e.g. after redefining one in a notebook cell).
+
+        Tasks that used an old version show up in ``stale()``.
+        """
+        from argus_lab.tools.registry import as_toolset
+
+        self._tools = {**self._tools, **as_toolset(tools)}
+
+    def stale(self) -> list[str]:
+        """Succeeded tasks whose tool code or inputs changed, and their dependents.
+
+        A task is stale when its tool's code hash differs from the one recorded
+        when it succeeded, when its arguments resolve differently now (an
+        upstream result changed), or when a dependency is stale or not done.
+        """
+        stale: set[str] = set()
+        for tid in self._sched.topo:
+            rec = self._records[tid]
+            if rec.status != "succeeded":
+                continue
+            task = self._tasks[tid]
+            if any(
+                d in stale or self._records[d].status not in DONE for d in task.deps
+            ):
+                stale.add(tid)
+                continue
+            tool = self._tools.get(task.tool or "")
+            if tool is None:
+                continue  # unknown now: nothing to compare against
+            if rec.tool_hash is not None and rec.tool_hash != tool.code_hash:
+                stale.add(tid)
+                continue
+            try:
+                args = resolve_args(task.args, self._result_of)
+            except ReferenceError_:
+                stale.add(tid)
+                continue
+            if (
+                rec.input_hash is not None
+                and input_hash(tool.name, args) != rec.input_hash
+            ):
+                stale.add(tid)
+        return [t for t in self._tasks if t in stale]
+
+    def rerun_stale(self) -> RunResult:
+        """Makes exactly the stale tasks pending again, then ``run()``s."""
+        return self._call(self._guarded(self._rerun_stale()))
+
     def fork(
         self,
         at: str | None = None,
@@ -432,8 +551,11 @@ class Session:
         meta: SessionInfo | None = None,
         lease: dict[str, Any] | Literal["keep"] | None = "keep",
     ) -> None:
-        records = list(records)
+        records = [self._redact(r) for r in records]
         events = events or []
+        for ev in events:
+            if ev.payload:
+                ev.payload = self._redactor.value(ev.payload)
         if (
             lease == "keep"
             and self._active
@@ -462,6 +584,18 @@ class Session:
                     cb(ev)
                 except Exception:
                     log.exception("argus subscriber %r failed on %s", cb, ev.kind)
+
+    def _redact(self, rec: TaskRecord) -> TaskRecord:
+        """Invariant 7: secrets leave a record before it is stored or kept."""
+        red = self._redactor
+        upd: dict[str, Any] = {}
+        for name in ("result", "error", "traceback", "reason", "approval"):
+            v = getattr(rec, name)
+            if v is not None:
+                nv = red.value(v)
+                if nv != v:
+                    upd[name] = nv
+        return rec.model_copy(update=upd) if upd else rec
 
     async def _guarded(self, coro: Coroutine[Any, Any, T]) -> T:
         """Holds the runner lease around one public call (re-entrant)."""
@@ -664,6 +798,17 @@ class Session:
             self._pause_now(self._pause_requested)
         elif (why := self._in_doubt_reason()) is not None:
             self._pause_now(why)
+        elif c["awaiting_approval"]:
+            asked = [
+                t for t, r in self._records.items() if r.status == "awaiting_approval"
+            ]
+            first = asked[0]
+            tool = self._tasks[first].tool
+            more = f" (and {len(asked) - 1} more)" if len(asked) > 1 else ""
+            self._pause_now(
+                f"waiting for approval: task {first!r} (tool {tool!r}){more}; call "
+                f"s.approve({first!r}) or s.reject({first!r}, reason)"
+            )
         elif c["failed"] or c["blocked"]:
             failed = {
                 t: r.error or ""
@@ -706,9 +851,7 @@ class Session:
             raise ReferenceError_(
                 f"task {task_id!r} is {rec.status}, so it has no result to use"
             )
-        if rec.result_ref is not None:
-            return self._load_artifact(rec.result_ref)
-        return rec.result
+        return self._stored_result(rec)
 
     def _load_artifact(self, ref: str) -> Any:
         if ref not in self._artifact_cache:
@@ -758,9 +901,16 @@ class Session:
                 tid, rec, Outcome(ok=False, error=str(e), error_type="PlanError")
             )
             return
-        in_hash = hashlib.sha256(
-            json.dumps([tool.name, args], sort_keys=True, default=str).encode()
-        ).hexdigest()[:16]
+        in_hash = input_hash(tool.name, args)
+        approval = rec.approval or {}
+        if approval.get("state") == "approved":
+            if approval.get("edited_args") is not None:
+                args = approval["edited_args"]
+        else:
+            decision, policy = decide(self._policies, tool, args)
+            if decision != "approve":
+                self._gate(tid, rec, tool, args, decision, policy)
+                return
         key = idempotency_key(self.id, tid, rec.generation)
         attempt = rec.attempts + 1
         # Invariant 2: the intent is durable before the side effect can happen.
@@ -790,10 +940,11 @@ class Session:
             timeout=task.timeout or tool.timeout,
             success=task.success,
             pool=self._thread_pool(),
+            artifacts=self.workspace.artifacts,
         )
         retries = task.retries if task.retries is not None else tool.retries
         if out.ok:
-            self._succeed(tid, rec, out)
+            self._succeed(tid, rec, out, tool)
         elif out.transient and attempt <= retries:
             self._schedule_retry(tid, rec, out)
         else:
@@ -808,7 +959,82 @@ class Session:
             )
         return self._pool
 
-    def _succeed(self, tid: str, rec: TaskRecord, out: Outcome) -> None:
+    def _gate(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        tool: Tool,
+        args: dict[str, Any],
+        decision: str,
+        policy: ApprovalPolicy | None,
+    ) -> None:
+        """A policy said "ask" or "reject" for this call."""
+        rule = policy.describe() if policy else None
+        if decision == "reject":
+            reason = (policy.reason if policy else "") or "refused by policy"
+            rec = rec.model_copy(
+                update={
+                    "approval": {
+                        "state": "rejected",
+                        "by": "policy",
+                        "at": self._now(),
+                        "args": args,
+                        "policy": rule,
+                        "reason": reason,
+                    }
+                }
+            )
+            self._fail(
+                tid,
+                rec,
+                Outcome(
+                    ok=False, error_type="Rejected", error=f"rejected by policy {rule}"
+                ),
+                extra=[
+                    self._event(
+                        "approval_rejected",
+                        tid,
+                        payload={
+                            "by": "policy",
+                            "reason": reason,
+                            "tool": tool.name,
+                            "args": args,
+                            "policy": rule,
+                        },
+                    )
+                ],
+            )
+            return
+        rec = rec.model_copy(
+            update={
+                "status": "awaiting_approval",
+                "approval": {
+                    "state": "asked",
+                    "at": self._now(),
+                    "args": args,
+                    "policy": rule,
+                    "reason": policy.reason if policy else "",
+                },
+            }
+        )
+        self._commit(
+            [rec],
+            [
+                self._event(
+                    "approval_requested",
+                    tid,
+                    payload={
+                        "tool": tool.name,
+                        "args": args,
+                        "policy": rule,
+                        "reason": policy.reason if policy else "",
+                    },
+                )
+            ],
+        )
+        self._sched.set(tid, "awaiting_approval")
+
+    def _succeed(self, tid: str, rec: TaskRecord, out: Outcome, tool: Tool) -> None:
         assert out.result_json is not None
         size = len(out.result_json)
         upd: dict[str, Any] = {
@@ -818,6 +1044,7 @@ class Session:
             "error_type": None,
             "traceback": None,
             "reason": None,
+            "tool_hash": tool.code_hash,
         }
         if size > self.options.inline_result_bytes:
             upd["result_ref"] = self.workspace.artifacts.put_bytes(
@@ -869,7 +1096,13 @@ class Session:
         # The scheduler keeps the task "running" until the delay is over.
         self._timers[tid] = loop.call_later(delay, due)
 
-    def _fail(self, tid: str, rec: TaskRecord, out: Outcome) -> None:
+    def _fail(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        out: Outcome,
+        extra: list[EventBase] | None = None,
+    ) -> None:
         now = self._now()
         rec = rec.model_copy(
             update={
@@ -907,6 +1140,7 @@ class Session:
         events += [
             self._event("task_blocked", b.task_id, payload={"by": tid}) for b in blocked
         ]
+        events = (extra or []) + events
         self._commit([rec, *blocked], events)
         self._sched.set(tid, "failed")
         for b in blocked:
@@ -955,6 +1189,7 @@ class Session:
                 "generation": gen,
                 "reason": None,
                 "next_attempt_at": None,
+                "approval": None if gen != rec.generation else rec.approval,
             }
         )
         self._records[tid] = new
@@ -974,6 +1209,102 @@ class Session:
         )
         for r in changed:
             self._sched.set(r.task_id, "pending")
+
+    async def _approve(self, tid: str, args: dict[str, Any] | None, by: str) -> None:
+        rec = self._records[tid]
+        if rec.status != "awaiting_approval":
+            raise ArgusError(
+                f"task {tid!r} of session {self.name!r} is {rec.status}, not waiting "
+                "for approval",
+                session_id=self.id,
+                task_id=tid,
+            )
+        tool = self._tools.get(self._tasks[tid].tool or "")
+        if args is not None and tool is not None:
+            tool.validate(args)  # fail now, naming the field, not at run time
+        asked = rec.approval or {}
+        new = rec.model_copy(
+            update={
+                "status": "pending",
+                "approval": {
+                    **asked,
+                    "state": "approved",
+                    "by": by,
+                    "at": self._now(),
+                    "edited_args": args,
+                },
+            }
+        )
+        ev = self._event(
+            "approval_granted",
+            tid,
+            payload={"by": by, "args": asked.get("args"), "edited_args": args},
+        )
+        self._commit([new], [ev])
+        self._sched.set(tid, "pending")
+        self._wake_up()
+
+    async def _reject(self, tid: str, reason: str, by: str) -> None:
+        rec = self._records[tid]
+        if rec.status != "awaiting_approval":
+            raise ArgusError(
+                f"task {tid!r} of session {self.name!r} is {rec.status}, not waiting "
+                "for approval",
+                session_id=self.id,
+                task_id=tid,
+            )
+        asked = rec.approval or {}
+        rec = rec.model_copy(
+            update={
+                "approval": {
+                    **asked,
+                    "state": "rejected",
+                    "by": by,
+                    "at": self._now(),
+                    "reason": reason,
+                }
+            }
+        )
+        self._fail(
+            tid,
+            rec,
+            Outcome(
+                ok=False, error_type="Rejected", error=f"rejected by {by}: {reason}"
+            ),
+            extra=[
+                self._event(
+                    "approval_rejected",
+                    tid,
+                    payload={"by": by, "reason": reason, "args": asked.get("args")},
+                )
+            ],
+        )
+        self._wake_up()
+
+    async def _rerun_stale(self) -> RunResult:
+        stale = self.stale()
+        if stale:
+            changed = [
+                self._records[t].model_copy(
+                    update={
+                        "status": "pending",
+                        "generation": self._records[t].generation + 1,
+                        "approval": None,
+                        "reason": None,
+                    }
+                )
+                for t in stale
+            ]
+            events = [
+                self._event(
+                    "task_retried", t, payload={"from": "succeeded", "why": "stale"}
+                )
+                for t in stale
+            ]
+            self._commit(changed, events)
+            for t in stale:
+                self._sched.set(t, "pending")
+        return await self._run()
 
     async def _skip(self, tid: str, reason: str) -> None:
         rec = self._records[tid]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from argus_lab.errors import CorruptCheckpointError
 
-__all__ = ["ArtifactStore"]
+__all__ = ["ARTIFACT", "ArtifactStore", "from_stored", "to_stored"]
 
 
 class ArtifactStore:
@@ -72,3 +74,103 @@ class ArtifactStore:
                 session_id=session_id,
             )
         return data
+
+
+ARTIFACT = "$artifact"
+"""Key of the marker dict that stands for an artifact inside a stored result."""
+
+
+def _kind(v: object) -> str | None:
+    t = type(v)
+    mod = t.__module__
+    if isinstance(v, bytes | bytearray | memoryview):
+        return "bytes"
+    if isinstance(v, Path):
+        return "path"
+    if mod.startswith("pandas") and t.__name__ == "DataFrame":
+        return "dataframe"
+    if mod.startswith("matplotlib") and t.__name__ == "Figure":
+        return "figure"
+    return None
+
+
+def to_stored(value: Any, store: ArtifactStore) -> Any:
+    """Replaces non-JSON leaves with artifact markers, storing their bytes.
+
+    DataFrames become parquet, matplotlib Figures PNG, bytes stay raw and a
+    ``Path`` stores the file's bytes (a task's produced files). Everything else
+    is returned unchanged for the JSON encoder to judge.
+    """
+    if isinstance(value, dict):
+        return {k: to_stored(v, store) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_stored(v, store) for v in value]
+    kind = _kind(value)
+    if kind is None:
+        return value
+    name = None
+    if kind == "bytes":
+        data = bytes(value)
+    elif kind == "path":
+        p = Path(value)
+        if not p.is_file():
+            raise ValueError(f"result names a file that does not exist: {p}")
+        data, name = p.read_bytes(), p.name
+    elif kind == "dataframe":
+        buf = io.BytesIO()
+        value.to_parquet(buf)
+        data = buf.getvalue()
+    else:  # figure
+        buf = io.BytesIO()
+        value.savefig(buf, format="png")
+        data = buf.getvalue()
+    marker = {ARTIFACT: store.put_bytes(data), "type": kind, "bytes": len(data)}
+    if name is not None:
+        marker["name"] = name
+    return marker
+
+
+def from_stored(
+    value: Any, store: ArtifactStore, cache: dict[str, Any] | None = None
+) -> Any:
+    """Turns artifact markers back into the objects they stood for."""
+    if isinstance(value, list):
+        return [from_stored(v, store, cache) for v in value]
+    if not isinstance(value, dict):
+        return value
+    ref = value.get(ARTIFACT)
+    if not isinstance(ref, str):
+        return {k: from_stored(v, store, cache) for k, v in value.items()}
+    if cache is not None and ref in cache:
+        return cache[ref]
+    kind = value.get("type")
+    if kind == "path":
+        obj: Any = store.path(ref)
+        store.get_bytes(ref)  # verify it is there and intact
+    else:
+        data = store.get_bytes(ref)
+        if kind == "dataframe":
+            import pandas as pd
+
+            obj = pd.read_parquet(io.BytesIO(data))
+        elif kind == "figure":
+            obj = _figure_from_png(data)
+        else:
+            obj = data
+    if cache is not None:
+        cache[ref] = obj
+    return obj
+
+
+def _figure_from_png(data: bytes) -> Any:
+    # A Figure cannot be stored without pickle; its PNG can. Loading gives a
+    # Figure showing exactly those pixels, at the same size.
+    from matplotlib.figure import Figure
+    from matplotlib.image import imread
+
+    img = imread(io.BytesIO(data), format="png")
+    h, w = img.shape[:2]
+    dpi = 100
+    fig = Figure(figsize=(w / dpi, h / dpi), dpi=dpi)
+    fig.figimage(img, resize=False)
+    return fig

@@ -38,6 +38,7 @@ from argus_lab.errors import (
 )
 from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, TaskRecord
+from argus_lab.redact import Redactor
 
 __all__ = [
     "MIGRATIONS",
@@ -211,6 +212,8 @@ class SessionStore:
         self.directory = Path(directory)
         self.session_id = session_id
         self.durability = durability
+        self.redactor: Redactor | None = None
+        """Set by the Session: a last scrub of every value before it is written."""
         try:
             self.cache = open_cache(self.directory, durability)
         except sqlite3.DatabaseError as e:
@@ -408,6 +411,12 @@ class SessionStore:
             self._write(head, records, events, meta=meta)
         return head
 
+    def _encode(self, text: str) -> str:
+        red = self.redactor
+        if red is not None and red.needed(text):
+            text = red.text(text)
+        return encode(text)
+
     def _write(
         self,
         head: Head,
@@ -419,15 +428,15 @@ class SessionStore:
     ) -> None:
         cache = self.cache
         for rec in records:
-            cache.set("t:" + rec.task_id, encode(rec.model_dump_json()))
+            cache.set("t:" + rec.task_id, self._encode(rec.model_dump_json()))
         for ev in events:
             head.last_seq += 1
             ev.seq = head.last_seq
-            cache.set(f"e:{ev.seq:012d}", encode(ev.model_dump_json()))
+            cache.set(f"e:{ev.seq:012d}", self._encode(ev.model_dump_json()))
         if meta is not None:
-            cache.set("meta", encode(meta.model_dump_json()))
+            cache.set("meta", self._encode(meta.model_dump_json()))
         if plan is not None:
-            cache.set("plan", encode(plan.model_dump_json(exclude_defaults=True)))
+            cache.set("plan", self._encode(plan.model_dump_json(exclude_defaults=True)))
         cache.set("head", encode(head.to_json()))
 
     def acquire_lease(self, holder: str, ttl: float) -> Head:

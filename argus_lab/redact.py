@@ -1,0 +1,99 @@
+"""Secrets never land (invariant 7): redaction before anything is stored.
+
+A ``Redactor`` knows secret *values* (from environment variables named like
+``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, plus any given to it) and
+secret *shapes* (API keys, bearer tokens, ``password=...``), and secret *fields*
+(dict keys named like those). It rewrites args, results, errors, tracebacks and
+event payloads, and scrubs the final JSON text once more before it is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["MASK", "SECRET_NAME", "Redactor"]
+
+MASK = "[REDACTED]"
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
+"""Names (env vars, dict keys, headers) whose values are secrets."""
+_NOT_SECRET_NAME = re.compile(r"^(idempotency_key|key|keys|sort_key|task_key)$", re.I)
+
+_SHAPES = re.compile(
+    r"(sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
+    r"|sk-[A-Za-z0-9_\-]{32,}"  # OpenAI-style
+    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
+    r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
+    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
+    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}"
+    r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
+    r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
+)
+_MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
+
+
+class Redactor:
+    """Masks secrets in values and text.
+
+    Args:
+        secrets: Extra secret values to mask (e.g. an API key held in a variable).
+        environ: Where to find secret env vars; defaults to ``os.environ``.
+    """
+
+    def __init__(
+        self,
+        secrets: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        values = {v for k, v in env.items() if SECRET_NAME.search(k)}
+        values.update(secrets)
+        # Longest first, so a secret containing another is masked whole.
+        self.values = sorted(
+            (v for v in values if v and len(v) >= _MIN_LEN), key=len, reverse=True
+        )
+
+    def text(self, s: str) -> str:
+        """Masks known secret values and secret shapes in a string."""
+        for v in self.values:
+            if v in s:
+                s = s.replace(v, MASK)
+        if _SHAPES.search(s):
+            s = _SHAPES.sub(_mask_shape, s)
+        return s
+
+    def value(self, v: Any) -> Any:
+        """Masks secrets anywhere in JSON-like data, and values under secret keys."""
+        if isinstance(v, str):
+            return self.text(v)
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                secret_key = (
+                    isinstance(k, str)
+                    and SECRET_NAME.search(k) is not None
+                    and _NOT_SECRET_NAME.match(k) is None
+                )
+                if secret_key and isinstance(x, str) and x:
+                    out[k] = MASK
+                else:
+                    out[k] = self.value(x)
+            return out
+        if isinstance(v, list | tuple):
+            return [self.value(x) for x in v]
+        return v
+
+    def needed(self, text: str) -> bool:
+        """Whether ``text`` contains anything this redactor would mask."""
+        return any(v in text for v in self.values) or _SHAPES.search(text) is not None
+
+
+def _mask_shape(m: re.Match[str]) -> str:
+    s = m.group(0)
+    # Keep the "password=" / "Bearer " prefix so the text still reads.
+    cut = max(s.rfind("="), s.rfind(":"), s.rfind(" "))
+    if 0 < cut < len(s) - 1 and not s.startswith(("sk-", "gh", "xox", "AKIA")):
+        return s[: cut + 1] + MASK
+    return MASK

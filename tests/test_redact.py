@@ -1,0 +1,142 @@
+"""Invariant 7: secrets never reach a checkpoint, an event or a DataFrame."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import argus_lab as al
+from argus_lab.redact import MASK, Redactor
+
+SECRET = "s3cr3t-Value-7f9a2c41e8"
+
+
+@al.tool
+def leak(token: str, *, ctx: al.ToolContext) -> dict[str, str]:
+    """Returns the secret it was given, in several places."""
+    return {"echo": token, "note": f"used {token}", "api_key": "inline-value-123"}
+
+
+@al.tool
+def leak_error(token: str) -> None:
+    """Raises with the secret in the message."""
+    raise RuntimeError(f"auth failed for token {token}")
+
+
+def all_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def test_secret_in_args_result_and_exception_lands_nowhere(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARGUS_TEST_SECRET_TOKEN", SECRET)
+    plan = {
+        "goal": "leak",
+        "tasks": [
+            {
+                "id": "a",
+                "tool": "leak",
+                "args": {"token": "${env.ARGUS_TEST_SECRET_TOKEN}"},
+            },
+            {
+                "id": "b",
+                "tool": "leak_error",
+                "args": {"token": "${env.ARGUS_TEST_SECRET_TOKEN}"},
+            },
+            {"id": "c", "tool": "leak", "args": {"token": "${a.result.echo}"}},
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[leak, leak_error], name="leaky")
+    s.run()
+    assert s.result("a") == {"echo": MASK, "note": f"used {MASK}", "api_key": MASK}
+    err = s.record("b").error or ""
+    assert "auth failed for token" in err and SECRET not in err
+    assert SECRET not in (s.record("b").traceback or "")
+    frames = [s.tasks_df().to_string(), s.events_df().to_string()]
+    s.close()
+    assert all(SECRET not in f for f in frames)
+    stored = all_bytes(ws.path / "sessions" / s.id)
+    assert stored and SECRET.encode() not in stored
+    assert b"inline-value-123" not in stored
+
+
+def test_literal_secret_in_a_plan_is_refused_before_anything_is_written(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARGUS_TEST_SECRET_TOKEN", SECRET)
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": "a", "tool": "leak", "args": {"token": SECRET}}],
+    }
+    with pytest.raises(al.PlanError, match=r"\$\{env\.NAME\}"):
+        ws.new_session(plan=plan, tools=[leak], name="literal")
+    assert ws.sessions() == []
+    plan["tasks"][0]["args"] = {"token": "sk-ant-api03-" + "x" * 40}  # a key's shape
+    with pytest.raises(al.PlanError, match="holds a secret"):
+        ws.new_session(plan=plan, tools=[leak], name="literal")
+
+
+def test_missing_env_reference_fails_the_task_clearly(ws: al.Workspace) -> None:
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {
+                "id": "a",
+                "tool": "leak",
+                "args": {"token": "${env.ARGUS_NOT_SET_ANYWHERE}"},
+            }
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[leak], name="noenv")
+    s.run()
+    assert "ARGUS_NOT_SET_ANYWHERE is not set" in (s.record("a").error or "")
+
+
+def test_secrets_option_masks_values_held_elsewhere(ws: al.Workspace) -> None:
+    @al.tool
+    def reveal() -> str:
+        return "the vault code is correct-horse-battery"
+
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "r", "tool": "reveal"}]},
+        tools=[reveal],
+        name="opt",
+        secrets=["correct-horse-battery"],
+    )
+    s.run()
+    assert s.result("r") == f"the vault code is {MASK}"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345", "abcdefghijklmn"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA"),
+        ("x-api-key: sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAA"),
+        ("password=hunter2hunter2", "hunter2"),
+        ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnop"),
+        ("AKIAIOSFODNN7EXAMPLE", "IOSFODNN7EXAMPLE"),
+    ],
+)
+def test_secret_shapes_are_masked(text: str, secret: str) -> None:
+    out = Redactor(environ={}).text(text)
+    assert MASK in out and secret not in out
+
+
+def test_env_values_by_name_and_harmless_values_kept() -> None:
+    r = Redactor(
+        environ={
+            "GITHUB_TOKEN": "tok-123456789",
+            "DEBUG": "verbose1234",
+            "MY_PASSWORD": "1",
+        }
+    )
+    assert r.text("a tok-123456789 b") == f"a {MASK} b"
+    assert r.text("verbose1234") == "verbose1234"  # not a secret's name
+    assert r.text("1 + 1") == "1 + 1"  # too short to mask everywhere
+    assert r.value({"idempotency_key": "abc123def", "token": "zzz"}) == {
+        "idempotency_key": "abc123def",
+        "token": MASK,
+    }

@@ -1,0 +1,70 @@
+"""Invariant 8: stale is visible; rerun_stale reruns exactly what changed."""
+
+from __future__ import annotations
+
+import argus_lab as al
+
+CELL_V1 = "def scale(x: int) -> int:\n    return x * 2\n"
+CELL_V2 = "def scale(x: int) -> int:\n    return x * 3\n"
+CALLS: list[str] = []
+
+
+@al.tool
+def plus(x: int, y: int = 0) -> int:
+    """Adds."""
+    CALLS.append(f"plus({x},{y})")
+    return x + y
+
+
+PLAN = {
+    "goal": "g",
+    "tasks": [
+        {"id": "base", "tool": "plus", "args": {"x": 1}},
+        {"id": "scaled", "tool": "scale", "args": {"x": "${base.result}"}},
+        {"id": "after", "tool": "plus", "args": {"x": "${scaled.result}", "y": 1}},
+        {"id": "final", "tool": "plus", "args": {"x": "${after.result}"}},
+        {"id": "other", "tool": "plus", "args": {"x": 10}},
+    ],
+}
+
+
+def test_redefining_a_tool_makes_it_and_its_descendants_stale(
+    ws: al.Workspace,
+) -> None:
+    v1 = al.tool(compile_cell(CELL_V1), name="scale")
+    s = ws.new_session(plan=PLAN, tools=[plus, v1], name="st")
+    assert s.run().status == "succeeded"
+    assert s.result("final") == 3 and s.stale() == []
+
+    v2 = al.tool(compile_cell(CELL_V2), name="scale")
+    assert v2.code_hash != v1.code_hash
+    s.update_tools(v2)
+    assert s.stale() == ["scaled", "after", "final"]
+
+    CALLS.clear()
+    res = s.rerun_stale()
+    assert res.status == "succeeded"
+    assert s.result("final") == 4
+    # Only the stale tasks ran again: not "base", not "other".
+    assert CALLS == ["plus(3,1)", "plus(4,0)"]
+    assert s.stale() == []
+    assert s.record("base").attempts == 1 and s.record("other").attempts == 1
+    assert s.record("scaled").generation == 1
+
+
+def test_stale_after_reopening_with_a_new_version(ws: al.Workspace) -> None:
+    s = ws.new_session(
+        plan=PLAN, tools=[plus, al.tool(compile_cell(CELL_V1), name="scale")], name="re"
+    )
+    s.run()
+    s.close()
+    with ws.open("re", tools=[plus, al.tool(compile_cell(CELL_V2), name="scale")]) as o:
+        assert o.stale() == ["scaled", "after", "final"]
+    with ws.open("re", tools=[plus, al.tool(compile_cell(CELL_V1), name="scale")]) as o:
+        assert o.stale() == []
+
+
+def compile_cell(src: str) -> object:
+    ns: dict[str, object] = {}
+    exec(compile(src, "<ipython-input-7>", "exec"), ns)
+    return ns["scale"]
