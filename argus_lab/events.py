@@ -111,6 +111,52 @@ class ApprovalRejected(EventBase):
     kind: Literal["approval_rejected"] = "approval_rejected"
 
 
+class LlmCall(EventBase):
+    """One model request (payload: model, purpose, input_tokens, output_tokens,
+    cache_read_tokens, cache_write_tokens, cost_usd, request_hash, cached,
+    stop_reason). ``cached`` is true when a recorded reply was served."""
+
+    kind: Literal["llm_call"] = "llm_call"
+
+
+class ToolCall(EventBase):
+    """A tool call made inside an LLM task (payload: tool, args, ok, error)."""
+
+    kind: Literal["tool_call"] = "tool_call"
+
+
+class PlanPatched(EventBase):
+    """The plan changed (payload: version, added, removed, reason)."""
+
+    kind: Literal["plan_patched"] = "plan_patched"
+
+
+class HtnDecision(EventBase):
+    """An HTN planning decision (payload: compound, method, decision, reason);
+    decision is one of tried, chosen, rejected, backtracked."""
+
+    kind: Literal["htn_decision"] = "htn_decision"
+
+
+class BudgetExceeded(EventBase):
+    """A budget would be crossed (payload: budget, limit, used, needed)."""
+
+    kind: Literal["budget_exceeded"] = "budget_exceeded"
+
+
+class MemoryWritten(EventBase):
+    """A memory was written with this event's provenance (payload: id, kind)."""
+
+    kind: Literal["memory_written"] = "memory_written"
+
+
+class ContextBuilt(EventBase):
+    """An LLM prompt was assembled (payload: budget, used, items: included,
+    truncated or dropped, each with why)."""
+
+    kind: Literal["context_built"] = "context_built"
+
+
 class Paused(EventBase):
     """The session paused (payload: reason)."""
 
@@ -155,6 +201,13 @@ _CLASSES: tuple[type[EventBase], ...] = (
     ApprovalRequested,
     ApprovalGranted,
     ApprovalRejected,
+    LlmCall,
+    ToolCall,
+    PlanPatched,
+    HtnDecision,
+    BudgetExceeded,
+    MemoryWritten,
+    ContextBuilt,
     Paused,
     Resumed,
     Forked,
@@ -178,6 +231,13 @@ Event = Annotated[
     | ApprovalRequested
     | ApprovalGranted
     | ApprovalRejected
+    | LlmCall
+    | ToolCall
+    | PlanPatched
+    | HtnDecision
+    | BudgetExceeded
+    | MemoryWritten
+    | ContextBuilt
     | Paused
     | Resumed
     | Forked
