@@ -138,7 +138,7 @@ class HtnDecision(EventBase):
     kind: Literal["htn_decision"] = "htn_decision"
 
 
-class BudgetExceeded(EventBase):
+class BudgetCrossed(EventBase):
     """A budget would be crossed (payload: budget, limit, used, needed)."""
 
     kind: Literal["budget_exceeded"] = "budget_exceeded"
@@ -205,7 +205,7 @@ _CLASSES: tuple[type[EventBase], ...] = (
     ToolCall,
     PlanPatched,
     HtnDecision,
-    BudgetExceeded,
+    BudgetCrossed,
     MemoryWritten,
     ContextBuilt,
     Paused,
@@ -235,7 +235,7 @@ Event = Annotated[
     | ToolCall
     | PlanPatched
     | HtnDecision
-    | BudgetExceeded
+    | BudgetCrossed
     | MemoryWritten
     | ContextBuilt
     | Paused
