@@ -1,0 +1,313 @@
+"""One attempt of one task, end to end: approval gate, intent, call, outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import random
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.events import EventBase
+from argus_lab.model import TaskRecord
+from argus_lab.plan.graph import ReferenceError_, resolve_args
+from argus_lab.runtime.core import _Core
+from argus_lab.runtime.executor import Outcome, run_attempt
+from argus_lab.runtime.options import idempotency_key, input_hash
+from argus_lab.tools.approval import ApprovalPolicy, decide
+from argus_lab.tools.registry import Tool, ToolContext
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["Attempts"]
+
+
+class Attempts(_Core):
+    """Runs one attempt of a task and commits what came of it."""
+
+    def _ctx(self, task_id: str, attempt: int, key: str) -> ToolContext:
+        workdir = self.workspace.path / "files" / self.id
+        if not self._workdir_made:
+            workdir.mkdir(parents=True, exist_ok=True)
+            self._workdir_made = True
+        return ToolContext(
+            session_id=self.id,
+            task_id=task_id,
+            attempt=attempt,
+            idempotency_key=key,
+            workspace=self.workspace.path,
+            workdir=workdir,
+        )
+
+    def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.options.concurrency, thread_name_prefix="argus-tool"
+            )
+        return self._pool
+
+    async def _execute(self, tid: str) -> None:
+        task = self._tasks[tid]
+        rec = self._records[tid]
+        self._sched.set(tid, "running")
+        tool = self._tools.get(task.tool or "")
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            self._fail(
+                tid,
+                rec,
+                Outcome(
+                    ok=False,
+                    error_type="ToolError",
+                    error=(
+                        f"tool {task.tool!r} of task {tid!r} is not registered in this "
+                        f"session (tools: {known}); reopen with "
+                        f"ws.open({self.name!r}, tools=[...]) and retry the task"
+                    ),
+                ),
+            )
+            return
+        try:
+            args = resolve_args(task.args, self._result_of)
+        except ReferenceError_ as e:
+            self._fail(
+                tid, rec, Outcome(ok=False, error=str(e), error_type="PlanError")
+            )
+            return
+        in_hash = input_hash(tool.name, args)
+        approval = rec.approval or {}
+        if approval.get("state") == "approved":
+            if approval.get("edited_args") is not None:
+                args = approval["edited_args"]
+        else:
+            decision, policy = decide(self._policies, tool, args)
+            if decision != "approve":
+                self._gate(tid, rec, tool, args, decision, policy)
+                return
+        key = idempotency_key(self.id, tid, rec.generation)
+        attempt = rec.attempts + 1
+        # Invariant 2: the intent is durable before the side effect can happen.
+        rec = rec.model_copy(
+            update={
+                "status": "running",
+                "attempts": attempt,
+                "started": self._now(),
+                "ended": None,
+                "idempotency_key": key,
+                "input_hash": in_hash,
+                "next_attempt_at": None,
+            }
+        )
+        self._commit(
+            [rec],
+            [
+                self._event(
+                    "task_started", tid, attempt=attempt, payload={"tool": tool.name}
+                )
+            ],
+        )
+        out = await run_attempt(
+            tool,
+            args,
+            self._ctx(tid, attempt, key),
+            timeout=task.timeout or tool.timeout,
+            success=task.success,
+            pool=self._thread_pool(),
+            artifacts=self.workspace.artifacts,
+        )
+        retries = task.retries if task.retries is not None else tool.retries
+        if out.ok:
+            self._succeed(tid, rec, out, tool)
+        elif out.transient and attempt <= retries:
+            self._schedule_retry(tid, rec, out)
+        else:
+            if out.transient:
+                out.error = f"{out.error} (gave up after {attempt} attempt(s))"
+            self._fail(tid, rec, out)
+
+    def _gate(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        tool: Tool,
+        args: dict[str, Any],
+        decision: str,
+        policy: ApprovalPolicy | None,
+    ) -> None:
+        """A policy said "ask" or "reject" for this call."""
+        rule = policy.describe() if policy else None
+        if decision == "reject":
+            reason = (policy.reason if policy else "") or "refused by policy"
+            rec = rec.model_copy(
+                update={
+                    "approval": {
+                        "state": "rejected",
+                        "by": "policy",
+                        "at": self._now(),
+                        "args": args,
+                        "policy": rule,
+                        "reason": reason,
+                    }
+                }
+            )
+            self._fail(
+                tid,
+                rec,
+                Outcome(
+                    ok=False, error_type="Rejected", error=f"rejected by policy {rule}"
+                ),
+                extra=[
+                    self._event(
+                        "approval_rejected",
+                        tid,
+                        payload={
+                            "by": "policy",
+                            "reason": reason,
+                            "tool": tool.name,
+                            "args": args,
+                            "policy": rule,
+                        },
+                    )
+                ],
+            )
+            return
+        rec = rec.model_copy(
+            update={
+                "status": "awaiting_approval",
+                "approval": {
+                    "state": "asked",
+                    "at": self._now(),
+                    "args": args,
+                    "policy": rule,
+                    "reason": policy.reason if policy else "",
+                },
+            }
+        )
+        self._commit(
+            [rec],
+            [
+                self._event(
+                    "approval_requested",
+                    tid,
+                    payload={
+                        "tool": tool.name,
+                        "args": args,
+                        "policy": rule,
+                        "reason": policy.reason if policy else "",
+                    },
+                )
+            ],
+        )
+        self._sched.set(tid, "awaiting_approval")
+
+    def _succeed(self, tid: str, rec: TaskRecord, out: Outcome, tool: Tool) -> None:
+        assert out.result_json is not None
+        size = len(out.result_json)
+        upd: dict[str, Any] = {
+            "status": "succeeded",
+            "ended": self._now(),
+            "error": None,
+            "error_type": None,
+            "traceback": None,
+            "reason": None,
+            "tool_hash": tool.code_hash,
+        }
+        if size > self.options.inline_result_bytes:
+            upd["result_ref"] = self.workspace.artifacts.put_bytes(
+                out.result_json.encode()
+            )
+            upd["result"] = None
+        else:
+            upd["result"], upd["result_ref"] = out.result, None
+        rec = rec.model_copy(update=upd)
+        ev = self._event(
+            "task_succeeded",
+            tid,
+            attempt=rec.attempts,
+            duration=out.duration,
+            payload={"bytes": size},
+        )
+        self._commit([rec], [ev])
+        self._sched.set(tid, "succeeded")
+
+    def _schedule_retry(self, tid: str, rec: TaskRecord, out: Outcome) -> None:
+        base, cap = self.options.backoff
+        delay = min(cap, base * 2 ** (rec.attempts - 1)) * (0.5 + random.random() / 2)
+        if out.retry_after is not None:
+            delay = max(delay, min(out.retry_after, max(cap, out.retry_after)))
+        rec = rec.model_copy(
+            update={
+                "status": "pending",
+                "error": out.error,
+                "error_type": out.error_type,
+                "traceback": out.traceback,
+                "next_attempt_at": self._now() + delay,
+            }
+        )
+        ev = self._event(
+            "retry_scheduled",
+            tid,
+            attempt=rec.attempts,
+            duration=out.duration,
+            payload={"delay": delay, "error": out.error, "error_type": out.error_type},
+        )
+        self._commit([rec], [ev])
+        loop = asyncio.get_running_loop()
+
+        def due() -> None:
+            self._timers.pop(tid, None)
+            self._sched.set(tid, "pending")
+            self._wake_up()
+
+        # The scheduler keeps the task "running" until the delay is over.
+        self._timers[tid] = loop.call_later(delay, due)
+
+    def _fail(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        out: Outcome,
+        extra: list[EventBase] | None = None,
+    ) -> None:
+        now = self._now()
+        rec = rec.model_copy(
+            update={
+                "status": "failed",
+                "ended": now,
+                "error": out.error,
+                "error_type": out.error_type,
+                "traceback": out.traceback,
+                "next_attempt_at": None,
+            }
+        )
+        blocked = [
+            self._records[d].model_copy(
+                update={
+                    "status": "blocked",
+                    "reason": f"blocked by failed task {tid!r}",
+                }
+            )
+            for d in self._sched.descendants(tid)
+            if self._records[d].status == "pending"
+        ]
+        events = [
+            self._event(
+                "task_failed",
+                tid,
+                attempt=rec.attempts,
+                duration=out.duration,
+                payload={
+                    "error": out.error,
+                    "error_type": out.error_type,
+                    "blocked": len(blocked),
+                },
+            )
+        ]
+        events += [
+            self._event("task_blocked", b.task_id, payload={"by": tid}) for b in blocked
+        ]
+        events = (extra or []) + events
+        self._commit([rec, *blocked], events)
+        self._sched.set(tid, "failed")
+        for b in blocked:
+            self._sched.set(b.task_id, "blocked")
