@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = ["EVENT_KINDS", "Event", "EventBase", "event_adapter", "make_event"]
 
 
 class EventBase(BaseModel):
     """Fields every event has."""
+
+    # Built on first use: two dozen event classes would otherwise cost
+    # `import argus_lab` tens of milliseconds of schema generation.
+    model_config = ConfigDict(defer_build=True)
 
     kind: str
     """What happened (a lowercase literal per event class)."""

@@ -232,5 +232,7 @@ class SessionInfo(BaseModel):
     """The task the fork starts again from."""
     n_tasks: int = 0
     """Number of tasks in the plan."""
+    plan_version: int = 1
+    """Bumped each time the plan is patched (lazy expansion, backtracking, replan)."""
     counts: dict[str, int] = Field(default_factory=dict)
     """Tasks per status, as of the last status change."""

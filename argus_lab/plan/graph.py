@@ -15,7 +15,11 @@ if TYPE_CHECKING:
 
     from argus_lab.tools.registry import Tool
 
+EXPAND_TOOL = "htn:expand"
+"""The tool name of a lazy HTN compound waiting to be expanded (never a real tool)."""
+
 __all__ = [
+    "EXPAND_TOOL",
     "Reference",
     "find_cycle",
     "iter_references",
@@ -161,6 +165,8 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
     if tools is not None:
         known = ", ".join(sorted(tools)) or "(none registered)"
         for t in plan.tasks:
+            if t.tool == EXPAND_TOOL:
+                continue  # expanded by the session's HTN planner when it is ready
             if t.tool is None:
                 problems.append(f"task {t.id!r} names no tool; known tools: {known}")
                 continue

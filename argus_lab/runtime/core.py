@@ -66,6 +66,7 @@ class _Core:
         self._workdir_made = False
         self._redactor = Redactor(options.secrets)
         store.redactor = self._redactor
+        store.label = f"{loaded.meta.name!r} ({loaded.meta.id})"
         self._policies = (
             DEFAULT_POLICIES if options.approvals is None else options.approvals
         )

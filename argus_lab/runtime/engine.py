@@ -28,7 +28,11 @@ class Engine(Attempts):
         if self._wake is None:
             self._wake = asyncio.Event()
         if self._active == 0:
-            self._acquire()
+            try:
+                self._acquire()
+            except BaseException:
+                coro.close()  # refused: the call never starts, and never leaks
+                raise
         self._active += 1
         try:
             return await coro
@@ -63,9 +67,16 @@ class Engine(Attempts):
         loop = asyncio.get_running_loop()
 
         def beat() -> None:
-            if self._active:
+            if not self._active:
+                return
+            try:
                 self._commit(lease=make_lease(self._holder, self.options.lease_ttl))
-                self._heartbeat = loop.call_later(self.options.lease_ttl / 3, beat)
+            except ArgusError as e:
+                # Our lease was taken over (we stalled past it): the next commit
+                # of the run raises the same error to the caller; stop beating.
+                log.warning("session %s: lease renewal refused: %s", self.id, e.message)
+                return
+            self._heartbeat = loop.call_later(self.options.lease_ttl / 3, beat)
 
         self._heartbeat = loop.call_later(self.options.lease_ttl / 3, beat)
 

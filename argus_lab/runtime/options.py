@@ -40,6 +40,10 @@ class SessionOptions:
     """Approval policies, first match decides; None: ask before write tools."""
     secrets: tuple[str, ...] = ()
     """Values to redact besides env vars named like KEY/TOKEN/SECRET/PASSWORD."""
+    planner: Any = None
+    """An HTNPlanner: expands lazy compound tasks when they become ready and
+    backtracks a failed subtree to the next method (code: hand it in again on
+    ``ws.open``, like tools)."""
 
     def __post_init__(self) -> None:
         if self.approvals is not None:

@@ -212,6 +212,8 @@ class SessionStore:
         self.directory = Path(directory)
         self.session_id = session_id
         self.durability = durability
+        self.label = session_id
+        """How messages name the session (the Session sets "name (id)")."""
         self.redactor: Redactor | None = None
         """Set by the Session: a last scrub of every value before it is written."""
         try:
@@ -356,7 +358,7 @@ class SessionStore:
             raise self._corrupt("head", "missing")
         if head.version != expected:
             raise ConcurrentSessionError(
-                f"session {self.session_id} was changed by another writer "
+                f"session {self.label} was changed by another writer "
                 f"(version {head.version}, expected {expected}); nothing was "
                 "written. Reopen it with ws.open() to see the latest state.",
                 session_id=self.session_id,
@@ -367,7 +369,9 @@ class SessionStore:
             and lease.get("holder") != holder
             and lease_is_live(lease, time.time())
         ):
-            raise ConcurrentSessionError(_lease_msg(self.session_id, lease))
+            raise ConcurrentSessionError(
+                _lease_msg(self.label, lease), session_id=self.session_id
+            )
         return head
 
     def create(
@@ -396,6 +400,7 @@ class SessionStore:
         records: Iterable[TaskRecord] = (),
         events: list[EventBase] = (),  # type: ignore[assignment]
         meta: SessionInfo | None = None,
+        plan: Plan | None = None,
         lease: dict[str, Any] | Literal["keep"] | None = "keep",
     ) -> Head:
         """Writes changed records and new events atomically; returns the new head.
@@ -408,7 +413,7 @@ class SessionStore:
             head.version += 1
             if lease != "keep":
                 head.lease = lease
-            self._write(head, records, events, meta=meta)
+            self._write(head, records, events, meta=meta, plan=plan)
         return head
 
     def _encode(self, text: str) -> str:
@@ -455,7 +460,9 @@ class SessionStore:
                 and lease.get("holder") != holder
                 and lease_is_live(lease, time.time())
             ):
-                raise ConcurrentSessionError(_lease_msg(self.session_id, lease))
+                raise ConcurrentSessionError(
+                    _lease_msg(self.label, lease), session_id=self.session_id
+                )
             head.version += 1
             head.lease = make_lease(holder, ttl)
             self.cache.set("head", encode(head.to_json()))
@@ -472,10 +479,10 @@ def make_lease(holder: str, ttl: float) -> dict[str, Any]:
     }
 
 
-def _lease_msg(session_id: str, lease: dict[str, Any]) -> str:
+def _lease_msg(label: str, lease: dict[str, Any]) -> str:
     left = max(0.0, lease.get("expires", 0) - time.time())
     return (
-        f"session {session_id} is being run by process {lease.get('pid')} on "
+        f"session {label} is being run by process {lease.get('pid')} on "
         f"{lease.get('host')} (lease valid {left:.0f}s more); wait for that run to "
         "end, pause it there, or open a fork instead"
     )
