@@ -24,8 +24,11 @@ from argus_lab.errors import (
 )
 from argus_lab.events import Event
 from argus_lab.model import Plan, SessionInfo, Task, TaskRecord
+from argus_lab.plan.domain import HTNDomain, Subtask
+from argus_lab.plan.htn import HTNPlanner
 from argus_lab.runtime.session import RunResult, Session
 from argus_lab.tools.approval import ApprovalPolicy
+from argus_lab.tools.builtin import builtin_tools
 from argus_lab.tools.registry import Tool, ToolContext, tool
 from argus_lab.workspace import Workspace
 
@@ -42,6 +45,8 @@ __all__ = [
     "ConcurrentSessionError",
     "CorruptCheckpointError",
     "Event",
+    "HTNDomain",
+    "HTNPlanner",
     "InDoubtError",
     "MissingDependency",
     "Plan",
@@ -50,6 +55,7 @@ __all__ = [
     "SchemaVersionError",
     "Session",
     "SessionInfo",
+    "Subtask",
     "Task",
     "TaskRecord",
     "Tool",
@@ -58,6 +64,7 @@ __all__ = [
     "TransientError",
     "Workspace",
     "analysis",
+    "builtin_tools",
     "tool",
 ]
 

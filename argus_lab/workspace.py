@@ -208,6 +208,9 @@ class Workspace:
                 payload={"n_tasks": len(plan.tasks), "version": 1},
             ),
         ]
+        # How an HTN planner decomposed the goal belongs to the trajectory.
+        for d in getattr(opts.planner, "decisions", None) or ():
+            ev.append(make_event("htn_decision", session_id=sid, ts=now, payload=d))
         if parent is not None:
             ev.append(
                 make_event(

@@ -15,6 +15,8 @@ EXPECTED = {
     "ConcurrentSessionError",
     "CorruptCheckpointError",
     "Event",
+    "HTNDomain",
+    "HTNPlanner",
     "InDoubtError",
     "MissingDependency",
     "Plan",
@@ -23,6 +25,7 @@ EXPECTED = {
     "SchemaVersionError",
     "Session",
     "SessionInfo",
+    "Subtask",
     "Task",
     "TaskRecord",
     "Tool",
@@ -31,6 +34,7 @@ EXPECTED = {
     "TransientError",
     "Workspace",
     "analysis",
+    "builtin_tools",
     "tool",
 }
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from argus_lab.events import EventBase, make_event
-from argus_lab.model import STATUSES, SessionInfo, Task, TaskRecord
+from argus_lab.model import STATUSES, Plan, SessionInfo, Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_
 from argus_lab.redact import Redactor
 from argus_lab.runtime.options import RunResult, SessionOptions, Subscriber, log
@@ -77,6 +77,9 @@ class _Core:
         self._plan = loaded.plan
         self._tasks: dict[str, Task] = {t.id: t for t in loaded.plan.tasks}
         recs = loaded.records
+        # Records of tasks a plan patch removed are kept aside (their ids are
+        # never reused).
+        self._retired = {t: r for t, r in recs.items() if t not in self._tasks}
         self._records: dict[str, TaskRecord] = {
             t: recs.get(t) or TaskRecord(task_id=t) for t in self._tasks
         }
@@ -118,6 +121,7 @@ class _Core:
         events: list[EventBase] | None = None,
         *,
         meta: SessionInfo | None = None,
+        plan: Plan | None = None,
         lease: dict[str, Any] | Literal["keep"] | None = "keep",
     ) -> None:
         records = [self._redact(r) for r in records]
@@ -137,6 +141,7 @@ class _Core:
             records=records,
             events=events,
             meta=meta,
+            plan=plan,
             lease=lease,
         )
         self._version = head.version

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from argus_lab.errors import ArgusError
 from argus_lab.events import EventBase
 from argus_lab.model import SessionStatus, TaskRecord
-from argus_lab.runtime.attempts import Attempts
 from argus_lab.runtime.options import RunResult, T, log
 from argus_lab.runtime.scheduler import DONE
+from argus_lab.runtime.supervisor import Supervisor
 from argus_lab.store.checkpoints import make_lease
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["Engine"]
 
 
-class Engine(Attempts):
+class Engine(Supervisor):
     """Holds the lease, recovers interrupted work, runs and steps the plan."""
 
     async def _guarded(self, coro: Coroutine[Any, Any, T]) -> T:
