@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SESSION_STATUSES",
     "STATUSES",
+    "Budget",
     "Plan",
     "SessionInfo",
     "SessionStatus",
@@ -64,6 +65,21 @@ SESSION_STATUSES: tuple[SessionStatus, ...] = (
 TASK_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./:-]{0,199}$"
 
 
+class Budget(BaseModel):
+    """Limits on a session, a task or an HTN subtree; None means no limit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    """Model spend in US dollars."""
+    max_tokens: int | None = Field(default=None, ge=0)
+    """Model tokens, input and output together."""
+    max_wall_s: float | None = Field(default=None, ge=0)
+    """Seconds spent running (summed over runs)."""
+    max_steps: int | None = Field(default=None, ge=0)
+    """Attempts started."""
+
+
 class Task(BaseModel):
     """One node of a plan: a tool call with its arguments and dependencies."""
 
@@ -91,6 +107,8 @@ class Task(BaseModel):
     """Optional JSON Schema the result must satisfy, else the attempt fails."""
     parent: str | None = None
     """Id of the compound task this one was decomposed from (HTN), if any."""
+    budget: Budget | None = None
+    """Limits for this task alone (its attempts, its model calls)."""
 
     @field_validator("deps")
     @classmethod
@@ -200,6 +218,10 @@ class TaskRecord(BaseModel):
     """Hash of the tool name and resolved arguments of the last attempt."""
     tool_hash: str | None = None
     """Hash of the tool's code when the task last succeeded (staleness)."""
+    cost_usd: float = 0.0
+    """Model spend of this task so far (LLM tasks), over all attempts."""
+    tokens: int = 0
+    """Model tokens of this task so far, over all attempts."""
     approval: dict[str, Any] | None = None
     """The approval decision for this generation: state (asked, approved,
     rejected), by, at, args, edited_args, policy, reason."""
@@ -232,6 +254,8 @@ class SessionInfo(BaseModel):
     """The task the fork starts again from."""
     n_tasks: int = 0
     """Number of tasks in the plan."""
+    budgets: dict[str, Budget] = Field(default_factory=dict)
+    """Budgets by scope: "session", "task:<id>" or "subtree:<id prefix>"."""
     plan_version: int = 1
     """Bumped each time the plan is patched (lazy expansion, backtracking, replan)."""
     counts: dict[str, int] = Field(default_factory=dict)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
 from argus_lab.events import make_event
-from argus_lab.model import Plan, SessionInfo, TaskRecord
+from argus_lab.model import Budget, Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
@@ -125,6 +125,8 @@ class Workspace:
         plan: Plan | dict[str, Any] | str | Path | None = None,
         tools: ToolsArg = None,
         name: str | None = None,
+        *,
+        budget: Budget | None = None,
         **options: Any,
     ) -> Session:
         """Validates the plan against the tools and creates a session for it.
@@ -134,6 +136,8 @@ class Workspace:
             plan: A Plan, a dict, YAML text, or the path of a YAML/JSON file.
             tools: The tools the plan's tasks call (Tool objects or functions).
             name: Unique in this workspace; default derived from the goal.
+            budget: Session-wide limits (cost, tokens, wall time, steps);
+                change them later with ``s.set_budget``.
             **options: SessionOptions (concurrency, backoff, lease_ttl, ...).
 
         Raises:
@@ -152,7 +156,8 @@ class Workspace:
         p = p.validate_against(toolset)
         opts = self._options(options)
         _refuse_literal_secrets(p, Redactor(opts.secrets))
-        return self._create(p, toolset, opts, name=name)
+        budgets = {"session": budget} if budget is not None else {}
+        return self._create(p, toolset, opts, name=name, budgets=budgets)
 
     def _create(
         self,
@@ -164,6 +169,7 @@ class Workspace:
         parent: Session | None = None,
         at: str | None = None,
         kept: list[TaskRecord] = [],  # noqa: B006 - read only
+        budgets: dict[str, Budget] | None = None,
     ) -> Session:
         now = time.time()
         sid = (
@@ -193,6 +199,7 @@ class Workspace:
             parent=parent.id if parent else None,
             forked_at=at,
             n_tasks=len(plan.tasks),
+            budgets=budgets if budgets is not None else {},
         )
         ev = [
             make_event(
@@ -257,6 +264,7 @@ class Workspace:
             parent=parent,
             at=at,
             kept=kept,
+            budgets=dict(parent.info.budgets),
         )
 
     # -- finding and opening -------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
-from argus_lab.model import TaskRecord
+from argus_lab.model import Budget, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, resolve_args
 from argus_lab.runtime.engine import Engine
 from argus_lab.runtime.executor import Outcome
@@ -247,3 +247,9 @@ class Actions(Engine):
         )
         for r in changed:
             self._sched.set(r.task_id, r.status)
+
+    async def _set_budget(self, scope: str, budget: Budget) -> None:
+        meta = self._info.model_copy(
+            update={"budgets": {**self._info.budgets, scope: budget}}
+        )
+        self._commit(meta=meta)

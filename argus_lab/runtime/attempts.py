@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import ReferenceError_, resolve_args
+from argus_lab.runtime.budget import BudgetHit
+from argus_lab.runtime.budget import check as check_budget
 from argus_lab.runtime.core import _Core
 from argus_lab.runtime.executor import Outcome, run_attempt
 from argus_lab.runtime.options import idempotency_key, input_hash
@@ -86,6 +88,11 @@ class Attempts(_Core):
                 return
         key = idempotency_key(self.id, tid, rec.generation)
         attempt = rec.attempts + 1
+        hit = self._check_budget(tid, {"steps": 1})
+        if hit is not None:
+            self._budget_stop(tid, hit)
+            return
+        self._usage["steps"] = self._usage.get("steps", 0) + 1
         # Invariant 2: the intent is durable before the side effect can happen.
         rec = rec.model_copy(
             update={
@@ -124,6 +131,30 @@ class Attempts(_Core):
             if out.transient:
                 out.error = f"{out.error} (gave up after {attempt} attempt(s))"
             self._fail(tid, rec, out)
+
+    def _check_budget(
+        self, tid: str | None, need: dict[str, float]
+    ) -> BudgetHit | None:
+        task = self._tasks.get(tid) if tid is not None else None
+        return check_budget(
+            self._info.budgets,
+            self._usage,
+            self._records,
+            tid,
+            need,
+            task.budget if task is not None else None,
+        )
+
+    def _budget_stop(self, tid: str, hit: BudgetHit) -> None:
+        """The task waits (pending) and the run pauses, saying what ran out."""
+        rec = self._records[tid]
+        if rec.status == "running":  # stopped inside an attempt (a model call)
+            rec = rec.model_copy(update={"status": "pending"})
+        self._pause_requested = hit.message()
+        self._commit(
+            [rec], [self._event("budget_exceeded", tid, payload=hit.payload())]
+        )
+        self._sched.set(tid, "pending")
 
     def _gate(
         self,

@@ -83,6 +83,8 @@ class _Core:
         self._records: dict[str, TaskRecord] = {
             t: recs.get(t) or TaskRecord(task_id=t) for t in self._tasks
         }
+        self._usage: dict[str, float] = dict(loaded.head.usage)
+        self._wall_mark = time.monotonic()
         self._version = loaded.head.version
         self._last_seq = loaded.head.last_seq
         self._sched = Scheduler(
@@ -135,6 +137,12 @@ class _Core:
             and self._now() > self._lease_expires - (self.options.lease_ttl / 2)
         ):
             lease = make_lease(self._holder, self.options.lease_ttl)
+        if self._active:  # running time counts against max_wall_s
+            mark = time.monotonic()
+            self._usage["wall_s"] = (
+                self._usage.get("wall_s", 0.0) + mark - self._wall_mark
+            )
+            self._wall_mark = mark
         head = self._store.commit(
             self._version,
             self._holder,
@@ -143,6 +151,7 @@ class _Core:
             meta=meta,
             plan=plan,
             lease=lease,
+            usage=self._usage,
         )
         self._version = head.version
         self._last_seq = head.last_seq

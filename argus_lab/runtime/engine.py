@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,6 +46,7 @@ class Engine(Supervisor):
         before = self._version
         head = self._store.acquire_lease(self._holder, self.options.lease_ttl)
         self._lease_expires = head.lease["expires"] if head.lease else 0.0
+        self._wall_mark = time.monotonic()  # idle time between calls is free
         if head.version != before + 1:
             # Someone else wrote since we loaded (their lease ended): continue from
             # what is on disk, never from our stale copy.
@@ -210,7 +212,9 @@ class Engine(Supervisor):
             self._finish()
             return []
         await asyncio.gather(*(self._execute(t) for t in ids))
-        if not self._sched.has_ready() and not self._timers:
+        if self._pause_requested is not None:  # e.g. a budget ran out
+            self._pause_now(self._pause_requested)
+        elif not self._sched.has_ready() and not self._timers:
             self._finish()
         elif self._info.status not in ("paused",):
             self._pause_now("stepping: call step() or run() to go on")

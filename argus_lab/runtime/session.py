@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, SessionStatus, TaskRecord
 from argus_lab.runtime.actions import Actions
+from argus_lab.runtime.budget import merge as merge_budget
 from argus_lab.runtime.options import RunResult, SessionOptions, Subscriber, T, _user
 from argus_lab.tools.registry import Tool
 
@@ -274,6 +275,30 @@ class Session(Actions):
         """Refuses a task waiting for approval: it fails and blocks its dependents."""
         self._need_task(task_id)
         self._call(self._guarded(self._reject(task_id, reason, by or _user())))
+
+    def set_budget(self, scope: str = "session", **limits: float | int | None) -> None:
+        """Sets or raises limits, committed with the session (they survive restarts).
+
+        Args:
+            scope: "session", "task:<task id>" or "subtree:<HTN compound id>".
+            **limits: max_cost_usd, max_tokens, max_wall_s, max_steps; None
+                removes a limit.
+
+        Example: ``s.set_budget(max_cost_usd=2.0); s.run()`` goes on after a
+        pause for budget.
+        """
+        kind, _, target = scope.partition(":")
+        if kind not in ("session", "task", "subtree") or (kind != "session") != bool(
+            target
+        ):
+            raise ValueError(
+                f"budget scope must be 'session', 'task:<id>' or 'subtree:<id>', "
+                f"got {scope!r}"
+            )
+        if kind == "task":
+            self._need_task(target)
+        budget = merge_budget(self._info.budgets.get(scope), **limits)
+        self._call(self._guarded(self._set_budget(scope, budget)))
 
     def pending_approvals(self) -> dict[str, dict[str, Any]]:
         """Tasks waiting for a decision -> what was asked (tool, args, policy)."""

@@ -167,10 +167,18 @@ class Head:
     version: int = 0
     last_seq: int = 0
     lease: dict[str, Any] | None = None
+    usage: dict[str, float] = field(default_factory=dict)
+    """Running totals the budgets are checked against: steps, cost_usd,
+    tokens, wall_s. Kept here because the head is rewritten by every commit."""
 
     def to_json(self) -> str:
         return json.dumps(
-            {"version": self.version, "last_seq": self.last_seq, "lease": self.lease}
+            {
+                "version": self.version,
+                "last_seq": self.last_seq,
+                "lease": self.lease,
+                "usage": self.usage,
+            }
         )
 
 
@@ -289,7 +297,12 @@ class SessionStore:
         if raw is None:
             return None
         d = self._parse("head", raw, "head", None)
-        return Head(d.get("version", 0), d.get("last_seq", 0), d.get("lease"))
+        return Head(
+            d.get("version", 0),
+            d.get("last_seq", 0),
+            d.get("lease"),
+            d.get("usage") or {},
+        )
 
     def _scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
         # One range query instead of a get() per key: reopening a 10,000-task
@@ -402,6 +415,7 @@ class SessionStore:
         meta: SessionInfo | None = None,
         plan: Plan | None = None,
         lease: dict[str, Any] | Literal["keep"] | None = "keep",
+        usage: dict[str, float] | None = None,
     ) -> Head:
         """Writes changed records and new events atomically; returns the new head.
 
@@ -413,6 +427,8 @@ class SessionStore:
             head.version += 1
             if lease != "keep":
                 head.lease = lease
+            if usage is not None:
+                head.usage = usage
             self._write(head, records, events, meta=meta, plan=plan)
         return head
 
