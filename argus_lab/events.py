@@ -161,6 +161,13 @@ class ContextBuilt(EventBase):
     kind: Literal["context_built"] = "context_built"
 
 
+class Anomaly(EventBase):
+    """Something looks wrong (payload: what, detail): consecutive failures, or an
+    attempt far over its expected time. The session pauses for a person."""
+
+    kind: Literal["anomaly"] = "anomaly"
+
+
 class Paused(EventBase):
     """The session paused (payload: reason)."""
 
@@ -212,6 +219,7 @@ _CLASSES: tuple[type[EventBase], ...] = (
     BudgetCrossed,
     MemoryWritten,
     ContextBuilt,
+    Anomaly,
     Paused,
     Resumed,
     Forked,
@@ -242,6 +250,7 @@ Event = Annotated[
     | BudgetCrossed
     | MemoryWritten
     | ContextBuilt
+    | Anomaly
     | Paused
     | Resumed
     | Forked

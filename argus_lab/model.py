@@ -109,6 +109,16 @@ class Task(BaseModel):
     """Id of the compound task this one was decomposed from (HTN), if any."""
     budget: Budget | None = None
     """Limits for this task alone (its attempts, its model calls)."""
+    on_failure: Literal["fail", "skip", "ask", "fallback", "replan"] = "fail"
+    """What happens when it fails for good (after its retries): fail (block its
+    dependents), skip (dependents go on), ask (the session pauses for a person),
+    fallback (run it again with ``fallback`` as the tool), or replan (the
+    session's planner patches the not-yet-run part of the plan)."""
+    fallback: str | None = None
+    """The tool to degrade to when ``on_failure`` is "fallback"."""
+    expected_seconds: float | None = Field(default=None, gt=0)
+    """How long an attempt should take; far over it is an anomaly (see
+    SessionOptions.anomaly_factor)."""
 
     @field_validator("deps")
     @classmethod

@@ -179,6 +179,11 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
                 continue
             for p in tool.check_args(t.args, deferred=_arg_names_with_refs(t.args)):
                 problems.append(f"task {t.id!r}: {p}")
+            if t.on_failure == "fallback" and t.fallback not in tools:
+                problems.append(
+                    f"task {t.id!r} falls back to tool {t.fallback!r}, which is not "
+                    f"registered; known tools: {known}"
+                )
 
     if problems:
         head = f"plan {plan.goal[:60]!r} is invalid" if plan.goal else "invalid plan"

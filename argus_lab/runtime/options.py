@@ -40,6 +40,11 @@ class SessionOptions:
     """Approval policies, first match decides; None: ask before write tools."""
     secrets: tuple[str, ...] = ()
     """Values to redact besides env vars named like KEY/TOKEN/SECRET/PASSWORD."""
+    max_consecutive_failures: int | None = 5
+    """Pause (an anomaly) after this many tasks in a row failed for good."""
+    anomaly_factor: float = 3.0
+    """An attempt running this many times over its task's expected_seconds is
+    an anomaly: no new task starts until a person looks."""
     planner: Any = None
     """An HTNPlanner: expands lazy compound tasks when they become ready and
     backtracks a failed subtree to the next method (code: hand it in again on

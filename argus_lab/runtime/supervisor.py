@@ -10,6 +10,7 @@ Finished tasks are never changed.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -52,11 +53,47 @@ class Supervisor(Attempts):
 
     _planner_restored = False
 
+    _failures_in_a_row = 0
+
     async def _execute(self, tid: str) -> None:
-        if self._tasks[tid].tool == EXPAND_TOOL:
+        task = self._tasks[tid]
+        if task.tool == EXPAND_TOOL:
             self._expand(tid)
             return
-        await super()._execute(tid)
+        watch = None
+        if task.expected_seconds is not None:
+            loop = asyncio.get_running_loop()
+            limit = task.expected_seconds * self.options.anomaly_factor
+            watch = loop.call_later(limit, self._too_slow, tid, limit)
+        try:
+            await super()._execute(tid)
+        finally:
+            if watch is not None:
+                watch.cancel()
+
+    def _too_slow(self, tid: str, limit: float) -> None:
+        if self._records[tid].status != "running":
+            return
+        why = (
+            f"anomaly: task {tid!r} has run over {limit:g}s "
+            f"({self.options.anomaly_factor:g}x its expected time); no new task "
+            "starts until you look: run() again to go on, or pause()"
+        )
+        self._commit(
+            events=[
+                self._event(
+                    "anomaly",
+                    tid,
+                    payload={"what": "slow", "detail": why, "limit_s": limit},
+                )
+            ]
+        )
+        self._pause_requested = why
+        self._wake_up()
+
+    def _succeed(self, tid: str, rec: TaskRecord, out: Outcome, tool: Any) -> None:
+        self._failures_in_a_row = 0
+        super()._succeed(tid, rec, out, tool)
 
     def _htn_call(self, fn: Callable[[], R]) -> tuple[R, list[EventBase]]:
         """Calls the planner, turning the decisions it reports into events."""
@@ -135,16 +172,200 @@ class Supervisor(Attempts):
         out: Outcome,
         extra: list[EventBase] | None = None,
     ) -> None:
-        planner = self.options.planner
+        """A task failed for good: backtrack, degrade, replan, skip, ask or fail."""
         task = self._tasks[tid]
-        if (
-            planner is None
-            or not hasattr(planner, "repair")
-            or not task.parent
-            or out.error_type == "Rejected"
-        ):  # a person said no: respect it
+        extra = list(extra or [])
+        if out.error_type == "Rejected":  # a person said no: respect it
             super()._fail(tid, rec, out, extra)
             return
+        if self._repair(tid, rec, out, extra):
+            return
+        policy = task.on_failure
+        if policy == "fallback" and self._fallback(tid, rec, out, extra):
+            return
+        if policy == "replan" and self._replan(tid, rec, out, extra):
+            return
+        if policy == "skip":
+            skipped = rec.model_copy(
+                update={
+                    "status": "skipped",
+                    "ended": self._now(),
+                    "error": out.error,
+                    "error_type": out.error_type,
+                    "traceback": out.traceback,
+                    "reason": f"failed, skipped by its on_failure policy: {out.error}",
+                }
+            )
+            self._commit(
+                [skipped],
+                [
+                    *(extra or []),
+                    self._event(
+                        "task_failed",
+                        tid,
+                        attempt=rec.attempts,
+                        duration=out.duration,
+                        payload={
+                            "error": out.error,
+                            "error_type": out.error_type,
+                            "blocked": 0,
+                            "policy": "skip",
+                        },
+                    ),
+                    self._event(
+                        "task_skipped", tid, payload={"reason": "on_failure=skip"}
+                    ),
+                ],
+            )
+            self._sched.set(tid, "skipped")
+            return
+        super()._fail(tid, rec, out, extra)
+        if policy == "ask":
+            self._pause_requested = (
+                f"task {tid!r} failed and asks a person: {out.error}; call "
+                f"s.retry({tid!r}) or s.skip({tid!r})"
+            )
+        self._failures_in_a_row += 1
+        most = self.options.max_consecutive_failures
+        if most is not None and self._failures_in_a_row >= most:
+            why = (
+                f"anomaly: {self._failures_in_a_row} tasks failed in a row (the "
+                f"last: {tid!r}); look before going on: run() again to continue"
+            )
+            self._commit(
+                events=[
+                    self._event(
+                        "anomaly",
+                        tid,
+                        payload={
+                            "what": "consecutive_failures",
+                            "detail": why,
+                            "count": self._failures_in_a_row,
+                        },
+                    )
+                ]
+            )
+            self._failures_in_a_row = 0
+            self._pause_requested = why
+
+    def _fallback(
+        self, tid: str, rec: TaskRecord, out: Outcome, extra: list[EventBase] | None
+    ) -> bool:
+        """Degrades to the task's fallback tool: the plan changes, the task reruns."""
+        task = self._tasks[tid]
+        if not task.fallback or task.fallback == task.tool:
+            return False
+        new_task = task.model_copy(
+            update={"tool": task.fallback, "fallback": None, "on_failure": "fail"}
+        )
+        new_plan = self._plan.model_copy(
+            update={"tasks": [new_task if t.id == tid else t for t in self._plan.tasks]}
+        )
+        try:
+            new_plan = new_plan.validate_against(self._tools)
+        except PlanError:
+            return False
+        version = self._info.plan_version + 1
+        again = rec.model_copy(
+            update={
+                "status": "pending",
+                "generation": rec.generation + 1,
+                "ended": None,
+                "error": out.error,
+                "error_type": out.error_type,
+                "traceback": out.traceback,
+                "approval": None,
+                "reason": f"degraded from {task.tool!r} to {task.fallback!r}",
+            }
+        )
+        events = [
+            *(extra or []),
+            self._event(
+                "task_failed",
+                tid,
+                attempt=rec.attempts,
+                duration=out.duration,
+                payload={
+                    "error": out.error,
+                    "error_type": out.error_type,
+                    "blocked": 0,
+                    "policy": "fallback",
+                },
+            ),
+            self._event(
+                "plan_patched",
+                tid,
+                payload={
+                    "version": version,
+                    "added": [],
+                    "removed": [],
+                    "changed": {tid: {"tool": [task.tool, task.fallback]}},
+                    "reason": f"fallback after: {out.error}",
+                },
+            ),
+        ]
+        meta = self._info.model_copy(update={"plan_version": version})
+        self._commit([again], events, meta=meta, plan=new_plan)
+        self._plan = new_plan
+        self._tasks[tid] = new_task
+        self._sched.set(tid, "pending")
+        return True
+
+    def _replan(
+        self, tid: str, rec: TaskRecord, out: Outcome, extra: list[EventBase] | None
+    ) -> bool:
+        """Asks the session's planner for a patch replacing what failed."""
+        planner = self.options.planner
+        if planner is None or not hasattr(planner, "replan"):
+            return False
+        try:
+            patch = planner.replan(
+                self._plan,
+                tid,
+                error=out.error or "",
+                finished=self._finished(),
+                tools=self._tools,
+            )
+        except PlanError:
+            return False
+        if patch is None or tid not in patch.removed:
+            return False
+        failed = rec.model_copy(
+            update={
+                "status": "failed",
+                "ended": self._now(),
+                "error": out.error,
+                "error_type": out.error_type,
+                "traceback": out.traceback,
+                "reason": "replanned",
+            }
+        )
+        ev = self._event(
+            "task_failed",
+            tid,
+            attempt=rec.attempts,
+            duration=out.duration,
+            payload={
+                "error": out.error,
+                "error_type": out.error_type,
+                "blocked": 0,
+                "policy": "replan",
+            },
+        )
+        events = [*(extra or []), ev]
+        for call in getattr(planner, "take_events", lambda: [])():
+            events.append(self._event(call["kind"], tid, payload=call["payload"]))
+        self._apply_patch(patch, [failed], events)
+        return True
+
+    def _repair(
+        self, tid: str, rec: TaskRecord, out: Outcome, extra: list[EventBase] | None
+    ) -> bool:
+        """HTN backtracking: the nearest compound with a method left takes over."""
+        planner = self.options.planner
+        task = self._tasks[tid]
+        if planner is None or not hasattr(planner, "repair") or not task.parent:
+            return False
         try:
             patch, events = self._htn_call(
                 lambda: planner.repair(
@@ -159,8 +380,9 @@ class Supervisor(Attempts):
         except PlanError:
             patch, events = None, []
         if patch is None or tid not in patch.removed:
-            super()._fail(tid, rec, out, (extra or []) + events)
-            return
+            if extra is not None:  # the decisions belong to the trajectory anyway
+                extra.extend(events)
+            return False
         failed = rec.model_copy(
             update={
                 "status": "failed",
@@ -184,6 +406,7 @@ class Supervisor(Attempts):
             },
         )
         self._apply_patch(patch, [failed], [*(extra or []), ev, *events])
+        return True
 
     def _apply_patch(
         self, patch: Any, records: list[TaskRecord], events: list[EventBase]
