@@ -170,6 +170,7 @@ class Workspace:
         at: str | None = None,
         kept: list[TaskRecord] = [],  # noqa: B006 - read only
         budgets: dict[str, Budget] | None = None,
+        replays: dict[str, str] | None = None,
     ) -> Session:
         now = time.time()
         sid = (
@@ -236,7 +237,7 @@ class Workspace:
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
         store.redactor = Redactor(opts.secrets)
         try:
-            head = store.create(meta, plan, kept, ev)
+            head = store.create(meta, plan, kept, ev, replays)
             if not self._index.add("name:" + name, sid):
                 raise ArgusError(f"a session named {name!r} was just created elsewhere")
         except BaseException:
@@ -255,6 +256,7 @@ class Workspace:
         at: str | None,
         kept: list[TaskRecord],
         name: str | None,
+        replays: dict[str, str] | None = None,
     ) -> Session:
         return self._create(
             parent.plan,
@@ -265,6 +267,7 @@ class Workspace:
             at=at,
             kept=kept,
             budgets=dict(parent.info.budgets),
+            replays=replays,
         )
 
     # -- finding and opening -------------------------------------------------

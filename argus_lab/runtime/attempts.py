@@ -14,7 +14,7 @@ from argus_lab.runtime.budget import BudgetHit
 from argus_lab.runtime.budget import check as check_budget
 from argus_lab.runtime.core import _Core
 from argus_lab.runtime.executor import Outcome, run_attempt
-from argus_lab.runtime.options import idempotency_key, input_hash
+from argus_lab.runtime.options import idempotency_key, input_hash, tool_replay_key
 from argus_lab.tools.approval import ApprovalPolicy, decide
 from argus_lab.tools.registry import Tool, ToolContext
 
@@ -77,6 +77,10 @@ class Attempts(_Core):
             )
             return
         in_hash = input_hash(tool.name, args)
+        cached = self._store.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
+        if cached is not None:  # a fork re-running what its parent already did
+            self._replayed(tid, rec, cached, in_hash, tool)
+            return
         approval = rec.approval or {}
         if approval.get("state") == "approved":
             if approval.get("edited_args") is not None:
@@ -131,6 +135,40 @@ class Attempts(_Core):
             if out.transient:
                 out.error = f"{out.error} (gave up after {attempt} attempt(s))"
             self._fail(tid, rec, out)
+
+    def _replayed(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        cached: dict[str, Any],
+        in_hash: str,
+        tool: Tool,
+    ) -> None:
+        now = self._now()
+        rec = rec.model_copy(
+            update={
+                "status": "succeeded",
+                "result": cached.get("result"),
+                "result_ref": cached.get("result_ref"),
+                "input_hash": in_hash,
+                "tool_hash": tool.code_hash,
+                "started": now,
+                "ended": now,
+                "error": None,
+                "error_type": None,
+                "traceback": None,
+                "reason": None,
+            }
+        )
+        ev = self._event(
+            "task_succeeded",
+            tid,
+            attempt=rec.attempts,
+            duration=0.0,
+            payload={"cached": True},
+        )
+        self._commit([rec], [ev])
+        self._sched.set(tid, "succeeded")
 
     def _check_budget(
         self, tid: str | None, need: dict[str, float]

@@ -16,7 +16,14 @@ from argus_lab.tools.approval import ApprovalPolicy
 if TYPE_CHECKING:
     pass
 
-__all__ = ["RunResult", "SessionOptions", "Subscriber", "idempotency_key", "input_hash"]
+__all__ = [
+    "RunResult",
+    "SessionOptions",
+    "Subscriber",
+    "idempotency_key",
+    "input_hash",
+    "tool_replay_key",
+]
 
 log = logging.getLogger("argus_lab")
 T = TypeVar("T")
@@ -100,3 +107,8 @@ def idempotency_key(session_id: str, task_id: str, generation: int) -> str:
     """Stable for a task's generation: the same across crash- and transient retries."""
     raw = f"{session_id}\x00{task_id}\x00{generation}".encode()
     return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def tool_replay_key(task_id: str, in_hash: str, tool_hash: str) -> str:
+    """Replay-cache key of a tool result: the task, its inputs and its tool's code."""
+    return f"tool:{task_id}:{in_hash}:{tool_hash}"

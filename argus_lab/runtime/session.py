@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import threading
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,7 +19,14 @@ from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, SessionStatus, TaskRecord
 from argus_lab.runtime.actions import Actions
 from argus_lab.runtime.budget import merge as merge_budget
-from argus_lab.runtime.options import RunResult, SessionOptions, Subscriber, T, _user
+from argus_lab.runtime.options import (
+    RunResult,
+    SessionOptions,
+    Subscriber,
+    T,
+    _user,
+    tool_replay_key,
+)
 from argus_lab.tools.registry import Tool
 
 if TYPE_CHECKING:
@@ -347,4 +355,18 @@ class Session(Actions):
             for t, r in self._records.items()
             if reuse == "cached" and t not in redo and r.status == "succeeded"
         ]
-        return self.workspace._fork_session(self, at=at, kept=kept, name=name)
+        replays: dict[str, str] = {}
+        if reuse == "cached":
+            # Invariant 9: what reruns in the fork is served from what the parent
+            # recorded (model replies, and tool results for the same inputs and
+            # code), so replaying a branch costs nothing and repeats no effect.
+            replays = self._store.replays()
+            for t in redo:
+                r = self._records[t]
+                if r.status == "succeeded" and r.input_hash and r.tool_hash:
+                    replays[tool_replay_key(t, r.input_hash, r.tool_hash)] = json.dumps(
+                        {"result": r.result, "result_ref": r.result_ref}
+                    )
+        return self.workspace._fork_session(
+            self, at=at, kept=kept, name=name, replays=replays
+        )

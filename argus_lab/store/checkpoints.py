@@ -22,7 +22,7 @@ import socket
 import sqlite3
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -393,8 +393,12 @@ class SessionStore:
         plan: Plan,
         records: Iterable[TaskRecord],
         events: list[EventBase],
+        replays: Mapping[str, str] | None = None,
     ) -> Head:
-        """Writes a new session in one transaction (fails if one exists here)."""
+        """Writes a new session in one transaction (fails if one exists here).
+
+        ``replays`` (key -> JSON text) seed the replay cache, e.g. a fork's.
+        """
         with self._transaction():
             if self.cache.get("head") is not None:
                 raise ConcurrentSessionError(
@@ -402,8 +406,39 @@ class SessionStore:
                     session_id=self.session_id,
                 )
             head = Head(version=1, last_seq=0)
+            for key, text in (replays or {}).items():
+                self.cache.set("r:" + key, self._encode(text))
             self._write(head, records, events, meta=meta, plan=plan)
         return head
+
+    # -- the replay cache (invariant 9) -----------------------------------------
+
+    def put_replay(self, key: str, data: dict[str, Any]) -> None:
+        """Records a reply (a model response, a tool result) under ``key``.
+
+        Written on its own: a reply is a fact about a request, true whether or
+        not the step that asked for it commits, so it needs no transaction.
+        """
+        try:
+            self.cache.set("r:" + key, self._encode(json.dumps(data)))
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt("r:" + key, e) from None
+
+    def get_replay(self, key: str) -> dict[str, Any] | None:
+        """The reply recorded under ``key``, or None."""
+        raw = self._get("r:" + key)
+        if raw is None:
+            return None
+        data: dict[str, Any] = self._parse("r:" + key, raw, "event", None)
+        return data
+
+    def replays(self) -> dict[str, str]:
+        """Every recorded reply, key -> JSON text (to seed a fork)."""
+        out: dict[str, str] = {}
+        for key, raw in self._scan("r:", "r;"):
+            _, body = self.decode(key, raw, "event")
+            out[key[2:]] = body
+        return out
 
     def commit(
         self,
