@@ -76,3 +76,10 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module("argus_lab.analysis")
     raise AttributeError(f"module 'argus_lab' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext argus_lab``: registers the %%argus and %argus magics."""
+    from argus_lab.jupyter import load_ipython_extension as load
+
+    load(ipython)

@@ -91,8 +91,12 @@ class Task(BaseModel):
     """A short human label; the id is shown when empty."""
     description: str = ""
     """What the task is for (shown in the widget, given to LLM tasks)."""
+    kind: Literal["tool", "llm"] = "tool"
+    """"tool": call ``tool`` with ``args``. "llm": a model works on the task
+    (its description, expected output, args and dependency results) in a
+    bounded tool-use loop; its final answer is the result."""
     tool: str | None = None
-    """Name of the tool this task calls."""
+    """Name of the tool this task calls (kind "tool")."""
     args: dict[str, Any] = Field(default_factory=dict)
     """Arguments; strings may hold ``${task.result.path}`` references."""
     deps: list[str] = Field(default_factory=list)
@@ -114,6 +118,16 @@ class Task(BaseModel):
     dependents), skip (dependents go on), ask (the session pauses for a person),
     fallback (run it again with ``fallback`` as the tool), or replan (the
     session's planner patches the not-yet-run part of the plan)."""
+    model: str | None = None
+    """LLM tasks: which of the session's models answers (tiering: a strong one
+    to plan, a cheap one for simple steps); None takes "default"."""
+    llm_tools: list[str] = Field(default_factory=list)
+    """LLM tasks: the session tools the model may call."""
+    max_turns: int = Field(default=8, ge=1)
+    """LLM tasks: model calls at most, before the task fails."""
+    output_schema: dict[str, Any] | None = None
+    """LLM tasks: JSON Schema of the final answer (asked for through a forced
+    final_answer tool and validated)."""
     fallback: str | None = None
     """The tool to degrade to when ``on_failure`` is "fallback"."""
     expected_seconds: float | None = Field(default=None, gt=0)
@@ -264,6 +278,8 @@ class SessionInfo(BaseModel):
     """The task the fork starts again from."""
     n_tasks: int = 0
     """Number of tasks in the plan."""
+    breakpoints: list[str] = Field(default_factory=list)
+    """Tasks a run pauses before (set with ``s.set_breakpoint``)."""
     budgets: dict[str, Budget] = Field(default_factory=dict)
     """Budgets by scope: "session", "task:<id>" or "subtree:<id prefix>"."""
     plan_version: int = 1

@@ -167,6 +167,14 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
         for t in plan.tasks:
             if t.tool == EXPAND_TOOL:
                 continue  # expanded by the session's HTN planner when it is ready
+            if t.kind == "llm":
+                for name in t.llm_tools:
+                    if name not in tools:
+                        problems.append(
+                            f"LLM task {t.id!r} may call tool {name!r}, which is not "
+                            f"registered; known tools: {known}"
+                        )
+                continue
             if t.tool is None:
                 problems.append(f"task {t.id!r} names no tool; known tools: {known}")
                 continue

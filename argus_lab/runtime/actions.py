@@ -249,7 +249,7 @@ class Actions(Engine):
             self._sched.set(r.task_id, r.status)
 
     async def _set_budget(self, scope: str, budget: Budget) -> None:
-        meta = self._info.model_copy(
-            update={"budgets": {**self._info.budgets, scope: budget}}
-        )
-        self._commit(meta=meta)
+        await self._set_meta(budgets={**self._info.budgets, scope: budget})
+
+    async def _set_meta(self, **fields: Any) -> None:
+        self._commit(meta=self._info.model_copy(update=fields))

@@ -8,7 +8,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.events import EventBase
-from argus_lab.model import TaskRecord
+from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, resolve_args
 from argus_lab.runtime.budget import BudgetHit
 from argus_lab.runtime.budget import check as check_budget
@@ -52,7 +52,7 @@ class Attempts(_Core):
         task = self._tasks[tid]
         rec = self._records[tid]
         self._sched.set(tid, "running")
-        tool = self._tools.get(task.tool or "")
+        tool = self._tool_for(task)
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             self._fail(
@@ -126,6 +126,11 @@ class Attempts(_Core):
             pool=self._thread_pool(),
             artifacts=self.workspace.artifacts,
         )
+        rec = self._records[tid]  # an LLM task's calls added their cost to it
+        hit = self._budget_hits.pop(tid, None)
+        if hit is not None and out.error_type == "BudgetExceeded":
+            self._budget_stop(tid, hit)
+            return
         retries = task.retries if task.retries is not None else tool.retries
         if out.ok:
             self._succeed(tid, rec, out, tool)
@@ -169,6 +174,10 @@ class Attempts(_Core):
         )
         self._commit([rec], [ev])
         self._sched.set(tid, "succeeded")
+
+    def _tool_for(self, task: Task) -> Tool | None:
+        """The tool a task calls (LLM tasks get theirs from the layer above)."""
+        return self._tools.get(task.tool or "")
 
     def _check_budget(
         self, tid: str | None, need: dict[str, float]

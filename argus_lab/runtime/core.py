@@ -64,6 +64,9 @@ class _Core:
         self._bg: concurrent.futures.Future[RunResult] | None = None
         self._artifact_cache: dict[str, Any] = {}
         self._workdir_made = False
+        self._bp_passed: set[str] = set()  # breakpoints paused at, to go past next
+        self._budget_hits: dict[str, Any] = {}  # task -> BudgetHit found mid-attempt
+        self._seen_costs: dict[str, list[tuple[float, int]]] = {}  # model -> calls
         self._redactor = Redactor(options.secrets)
         store.redactor = self._redactor
         store.label = f"{loaded.meta.name!r} ({loaded.meta.id})"

@@ -177,7 +177,7 @@ class Engine(Supervisor):
                 while (
                     self._pause_requested is None
                     and len(running) < self.options.concurrency
-                    and (tid := self._sched.pop()) is not None
+                    and (tid := self._pop_ready()) is not None
                 ):
                     task = asyncio.create_task(self._execute(tid))
                     task.add_done_callback(lambda _: self._wake_up())
@@ -220,9 +220,24 @@ class Engine(Supervisor):
             self._pause_now("stepping: call step() or run() to go on")
         return [self._records[t] for t in ids]
 
+    def _pop_ready(self) -> str | None:
+        """The next ready task, unless it has a breakpoint not yet passed."""
+        tid = self._sched.pop()
+        if tid is None or tid not in self._info.breakpoints:
+            return tid
+        if tid in self._bp_passed:  # continuing from this breakpoint
+            self._bp_passed.discard(tid)
+            return tid
+        self._bp_passed.add(tid)
+        self._sched.set(tid, "pending")
+        self._pause_requested = (
+            f"breakpoint before task {tid!r}; run() or step() goes on from it"
+        )
+        return None
+
     def _take_ready(self) -> list[str]:
         ids: list[str] = []
-        while len(ids) < self.options.concurrency and (t := self._sched.pop()):
+        while len(ids) < self.options.concurrency and (t := self._pop_ready()):
             ids.append(t)
         return ids
 

@@ -52,6 +52,11 @@ class SessionOptions:
     anomaly_factor: float = 3.0
     """An attempt running this many times over its task's expected_seconds is
     an anomaly: no new task starts until a person looks."""
+    context_tokens: int = 8000
+    """Token budget of an LLM task's prompt (see runtime/context.py)."""
+    models: Any = None
+    """Models for LLM tasks: one Model, or a dict of name -> Model where
+    "default" serves tasks that name none (``Task.model`` picks another)."""
     planner: Any = None
     """An HTNPlanner: expands lazy compound tasks when they become ready and
     backtracks a failed subtree to the next method (code: hand it in again on

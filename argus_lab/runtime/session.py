@@ -308,6 +308,33 @@ class Session(Actions):
         budget = merge_budget(self._info.budgets.get(scope), **limits)
         self._call(self._guarded(self._set_budget(scope, budget)))
 
+    @property
+    def breakpoints(self) -> list[str]:
+        """Tasks a run pauses before."""
+        return list(self._info.breakpoints)
+
+    @property
+    def running(self) -> bool:
+        """Whether a step or run of this Session object is in progress."""
+        return self._active > 0
+
+    def set_breakpoint(self, task_id: str, on: bool = True) -> None:
+        """Pauses runs before ``task_id`` (a debugger's breakpoint; committed).
+
+        When a run reaches it, the session pauses; the next ``run()`` or
+        ``step()`` goes on from it.
+        """
+        self._need_task(task_id)
+        bps = [t for t in self._info.breakpoints if t != task_id]
+        if on:
+            bps.append(task_id)
+        self._call(self._guarded(self._set_meta(breakpoints=bps)))
+
+    def _repr_html_(self) -> str:
+        from argus_lab.jupyter.display import session_html
+
+        return session_html(self)
+
     def pending_approvals(self) -> dict[str, dict[str, Any]]:
         """Tasks waiting for a decision -> what was asked (tool, args, policy)."""
         return {

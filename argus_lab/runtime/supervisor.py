@@ -18,8 +18,8 @@ from argus_lab.errors import PlanError
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import EXPAND_TOOL, ReferenceError_
-from argus_lab.runtime.attempts import Attempts
 from argus_lab.runtime.executor import Outcome
+from argus_lab.runtime.llm_task import LlmTasks
 from argus_lab.runtime.scheduler import DONE, Scheduler
 
 __all__ = ["Supervisor"]
@@ -48,7 +48,7 @@ class _Results(Mapping[str, Any]):
         return sum(1 for _ in self)
 
 
-class Supervisor(Attempts):
+class Supervisor(LlmTasks):
     """Expands lazy HTN compounds and backtracks failed subtrees."""
 
     _planner_restored = False

@@ -1,0 +1,276 @@
+"""LLM tasks: a model works on a task in a bounded tool-use loop.
+
+A task of kind "llm" gets a prompt from the context builder (its description and
+expected output, its args and dependency results, the goal and constraints,
+under a token budget). The model may call the task's ``llm_tools``; each call
+is a ``tool_call`` event. Every model request goes through the session's replay
+cache (invariant 9) and is an ``llm_call`` event with tokens and cost; budgets
+are checked before each one. The final answer (text, or the input of a forced
+``final_answer`` tool when the task has an ``output_schema``) is the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.errors import BudgetExceeded, ToolError
+from argus_lab.model import Task
+from argus_lab.runtime.attempts import Attempts
+from argus_lab.tools.approval import decide
+from argus_lab.tools.registry import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from argus_lab.llm.base import Model, ModelRequest, ModelResponse
+
+__all__ = ["FINAL_ANSWER", "LlmTasks"]
+
+FINAL_ANSWER = "final_answer"
+SYSTEM = (
+    "You are one step of a larger plan run by Argus Lab. Do exactly the task "
+    "described, using the tools offered when they help, then give the final "
+    "answer. Be concise; the answer is passed to later steps as data."
+)
+
+
+class LlmTasks(Attempts):
+    """Runs tasks of kind "llm" through the session's models."""
+
+    def _tool_for(self, task: Task) -> Tool | None:
+        if task.kind != "llm":
+            return super()._tool_for(task)
+
+        async def llm(*, ctx: ToolContext, **inputs: Any) -> Any:
+            return await self._llm_loop(task, inputs, ctx)
+
+        llm.__doc__ = f"LLM task {task.id}"
+        tool = Tool(llm, name="llm", timeout=None, retries=3)  # 429, 529, 5xx
+        # The "code" of an LLM task is what shapes its answers: the task's
+        # instructions, its model and its tools. Changing any makes it stale and
+        # misses the fork replay cache.
+        spec = task.model_dump(
+            mode="json",
+            include={
+                "description",
+                "expected_output",
+                "model",
+                "llm_tools",
+                "max_turns",
+                "output_schema",
+                "title",
+            },
+        )
+        spec["tools"] = {
+            n: self._tools[n].code_hash for n in task.llm_tools if n in self._tools
+        }
+        tool.__dict__["code_hash"] = hashlib.sha256(
+            json.dumps(spec, sort_keys=True).encode()
+        ).hexdigest()[:16]
+        return tool
+
+    def _model_for(self, task: Task) -> Model:
+        models = self.options.models
+        if models is None:
+            raise ToolError(
+                f"LLM task {task.id!r} needs a model: pass models=al.AnthropicModel() "
+                "(or al.llm.testing.FunctionModel / ReplayModel offline) to "
+                "ws.new_session or ws.open"
+            )
+        if not isinstance(models, dict):
+            models = {"default": models}
+        name = task.model or "default"
+        if name not in models:
+            raise ToolError(
+                f"LLM task {task.id!r} asks for model {name!r}; the session has "
+                f"{', '.join(sorted(models))}"
+            )
+        model: Model = models[name]
+        return model
+
+    def _prompt(self, task: Task, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The task's prompt under the token budget, and what went in or not."""
+        from argus_lab.runtime.context import build_context
+
+        deps = {d: self._result_of(d) for d in task.deps if d in self._records}
+        ctx = build_context(
+            task=task,
+            goal=self._plan.goal,
+            constraints=self._plan.constraints,
+            dep_results={**deps, **{f"arg:{k}": v for k, v in inputs.items()}},
+            memories=[],
+            budget_tokens=self.options.context_tokens,
+        )
+        return ctx.prompt, ctx.event_payload()
+
+    async def _llm_loop(
+        self, task: Task, inputs: dict[str, Any], ctx: ToolContext
+    ) -> Any:
+        from argus_lab.llm.base import Message, ModelRequest, ToolResultBlock
+
+        model = self._model_for(task)
+        tools = {n: self._tools[n] for n in task.llm_tools if n in self._tools}
+        schemas = [t.schema() for t in tools.values()]
+        choice: dict[str, Any] | None = None
+        if task.output_schema is not None:
+            schemas.append(
+                {
+                    "name": FINAL_ANSWER,
+                    "description": "Give the task's final answer.",
+                    "input_schema": task.output_schema,
+                }
+            )
+            if not tools:
+                choice = {"type": "tool", "name": FINAL_ANSWER}
+        prompt, context = self._prompt(task, inputs)
+        self._commit(
+            events=[
+                self._event(
+                    "context_built", task.id, attempt=ctx.attempt, payload=context
+                )
+            ]
+        )
+        messages = [Message.user(prompt)]
+        for _turn in range(task.max_turns):
+            req = ModelRequest(
+                messages=messages,
+                system=SYSTEM,
+                tools=schemas,
+                tool_choice=choice,
+                purpose="llm_task",
+            )
+            resp = await self._call_model(model, req, task.id, ctx.attempt)
+            uses = resp.tool_uses
+            final = next((u for u in uses if u.name == FINAL_ANSWER), None)
+            if final is not None:
+                return final.input
+            if not uses:
+                if task.output_schema is not None:
+                    try:
+                        return json.loads(resp.text)
+                    except json.JSONDecodeError:
+                        raise ToolError(
+                            f"LLM task {task.id!r} answered in text, not with "
+                            "final_answer matching its output_schema"
+                        ) from None
+                return resp.text
+            results = []
+            for use in uses:
+                content, is_error = await self._llm_tool_call(task, tools, use, ctx)
+                results.append(
+                    ToolResultBlock(
+                        tool_use_id=use.id, content=content, is_error=is_error
+                    )
+                )
+            messages = [*messages, resp.as_message(), Message.user(*results)]
+        raise ToolError(
+            f"LLM task {task.id!r} gave no final answer in {task.max_turns} model "
+            "calls; raise max_turns or simplify the task"
+        )
+
+    async def _llm_tool_call(
+        self, task: Task, tools: dict[str, Tool], use: Any, ctx: ToolContext
+    ) -> tuple[str, bool]:
+        import asyncio
+
+        tool = tools.get(use.name)
+        args = dict(use.input or {})
+        if tool is None:
+            content, ok = (
+                f"no tool named {use.name!r}; use one of {sorted(tools)}",
+                False,
+            )
+        else:
+            decision, _ = decide(self._policies, tool, args)
+            if decision != "approve":
+                content, ok = (
+                    f"calling {tool.name!r} needs a person's approval, which an LLM "
+                    "task cannot wait for; do without it or say what you need",
+                    False,
+                )
+            else:
+                try:
+                    kwargs = tool.validate(args)
+                    if tool.takes_ctx:
+                        kwargs["ctx"] = ctx
+                    if tool.is_async:
+                        out = await tool.fn(**kwargs)
+                    else:
+                        out = await asyncio.get_running_loop().run_in_executor(
+                            None, lambda: tool.fn(**kwargs)
+                        )
+                    content, ok = json.dumps(out, default=str)[:20000], True
+                except Exception as e:  # the model reads the error and adapts
+                    content, ok = f"{type(e).__name__}: {e}", False
+        self._commit(
+            events=[
+                self._event(
+                    "tool_call",
+                    task.id,
+                    attempt=ctx.attempt,
+                    payload={
+                        "tool": use.name,
+                        "args": args,
+                        "ok": ok,
+                        "error": None if ok else content,
+                    },
+                )
+            ]
+        )
+        return content, not ok
+
+    async def _call_model(
+        self, model: Model, req: ModelRequest, tid: str, attempt: int
+    ) -> ModelResponse:
+        """One model request: replay cache, budget check, event, usage."""
+        from argus_lab.llm.base import ModelResponse
+
+        key = f"model:{getattr(model, 'name', '')}:{req.hash()}"
+        cached = self._store.get_replay(key)
+        t0 = time.perf_counter()
+        if cached is not None:
+            resp = ModelResponse.model_validate(cached).model_copy(
+                update={
+                    "cached": True,
+                    "cost_usd": 0.0,
+                    "cost_note": "served from the session's replay cache",
+                }
+            )
+        else:
+            need = self._expected_cost(model)
+            hit = self._check_budget(tid, {"cost_usd": need[0], "tokens": need[1]})
+            if hit is not None:
+                self._budget_hits[tid] = hit
+                raise BudgetExceeded(hit.message(), session_id=self.id, task_id=tid)
+            resp = await model.complete(req)
+            self._store.put_replay(key, resp.model_dump(mode="json"))
+        spent = 0.0 if resp.cached else (resp.cost_usd or 0.0)
+        tokens = 0 if resp.cached else resp.usage.total_tokens
+        self._usage["cost_usd"] = self._usage.get("cost_usd", 0.0) + spent
+        self._usage["tokens"] = self._usage.get("tokens", 0.0) + tokens
+        if not resp.cached:
+            self._seen_costs.setdefault(getattr(model, "name", ""), []).append(
+                (spent, tokens)
+            )
+        rec = self._records[tid]
+        rec = rec.model_copy(
+            update={"cost_usd": rec.cost_usd + spent, "tokens": rec.tokens + tokens}
+        )
+        ev = self._event(
+            "llm_call",
+            tid,
+            attempt=attempt,
+            duration=time.perf_counter() - t0,
+            payload=resp.event_payload("llm_task"),
+        )
+        self._commit([rec], [ev])
+        return resp
+
+    def _expected_cost(self, model: Model) -> tuple[float, float]:
+        """What the next call of ``model`` will likely cost: the dearest seen so far
+        in this session (nothing known yet: 0, so the first call always runs)."""
+        seen = self._seen_costs.get(getattr(model, "name", ""), [])
+        if not seen:
+            return 0.0, 0.0
+        return max(c for c, _ in seen), float(max(t for _, t in seen))
