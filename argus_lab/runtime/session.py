@@ -314,6 +314,17 @@ class Session(Actions):
         return list(self._info.breakpoints)
 
     @property
+    def usage(self) -> dict[str, float]:
+        """What budgets are checked against: steps, cost_usd, tokens, wall_s."""
+        return {
+            "steps": 0.0,
+            "cost_usd": 0.0,
+            "tokens": 0.0,
+            "wall_s": 0.0,
+            **self._usage,
+        }
+
+    @property
     def running(self) -> bool:
         """Whether a step or run of this Session object is in progress."""
         return self._active > 0
