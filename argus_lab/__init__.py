@@ -17,7 +17,9 @@ from argus_lab.errors import (
     CorruptCheckpointError,
     InDoubtError,
     MissingDependency,
+    ModelError,
     PlanError,
+    ReplayMiss,
     SchemaVersionError,
     ToolError,
     TransientError,
@@ -33,11 +35,14 @@ from argus_lab.tools.registry import Tool, ToolContext, tool
 from argus_lab.workspace import Workspace
 
 if TYPE_CHECKING:
-    from argus_lab import analysis
+    from argus_lab import analysis, llm
+    from argus_lab.llm.anthropic import AnthropicModel
+    from argus_lab.plan.llm import LLMPlanner
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AnthropicModel",
     "ApprovalPolicy",
     "ApprovalRequired",
     "ArgusError",
@@ -48,9 +53,12 @@ __all__ = [
     "HTNDomain",
     "HTNPlanner",
     "InDoubtError",
+    "LLMPlanner",
     "MissingDependency",
+    "ModelError",
     "Plan",
     "PlanError",
+    "ReplayMiss",
     "RunResult",
     "SchemaVersionError",
     "Session",
@@ -65,16 +73,27 @@ __all__ = [
     "Workspace",
     "analysis",
     "builtin_tools",
+    "llm",
     "tool",
 ]
 
 
+_LAZY = {
+    "analysis": ("argus_lab.analysis", None),
+    "llm": ("argus_lab.llm", None),
+    "AnthropicModel": ("argus_lab.llm.anthropic", "AnthropicModel"),
+    "LLMPlanner": ("argus_lab.plan.llm", "LLMPlanner"),
+}
+
+
 def __getattr__(name: str) -> Any:
-    # Submodules that import pandas are loaded on first use.
-    if name == "analysis":
+    # pandas and the anthropic SDK cost 0.5-1.5 s to import: load on first use.
+    if name in _LAZY:
         import importlib
 
-        return importlib.import_module("argus_lab.analysis")
+        module, attr = _LAZY[name]
+        mod = importlib.import_module(module)
+        return mod if attr is None else getattr(mod, attr)
     raise AttributeError(f"module 'argus_lab' has no attribute {name!r}")
 
 

@@ -17,7 +17,9 @@ ArgusError                      base of everything raised on purpose
 ├── ConcurrentSessionError      another writer holds the session (lease or version)
 ├── CorruptCheckpointError      a stored record fails its checksum or cannot be read
 ├── SchemaVersionError          a record is newer than this version, or no migration
-└── MissingDependency           an optional extra is needed (names the pip extra)
+├── MissingDependency           an optional extra is needed (names the pip extra)
+└── ModelError                  a model call failed permanently (400, auth, no key)
+    └── ReplayMiss              a strict replay has no recorded reply for a request
 ```
 """
 
@@ -31,7 +33,9 @@ __all__ = [
     "CorruptCheckpointError",
     "InDoubtError",
     "MissingDependency",
+    "ModelError",
     "PlanError",
+    "ReplayMiss",
     "SchemaVersionError",
     "ToolError",
     "TransientError",
@@ -128,3 +132,45 @@ class SchemaVersionError(ArgusError):
 
 class MissingDependency(ArgusError):
     """Raised when an optional extra is needed; the message names the pip extra."""
+
+
+class ModelError(ArgusError):
+    """A model call failed permanently (bad request, auth, unknown model, no key).
+
+    It is not retried: the message says what to change. Rate limits, overload,
+    5xx, timeouts and dropped connections raise ``TransientError`` instead.
+
+    Attributes:
+        status_code: The HTTP status, when the API answered.
+        model: The model that was asked.
+        request_id: The provider's request id, for support tickets.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        model: str | None = None,
+        request_id: str | None = None,
+        session_id: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        super().__init__(message, session_id=session_id, task_id=task_id)
+        self.status_code = status_code
+        self.model = model
+        self.request_id = request_id
+
+
+class ReplayMiss(ModelError):
+    """A strict replay found no recorded reply for a request.
+
+    Attributes:
+        request_hash: The hash of the request that missed.
+    """
+
+    def __init__(
+        self, message: str, *, model: str = "", request_hash: str = ""
+    ) -> None:
+        super().__init__(message, model=model)
+        self.request_hash = request_hash

@@ -143,16 +143,20 @@ class Workspace:
         Raises:
             PlanError: when the plan is invalid for these tools (nothing written).
         """
+        toolset = as_toolset(tools)
+        planner: Any = options.get("planner")
+        if plan is None and goal and hasattr(planner, "rounds"):
+            # An LLMPlanner plans the goal here; its calls become llm_call events.
+            plan = planner.plan(goal, tools=list(toolset.values()))
         if plan is None:
             raise PlanError(
-                "new_session needs a plan: a Plan, a dict, YAML text or a file path "
-                "(planners that build one from the goal alone: al.HTNPlanner, "
-                "al.LLMPlanner)"
+                "new_session needs a plan: a Plan, a dict, YAML text or a file path, "
+                "or planner=al.LLMPlanner(model) with a goal (an HTN plan comes "
+                "from al.HTNPlanner(domain).plan(task, *args))"
             )
         p = _coerce_plan(plan)
         if goal is not None and goal != p.goal:
             p = p.model_copy(update={"goal": goal})
-        toolset = as_toolset(tools)
         p = p.validate_against(toolset)
         opts = self._options(options)
         _refuse_literal_secrets(p, Redactor(opts.secrets))
@@ -219,6 +223,16 @@ class Workspace:
         # How an HTN planner decomposed the goal belongs to the trajectory.
         for d in getattr(opts.planner, "decisions", None) or ():
             ev.append(make_event("htn_decision", session_id=sid, ts=now, payload=d))
+        for r in getattr(opts.planner, "rounds", None) or ():  # LLM planning calls
+            ev.append(
+                make_event(
+                    "llm_call",
+                    session_id=sid,
+                    ts=now,
+                    duration=r.get("duration"),
+                    payload=dict(r),
+                )
+            )
         if parent is not None:
             ev.append(
                 make_event(

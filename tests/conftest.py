@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,36 @@ import argus_lab as al
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A test that forgets to pass a workspace must not write into the checkout.
     monkeypatch.setenv("ARGUS_HOME", str(tmp_path / "argus-home"))
+
+
+@pytest.fixture(autouse=True)
+def _no_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any real HTTP request, or a connection beyond this machine, is an error
+    (pydantic-ai's ALLOW_MODEL_REQUESTS = False, for the whole suite). Loopback
+    stays open: the browser test drives a JupyterLab on 127.0.0.1."""
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("a test tried to make a real network request")
+
+    for mod in ("httpx2", "httpx"):
+        lib = pytest.importorskip(mod) if mod == "httpx2" else __import__(mod)
+        monkeypatch.setattr(lib.HTTPTransport, "handle_request", refuse)
+        monkeypatch.setattr(lib.AsyncHTTPTransport, "handle_async_request", refuse)
+    real_connect = socket.socket.connect
+
+    def connect(self: socket.socket, address: object) -> None:
+        host = address[0] if isinstance(address, tuple) else None
+        if self.family in (socket.AF_INET, socket.AF_INET6) and host not in (
+            "127.0.0.1",
+            "::1",
+            "localhost",
+        ):
+            refuse()
+        real_connect(self, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

@@ -8,6 +8,11 @@ import sys
 import argus_lab as al
 
 EXPECTED = {
+    "AnthropicModel",
+    "LLMPlanner",
+    "ModelError",
+    "ReplayMiss",
+    "llm",
     "ApprovalPolicy",
     "ApprovalRequired",
     "ArgusError",
@@ -88,3 +93,11 @@ def test_contract_check_names_session_methods() -> None:
         assert hasattr(al.Workspace, m), m
     for m in ("from_yaml", "from_dict", "to_yaml", "to_dict", "graph"):
         assert hasattr(al.Plan, m), m
+
+
+def test_the_suite_refuses_real_network_requests() -> None:
+    import httpx2
+    import pytest
+
+    with pytest.raises(RuntimeError, match="real network request"):
+        httpx2.get("https://api.anthropic.com/v1/models")

@@ -353,8 +353,12 @@ class Supervisor(LlmTasks):
             },
         )
         events = [*(extra or []), ev]
-        for call in getattr(planner, "take_events", lambda: [])():
-            events.append(self._event(call["kind"], tid, payload=call["payload"]))
+        for r in getattr(planner, "rounds", None) or ():  # the replanning calls
+            events.append(
+                self._event(
+                    "llm_call", tid, duration=r.get("duration"), payload=dict(r)
+                )
+            )
         self._apply_patch(patch, [failed], events)
         return True
 
