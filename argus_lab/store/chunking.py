@@ -1,0 +1,293 @@
+"""Documents for memory: text extraction, overlapping chunks, chunk records.
+
+Pure functions, no third-party imports: ``extract`` turns text, markdown or html
+into plain text (html through the stdlib ``html.parser``), ``chunk_text`` cuts
+it into overlapping pieces that end at paragraph, line, sentence or word breaks,
+and ``document_records`` makes the ``document`` memories ``Memory.ingest``
+writes. Every chunk keeps its character offsets: ``text[chunk.start:chunk.end]
+== chunk.text`` always holds, where ``text`` is the extracted text.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "Chunk",
+    "Format",
+    "chunk_text",
+    "detect_format",
+    "document_records",
+    "extract",
+    "html_to_text",
+]
+
+Format = Literal["text", "markdown", "html"]
+
+_BLOCK_TAGS = frozenset(
+    {"address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt"}
+    | {"fieldset", "figcaption", "figure", "footer", "form", "header", "hr", "li"}
+    | {"h1", "h2", "h3", "h4", "h5", "h6", "main", "nav", "ol", "p", "pre"}
+    | {"section", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul"}
+)
+_LINE_TAGS = frozenset({"br", "li", "td", "th", "dt", "dd"})
+_SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "head"})
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+_HTML_SNIFF = re.compile(
+    r"^\s*(<!doctype html|<html\b)|</(p|div|body|li|h[1-6]|table)>", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One piece of a document."""
+
+    start: int
+    """Offset of the first character in the extracted text."""
+    end: int
+    """Offset just past the last character (``text[start:end]`` is the chunk)."""
+    text: str
+    """The chunk's text."""
+    heading: str = ""
+    """For markdown: the headings above the chunk, joined by " > "."""
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+        self._pre = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _SKIP_TAGS:
+            self._skip += 1
+        elif tag == "pre":
+            self._pre += 1
+        if tag == "br":
+            self.parts.append("\n")
+        elif tag in _BLOCK_TAGS and tag not in _LINE_TAGS:
+            self.parts.append("\n\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _SKIP_TAGS:
+            self._skip = max(0, self._skip - 1)
+        elif tag == "pre":
+            self._pre = max(0, self._pre - 1)
+        if tag in _BLOCK_TAGS:
+            self.parts.append("\n" if tag in _LINE_TAGS else "\n\n")
+
+    def handle_data(self, data: str) -> None:
+        if self._skip:
+            return
+        # Outside <pre>, html collapses runs of whitespace into one space.
+        self.parts.append(data if self._pre else re.sub(r"\s+", " ", data))
+
+
+def html_to_text(html: str) -> str:
+    """Strips tags (scripts, styles and the head are dropped), keeps paragraphs.
+
+    Args:
+        html: An html document or fragment.
+
+    Returns:
+        Plain text with block elements separated by blank lines and entities
+        decoded.
+    """
+    p = _TextExtractor()
+    p.feed(html)
+    p.close()
+    text = "".join(p.parts)
+    text = re.sub(r"[ \t]*\n[ \t]*", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip()
+
+
+def detect_format(text: str, name: str | None = None) -> Format:
+    """Guesses a document's format from its file name, else from its content."""
+    if name:
+        suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+        if suffix in ("html", "htm", "xhtml"):
+            return "html"
+        if suffix in ("md", "markdown", "mdown"):
+            return "markdown"
+        if suffix:
+            return "text"
+    if _HTML_SNIFF.search(text[:4096]):
+        return "html"
+    if _HEADING.search(text[:4096]):
+        return "markdown"
+    return "text"
+
+
+def extract(text: str, fmt: Format) -> str:
+    """The plain text that chunk offsets refer to (html: tags stripped)."""
+    if fmt == "html":
+        return html_to_text(text)
+    return text
+
+
+def _break_before(text: str, lo: int, hi: int, headings: list[int]) -> int:
+    """The best place to end a chunk in ``text[lo:hi]``, or ``hi`` if none.
+
+    Just before a markdown heading is best, then a blank line, a line break, a
+    sentence end, a space.
+    """
+    i = bisect.bisect_right(headings, hi - 1) - 1
+    if i >= 0 and headings[i] > lo:
+        return headings[i]
+    window = text[lo:hi]
+    for sep in ("\n\n", "\n"):
+        i = window.rfind(sep)
+        if i > 0:
+            return lo + i + len(sep)
+    best = -1
+    for m in re.finditer(r"[.!?;:][\"')\]]*\s", window):
+        best = m.end()
+    if best > 0:
+        return lo + best
+    i = max(window.rfind(" "), window.rfind("\t"))
+    return lo + i + 1 if i > 0 else hi
+
+
+def _headings(text: str) -> tuple[list[int], list[str]]:
+    """Markdown heading positions and the breadcrumb in force after each."""
+    positions: list[int] = []
+    crumbs: list[str] = []
+    stack: list[tuple[int, str]] = []
+    for m in _HEADING.finditer(text):
+        level = len(m.group(1))
+        stack = [(lv, t) for lv, t in stack if lv < level] + [(level, m.group(2))]
+        positions.append(m.start())
+        crumbs.append(" > ".join(t for _, t in stack))
+    return positions, crumbs
+
+
+def chunk_text(
+    text: str, *, chunk_size: int = 1200, overlap: int = 200, markdown: bool = False
+) -> list[Chunk]:
+    """Cuts text into chunks of at most ``chunk_size`` characters with overlap.
+
+    A chunk ends at the last markdown heading (with ``markdown``) or paragraph
+    break in its second half, else the last line break, sentence end or space;
+    the next chunk starts about ``overlap`` characters earlier, at a word
+    boundary — except after a heading break, where sections do not overlap.
+    Leading and trailing whitespace is left out of each chunk (offsets are
+    adjusted to match).
+
+    Args:
+        text: Plain text (see :func:`extract`).
+        chunk_size: Largest chunk, in characters.
+        overlap: Characters shared by consecutive chunks (less than chunk_size).
+        markdown: Break at headings and record the heading breadcrumb in force
+            where each chunk's new text begins.
+
+    Returns:
+        The chunks, in order; empty for blank text.
+
+    Raises:
+        ValueError: chunk_size < 1, or overlap not in [0, chunk_size).
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if not 0 <= overlap < chunk_size:
+        raise ValueError(
+            f"overlap must be >= 0 and < chunk_size ({chunk_size}), got {overlap}"
+        )
+    positions, crumbs = _headings(text) if markdown else ([], [])
+    starts = set(positions)
+    n = len(text)
+    out: list[Chunk] = []
+    pos = fresh = 0  # fresh: where the text not in the previous chunk begins
+    while pos < n:
+        hi = min(n, pos + chunk_size)
+        lo = pos + chunk_size // 2
+        end = hi if hi == n else _break_before(text, lo, hi, positions)
+        start, stop = pos, end
+        while start < stop and text[start].isspace():
+            start += 1
+        while stop > start and text[stop - 1].isspace():
+            stop -= 1
+        if stop > start:
+            i = bisect.bisect_right(positions, max(start, fresh)) - 1
+            out.append(
+                Chunk(start, stop, text[start:stop], crumbs[i] if i >= 0 else "")
+            )
+        if end >= n:
+            break
+        fresh = end
+        if end in starts:
+            pos = end  # a new section: no overlap
+            continue
+        nxt = max(end - overlap, pos + 1)
+        # Start the overlap at a word boundary, never past the chunk's end.
+        while 0 < nxt < end and not text[nxt - 1].isspace():
+            nxt += 1
+        pos = nxt
+    return out
+
+
+def document_records(
+    path_or_text: str | Path,
+    *,
+    source: str | None = None,
+    chunk_size: int = 1200,
+    overlap: int = 200,
+    format: Format | Literal["auto"] = "auto",
+    metadata: Mapping[str, Any] | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """Reads and chunks a document into ``document`` memory records.
+
+    See ``Memory.ingest`` for the arguments.
+
+    Returns:
+        The id prefix shared by the document's chunks (derived from the source,
+        so re-ingesting a source replaces its chunks), and one record per chunk
+        with id ``<prefix>-<index:06d>``.
+    """
+    name: str | None = None
+    is_path = isinstance(path_or_text, Path) or (
+        len(path_or_text) < 4096
+        and "\n" not in path_or_text
+        and Path(path_or_text).expanduser().is_file()
+    )
+    if is_path:
+        p = Path(path_or_text).expanduser().resolve()
+        raw = p.read_text(encoding="utf-8", errors="replace")
+        name = p.name
+        source = source or str(p)
+    else:
+        raw = str(path_or_text)
+    fmt: Format = detect_format(raw, name) if format == "auto" else format
+    source = source or "text:" + hashlib.sha256(raw.encode()).hexdigest()[:16]
+    chunks = chunk_text(
+        extract(raw, fmt),
+        chunk_size=chunk_size,
+        overlap=overlap,
+        markdown=fmt == "markdown",
+    )
+    prefix = "document-" + hashlib.sha256(source.encode()).hexdigest()[:20]
+    records = []
+    for i, c in enumerate(chunks):
+        meta = dict(metadata or {}) | {
+            "source": source,
+            "start": c.start,
+            "end": c.end,
+            "chunk": i,
+            "n_chunks": len(chunks),
+            "format": fmt,
+        }
+        if c.heading:
+            meta["heading"] = c.heading
+        records.append(
+            {"id": f"{prefix}-{i:06d}", "kind": "document", "text": c.text}
+            | {"metadata": meta}
+        )
+    return prefix, records
