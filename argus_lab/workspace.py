@@ -6,6 +6,7 @@ Layout::
     <root>/index/                   name -> session id
     <root>/artifacts/               content-addressed large results
     <root>/files/<session id>/      tools' working files (ctx.workdir)
+    <root>/memory/                  long-term memory (LanceDB), shared by sessions
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
     import diskcache
+
+    from argus_lab.store.memory import Memory
 
 __all__ = ["Workspace"]
 
@@ -78,10 +81,17 @@ class Workspace:
         path: The folder (created if missing).
         durability: "normal" (survives process crashes; the default) or "full"
             (each commit fsynced: survives power loss, slower). See BENCHMARKS.md.
+        embedder: For vector and hybrid memory search: a callable
+            ``list[str] -> list[list[float]]`` (e.g. a sentence-transformers
+            model's ``encode``) or a LanceDB embedding function; None: full text.
     """
 
     def __init__(
-        self, path: str | Path | None = None, *, durability: Durability = "normal"
+        self,
+        path: str | Path | None = None,
+        *,
+        durability: Durability = "normal",
+        embedder: Any = None,
     ) -> None:
         if durability not in ("normal", "full"):
             raise ValueError(
@@ -97,6 +107,7 @@ class Workspace:
             self.path / "artifacts", fsync=durability == "full"
         )
         self._index_cache: diskcache.Cache | None = None
+        self.embedder = embedder
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r})"
@@ -106,6 +117,16 @@ class Workspace:
         if self._index_cache is None:
             self._index_cache = open_cache(self.path / "index", self.durability)
         return self._index_cache
+
+    @property
+    def memory(self) -> Memory:
+        """Long-term memory (LanceDB, full-text / vector / hybrid) in <root>/memory/.
+
+        Pass an embedder for vector search: ``Workspace(path, embedder=...)``.
+        """
+        from argus_lab.store.memory import open_memory
+
+        return open_memory(self.path / "memory", embedder=self.embedder)
 
     def _session_dir(self, session_id: str) -> Path:
         return self.path / "sessions" / session_id

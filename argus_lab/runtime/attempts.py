@@ -386,6 +386,7 @@ class Attempts(_Core):
         ]
         events = (extra or []) + events
         self._commit([rec, *blocked], events)
+        self._failed_seq = next(e.seq for e in events if e.kind == "task_failed")
         self._sched.set(tid, "failed")
         for b in blocked:
             self._sched.set(b.task_id, "blocked")

@@ -23,6 +23,7 @@ from argus_lab.model import STATUSES, Plan, SessionInfo, Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_
 from argus_lab.redact import Redactor
 from argus_lab.runtime.options import RunResult, SessionOptions, Subscriber, log
+from argus_lab.runtime.remember import Rememberer
 from argus_lab.runtime.scheduler import Scheduler
 from argus_lab.store.artifacts import from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore, make_lease
@@ -64,6 +65,8 @@ class _Core:
         self._bg: concurrent.futures.Future[RunResult] | None = None
         self._artifact_cache: dict[str, Any] = {}
         self._workdir_made = False
+        self._failed_seq = 0
+        self._memories = Rememberer(lambda: self.workspace.memory)
         self._bp_passed: set[str] = set()  # breakpoints paused at, to go past next
         self._budget_hits: dict[str, Any] = {}  # task -> BudgetHit found mid-attempt
         self._seen_costs: dict[str, list[tuple[float, int]]] = {}  # model -> calls

@@ -94,12 +94,17 @@ class LlmTasks(Attempts):
         from argus_lab.runtime.context import build_context
 
         deps = {d: self._result_of(d) for d in task.deps if d in self._records}
+        memories: list[Any] = []
+        if (self.workspace.path / "memory").exists():  # what earlier steps learned
+            query = " ".join(p for p in (task.title, task.description) if p) or task.id
+            memories = self.workspace.memory.search(query, k=8)
         ctx = build_context(
             task=task,
             goal=self._plan.goal,
             constraints=self._plan.constraints,
             dep_results={**deps, **{f"arg:{k}": v for k, v in inputs.items()}},
-            memories=[],
+            memories=memories,
+            session_id=self.id,
             budget_tokens=self.options.context_tokens,
         )
         return ctx.prompt, ctx.event_payload()

@@ -52,6 +52,10 @@ class SessionOptions:
     anomaly_factor: float = 3.0
     """An attempt running this many times over its task's expected_seconds is
     an anomaly: no new task starts until a person looks."""
+    remember: bool | None = None
+    """Write finished results (and lessons from failures) to the workspace's
+    memory, with provenance. None: only when the plan has LLM tasks or uses
+    memory tools (plain tool pipelines stay as fast as they are)."""
     context_tokens: int = 8000
     """Token budget of an LLM task's prompt (see runtime/context.py)."""
     models: Any = None

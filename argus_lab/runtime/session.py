@@ -204,6 +204,7 @@ class Session(Actions):
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+        self._memories.close()  # the queued memories are written before we go
         self._store.close()
 
     async def _close_store(self) -> None:

@@ -94,6 +94,26 @@ class Supervisor(LlmTasks):
     def _succeed(self, tid: str, rec: TaskRecord, out: Outcome, tool: Any) -> None:
         self._failures_in_a_row = 0
         super()._succeed(tid, rec, out, tool)
+        if self._remembers():
+            done = self._records[tid]
+            self._memories.put(
+                "result",
+                session_id=self.id,
+                task_id=tid,
+                seq=self._last_seq,
+                result=done.result
+                if done.result_ref is None
+                else f"(a large result, stored as {done.result_ref})",
+                title=self._tasks[tid].title or tid,
+            )
+
+    def _remembers(self) -> bool:
+        if self.options.remember is not None:
+            return self.options.remember
+        return any(
+            t.kind == "llm" or (t.tool or "").startswith("memory_")
+            for t in self._tasks.values()
+        )
 
     def _htn_call(self, fn: Callable[[], R]) -> tuple[R, list[EventBase]]:
         """Calls the planner, turning the decisions it reports into events."""
@@ -220,6 +240,17 @@ class Supervisor(LlmTasks):
             self._sched.set(tid, "skipped")
             return
         super()._fail(tid, rec, out, extra)
+        if self._remembers():  # a lesson for the next session that tries this
+            self._memories.put(
+                "lesson",
+                session_id=self.id,
+                task_id=tid,
+                seq=self._failed_seq,
+                error=self._records[tid].error or "",
+                attempts=rec.attempts,
+                tool=task.tool,
+                title=task.title or None,
+            )
         if policy == "ask":
             self._pause_requested = (
                 f"task {tid!r} failed and asks a person: {out.error}; call "

@@ -16,9 +16,15 @@ from argus_lab.tools.sandbox import Limits, make_python_tool
 
 __all__ = ["BUILTIN_NAMES", "builtin_tools"]
 
-BUILTIN_NAMES = ("python", "read_file", "write_file", "list_files")
+BUILTIN_NAMES = (
+    "python",
+    "read_file",
+    "write_file",
+    "list_files",
+    "memory_add",
+    "memory_search",
+)
 """The names ``builtin_tools`` knows, in order."""
-_RESERVED = ("memory_add", "memory_search")
 
 _defaults: dict[str, Tool] = {}
 
@@ -29,6 +35,10 @@ def _default_tools() -> dict[str, Tool]:
     if not _defaults:
         _defaults.update(make_file_tools())
         _defaults["python"] = make_python_tool()
+        from argus_lab.tools.memory_tools import memory_add, memory_search
+
+        _defaults["memory_add"] = memory_add
+        _defaults["memory_search"] = memory_search
     return _defaults
 
 
@@ -55,11 +65,6 @@ def builtin_tools(
     if not names:
         raise ValueError(f"name the built-in tools you want, from: {known}")
     for name in names:
-        if name in _RESERVED:
-            raise ValueError(
-                f"built-in tool {name!r} comes with the memory module, which is not "
-                f"available yet; available now: {known}"
-            )
         if name not in BUILTIN_NAMES:
             raise ValueError(f"unknown built-in tool {name!r}; known: {known}")
     default = (
@@ -74,4 +79,5 @@ def builtin_tools(
             max_read_bytes=max_read_bytes, max_write_bytes=max_write_bytes
         )
         tools["python"] = make_python_tool(sandbox)
+        tools.update({n: _default_tools()[n] for n in ("memory_add", "memory_search")})
     return [tools[n] for n in dict.fromkeys(names)]
