@@ -9,4 +9,5 @@ PY="${PYTHON:-python3}"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+bash scripts/browser-deps.sh  # Debian's chromium for the real-browser widget test
 exec .venv/bin/python -m pytest "$@"

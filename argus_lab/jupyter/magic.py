@@ -1,0 +1,570 @@
+"""The ``%%argus`` cell magic and the ``%argus`` line magic.
+
+Sugar over the public API: every command is one or two calls of it (see the
+docstrings of :meth:`ArgusMagics.argus_cell` and :meth:`ArgusMagics.argus_line`,
+which ``%%argus?`` and ``%argus?`` show). Defaults are configurable::
+
+    %config ArgusMagics.workspace = "./runs"     # else $ARGUS_HOME, else ./.argus
+    %config ArgusMagics.tools = "my_tools"       # default --tools
+    %config ArgusMagics.session_options = {"concurrency": 2}
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import types
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import traitlets
+from IPython.core import magic_arguments as _magic_arguments
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+import argus_lab as al
+from argus_lab.errors import ArgusError, PlanError
+from argus_lab.jupyter.display import PlanView
+from argus_lab.tools.registry import Tool, as_toolset
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from argus_lab.jupyter.widget import GraphWidget
+
+__all__ = ["ArgusMagics", "interpolate", "load_ipython_extension"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_ma: Any = _magic_arguments  # IPython's magic_arguments is untyped
+
+
+def magic_arguments(name: str) -> Callable[[F], F]:
+    """IPython's ``@magic_arguments``, typed."""
+    deco: Callable[[F], F] = _ma.magic_arguments(name=name)
+    return deco
+
+
+def argument(*args: Any, **kwargs: Any) -> Callable[[F], F]:
+    """IPython's ``@argument`` (argparse's add_argument), typed."""
+    deco: Callable[[F], F] = _ma.argument(*args, **kwargs)
+    return deco
+
+
+def _named(marker: Any, name: str) -> Callable[[F], F]:
+    # IPython types @cell_magic(name) as returning a union; it is a decorator.
+    deco: Callable[[F], F] = marker(name)
+    return deco
+
+
+def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
+    """Parses a magic's line; raises UsageError on bad arguments."""
+    return _ma.parse_argstring(magic, line)
+
+
+_VAR = re.compile(r"\{\{([A-Za-z_]\w*)\}\}|(?<!\$)\{([A-Za-z_]\w*)\}")
+
+
+def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
+    """Replaces ``{name}`` with the value of ``name`` in the namespace.
+
+    Only bare names defined in the namespace are replaced; ``${task.result.x}``
+    references, YAML flow mappings and unknown names are left alone, and
+    ``{{name}}`` stands for a literal ``{name}``. Strings and numbers are
+    inserted as text, anything else as JSON (which is valid YAML).
+    """
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            return "{" + m.group(1) + "}"
+        name = m.group(2)
+        if name not in namespace:
+            return m.group(0)
+        v = namespace[name]
+        if isinstance(v, str):
+            return v
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return str(v)
+        return json.dumps(v, default=str)
+
+    return _VAR.sub(sub, text)
+
+
+_TASKS_KEY = re.compile(r"^tasks\s*:", re.MULTILINE)
+
+
+def _as_plan_data(body: str) -> dict[str, Any] | None:
+    """The body as plan data when it is a YAML mapping with ``tasks``, else None.
+
+    Raises:
+        UsageError: the body has a top-level ``tasks:`` key but is not valid
+            YAML (so it was meant as a plan, not as goal text).
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(body)
+    except yaml.YAMLError as e:
+        if _TASKS_KEY.search(body):
+            raise UsageError(f"%%argus: the plan is not valid YAML: {e}") from None
+        return None
+    return data if isinstance(data, dict) and "tasks" in data else None
+
+
+@magics_class
+class ArgusMagics(Magics):
+    """``%%argus`` / ``%argus``: plan, run, inspect and fork sessions from cells."""
+
+    workspace = traitlets.Unicode(
+        "", help="Workspace folder; empty: $ARGUS_HOME, else ./.argus."
+    ).tag(config=True)
+    planner = traitlets.Enum(
+        ["auto", "yaml", "htn", "llm"],
+        default_value="auto",
+        help="Default --planner; auto: YAML plan bodies as they are, goal text "
+        "with --domain by HTN, else by the LLM planner.",
+    ).tag(config=True)
+    model = traitlets.Unicode("", help="Default --model for the LLM planner.").tag(
+        config=True
+    )
+    tools = traitlets.Unicode(
+        "",
+        help="Default --tools (comma-separated variables or modules); empty: "
+        "every al.tool defined in the notebook.",
+    ).tag(config=True)
+    mode = traitlets.Enum(
+        ["show", "run", "step"],
+        default_value="show",
+        help="What a %%argus cell does without --run/--step/--plan-only.",
+    ).tag(config=True)
+    height = traitlets.Int(440, help="Height of the graph widget in pixels.").tag(
+        config=True
+    )
+    session_options = traitlets.Dict(
+        help="Options for new and opened sessions (concurrency, approvals, ...)."
+    ).tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self._workspaces: dict[Path, al.Workspace] = {}
+        self._live: dict[tuple[Path, str], al.Session] = {}
+        self._planner: Any = None  # the HTN planner of the cell being run
+
+    # -- %%argus -----------------------------------------------------------------
+
+    @magic_arguments(name="%argus")  # usage line: %%argus
+    @argument("name", nargs="?", help="Session name (default: from the goal).")
+    @argument(
+        "--planner",
+        choices=["auto", "yaml", "htn", "llm"],
+        help="How the body becomes a plan (default: ArgusMagics.planner).",
+    )
+    @argument("--domain", help="HTN domain: MODULE:OBJ or a notebook variable.")
+    @argument(
+        "--tools",
+        help="Comma-separated notebook variables (a tool or a list of tools) or "
+        "importable modules; default: every al.tool defined in the notebook.",
+    )
+    @argument("--model", help="Model for the LLM planner.")
+    @argument("--run", action="store_true", help="Start running in the background.")
+    @argument("--step", action="store_true", help="Run one step now.")
+    @argument(
+        "--plan-only",
+        action="store_true",
+        help="Only build and show the plan; VAR gets the Plan.",
+    )
+    @argument(
+        "--max-cost",
+        type=float,
+        help="Pause before spending more USD (s.set_budget(max_cost_usd=...)).",
+    )
+    @argument(
+        "--max-steps",
+        type=int,
+        help="Pause after this many task attempts (s.set_budget(max_steps=...)).",
+    )
+    @argument("-o", "--output", dest="var", help="Bind the Session to this variable.")
+    @_named(cell_magic, "argus")
+    def argus_cell(self, line: str, cell: str) -> GraphWidget | PlanView:
+        """Plan a goal (or take a YAML plan) and show it as a live graph widget.
+
+        The body is a YAML plan (a mapping with ``tasks:``) or goal text;
+        ``{var}`` is replaced by the notebook variable ``var``. Returns the
+        widget bound to the new Session (the widget's ``.session``); ``-o VAR``
+        binds the Session to VAR. Re-running a cell with the same NAME and plan
+        shows the same session (tools are refreshed, so redefined tools show
+        up as stale); a different plan under an existing NAME is an error.
+
+        Line magics (see ``%argus?``)::
+
+            %argus ls
+            %argus open NAME | resume NAME | fork NAME --at TASK
+            %argus df NAME [tasks|events|llm]
+        """
+        a = parse_argstring(self.argus_cell, line)
+        modes = [m for m in ("run", "step", "plan_only") if getattr(a, m)]
+        if len(modes) > 1:
+            flags = ", ".join("--" + m.replace("_", "-") for m in modes)
+            raise UsageError(
+                f"%%argus: choose one of --run, --step, --plan-only (got {flags})"
+            )
+        if a.max_cost is not None and a.max_cost <= 0:
+            raise UsageError(f"%%argus: --max-cost must be positive, got {a.max_cost}")
+        if a.max_steps is not None and a.max_steps < 1:
+            raise UsageError(
+                f"%%argus: --max-steps must be at least 1, got {a.max_steps}"
+            )
+        ns = self._ns()
+        body = interpolate(cell or "", ns)
+        if not body.strip():
+            raise UsageError("%%argus: the cell is empty; write a goal or a YAML plan")
+        tools = self._tools(a.tools)
+        self._planner = None
+        plan = self._plan(body, a, tools)
+        if a.plan_only:
+            if a.var:
+                ns[a.var] = plan
+            return PlanView(plan)
+        session = self._session_for(plan, tools, a.name)
+        if a.var:
+            ns[a.var] = session
+        limits = {"max_cost_usd": a.max_cost, "max_steps": a.max_steps}
+        if any(v is not None for v in limits.values()):
+            session.set_budget(**{k: v for k, v in limits.items() if v is not None})
+        w = self._widget(session)
+        mode = modes[0] if modes else self.mode
+        if mode == "run":
+            w.act("run")
+        elif mode == "step":
+            w.act("step").result()
+        return w
+
+    def _plan(self, body: str, a: Any, tools: dict[str, Tool]) -> al.Plan:
+        data = _as_plan_data(body)
+        planner = a.planner or self.planner
+        if planner == "auto":
+            planner = "yaml" if data is not None else ("htn" if a.domain else "llm")
+        try:
+            if planner == "yaml":
+                if data is None:
+                    raise UsageError(
+                        "%%argus --planner yaml: the body is not a YAML plan (a "
+                        "mapping with a 'tasks' list); see Plan.from_yaml"
+                    )
+                plan = al.Plan.from_dict(data)
+                if a.name and not plan.goal:
+                    plan = plan.model_copy(update={"goal": a.name})
+                return plan
+            goal = body.strip()
+            if planner == "htn":
+                return self._plan_htn(goal, a.domain)
+            return self._plan_llm(goal, a.model or self.model, tools)
+        except (PlanError, TypeError) as e:
+            raise UsageError(f"%%argus: {e}") from None
+        except ArgusError as e:  # e.g. no API key: say it plainly, no traceback
+            raise UsageError(f"%%argus: planning failed: {e}") from None
+
+    def _plan_htn(self, goal: str, domain_ref: str | None) -> al.Plan:
+        if not domain_ref:
+            raise UsageError("%%argus --planner htn needs --domain MODULE:OBJ")
+        domain = self._object(domain_ref, "--domain")
+        name, args, kwargs = _goal_call(goal, self._ns())
+        planner = al.HTNPlanner(domain)
+        plan: al.Plan = planner.plan(name, *args, **kwargs)
+        # The session expands lazy compounds and backtracks with the same planner.
+        self._planner = planner
+        return plan
+
+    def _plan_llm(self, goal: str, model: str, tools: dict[str, Tool]) -> al.Plan:
+        ns = self._ns()
+        if model and model in ns and not isinstance(ns[model], str):
+            llm = ns[model]  # a model object, e.g. a ReplayModel for offline runs
+        else:
+            llm = al.AnthropicModel(model) if model else al.AnthropicModel()
+        planner = al.LLMPlanner(llm)
+        plan: al.Plan = planner.plan(goal, tools=list(tools.values()))
+        # The session records the planning calls and replans with this planner.
+        self._planner = planner
+        return plan
+
+    # -- %argus --------------------------------------------------------------
+
+    @magic_arguments(name="argus")
+    @argument("command", choices=["ls", "open", "resume", "fork", "df"])
+    @argument("name", nargs="?", help="Session name or id.")
+    @argument("what", nargs="?", help="For df: tasks (default), events or llm.")
+    @argument("--at", help="For fork: the task to start again from.")
+    @argument("--tools", help="Tools for open/resume/fork, as for %%argus.")
+    @argument(
+        "--domain",
+        help="For open/resume/fork of an HTN session: MODULE:OBJ of its domain "
+        "(lazy compounds expand and failed subtrees backtrack with it).",
+    )
+    @argument("-o", "--output", dest="var", help="Bind the Session to this variable.")
+    @_named(line_magic, "argus")
+    def argus_line(self, line: str) -> Any:
+        """List, open, resume, fork and tabulate sessions.
+
+        ``%argus ls``: the workspace's sessions as a DataFrame.
+        ``%argus open NAME``: a widget on the session, as it stands.
+        ``%argus resume NAME``: the same, and run it on in the background.
+        ``%argus fork NAME --at TASK``: a new session that keeps results from
+        before TASK, shown in a widget (``-o VAR`` binds the fork).
+        ``%argus df NAME [tasks|events|llm]``: one of the session's DataFrames.
+        The cell magic ``%%argus`` is documented under ``%%argus?``.
+        """
+        a = parse_argstring(self.argus_line, line)
+        self._planner = None
+        if a.domain:
+            if a.command not in ("open", "resume", "fork"):
+                raise UsageError("--domain goes with %argus open, resume or fork")
+            self._planner = al.HTNPlanner(self._object(a.domain, "--domain"))
+        if a.command == "ls":
+            if a.name:
+                raise UsageError("%argus ls takes no name")
+            return self._ls()
+        if not a.name:
+            raise UsageError(f"%argus {a.command} needs a session NAME (see %argus ls)")
+        if a.what is not None and a.command != "df":
+            raise UsageError(f"%argus {a.command}: unexpected argument {a.what!r}")
+        if a.at is not None and a.command != "fork":
+            raise UsageError("--at goes with %argus fork only")
+        if a.command == "df":
+            return self._df(a.name, a.what or "tasks")
+        session = self._open(a.name, self._tools(a.tools))
+        if a.command == "fork":
+            try:
+                session = session.fork(at=a.at)
+            except KeyError as e:
+                raise UsageError(f"%argus fork: {e.args[0]}") from None
+            self._live[(session.workspace.path, session.id)] = session
+        if a.var:
+            self._ns()[a.var] = session
+        w = self._widget(session)
+        if a.command == "resume":
+            w.act("run")
+        return w
+
+    def _options(self) -> dict[str, Any]:
+        """Session options: the configured ones, plus the planner just used."""
+        opts = dict(self.session_options)
+        if self._planner is not None and "planner" not in opts:
+            opts["planner"] = self._planner
+        return opts
+
+    def _ls(self) -> pd.DataFrame:
+        import pandas as pd
+
+        rows = [
+            {
+                "name": i.name,
+                "status": i.status,
+                "tasks": i.n_tasks,
+                "succeeded": i.counts.get("succeeded", 0),
+                "failed": i.counts.get("failed", 0),
+                "created": pd.Timestamp(i.created, unit="s", tz="UTC"),
+                "parent": i.parent,
+                "reason": i.reason,
+            }
+            for i in self._ws().sessions()
+        ]
+        cols = ["name", "status", "tasks", "succeeded", "failed", "created"]
+        return pd.DataFrame(rows, columns=[*cols, "parent", "reason"])
+
+    def _df(self, name: str, what: str) -> pd.DataFrame:
+        if what not in ("tasks", "events", "llm"):
+            raise UsageError(f"%argus df: choose tasks, events or llm, not {what!r}")
+        s = self._open(name, self._tools(None))
+        if what == "tasks":
+            return s.tasks_df()
+        if what == "events":
+            return s.events_df()
+        llm_df = getattr(al.analysis, "llm_calls_df", None)
+        if callable(llm_df):
+            frame: pd.DataFrame = llm_df(s)
+            return frame
+        ev = s.events_df()
+        return ev[ev["kind"] == "llm_call"].reset_index(drop=True)
+
+    # -- helpers -------------------------------------------------------------
+
+    def _ns(self) -> dict[str, Any]:
+        if self.shell is None:
+            raise UsageError("%argus needs an IPython shell")
+        ns: dict[str, Any] = self.shell.user_ns
+        return ns
+
+    def _ws(self) -> al.Workspace:
+        path = Path(self.workspace).expanduser().resolve() if self.workspace else None
+        ws = al.Workspace(path)
+        known = self._workspaces.get(ws.path)
+        if known is not None:
+            ws.close()
+            return known
+        self._workspaces[ws.path] = ws
+        return ws
+
+    def _tools(self, spec: str | None) -> dict[str, Tool]:
+        spec = spec if spec is not None else self.tools
+        ns = self._ns()
+        if not spec:
+            # Every tool defined in the notebook; when two share a name (a tool
+            # redefined under a new variable) the one defined last wins.
+            latest: dict[str, Tool] = {}
+            for k, v in ns.items():
+                if isinstance(v, Tool) and not k.startswith("_"):
+                    latest[v.name] = v
+            return latest
+        found: list[Tool | Any] = []
+        for name in (n.strip() for n in spec.split(",")):
+            if not name:
+                continue
+            if name in ns:
+                found += _tools_in(ns[name], name)
+                continue
+            try:
+                mod = importlib.import_module(name)
+            except ImportError as e:
+                raise UsageError(
+                    f"--tools {name!r} is neither a variable of this notebook nor an "
+                    f"importable module ({e})"
+                ) from None
+            found += _tools_in(mod, name)
+        try:
+            return as_toolset(found)
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"--tools: {e}") from None
+
+    def _object(self, ref: str, flag: str) -> Any:
+        ns = self._ns()
+        if ":" not in ref:
+            if ref in ns:
+                return ns[ref]
+            raise UsageError(
+                f"{flag} {ref!r}: write MODULE:OBJ or the name of a notebook variable"
+            )
+        mod_name, _, attr = ref.partition(":")
+        try:
+            return getattr(importlib.import_module(mod_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise UsageError(f"{flag} {ref!r}: {e}") from None
+
+    def _find_live(self, ws: al.Workspace, name: str) -> al.Session | None:
+        for (path, _), s in self._live.items():
+            if path == ws.path and (s.name == name or s.id == name):
+                return s
+        return None
+
+    def _open(self, name: str, tools: dict[str, Tool]) -> al.Session:
+        ws = self._ws()
+        live = self._find_live(ws, name)
+        if live is not None:
+            # One Session object per session in this kernel: a second one
+            # would contend for the runner lease with the first.
+            if tools:
+                live.update_tools(*tools.values())
+            return live
+        try:
+            s = ws.open(name, tools=tools.values(), **self._options())
+        except KeyError as e:
+            raise UsageError(f"%argus: {e.args[0]}") from None
+        self._live[(ws.path, s.id)] = s
+        return s
+
+    def _session_for(
+        self, plan: al.Plan, tools: dict[str, Tool], name: str | None
+    ) -> al.Session:
+        ws = self._ws()
+        try:
+            if name is not None and (
+                self._find_live(ws, name) is not None
+                or any(i.name == name for i in ws.sessions())
+            ):
+                s = self._open(name, tools)
+                same = plan.validate_against(tools).to_dict() == s.plan.to_dict()
+                if not same:
+                    raise UsageError(
+                        f"%%argus: a session named {name!r} already exists with "
+                        "another plan; choose another NAME, or continue it with "
+                        f"%argus open {name}, or fork it with "
+                        f"%argus fork {name} --at TASK"
+                    )
+                return s
+            s = ws.new_session(
+                plan=plan, tools=tools.values(), name=name, **self._options()
+            )
+        except (PlanError, ValueError) as e:
+            raise UsageError(f"%%argus: {e}") from None
+        except ArgusError as e:
+            raise UsageError(f"%%argus: {e}") from None
+        self._live[(ws.path, s.id)] = s
+        return s
+
+    def _widget(self, session: al.Session) -> GraphWidget:
+        from argus_lab.jupyter.widget import GraphWidget
+
+        return GraphWidget(session, height=self.height)
+
+
+def _goal_call(
+    text: str, ns: Mapping[str, Any]
+) -> tuple[str, list[Any], dict[str, Any]]:
+    """An HTN goal written as a call, ``trip("alice", "paris", days=2)`` or a bare
+    task name; arguments are Python expressions over the notebook's variables."""
+    import ast
+
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        node = None
+    if isinstance(node, ast.Name):
+        return node.id, [], {}
+    if (
+        not isinstance(node, ast.Call)
+        or not isinstance(node.func, ast.Name)
+        or any(isinstance(x, ast.Starred) for x in node.args)
+        or any(k.arg is None for k in node.keywords)
+    ):
+        raise UsageError(
+            "%%argus --planner htn: write the goal as a task call, e.g. "
+            f"trip('alice', 'paris', days=2), not {text.strip()[:60]!r}"
+        )
+
+    def value(expr: ast.expr) -> Any:
+        code = compile(ast.Expression(expr), "<%%argus goal>", "eval")
+        # eval is the point: the goal's arguments are the user's own notebook code.
+        return eval(code, dict(ns))
+
+    args = [value(x) for x in node.args]
+    kwargs = {str(k.arg): value(k.value) for k in node.keywords}
+    return node.func.id, args, kwargs
+
+
+def _tools_in(obj: Any, name: str) -> list[Any]:
+    if isinstance(obj, Tool):
+        return [obj]
+    if isinstance(obj, types.ModuleType):
+        listed = getattr(obj, "TOOLS", None)
+        if isinstance(listed, list | tuple):
+            return list(listed)
+        tools = [v for v in vars(obj).values() if isinstance(v, Tool)]
+        if not tools:
+            raise UsageError(f"--tools {name!r}: module has no al.tool objects")
+        return tools
+    if isinstance(obj, Iterable) and not isinstance(obj, str | bytes | Mapping):
+        items = list(obj)
+        if all(isinstance(t, Tool) or callable(t) for t in items):
+            return items
+    elif callable(obj):
+        return [obj]
+    raise UsageError(
+        f"--tools {name!r} is a {type(obj).__name__}, not a tool, a list of tools "
+        "or a module"
+    )
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Registers ``%%argus`` / ``%argus`` (``%load_ext argus_lab``)."""
+    # Magics adds itself to ipython.configurables, so %config ArgusMagics.x works.
+    ipython.register_magics(ArgusMagics(ipython))

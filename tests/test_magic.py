@@ -1,0 +1,345 @@
+"""%%argus and %argus on a real IPython InteractiveShell (run_cell_magic)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+import argus_lab as al
+from argus_lab.jupyter.display import PlanView
+from argus_lab.jupyter.magic import interpolate
+from argus_lab.jupyter.widget import GraphWidget
+
+WAIT = 30.0
+
+PLAN = """
+goal: add things
+tasks:
+  - id: a
+    tool: add
+    args: {a: {start}}
+  - id: b
+    tool: add
+    args: {a: "${a.result.sum}"}
+"""
+
+TOOLS_MODULE = '''
+import argus_lab as al
+
+@al.tool
+def shout(text: str) -> str:
+    """Upper-cases text."""
+    return text.upper()
+
+@al.tool
+def whisper(text: str) -> str:
+    """Lower-cases text."""
+    return text.lower()
+'''
+
+
+@pytest.fixture(scope="module")
+def shell() -> InteractiveShell:
+    cfg = Config()
+    cfg.HistoryManager.hist_file = ":memory:"
+    ip = InteractiveShell.instance(config=cfg)
+    ip.extension_manager.load_extension("argus_lab.jupyter")
+    return ip
+
+
+@pytest.fixture
+def ip(shell: InteractiveShell, tmp_path: Path) -> Iterator[InteractiveShell]:
+    """The shell with a fresh namespace, workspace and magic defaults."""
+    shell.reset(new_session=False)
+    shell.user_ns["ws_dir"] = str(tmp_path / "ws")
+    shell.run_line_magic("config", "ArgusMagics.workspace = ws_dir")
+    shell.run_line_magic("config", "ArgusMagics.session_options = {}")
+    shell.run_line_magic("config", "ArgusMagics.tools = ''")
+    shell.run_line_magic("config", "ArgusMagics.mode = 'show'")
+    run(
+        shell,
+        """
+        import argus_lab as al
+
+        @al.tool
+        def add(a: int, b: int = 1) -> dict:
+            return {"sum": a + b}
+
+        start = 41
+        """,
+    )
+    yield shell
+    for value in list(shell.user_ns.values()):
+        if isinstance(value, al.Session):
+            value.wait(WAIT)
+
+
+def run(ip: InteractiveShell, code: str) -> None:
+    result = ip.run_cell(textwrap.dedent(code))
+    result.raise_error()
+
+
+def cell(ip: InteractiveShell, line: str, body: str = PLAN) -> Any:
+    return ip.run_cell_magic("argus", line, textwrap.dedent(body))
+
+
+def test_yaml_cell_returns_widget_and_binds_session(ip: InteractiveShell) -> None:
+    w = cell(ip, "demo -o s")
+    assert isinstance(w, GraphWidget)
+    s = ip.user_ns["s"]
+    assert isinstance(s, al.Session) and w.session is s
+    assert s.name == "demo" and s.goal == "add things"
+    assert s.plan.task("a").args == {"a": 41}  # {start} from the namespace
+    assert s.plan.task("b").args == {"a": "${a.result.sum}"}  # a reference, kept
+    assert s.status == "created" and w.statuses == {"a": "pending", "b": "pending"}
+
+
+def test_step_and_run_flags(ip: InteractiveShell) -> None:
+    w = cell(ip, "stepped --step -o s")
+    assert w.statuses == {"a": "succeeded", "b": "pending"}
+    cell(ip, "ran --run -o r")
+    r = ip.user_ns["r"]
+    assert r.wait(WAIT).status == "succeeded"
+    assert r.result("b") == {"sum": 43}
+
+
+def test_default_mode_is_configurable(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "ArgusMagics.mode = 'step'")
+    ip.run_line_magic("config", "ArgusMagics.height = 300")
+    w = cell(ip, "-o s")
+    assert w.statuses["a"] == "succeeded"
+    assert w.height == 300
+
+
+def test_plan_only_binds_the_plan(ip: InteractiveShell) -> None:
+    view = cell(ip, "--plan-only -o p")
+    assert isinstance(view, PlanView)
+    assert isinstance(ip.user_ns["p"], al.Plan)
+    assert [t.id for t in ip.user_ns["p"].tasks] == ["a", "b"]
+    assert "<svg" in view._repr_html_()
+    assert al.Workspace(ip.user_ns["ws_dir"]).sessions() == []
+
+
+def test_rerunning_a_cell_shows_the_same_session(ip: InteractiveShell) -> None:
+    w1 = cell(ip, "same --step -o s")
+    w2 = cell(ip, "same -o s2")
+    assert ip.user_ns["s2"] is ip.user_ns["s"]
+    assert w2.statuses == w1.statuses == {"a": "succeeded", "b": "pending"}
+    with pytest.raises(UsageError, match="already exists with another plan"):
+        cell(ip, "same", PLAN.replace("add things", "add other things"))
+
+
+def test_tools_from_variables_lists_and_modules(
+    ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "loud_tools.py").write_text(TOOLS_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    body = """
+    tasks:
+      - id: up
+        tool: shout
+        args: {text: hi}
+    """
+    cell(ip, "by-module --tools loud_tools --run -o s", body)
+    assert ip.user_ns["s"].wait(WAIT).status == "succeeded"
+    assert set(ip.user_ns["s"].tools) == {"shout", "whisper"}
+    run(ip, "import loud_tools\nmine = [loud_tools.shout]")
+    cell(ip, "by-list --tools mine,add -o s2", body)
+    assert set(ip.user_ns["s2"].tools) == {"shout", "add"}
+
+
+def test_bad_arguments_raise_usage_errors(ip: InteractiveShell) -> None:
+    cases = [
+        ("--bogus", PLAN, "unrecognized arguments"),
+        ("--run --step", PLAN, "choose one of --run, --step, --plan-only"),
+        ("--planner nope", PLAN, "invalid choice"),
+        ("--max-cost -1", PLAN, "--max-cost must be positive"),
+        ("--max-steps 0", PLAN, "--max-steps must be at least 1"),
+        ("--max-steps x", PLAN, "invalid int value"),
+        ("", "   \n", "the cell is empty"),
+        ("--tools nowhere_at_all", PLAN, "neither a variable of this notebook"),
+        ("--tools start", PLAN, "is a int, not a tool"),
+        ("--planner yaml", "Plan a salon in Lisbon", "not a YAML plan"),
+        ("", PLAN.replace("tool: add", "tool: sub", 1), "sub"),
+        ("bad/name", PLAN, "session name"),
+        ("", "tasks:\n  - {id: a, tool: add", "not valid YAML"),
+    ]
+    for line, body, message in cases:
+        with pytest.raises(UsageError, match=message):
+            cell(ip, line, body)
+
+
+def test_goal_text_without_a_key_names_the_offline_ways(ip: InteractiveShell) -> None:
+    # Goal text goes to the LLM planner; with no API key that must say what to do.
+    with pytest.raises(UsageError, match="planning failed") as e:
+        cell(ip, "", "Plan a three-day salon in Lisbon")
+    assert "ANTHROPIC_API_KEY" in str(e.value) and "YAML" in str(e.value)
+
+
+class FakeHTN:
+    """Stands in for al.HTNPlanner (same call shape): one task per goal argument."""
+
+    def __init__(self, domain: Any) -> None:
+        self.domain = domain
+
+    def plan(self, goal: str, *args: Any, **kwargs: Any) -> al.Plan:
+        words = [str(a) for a in args] + [f"{k}-{v}" for k, v in kwargs.items()]
+        tasks = [
+            {"id": w, "tool": "add", "args": {"a": len(w)}, "parent": goal}
+            for w in words
+        ]
+        return al.Plan.from_dict({"goal": f"{goal}{args}", "tasks": tasks})
+
+
+class FakeModel:
+    def __init__(self, name: str = "default") -> None:
+        self.name = name
+
+
+class FakeLLM:
+    """Stands in for al.LLMPlanner: records what it was given."""
+
+    seen: dict[str, Any] = {}
+
+    def __init__(self, model: FakeModel) -> None:
+        self.model = model
+
+    def plan(self, goal: str, tools: list[al.Tool]) -> al.Plan:
+        FakeLLM.seen = {"goal": goal, "model": self.model.name, "tools": tools}
+        task = {"id": "x", "tool": "add", "args": {"a": 1}}
+        return al.Plan.from_dict({"goal": goal, "tasks": [task]})
+
+
+def test_goal_text_goes_to_the_planners(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(al, "HTNPlanner", FakeHTN, raising=False)
+    monkeypatch.setattr(al, "LLMPlanner", FakeLLM, raising=False)
+    monkeypatch.setattr(al, "AnthropicModel", FakeModel, raising=False)
+    ip.user_ns["salon"] = "salon-domain"
+    # The goal is a task call; its arguments are expressions over the notebook.
+    cell(ip, "--domain salon -o s", "book('venue', start + 1, days=2)")
+    s = ip.user_ns["s"]
+    assert [t.id for t in s.plan.tasks] == ["venue", "42", "days-2"]
+    assert s.plan.tasks[0].parent == "book"
+    with pytest.raises(UsageError, match="needs --domain"):
+        cell(ip, "--planner htn", "book('venue')")
+    with pytest.raises(UsageError, match="MODULE:OBJ"):
+        cell(ip, "--domain undefined_name", "book('venue')")
+    with pytest.raises(UsageError, match="write the goal as a task call"):
+        cell(ip, "--domain salon", "book a venue please")
+    cell(ip, "--model claude-x -o s2", "Plan a salon")
+    assert FakeLLM.seen["goal"] == "Plan a salon"
+    assert FakeLLM.seen["model"] == "claude-x"
+    assert [t.name for t in FakeLLM.seen["tools"]] == ["add"]
+
+
+def test_max_steps_pauses_a_run(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "ArgusMagics.session_options = {'concurrency': 1}")
+    w = cell(ip, "budget --run --max-steps 1 -o s")
+    s = ip.user_ns["s"]
+    result = s.wait(WAIT)
+    assert result.status == "paused", result
+    assert (result.reason or "").startswith("budget exceeded: session max_steps=1")
+    assert s.record("a").status == "succeeded" and s.record("b").status == "pending"
+    assert s.info.budgets["session"].max_steps == 1  # the session's own budget
+    w.refresh()
+    assert w.summary["budget_left"] == {"steps": 0}
+
+
+def test_max_cost_sets_the_session_budget(ip: InteractiveShell) -> None:
+    w = cell(ip, "costly --max-cost 0.5 -o s")
+    budget = ip.user_ns["s"].info.budgets["session"]
+    assert budget.max_cost_usd == 0.5 and budget.max_steps is None
+    assert w.summary["budget_left"] == {"cost": 0.5}
+
+
+def test_line_magics(ip: InteractiveShell) -> None:
+    cell(ip, "first --run -o s")
+    s = ip.user_ns["s"]
+    s.wait(WAIT)
+    ls = ip.run_line_magic("argus", "ls")
+    assert list(ls["name"]) == ["first"]
+    assert list(ls["status"]) == ["succeeded"] and list(ls["tasks"]) == [2]
+
+    w = ip.run_line_magic("argus", "open first -o again")
+    assert isinstance(w, GraphWidget)
+    assert ip.user_ns["again"] is s  # one Session object per session per kernel
+    assert w.status_codes == "ss"
+
+    tasks = ip.run_line_magic("argus", "df first")
+    assert list(tasks["task_id"]) == ["a", "b"]
+    events = ip.run_line_magic("argus", "df first events")
+    assert "task_succeeded" in set(events["kind"].astype(str))
+    llm = ip.run_line_magic("argus", "df first llm")
+    assert len(llm) == 0
+
+    fw = ip.run_line_magic("argus", "fork first --at b -o f")
+    f = ip.user_ns["f"]
+    assert fw.session is f and f.name != "first"
+    assert {t: r.status for t, r in f.records.items()} == {
+        "a": "succeeded",
+        "b": "pending",
+    }
+    rw = ip.run_line_magic("argus", f"resume {f.name}")
+    assert rw.session is f
+    assert f.wait(WAIT).status == "succeeded"
+
+
+def test_resume_opens_from_disk_with_tools(ip: InteractiveShell) -> None:
+    # A session written by another process (here: directly) and resumed.
+    ws = al.Workspace(ip.user_ns["ws_dir"])
+    body = textwrap.dedent(PLAN).replace("{start}", "1")
+    s = ws.new_session(plan=body, tools=[ip.user_ns["add"]], name="elsewhere")
+    s.step()
+    s.close()
+    w = ip.run_line_magic("argus", "resume elsewhere -o s")
+    assert w.session.wait(WAIT).status == "succeeded"
+    assert ip.user_ns["s"].result("b") == {"sum": 3}
+
+
+def test_line_magic_usage_errors(ip: InteractiveShell) -> None:
+    cell(ip, "known")
+    cases = [
+        ("frob", "invalid choice"),
+        ("open", "needs a session NAME"),
+        ("ls extra", "takes no name"),
+        ("open nowhere", "no session 'nowhere'"),
+        ("open known tasks", "unexpected argument"),
+        ("open known --at a", "--at goes with %argus fork only"),
+        ("fork known --at zz", "no task 'zz'"),
+        ("df known sideways", "choose tasks, events or llm"),
+    ]
+    for line, message in cases:
+        with pytest.raises(UsageError, match=message):
+            ip.run_line_magic("argus", line)
+
+
+def test_help_documents_everything(ip: InteractiveShell) -> None:
+    doc = ip.find_cell_magic("argus").__doc__
+    for word in ("%%argus", "--planner", "--domain", "--tools", "--model", "--run",
+                 "--step", "--plan-only", "--max-cost", "--max-steps", "-o VAR",
+                 "%argus ls", "%argus open NAME", "{var}"):  # fmt: skip
+        assert word in doc, word
+    line_doc = ip.find_line_magic("argus").__doc__
+    assert "{ls,open,resume,fork,df}" in line_doc and "%%argus?" in line_doc
+
+
+def test_interpolate() -> None:
+    ns = {"city": "Lisbon", "days": 3, "names": ["a", "b"], "flag": True}
+    text = "goal: {city} for {days} days {{city}} ${t.result.x} {missing} {names}"
+    assert interpolate(text, ns) == (
+        'goal: Lisbon for 3 days {city} ${t.result.x} {missing} ["a", "b"]'
+    )
+    assert interpolate("{flag}", ns) == "true"
+    # YAML flow mappings, nested ones included, pass through untouched.
+    flow = '- {id: j, args: {a: "${x.result}", b: {c: "${y.result}"}}}'
+    assert interpolate(flow, ns) == flow
+    assert interpolate("args: {city: x}", ns) == "args: {city: x}"
