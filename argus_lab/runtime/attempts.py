@@ -125,6 +125,7 @@ class Attempts(_Core):
             success=task.success,
             pool=self._thread_pool(),
             artifacts=self.workspace.artifacts,
+            remote=self.options.executor,
         )
         rec = self._records[tid]  # an LLM task's calls added their cost to it
         hit = self._budget_hits.pop(tid, None)

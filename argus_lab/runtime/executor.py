@@ -7,9 +7,10 @@ import functools
 import json
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic_core import to_jsonable_python
 
@@ -17,7 +18,28 @@ from argus_lab.errors import ArgusError, TransientError
 from argus_lab.store.artifacts import ArtifactStore, to_stored
 from argus_lab.tools.registry import Tool, ToolContext
 
-__all__ = ["Outcome", "run_attempt"]
+__all__ = ["Outcome", "RemoteExecutor", "run_attempt"]
+
+
+class RemoteExecutor(Protocol):
+    """Runs sync tool calls elsewhere (e.g. ``al.DaskExecutor`` on a cluster).
+
+    ``call`` must raise TransientError for failures worth retrying (a worker
+    lost, a timeout) and re-raise the tool's own exception otherwise. Results
+    come back to the session's process, which stores them (never pickled into
+    a checkpoint).
+    """
+
+    async def call(
+        self,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        *,
+        timeout: float | None,
+        key: str,
+    ) -> Any:
+        """Runs ``fn(**kwargs)`` remotely and returns its result."""
+        ...
 
 
 @dataclass(slots=True)
@@ -70,6 +92,7 @@ async def run_attempt(
     success: dict[str, Any] | None,
     pool: Executor,
     artifacts: ArtifactStore,
+    remote: RemoteExecutor | None = None,
 ) -> Outcome:
     """Runs one attempt and classifies its outcome (never raises for tool errors)."""
     t0 = time.perf_counter()
@@ -81,6 +104,7 @@ async def run_attempt(
         success=success,
         pool=pool,
         artifacts=artifacts,
+        remote=remote,
     )
     out.duration = time.perf_counter() - t0
     return out
@@ -95,6 +119,7 @@ async def _attempt(
     success: dict[str, Any] | None,
     pool: Executor,
     artifacts: ArtifactStore,
+    remote: RemoteExecutor | None = None,
 ) -> Outcome:
     try:
         kwargs = tool.validate(args)
@@ -105,6 +130,12 @@ async def _attempt(
     try:
         if tool.is_async:
             result = await asyncio.wait_for(tool.fn(**kwargs), timeout)
+        elif remote is not None:
+            # Shipped to a cluster: the executor owns timeouts and cancellation
+            # there, and turns a lost worker into a TransientError.
+            result = await remote.call(
+                tool.fn, kwargs, timeout=timeout, key=ctx.idempotency_key
+            )
         else:
             loop = asyncio.get_running_loop()
             fut = loop.run_in_executor(pool, functools.partial(tool.fn, **kwargs))

@@ -61,6 +61,10 @@ class SessionOptions:
     models: Any = None
     """Models for LLM tasks: one Model, or a dict of name -> Model where
     "default" serves tasks that name none (``Task.model`` picks another)."""
+    executor: Any = None
+    """Where sync tool calls run: None for this process's thread pool, or a
+    RemoteExecutor such as ``al.DaskExecutor(client)`` (async tools and the
+    session itself always stay here)."""
     planner: Any = None
     """An HTNPlanner: expands lazy compound tasks when they become ready and
     backtracks a failed subtree to the next method (code: hand it in again on
