@@ -116,17 +116,17 @@ class Session(Actions):
             )
         return g
 
-    def tasks_df(self) -> pd.DataFrame:
-        """One row per task (see argus_lab.analysis for the columns)."""
+    def tasks_df(self, **options: Any) -> pd.DataFrame:
+        """One row per task; options as ``argus_lab.analysis.tasks_df``."""
         from argus_lab import analysis
 
-        return analysis.tasks_df(self)
+        return analysis.tasks_df(self, **options)
 
-    def events_df(self) -> pd.DataFrame:
-        """One row per committed event (see argus_lab.analysis for the columns)."""
+    def events_df(self, **options: Any) -> pd.DataFrame:
+        """One row per committed event; options as ``argus_lab.analysis.events_df``."""
         from argus_lab import analysis
 
-        return analysis.events_df(self)
+        return analysis.events_df(self, **options)
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Calls ``callback(event)`` for every event as it is committed.

@@ -1,0 +1,328 @@
+"""Declarative column specs: a frame's columns, their dtypes, where each comes from.
+
+A :class:`Column` names one column, its logical dtype and how to read it from a row
+(a plain dict): by a dotted ``path`` (``"payload.model"``), by a ``value`` function, or
+by its own name. :class:`Columns` is an ordered spec; specs compose with ``+``::
+
+    spec = EVENT_ID_COLUMNS + Columns(Column("model", "string", path="payload.model"))
+
+Frames are built column by column from lists (one list comprehension per column,
+then one vectorised conversion), never one object per row.
+
+Logical dtypes and what they become:
+
+============  =========================  ===================================
+dtype          numpy_nullable (default)   pyarrow
+============  =========================  ===================================
+string         ``string`` (pd.NA)         ``string[pyarrow]`` (ArrowDtype)
+json           ``string``: JSON text      ``string[pyarrow]``: JSON text
+Int64          ``Int64`` (nullable)       ``int64[pyarrow]``
+float64        ``float64`` (NaN)          ``double[pyarrow]``
+boolean        ``boolean`` (nullable)     ``bool[pyarrow]``
+timestamp      ``datetime64[ns, UTC]``    ``timestamp[ns, tz=UTC][pyarrow]``
+timedelta      ``timedelta64[ns]``        ``duration[ns][pyarrow]``
+category       ``category``               ``category`` (pandas Categorical)
+object         ``object`` (Python lists)  ``object``
+============  =========================  ===================================
+
+Row values are plain Python: epoch seconds (float) for timestamps, seconds for
+timedeltas, any JSON-able value for ``json`` (dumped with sorted keys unless it is
+already text). ``object`` is for post-mortem results that hold Python lists; the
+exported frames never use it. Categoricals keep a fixed category list (so frames of
+different
+sessions concatenate without turning into objects); a value outside it is appended.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "Column",
+    "Columns",
+    "DtypeBackend",
+    "DtypeSpec",
+    "Row",
+    "arrow",
+    "pandas_dtype",
+    "records",
+]
+
+Row = dict[str, Any]
+DtypeSpec = Literal[
+    "string",
+    "json",
+    "Int64",
+    "float64",
+    "boolean",
+    "timestamp",
+    "timedelta",
+    "category",
+    "object",
+]
+"""The logical dtypes a Column may declare (see the module docstring)."""
+DtypeBackend = Literal["numpy_nullable", "pyarrow"]
+"""As in pandas: "numpy_nullable" (the default) or "pyarrow" (Arrow-backed)."""
+
+_SPECS: tuple[str, ...] = get_args(DtypeSpec)
+_BACKENDS: tuple[str, ...] = get_args(DtypeBackend)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a frame.
+
+    Attributes:
+        name: The column's name in the frame.
+        dtype: Its logical dtype (see the module docstring).
+        path: Dotted path into the row (``"payload.model"``); default: ``name``.
+        value: A function of the whole row, used instead of ``path`` when given.
+        categories: For ``category`` columns, the known categories, in order.
+        doc: What the column holds (shown by :meth:`Columns.describe`).
+        span: For a ``timedelta`` column, (start, end) timestamp columns of the
+            same spec: the column is computed as end - start from them, so the
+            difference is exact to the nanosecond (else it is read as usual).
+    """
+
+    name: str
+    dtype: DtypeSpec
+    path: str | None = None
+    value: Callable[[Row], Any] | None = None
+    categories: tuple[str, ...] = ()
+    doc: str = ""
+    span: tuple[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _SPECS:
+            raise ValueError(
+                f"column {self.name!r}: dtype must be one of {', '.join(_SPECS)}, "
+                f"got {self.dtype!r}"
+            )
+
+    def values(self, rows: Sequence[Row]) -> list[Any]:
+        """Reads this column's raw values from every row."""
+        if self.value is not None:
+            fn = self.value
+            return [fn(r) for r in rows]
+        parts = (self.path or self.name).split(".")
+        if len(parts) == 1:
+            key = parts[0]
+            return [r.get(key) for r in rows]
+        if len(parts) == 2:  # the common "payload.<key>": no per-row function call
+            a, b = parts
+            return [x.get(b) if isinstance(x := r.get(a), dict) else None for r in rows]
+        return [_dig(r, parts) for r in rows]
+
+
+def _dig(row: Any, parts: list[str]) -> Any:
+    for p in parts:
+        if not isinstance(row, dict):
+            return None
+        row = row.get(p)
+    return row
+
+
+class Columns:
+    """An ordered column spec; ``a + b`` is a spec with a's columns then b's.
+
+    Args:
+        *columns: The columns, in frame order (names must be unique).
+    """
+
+    __slots__ = ("_columns",)
+
+    def __init__(self, *columns: Column) -> None:
+        names = [c.name for c in columns]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(
+                f"duplicate column names {dup}; drop one side first with "
+                "spec.without(...)"
+            )
+        self._columns: tuple[Column, ...] = tuple(columns)
+
+    def __add__(self, other: Columns) -> Columns:
+        if not isinstance(other, Columns):
+            return NotImplemented
+        return Columns(*self._columns, *other._columns)
+
+    def __iter__(self) -> Iterator[Column]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __getitem__(self, name: str) -> Column:
+        for c in self._columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"no column {name!r} (columns: {', '.join(self.names)})")
+
+    def __contains__(self, name: object) -> bool:
+        return any(c.name == name for c in self._columns)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Columns) and self._columns == other._columns
+
+    def __hash__(self) -> int:
+        return hash(self._columns)
+
+    def __repr__(self) -> str:
+        return f"Columns({', '.join(self.names)})"
+
+    @property
+    def names(self) -> list[str]:
+        """Column names, in order."""
+        return [c.name for c in self._columns]
+
+    def select(self, *names: str) -> Columns:
+        """The spec restricted to these columns, in the order given."""
+        return Columns(*(self[n] for n in names))
+
+    def without(self, *names: str) -> Columns:
+        """The spec minus these columns."""
+        for n in names:
+            self[n]  # a typo should fail, not silently keep the column
+        return Columns(*(c for c in self._columns if c.name not in names))
+
+    def dtypes(self, dtype_backend: DtypeBackend = "numpy_nullable") -> dict[str, Any]:
+        """Column name -> the pandas dtype it gets (categoricals: their known set)."""
+        return {
+            c.name: pandas_dtype(c.dtype, dtype_backend, c.categories)
+            for c in self._columns
+        }
+
+    def describe(self) -> pd.DataFrame:
+        """The documented schema: one row per column with its dtype and meaning."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "column": self.names,
+                "dtype": [str(pandas_dtype(c.dtype)) for c in self._columns],
+                "doc": [c.doc for c in self._columns],
+            }
+        )
+
+    def frame(
+        self, rows: Sequence[Row], dtype_backend: DtypeBackend = "numpy_nullable"
+    ) -> pd.DataFrame:
+        """Builds the DataFrame, one column at a time, with the declared dtypes."""
+        import pandas as pd
+
+        _check_backend(dtype_backend)
+        data = {
+            c.name: to_series(c.values(rows), c, dtype_backend)
+            for c in self._columns
+            if not (c.span and c.span[0] in self and c.span[1] in self)
+        }
+        for c in self._columns:
+            if c.name not in data:
+                assert c.span is not None
+                start, end = (data[n].astype(pandas_dtype("timestamp")) for n in c.span)
+                s = (end - start).astype(pandas_dtype("timedelta"))
+                data[c.name] = s.astype(pandas_dtype(c.dtype, dtype_backend))
+        if not data:
+            return pd.DataFrame(index=pd.RangeIndex(len(rows)))
+        return pd.DataFrame(data, columns=self.names, copy=False)
+
+
+def arrow(module: str = "pyarrow") -> Any:
+    """Imports a pyarrow module on first use (pyarrow ships no type stubs)."""
+    import importlib
+
+    return importlib.import_module(module)
+
+
+def records(df: pd.DataFrame) -> list[Row]:
+    """The frame's rows as dicts keyed by column name."""
+    return [{str(k): v for k, v in r.items()} for r in df.to_dict("records")]
+
+
+def _check_backend(dtype_backend: str) -> None:
+    if dtype_backend not in _BACKENDS:
+        raise ValueError(
+            "dtype_backend must be 'numpy_nullable' or 'pyarrow', "
+            f"got {dtype_backend!r}"
+        )
+
+
+def pandas_dtype(
+    spec: DtypeSpec,
+    dtype_backend: DtypeBackend = "numpy_nullable",
+    categories: Sequence[str] = (),
+) -> Any:
+    """The pandas dtype of a logical dtype under a backend."""
+    import pandas as pd
+
+    if spec == "category":
+        return pd.CategoricalDtype(list(categories))
+    if spec == "object":
+        return "object"
+    if dtype_backend == "pyarrow":
+        pa = arrow()
+        types = {
+            "string": pa.string(),
+            "json": pa.string(),
+            "Int64": pa.int64(),
+            "float64": pa.float64(),
+            "boolean": pa.bool_(),
+            "timestamp": pa.timestamp("ns", tz="UTC"),
+            "timedelta": pa.duration("ns"),
+        }
+        return pd.ArrowDtype(types[spec])
+    return {
+        "string": pd.StringDtype(),
+        "json": pd.StringDtype(),
+        "Int64": pd.Int64Dtype(),
+        "float64": "float64",
+        "boolean": pd.BooleanDtype(),
+        "timestamp": pd.DatetimeTZDtype("ns", "UTC"),
+        "timedelta": "timedelta64[ns]",
+    }[spec]
+
+
+def _json_text(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    return json.dumps(v, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> Any:
+    """Converts one column's raw values to a Series of its declared dtype."""
+    import numpy as np
+    import pandas as pd
+
+    spec = col.dtype
+    if spec == "category":
+        cats = list(col.categories)
+        extra = sorted({v for v in values if v is not None} - set(cats))
+        return pd.Series(pd.Categorical(values, categories=cats + extra))
+    if spec == "object":
+        return pd.Series(values, dtype="object")
+    if spec == "json":
+        values = [_json_text(v) for v in values]
+    if dtype_backend == "pyarrow" and spec in ("string", "json"):
+        pa = arrow()
+        # Straight to Arrow: no detour through a pandas string array.
+        return pd.Series(pd.arrays.ArrowExtensionArray(pa.array(values, pa.string())))
+    s: Any
+    if spec == "timestamp":
+        secs = np.array(values, dtype="float64")
+        s = pd.Series(pd.to_datetime(secs, unit="s", utc=True).as_unit("ns"))
+    elif spec == "timedelta":
+        s = pd.Series(pd.to_timedelta(np.array(values, dtype="float64"), unit="s"))
+        s = s.astype("timedelta64[ns]")
+    elif spec == "float64":
+        s = pd.Series(np.array(values, dtype="float64"))
+    else:
+        s = pd.Series(pd.array(values, dtype=pandas_dtype(spec)))
+    if dtype_backend == "pyarrow":
+        s = s.astype(pandas_dtype(spec, "pyarrow"))
+    return s

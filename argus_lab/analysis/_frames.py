@@ -1,0 +1,276 @@
+"""The frame functions (``tasks_df``, ``events_df``, ...) and ``Frames``, all at once.
+
+Every function takes a Session, a Workspace (all its sessions) or a list of
+Sessions, and returns one DataFrame whose columns are the frame's default spec
+(see ``_schema``) unless ``columns=`` gives another (a spec composed with ``+``
+from the exported ones, or your own Columns reading the same rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.analysis import _rows
+from argus_lab.analysis._columns import Columns, DtypeBackend, Row
+from argus_lab.analysis._read import SessionData, Source, read_sessions
+from argus_lab.analysis._schema import FRAME_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "FRAME_NAMES",
+    "Frames",
+    "approvals_df",
+    "attempts_df",
+    "events_df",
+    "frames",
+    "llm_calls_df",
+    "schema",
+    "sessions_df",
+    "tasks_df",
+    "tool_calls_df",
+]
+
+RowsFn = Callable[[SessionData], list[Row]]
+
+_ROWS: dict[str, RowsFn] = {
+    "sessions": _rows.session_rows,
+    "tasks": _rows.task_rows,
+    "events": _rows.event_rows,
+    "attempts": _rows.attempt_rows,
+    "llm_calls": _rows.llm_call_rows,
+    "tool_calls": _rows.tool_call_rows,
+    "approvals": _rows.approval_rows,
+}
+_EVENTS_ONLY = frozenset({"events", "llm_calls"})
+"""Frames built from events alone: reading a workspace for them skips the plans."""
+FRAME_NAMES: tuple[str, ...] = tuple(_ROWS)
+"""The frames, in the order Frames holds and ``export`` writes them."""
+
+
+def _build(
+    name: str,
+    data: list[SessionData],
+    columns: Columns | None,
+    dtype_backend: DtypeBackend,
+) -> pd.DataFrame:
+    rows: list[Row] = []
+    fn = _ROWS[name]
+    for d in data:
+        rows.extend(fn(d))
+    return (columns or FRAME_COLUMNS[name]).frame(rows, dtype_backend)
+
+
+def sessions_df(
+    src: Source,
+    *,
+    columns: Columns | None = None,
+    dtype_backend: DtypeBackend = "numpy_nullable",
+) -> pd.DataFrame:
+    """One row per session: status, timing, task counts, attempts and model usage.
+
+    Args:
+        src: A Session, a Workspace (every session in it) or a list of Sessions.
+        columns: The column spec; default ``SESSION_COLUMNS``.
+        dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+    """
+    data = read_sessions(src, plan="sessions" not in _EVENTS_ONLY)
+    return _build("sessions", data, columns, dtype_backend)
+
+
+def tasks_df(
+    src: Source,
+    *,
+    columns: Columns | None = None,
+    dtype_backend: DtypeBackend = "numpy_nullable",
+) -> pd.DataFrame:
+    """One row per task, in plan order: status, timing, errors, result and usage.
+
+    Args:
+        src: A Session, a Workspace (every session in it) or a list of Sessions.
+        columns: The column spec; default ``TASK_COLUMNS``.
+        dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+    """
+    data = read_sessions(src, plan="tasks" not in _EVENTS_ONLY)
+    return _build("tasks", data, columns, dtype_backend)
+
+
+def events_df(
+    src: Source,
+    *,
+    columns: Columns | None = None,
+    dtype_backend: DtypeBackend = "numpy_nullable",
+) -> pd.DataFrame:
+    """One row per committed event, in seq order; ``payload`` is JSON text.
+
+    Args:
+        src: A Session, a Workspace (every session in it) or a list of Sessions.
+        columns: The column spec; default ``EVENT_COLUMNS``. A Column with a path
+            into ``payload`` needs the parsed frames (``llm_calls_df``, ...) instead.
+        dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+    """
+    data = read_sessions(src, plan="events" not in _EVENTS_ONLY)
+    return _build("events", data, columns, dtype_backend)
+
+
+def attempts_df(
+    src: Source,
+    *,
+    columns: Columns | None = None,
+    dtype_backend: DtypeBackend = "numpy_nullable",
+) -> pd.DataFrame:
+    """One row per attempt: when it ran and how it ended (retries are rows).
+
+    Args:
+        src: A Session, a Workspace (every session in it) or a list of Sessions.
+        columns: The column spec; default ``ATTEMPT_COLUMNS``.
+        dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+    """
+    data = read_sessions(src, plan="attempts" not in _EVENTS_ONLY)
+    return _build("attempts", data, columns, dtype_backend)
+
+
+def llm_calls_df(
+    src: Source,
+    *,
+    columns: Columns | None = None,
+    dtype_backend: DtypeBackend = "numpy_nullable",
+) -> pd.DataFrame:
+    """One row per model call: model, tokens, cost, cache hits.
+
+    Args:
+        src: A Session, a Workspace (every session in it) or a list of Sessions.
+        columns: The column spec; default ``LLM_CALL_COLUMNS``; a Column with
+            ``path="payload.<key>"`` reads any other payload field.
+        dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+    """
+    data = read_sessions(src, plan="llm_calls" not in _EVENTS_ONLY)
+    return _build("llm_calls", data, columns, dtype_backend)
+
+
+def tool_calls_df(
+    src: Source,
+    *,
+    columns: Columns | None = None,
+    dtype_backend: DtypeBackend = "numpy_nullable",
+) -> pd.DataFrame:
+    """Every tool call: task attempts (source "task") and calls models made ("llm").
+
+    Args:
+        src: A Session, a Workspace (every session in it) or a list of Sessions.
+        columns: The column spec; default ``TOOL_CALL_COLUMNS``.
+        dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+    """
+    data = read_sessions(src, plan="tool_calls" not in _EVENTS_ONLY)
+    return _build("tool_calls", data, columns, dtype_backend)
+
+
+def approvals_df(
+    src: Source,
+    *,
+    columns: Columns | None = None,
+    dtype_backend: DtypeBackend = "numpy_nullable",
+) -> pd.DataFrame:
+    """One row per approval request (or policy refusal): decision, who, how long.
+
+    Args:
+        src: A Session, a Workspace (every session in it) or a list of Sessions.
+        columns: The column spec; default ``APPROVAL_COLUMNS``.
+        dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+    """
+    data = read_sessions(src, plan="approvals" not in _EVENTS_ONLY)
+    return _build("approvals", data, columns, dtype_backend)
+
+
+@dataclass(frozen=True)
+class Frames:
+    """Every frame of some sessions, read once; what ``export`` writes and ``load``
+    returns, and what the post-mortem helpers accept instead of a Session.
+
+    Attributes:
+        sessions: ``sessions_df``. tasks: ``tasks_df``. events: ``events_df``.
+        attempts: ``attempts_df``. llm_calls: ``llm_calls_df``.
+        tool_calls: ``tool_calls_df``. approvals: ``approvals_df``.
+    """
+
+    sessions: pd.DataFrame
+    tasks: pd.DataFrame
+    events: pd.DataFrame
+    attempts: pd.DataFrame
+    llm_calls: pd.DataFrame
+    tool_calls: pd.DataFrame
+    approvals: pd.DataFrame
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name not in FRAME_NAMES:
+            raise KeyError(f"no frame {name!r} (frames: {', '.join(FRAME_NAMES)})")
+        frame: pd.DataFrame = getattr(self, name)
+        return frame
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(FRAME_NAMES)
+
+    def items(self) -> Iterator[tuple[str, pd.DataFrame]]:
+        """(frame name, DataFrame) pairs, in FRAME_NAMES order."""
+        return ((n, self[n]) for n in FRAME_NAMES)
+
+    @property
+    def session_ids(self) -> list[str]:
+        """The sessions these frames cover, oldest first."""
+        return [str(s) for s in self.sessions["session_id"]]
+
+    def session(self, name_or_id: str) -> Frames:
+        """The frames of one session, chosen by name or id.
+
+        Raises:
+            KeyError: no such session here (the message lists the names).
+        """
+        s = self.sessions
+        hit = s[(s["session_id"] == name_or_id) | (s["name"] == name_or_id)]
+        if len(hit) != 1:
+            names = ", ".join(str(n) for n in s["name"])
+            raise KeyError(f"no session {name_or_id!r} in these frames ({names})")
+        sid = hit["session_id"].iloc[0]
+        parts = {
+            n: f[f["session_id"] == sid].reset_index(drop=True) for n, f in self.items()
+        }
+        return Frames(**parts)
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{n}={len(f)}" for n, f in self.items())
+        return f"<Frames {sizes}>"
+
+
+def frames(src: Source, *, dtype_backend: DtypeBackend = "numpy_nullable") -> Frames:
+    """Every frame of a Session, a Workspace or a list of Sessions, reading each once.
+
+    Args:
+        src: A Session, a Workspace (every session in it) or a list of Sessions.
+        dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+    """
+    data = read_sessions(src)
+    built = {f.name: _build(f.name, data, None, dtype_backend) for f in fields(Frames)}
+    return Frames(**built)
+
+
+def schema(frame: str | None = None) -> pd.DataFrame:
+    """The documented schema: frame, column, dtype and meaning of every column.
+
+    Args:
+        frame: One frame's name ("tasks", "events", ...); default all of them.
+    """
+    import pandas as pd
+
+    names = FRAME_NAMES if frame is None else (frame,)
+    parts: list[Any] = []
+    for n in names:
+        if n not in FRAME_COLUMNS:
+            raise KeyError(f"no frame {n!r} (frames: {', '.join(FRAME_NAMES)})")
+        df = FRAME_COLUMNS[n].describe()
+        df.insert(0, "frame", n)
+        parts.append(df)
+    out: pd.DataFrame = pd.concat(parts, ignore_index=True)
+    return out

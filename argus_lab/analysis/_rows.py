@@ -1,0 +1,327 @@
+"""Rows of every frame, as plain dicts, derived from one session's data.
+
+Each ``*_rows`` function returns the rows its frame's Columns read; what several
+frames share (attempts, per-task usage) is computed once per session and cached.
+Timestamps are epoch seconds and durations seconds here; the Columns convert them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from argus_lab.analysis._read import SessionData
+from argus_lab.model import STATUSES, TaskRecord
+
+__all__ = [
+    "approval_rows",
+    "attempt_rows",
+    "event_rows",
+    "llm_call_rows",
+    "session_rows",
+    "task_rows",
+    "tool_call_rows",
+]
+
+Row = dict[str, Any]
+
+_OUTCOME = {
+    "task_succeeded": "succeeded",
+    "retry_scheduled": "retried",
+    "task_failed": "failed",
+}
+_USAGE = ("cost_usd", "input_tokens", "output_tokens", "n_llm_calls")
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+
+
+def _span(start: float | None, end: float | None) -> float | None:
+    return end - start if start is not None and end is not None else None
+
+
+def attempt_rows(d: SessionData) -> list[Row]:
+    """One row per attempt: a task_started event paired with how it ended."""
+    cached: list[Row] | None = d.cache.get("attempts")
+    if cached is not None:
+        return cached
+    tools = {t.id: t.tool for t in d.plan.tasks}
+    d.of_kind("retry_scheduled", "task_failed")  # parses their payloads at once
+    out: list[Row] = []
+    running: dict[str, Row] = {}
+    for ev in d.events:
+        tid = ev.get("task_id")
+        if tid is None:
+            continue
+        kind = ev.get("kind")
+        if kind == "task_started":
+            prev = running.pop(tid, None)
+            if prev is not None:  # started again with no outcome: a crash between
+                prev["outcome"] = "interrupted"
+            row: Row = {
+                "session_id": d.id,
+                "task_id": tid,
+                "attempt": ev.get("attempt"),
+                "seq": ev.get("seq"),
+                "tool": tools.get(tid) or d.payload(ev).get("tool"),
+                "outcome": "running",
+                "started": ev.get("ts"),
+                "ended": None,
+                "duration": None,
+                "error_type": None,
+                "error": None,
+                "retry_delay": None,
+            }
+            running[tid] = row
+            out.append(row)
+        elif kind in _OUTCOME:
+            att = running.get(tid)
+            # A failure with no attempt (unknown tool, refused by a policy) or of
+            # another attempt is not this attempt's outcome.
+            if att is None or ev.get("attempt") not in (None, att["attempt"]):
+                continue
+            del running[tid]
+            att["outcome"] = _OUTCOME[kind]
+            att["ended"] = ev.get("ts")
+            att["duration"] = _span(att["started"], att["ended"])
+            if kind != "task_succeeded":
+                p = d.payload(ev)
+                att["error"], att["error_type"] = p.get("error"), p.get("error_type")
+                if kind == "retry_scheduled":
+                    att["retry_delay"] = p.get("delay")
+        elif kind in ("resumed", "in_doubt"):
+            att = running.pop(tid, None)
+            if att is not None:
+                att["outcome"] = "interrupted"
+    d.cache["attempts"] = out
+    return out
+
+
+def _usage(d: SessionData) -> dict[str | None, Row]:
+    """Model usage per task id (None: calls made outside any task)."""
+    cached: dict[str | None, Row] | None = d.cache.get("usage")
+    if cached is not None:
+        return cached
+    usage: dict[str | None, Row] = {}
+    for ev in d.of_kind("llm_call"):
+        p = d.payload(ev)
+        u = usage.setdefault(ev.get("task_id"), dict.fromkeys(_USAGE, 0))
+        u["cost_usd"] += _num(p.get("cost_usd"))
+        u["input_tokens"] += int(_num(p.get("input_tokens")))
+        u["output_tokens"] += int(_num(p.get("output_tokens")))
+        u["n_llm_calls"] += 1
+    d.cache["usage"] = usage
+    return usage
+
+
+def _task_times(d: SessionData) -> tuple[dict[str, float], dict[str, float]]:
+    """(start of each task's current generation, busy seconds per task)."""
+    gen_start: dict[str, float] = {}
+    for ev in d.events:
+        tid = ev.get("task_id")
+        if tid is None:
+            continue
+        kind = ev.get("kind")
+        if kind == "task_retried":
+            gen_start.pop(tid, None)
+        elif kind == "task_started" and tid not in gen_start:
+            gen_start[tid] = ev["ts"]
+    busy: dict[str, float] = {}
+    for a in attempt_rows(d):
+        if a["duration"] is not None:
+            busy[a["task_id"]] = busy.get(a["task_id"], 0.0) + a["duration"]
+    return gen_start, busy
+
+
+def _reused(d: SessionData) -> set[str]:
+    """Tasks whose current result this session did not compute.
+
+    A fork keeps finished results from its parent (the ``forked`` event lists
+    them), and serves reruns whose inputs and tool code did not change from the
+    parent's recorded results (a ``task_succeeded`` with ``cached`` and no attempt
+    before it). Either way, no time or money was spent on them here.
+    """
+    state: dict[str, bool] = {}
+    for ev in d.of_kind("forked", "task_started", "task_succeeded"):
+        kind, tid = ev.get("kind"), ev.get("task_id")
+        if kind == "forked":
+            state.update(
+                dict.fromkeys((str(t) for t in ev["_payload"].get("kept") or []), True)
+            )
+        elif tid is not None:
+            # An attempt means this session ran it; a replayed success means not.
+            state[tid] = (
+                kind == "task_succeeded" and ev["_payload"].get("cached") is True
+            )
+    return {t for t, reused in state.items() if reused}
+
+
+def task_rows(d: SessionData) -> list[Row]:
+    """One row per task of the plan, in plan order."""
+    gen_start, busy = _task_times(d)
+    usage = _usage(d)
+    kept = _reused(d)
+    rows: list[Row] = []
+    for t in d.plan.tasks:
+        rec = d.records.get(t.id) or TaskRecord(task_id=t.id)
+        started = gen_start.get(t.id, rec.started)
+        ok = rec.status == "succeeded" and rec.result_ref is None
+        row: Row = {
+            "session_id": d.id,
+            "task_id": t.id,
+            "title": t.title or t.id,
+            "tool": t.tool,
+            "parent": t.parent,
+            "deps": list(t.deps),
+            "status": rec.status,
+            "attempts": rec.attempts,
+            "generation": rec.generation,
+            "started": started,
+            "ended": rec.ended,
+            "duration": _span(started, rec.ended),
+            "busy": busy.get(t.id),
+            "error_type": rec.error_type,
+            "error": rec.error,
+            "reason": rec.reason,
+            "approval": (rec.approval or {}).get("state"),
+            "reused": t.id in kept,
+            # JSON null is a real result of a succeeded task; NA means none.
+            "result": _canonical(rec.result) if ok else None,
+            "result_ref": rec.result_ref,
+            "input_hash": rec.input_hash,
+            "tool_hash": rec.tool_hash,
+            "idempotency_key": rec.idempotency_key,
+        }
+        row.update(usage.get(t.id) or dict.fromkeys(_USAGE, 0))
+        rows.append(row)
+    return rows
+
+
+def _canonical(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def session_rows(d: SessionData) -> list[Row]:
+    """The one row of a session."""
+    info = d.info
+    counts = dict.fromkeys(STATUSES, 0)
+    for r in d.records.values():
+        counts[r.status] += 1
+    attempts = attempt_rows(d)
+    starts = [a["started"] for a in attempts if a["started"] is not None]
+    ends = [r.ended for r in d.records.values() if r.ended is not None]
+    started = min(starts) if starts else None
+    ended = max(ends) if ends else None
+    total: Row = dict.fromkeys(_USAGE, 0)
+    for u in _usage(d).values():
+        for k in _USAGE:
+            total[k] += u[k]
+    row: Row = {
+        **info.model_dump(),
+        "session_id": info.id,
+        "started": started,
+        "ended": ended,
+        "duration": _span(started, ended),
+        "n_tasks": len(d.plan.tasks),
+        **{f"n_{s}": n for s, n in counts.items()},
+        "n_attempts": len(attempts),
+        "n_retries": sum(1 for a in attempts if a["outcome"] == "retried"),
+        "n_events": len(d.events),
+        **total,
+    }
+    return [row]
+
+
+def event_rows(d: SessionData) -> list[Row]:
+    """Every event row (payload as JSON text)."""
+    return d.events
+
+
+def llm_call_rows(d: SessionData) -> list[Row]:
+    """One row per llm_call event, its payload parsed."""
+    return [{**ev, "payload": d.payload(ev)} for ev in d.of_kind("llm_call")]
+
+
+def tool_call_rows(d: SessionData) -> list[Row]:
+    """Task attempts (source "task") and tool_call events (source "llm"), by seq."""
+    rows: list[Row] = [
+        {
+            "session_id": a["session_id"],
+            "seq": a["seq"],
+            "ts": a["started"],
+            "task_id": a["task_id"],
+            "attempt": a["attempt"],
+            "source": "task",
+            "tool": a["tool"],
+            "ok": {"succeeded": True, "retried": False, "failed": False}.get(
+                a["outcome"]
+            ),
+            "duration": a["duration"],
+            "error_type": a["error_type"],
+            "error": a["error"],
+            "args": None,
+        }
+        for a in attempt_rows(d)
+    ]
+    for ev in d.of_kind("tool_call"):
+        p = d.payload(ev)
+        ok = p.get("ok")
+        rows.append(
+            {
+                **ev,
+                "source": "llm",
+                "tool": p.get("tool"),
+                "ok": ok if isinstance(ok, bool) else None,
+                "error_type": p.get("error_type"),
+                "error": p.get("error"),
+                "args": p.get("args"),
+            }
+        )
+    rows.sort(key=lambda r: r["seq"] or 0)
+    return rows
+
+
+def approval_rows(d: SessionData) -> list[Row]:
+    """One row per approval request, or per policy refusal (no request)."""
+    tools = {t.id: t.tool for t in d.plan.tasks}
+    out: list[Row] = []
+    asked: dict[str, Row] = {}
+    kinds = ("approval_requested", "approval_granted", "approval_rejected")
+    for ev in d.of_kind(*kinds):
+        tid, p, ts = ev.get("task_id"), d.payload(ev), ev.get("ts")
+        key = tid or ""
+        if ev["kind"] == "approval_requested" or key not in asked:
+            row: Row = {
+                "session_id": d.id,
+                "task_id": tid,
+                "seq": ev.get("seq"),
+                "tool": p.get("tool") or tools.get(tid or ""),
+                "decision": "pending",
+                "by": None,
+                "requested": None,
+                "decided": None,
+                "wait": None,
+                "policy": p.get("policy"),
+                "reason": None,
+                "decision_reason": None,
+                "args": p.get("args"),
+                "edited_args": None,
+            }
+            out.append(row)
+            if ev["kind"] == "approval_requested":
+                row["requested"], row["reason"] = ts, p.get("reason")
+                asked[key] = row
+                continue
+        else:
+            row = asked.pop(key)
+        granted = ev["kind"] == "approval_granted"
+        row["decision"] = "granted" if granted else "rejected"
+        row["by"], row["decided"] = p.get("by"), ts
+        row["wait"] = _span(row["requested"], ts)
+        if granted:
+            row["edited_args"] = p.get("edited_args")
+        else:
+            row["decision_reason"] = p.get("reason")
+    return out
