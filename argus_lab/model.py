@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -133,11 +133,6 @@ class Task(BaseModel):
     expected_seconds: float | None = Field(default=None, gt=0)
     """How long an attempt should take; far over it is an anomaly (see
     SessionOptions.anomaly_factor)."""
-
-    @field_validator("deps")
-    @classmethod
-    def _unique_deps(cls, deps: list[str]) -> list[str]:
-        return list(dict.fromkeys(deps))
 
 
 class Plan(BaseModel):

@@ -32,6 +32,33 @@ _SHAPES = re.compile(
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
 )
 _MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
+# Every shape above contains one of these (lower-cased): a substring test first
+# lets text that holds none skip the regex, which has no literal to seek to.
+_TRIGGERS = (
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "xox",
+    "akia",
+    "bearer",
+    "basic",
+    "authorization",
+    "api_key",
+    "api-key",
+    "apikey",
+    "password",
+    "passwd",
+    "secret",
+    "token",
+)
+
+
+def _may_have_shape(s: str) -> bool:
+    low = s.lower()
+    return any(t in low for t in _TRIGGERS)
 
 
 class Redactor:
@@ -60,7 +87,7 @@ class Redactor:
         for v in self.values:
             if v in s:
                 s = s.replace(v, MASK)
-        if _SHAPES.search(s):
+        if _may_have_shape(s) and _SHAPES.search(s):
             s = _SHAPES.sub(_mask_shape, s)
         return s
 
@@ -87,7 +114,9 @@ class Redactor:
 
     def needed(self, text: str) -> bool:
         """Whether ``text`` contains anything this redactor would mask."""
-        return any(v in text for v in self.values) or _SHAPES.search(text) is not None
+        if any(v in text for v in self.values):
+            return True
+        return _may_have_shape(text) and _SHAPES.search(text) is not None
 
 
 def _mask_shape(m: re.Match[str]) -> str:

@@ -130,7 +130,7 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
     new_tasks: list[Task] = []
     deps_map: dict[str, list[str]] = {}
     for t in plan.tasks:
-        deps = list(t.deps)
+        deps = list(dict.fromkeys(t.deps))  # a dependency named twice counts once
         for text, ref in iter_references(t.args):
             if ref is None:
                 problems.append(

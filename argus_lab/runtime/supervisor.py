@@ -54,6 +54,8 @@ class Supervisor(LlmTasks):
     _planner_restored = False
 
     _failures_in_a_row = 0
+    _remember_for: object = None
+    _remember_auto = False
 
     async def _execute(self, tid: str) -> None:
         task = self._tasks[tid]
@@ -110,10 +112,13 @@ class Supervisor(LlmTasks):
     def _remembers(self) -> bool:
         if self.options.remember is not None:
             return self.options.remember
-        return any(
-            t.kind == "llm" or (t.tool or "").startswith("memory_")
-            for t in self._tasks.values()
-        )
+        if self._remember_for is not self._plan:  # once per plan, not per step
+            self._remember_for = self._plan
+            self._remember_auto = any(
+                t.kind == "llm" or (t.tool or "").startswith("memory_")
+                for t in self._tasks.values()
+            )
+        return self._remember_auto
 
     def _htn_call(self, fn: Callable[[], R]) -> tuple[R, list[EventBase]]:
         """Calls the planner, turning the decisions it reports into events."""

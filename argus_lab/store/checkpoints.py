@@ -484,7 +484,12 @@ class SessionStore:
     ) -> None:
         cache = self.cache
         for rec in records:
-            cache.set("t:" + rec.task_id, self._encode(rec.model_dump_json()))
+            # Fields at their defaults (most are None on a plain success) are
+            # left out: ~150 bytes a step; loading fills them back in.
+            cache.set(
+                "t:" + rec.task_id,
+                self._encode(rec.model_dump_json(exclude_defaults=True)),
+            )
         for ev in events:
             head.last_seq += 1
             ev.seq = head.last_seq
