@@ -25,7 +25,7 @@ from argus_lab.errors import (
     TransientError,
 )
 from argus_lab.events import Event
-from argus_lab.model import Plan, SessionInfo, Task, TaskRecord
+from argus_lab.model import Budget, Plan, SessionInfo, Task, TaskRecord
 from argus_lab.plan.domain import HTNDomain, Subtask
 from argus_lab.plan.htn import HTNPlanner
 from argus_lab.runtime.session import RunResult, Session
@@ -46,6 +46,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequired",
     "ArgusError",
+    "Budget",
     "BudgetExceeded",
     "ConcurrentSessionError",
     "CorruptCheckpointError",

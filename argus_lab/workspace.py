@@ -241,10 +241,12 @@ class Workspace:
                 payload={"n_tasks": len(plan.tasks), "version": 1},
             ),
         ]
-        # How an HTN planner decomposed the goal belongs to the trajectory.
-        for d in getattr(opts.planner, "decisions", None) or ():
+        # How the planner made the plan belongs to the trajectory (a fork's
+        # plan was made for its parent: it records no planning of its own).
+        planned = opts.planner if parent is None else None
+        for d in getattr(planned, "decisions", None) or ():
             ev.append(make_event("htn_decision", session_id=sid, ts=now, payload=d))
-        for r in getattr(opts.planner, "rounds", None) or ():  # LLM planning calls
+        for r in getattr(planned, "rounds", None) or ():  # LLM planning calls
             ev.append(
                 make_event(
                     "llm_call",

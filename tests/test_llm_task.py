@@ -66,7 +66,8 @@ def model() -> FunctionModel:
 
 def test_llm_task_with_two_tool_calls_then_a_final_answer(ws: al.Workspace) -> None:
     s = ws.new_session(plan=PLAN, tools=[seed, lookup], name="llm", models=model())
-    assert s.run().status == "succeeded"
+    res = s.run()
+    assert res.status == "succeeded", (res, s.record("explain").traceback)
     assert s.result("explain") == "Argus: a hundred-eyed giant who never slept."
     assert LOOKUPS == ["argus", "panoptes"]
     kinds = [e.kind for e in s.events() if e.task_id == "explain"]
@@ -182,7 +183,8 @@ def test_a_retried_llm_task_replays_the_calls_it_already_paid_for(
         models=claude,
         backoff=(0.001, 0.01),
     )
-    assert s.run().status == "succeeded"
+    res = s.run()
+    assert res.status == "succeeded", (res, s.record("explain").traceback)
     assert api.calls == 3  # the first call was not paid twice
     calls = [e for e in s.events() if e.kind == "llm_call"]
     assert [(e.attempt, e.payload["cached"]) for e in calls] == [
@@ -197,3 +199,12 @@ def test_an_llm_task_without_a_model_fails_clearly(ws: al.Workspace) -> None:
     s = ws.new_session(plan=PLAN, tools=[seed, lookup], name="nomodel")
     s.run()
     assert "needs a model" in (s.record("explain").error or "")
+
+
+def test_context_breakdown_of_an_llm_task(ws: al.Workspace) -> None:
+    s = ws.new_session(plan=PLAN, tools=[seed, lookup], name="ctx", models=model())
+    s.run()
+    ctx = s.context_breakdown("explain")
+    assert ctx is not None and ctx["budget"] == 8000
+    assert any(item["status"] == "included" for item in ctx["items"])
+    assert s.context_breakdown("topic") is None

@@ -73,3 +73,21 @@ def test_an_llm_planner_plans_the_goal_when_no_plan_is_given(ws: al.Workspace) -
     calls = [e for e in s.events() if e.kind == "llm_call"]
     assert len(calls) == 1 and calls[0].payload["round"] == 1
     assert s.run().status == "succeeded"
+
+
+def test_a_fork_records_no_planning_of_its_own(ws: al.Workspace) -> None:
+    def plan_it(req: ModelRequest) -> object:
+        return tool_call(
+            "submit_plan",
+            {"goal": "x", "tasks": [{"id": "one", "tool": "add", "args": {"a": 2}}]},
+        )
+
+    s = ws.new_session(
+        goal="add two",
+        tools=BASIC_TOOLS,
+        name="p1",
+        planner=al.LLMPlanner(FunctionModel(plan_it)),
+    )
+    s.run()
+    f = s.fork(at="one")
+    assert [e.kind for e in f.events()].count("llm_call") == 0

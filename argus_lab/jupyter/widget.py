@@ -277,7 +277,8 @@ class GraphWidget(anywidget.AnyWidget):
             if rec.ended is not None and rec.started is not None
             else None
         )
-        context = getattr(s, "context_breakdown", None)
+        # What the task's prompt held (LLM tasks): read on selection only.
+        context = s.context_breakdown(node) if task.kind == "llm" else None
         return {
             "id": node,
             "kind": "task",

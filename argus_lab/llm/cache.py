@@ -120,7 +120,7 @@ class JsonDirStore:
         """Writes value to its file atomically."""
         f = self._file(key)
         f.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        text = json.dumps(value, indent=1, ensure_ascii=False) + "\n"  # order kept
         fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -169,9 +169,7 @@ class JsonlStore:
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Appends one line and remembers the value."""
-        line = json.dumps(
-            {"key": key, "value": value}, sort_keys=True, ensure_ascii=False
-        )
+        line = json.dumps({"key": key, "value": value}, ensure_ascii=False)
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as fh:

@@ -134,6 +134,12 @@ list, and args that match that tool's input schema.
 is exactly one reference takes the referenced value with its type.
 - Keep the plan as small as the goal allows; tasks without a dependency between \
 them run concurrently.
+- A step that needs judgement rather than a tool can be an LLM task: \
+"kind": "llm" with no tool, a description saying what to do, optional \
+"llm_tools" (names of tools it may call) and "output_schema" (a JSON Schema of \
+its answer).
+- "on_failure" may be "fail" (default), "skip", "ask", "replan" or "fallback" \
+(with "fallback": another tool's name).
 - If the plan you submit is invalid, the problems come back as the tool result: \
 fix every one and call submit_plan again with the whole corrected plan.
 

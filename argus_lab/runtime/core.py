@@ -77,6 +77,10 @@ class _Core:
             DEFAULT_POLICIES if options.approvals is None else options.approvals
         )
         self._apply(loaded)
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """Work to do in the caller's thread when the session is made (a hook)."""
 
     def _apply(self, loaded: Loaded) -> None:
         self._info = loaded.meta

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FINAL_ANSWER", "LlmTasks"]
 
+log = logging.getLogger("argus_lab")
+
 FINAL_ANSWER = "final_answer"
 SYSTEM = (
     "You are one step of a larger plan run by Argus Lab. Do exactly the task "
@@ -37,6 +40,8 @@ SYSTEM = (
 
 class LlmTasks(Attempts):
     """Runs tasks of kind "llm" through the session's models."""
+
+    _in_flight: tuple[float, float] = (0.0, 0.0)  # expected cost, tokens
 
     def _tool_for(self, task: Task) -> Tool | None:
         if task.kind != "llm":
@@ -97,7 +102,10 @@ class LlmTasks(Attempts):
         memories: list[Any] = []
         if (self.workspace.path / "memory").exists():  # what earlier steps learned
             query = " ".join(p for p in (task.title, task.description) if p) or task.id
-            memories = self.workspace.memory.search(query, k=8)
+            try:
+                memories = self.workspace.memory.search(query, k=8)
+            except Exception:  # memory helps a task; it must never fail one
+                log.exception("memory search failed for LLM task %s", task.id)
         ctx = build_context(
             task=task,
             goal=self._plan.goal,
@@ -244,11 +252,28 @@ class LlmTasks(Attempts):
             )
         else:
             need = self._expected_cost(model)
-            hit = self._check_budget(tid, {"cost_usd": need[0], "tokens": need[1]})
+            # Calls already in flight (concurrent LLM tasks) count as spent.
+            hit = self._check_budget(
+                tid,
+                {
+                    "cost_usd": need[0] + self._in_flight[0],
+                    "tokens": need[1] + self._in_flight[1],
+                },
+            )
             if hit is not None:
                 self._budget_hits[tid] = hit
                 raise BudgetExceeded(hit.message(), session_id=self.id, task_id=tid)
-            resp = await model.complete(req)
+            self._in_flight = (
+                self._in_flight[0] + need[0],
+                self._in_flight[1] + need[1],
+            )
+            try:
+                resp = await model.complete(req)
+            finally:
+                self._in_flight = (
+                    self._in_flight[0] - need[0],
+                    self._in_flight[1] - need[1],
+                )
             self._store.put_replay(key, resp.model_dump(mode="json"))
         spent = 0.0 if resp.cached else (resp.cost_usd or 0.0)
         tokens = 0 if resp.cached else resp.usage.total_tokens

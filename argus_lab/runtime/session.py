@@ -347,6 +347,16 @@ class Session(Actions):
 
         return session_html(self)
 
+    def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
+        """What the last prompt of an LLM task held: items included, truncated or
+        dropped, with why (the latest ``context_built`` event), or None."""
+        self._need_task(task_id)
+        found = None
+        for e in self._store.read_events():
+            if e.kind == "context_built" and e.task_id == task_id:
+                found = e.payload
+        return found
+
     def pending_approvals(self) -> dict[str, dict[str, Any]]:
         """Tasks waiting for a decision -> what was asked (tool, args, policy)."""
         return {

@@ -109,6 +109,16 @@ class Supervisor(LlmTasks):
                 title=self._tasks[tid].title or tid,
             )
 
+    def _prepare(self) -> None:
+        super()._prepare()
+        if self._remembers():
+            # Import the memory stack (lancedb, numpy, pyarrow) here, in the
+            # thread that makes the session: the memory writer thread importing
+            # numpy while user code does too can see a half-initialised module.
+            import lancedb  # noqa: F401
+
+            import argus_lab.store.memory  # noqa: F401
+
     def _remembers(self) -> bool:
         if self.options.remember is not None:
             return self.options.remember

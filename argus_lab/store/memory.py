@@ -790,7 +790,15 @@ class Memory:
         q = t.search(query, query_type="fts").select([*_SELECT, "_score"]).limit(n)
         if filt:
             q = q.where(filt, prefilter=True)
-        rows = sorted(q.to_list(), key=lambda r: (-r["_score"], r["id"]))
+        try:
+            found = q.to_list()
+        except Exception as e:
+            # The table was just created by another thread or process, which is
+            # still building its full-text index: nothing is searchable yet.
+            if "INVERTED index" not in str(e):
+                raise
+            found = []
+        rows = sorted(found, key=lambda r: (-r["_score"], r["id"]))
         hits = self._hits(rows, "fts")
         if note:
             for h in hits:

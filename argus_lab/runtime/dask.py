@@ -1,0 +1,401 @@
+"""Tool calls on a Dask cluster: ``DaskExecutor``, a RemoteExecutor over distributed.
+
+The session (scheduler, store, approvals, budgets, events) stays in the driver
+process; only the calls of *sync* tools are shipped to the cluster. Each call is
+one Dask task under a fresh key, awaited on the Dask client's own event loop and
+bridged back to the session's loop, so neither loop ever blocks on the other::
+
+    session loop (its thread)                 client loop (distributed's thread)
+    call(fn, kwargs) ── run_coroutine_threadsafe ──▶ submit(_on_worker, fn, kwargs)
+         ▲                                           await it
+         └──────────── wrap_future ◀──────────── result | tool's error | lost
+
+On the worker, the task first logs a "started" event (a Dask event topic of this
+executor) and then calls the tool: the timeout counts from that moment, as it
+does locally, not from submission (time queued for a free worker thread is free).
+
+How a call can end:
+
+- the tool returned: its value comes back as a Python object; the session turns
+  it into JSON or artifacts (nothing is pickled into a checkpoint);
+- the tool raised: the same exception comes back (with the worker's traceback),
+  so a ToolError stays permanent and a TransientError stays retryable;
+- the timeout passed: TransientError. A thread on a worker cannot be
+  interrupted, so the call runs on there, and its Dask future is kept (then
+  released when it ends) rather than cancelled: cancelling it would make the
+  scheduler see a free thread that is not free, and queue the next calls behind
+  the stuck one;
+- the cluster lost the call (``KilledWorker``, the connection to a worker or the
+  scheduler closed, a scheduler restart cancelled it): it is resubmitted under a
+  new key up to ``retries_on_lost_worker`` times, then TransientError is raised
+  for the session to retry (per the task's ``retries``) with the same
+  idempotency key;
+- the session cancelled the call (it is closing): the Dask future is cancelled.
+
+``distributed`` is an optional extra (``pip install "argus-lab[dask]"``) and is
+imported only when a DaskExecutor is made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.errors import ArgusError, MissingDependency, ToolError, TransientError
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+__all__ = ["DaskExecutor"]
+
+log = logging.getLogger("argus_lab")
+
+_OPEN = ("running", "connecting", "newly-created")
+"""Client statuses in which a submitted task will be sent to the scheduler."""
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError as e:
+        raise MissingDependency(
+            "DaskExecutor needs dask's distributed scheduler, which is not "
+            f'installed ({e}); install it with: pip install "argus-lab[dask]"'
+        ) from None
+    return distributed
+
+
+def _on_worker(topic: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """The Dask task: says it started (the timeout's clock), then calls the tool."""
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:  # not on a worker (dask's local schedulers): no clock
+        pass
+    else:
+        worker.log_event(topic, worker.get_current_task())
+    return fn(**kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class _Returned:
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Raised:
+    error: BaseException
+
+
+class _Lost(Exception):
+    """The cluster lost a call (not the tool's doing); worth resubmitting."""
+
+
+class DaskExecutor:
+    """Runs sync tool calls on a Dask cluster (``distributed``).
+
+    Pass it as ``executor=`` to ``ws.new_session(...)`` or ``ws.open(...)``;
+    async tools, the scheduler and the store stay in this process::
+
+        from distributed import Client, LocalCluster
+
+        client = Client(LocalCluster(n_workers=4, processes=True))
+        ex = al.DaskExecutor(client)
+        s = ws.new_session(plan=plan, tools=tools, executor=ex,
+                           concurrency=ex.nthreads())
+
+    Workers need ``argus-lab`` installed (the task wrapper and ``ctx``, an
+    ``al.ToolContext``, come from it) and must be able to unpickle the tools:
+    cloudpickle ships functions defined in a notebook or script by value, while
+    functions of an importable module need that module on the workers. A
+    tool's ``ctx.workspace`` and ``ctx.workdir`` are the driver's paths: on a
+    cluster without a shared file system, return data instead of writing
+    files there.
+
+    Args:
+        client_or_address: A synchronous ``distributed.Client`` (the default
+            kind; an asynchronous one lives on a loop that ``s.run()``
+            blocks), a scheduler address such as ``"tcp://10.0.0.5:8786"``, or
+            a cluster object such as a ``LocalCluster``. From an address or a
+            cluster the executor makes its own Client and closes it in
+            ``close()``; a Client you pass stays yours.
+        retries_on_lost_worker: How many times one call is resubmitted after
+            the cluster lost it (KilledWorker, a closed connection, a
+            scheduler restart) before the loss reaches the session as a
+            TransientError. Resubmissions reuse the call's ToolContext (same
+            attempt, same idempotency key) and do not count against the
+            task's ``retries``; 0 leaves every loss to the session. The Dask
+            scheduler itself also reruns a task whose worker died, up to
+            ``distributed.scheduler.allowed-failures`` times (default 3),
+            before it reports KilledWorker: set that to 0 on the cluster if a
+            tool that is not idempotent must never run twice.
+
+    Raises:
+        MissingDependency: ``distributed`` is not installed.
+        TypeError: the client is asynchronous.
+    """
+
+    def __init__(
+        self, client_or_address: Client | str | Any, *, retries_on_lost_worker: int = 2
+    ) -> None:
+        distributed = _import_distributed()
+        if retries_on_lost_worker < 0:
+            raise ValueError(
+                f"retries_on_lost_worker must be >= 0, got {retries_on_lost_worker}"
+            )
+        self.retries_on_lost_worker = retries_on_lost_worker
+        if isinstance(client_or_address, distributed.Client):
+            client = client_or_address
+            self._owns_client = False
+        else:
+            client = distributed.Client(client_or_address, set_as_default=False)
+            self._owns_client = True
+        if getattr(client, "_asynchronous", False):
+            raise TypeError(
+                "DaskExecutor needs a synchronous distributed.Client (the default, "
+                "Client(address)) or the scheduler address: an asynchronous Client "
+                "runs on your event loop, which s.run() would block"
+            )
+        self.client: Client = client
+        """The Dask client calls are submitted through."""
+        self._c: Any = client  # distributed is only partly typed
+        self._token = uuid.uuid4().hex[:8]
+        self._counter = itertools.count(1)
+        # Dask key -> set when its task starts on a worker (client loop only).
+        self._started: dict[str, asyncio.Event] = {}
+        self._abandoned: set[Future[Any]] = set()
+        self._topic = f"argus-started-{self._token}"
+        self._c.subscribe_topic(self._topic, self._on_started)
+        self.submitted = 0
+        """Dask tasks submitted so far (resubmissions included)."""
+        self.lost = 0
+        """Calls the cluster lost so far (each resubmitted or raised)."""
+        self.timed_out = 0
+        """Calls that timed out (each ran on, then was released)."""
+
+    def __repr__(self) -> str:
+        address = getattr(self._c.scheduler, "address", None)
+        return f"DaskExecutor({address!r})"
+
+    def nthreads(self) -> int:
+        """Worker threads in the cluster now: a good session ``concurrency``."""
+        return int(sum(self._c.nthreads().values()))
+
+    def close(self) -> None:
+        """Stops listening to the cluster; closes the Client if this executor made it.
+
+        A Client passed in stays open. Calls that timed out and still run on a
+        worker are left to finish there.
+        """
+        if self._c.status in _OPEN:
+            self._c.unsubscribe_topic(self._topic)
+        if self._owns_client:
+            self._c.close()
+
+    def __enter__(self) -> DaskExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the RemoteExecutor protocol ------------------------------------------
+
+    async def call(
+        self,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        *,
+        timeout: float | None,
+        key: str,
+    ) -> Any:
+        """Runs ``fn(**kwargs)`` on the cluster and returns its result.
+
+        Awaited on the session's loop; the Dask side runs on the client's loop.
+
+        Args:
+            fn: The tool's function (picklable by cloudpickle).
+            kwargs: Its validated arguments (with ``ctx`` if it takes one).
+            timeout: Seconds the call may run once it started on a worker;
+                None: no limit.
+            key: The attempt's idempotency key (part of each Dask key).
+
+        Returns:
+            What ``fn`` returned.
+
+        Raises:
+            TransientError: the timeout passed, or the cluster lost the call
+                more than ``retries_on_lost_worker`` times.
+            ToolError: the call could not be pickled to be sent.
+            ArgusError: the Dask client is closed.
+            Exception: whatever ``fn`` raised, unchanged.
+        """
+        self._check_open()
+        loop: asyncio.AbstractEventLoop = self._c.loop.asyncio_loop
+        cf = asyncio.run_coroutine_threadsafe(
+            self._remote(fn, kwargs, timeout=timeout, key=key), loop
+        )
+        # Cancelling this await (the session closing) cancels the coroutine on
+        # the client's loop, which cancels the Dask future.
+        out = await asyncio.wrap_future(cf)
+        if isinstance(out, _Raised):
+            raise out.error
+        return out.value
+
+    # -- internals (the _remote side runs on the client's loop) -----------------
+
+    def _check_open(self) -> None:
+        if self._c.status not in _OPEN:
+            raise ArgusError(
+                f"the Dask client is {self._c.status}: no tool call can be sent; "
+                "make a new DaskExecutor, reopen the session with executor=it, "
+                "and retry the failed tasks (s.retry(task_id))"
+            )
+
+    def _on_started(self, event: tuple[float, Any]) -> None:
+        started = self._started.get(event[1])
+        if started is not None:
+            started.set()
+
+    async def _remote(
+        self,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        *,
+        timeout: float | None,
+        key: str,
+    ) -> _Returned | _Raised:
+        what = _describe(fn, kwargs)
+        resubmits = 0
+        while True:
+            try:
+                return await self._run_once(fn, kwargs, timeout, key, what)
+            except _Lost as e:
+                self.lost += 1
+                if resubmits >= self.retries_on_lost_worker:
+                    raise TransientError(
+                        f"{what}: the Dask cluster lost the call ({e}); "
+                        f"resubmitted {resubmits} time(s)"
+                    ) from None
+                resubmits += 1
+                log.warning(
+                    "%s: the Dask cluster lost the call (%s); resubmitting (%d/%d)",
+                    what,
+                    e,
+                    resubmits,
+                    self.retries_on_lost_worker,
+                )
+
+    async def _run_once(
+        self,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        timeout: float | None,
+        key: str,
+        what: str,
+    ) -> _Returned | _Raised:
+        # The prefix names the task group on the dashboard; the token keeps a
+        # restarted driver's keys apart from its predecessor's orphans.
+        name = re.sub(r"[^A-Za-z0-9_]", "_", getattr(fn, "__name__", "tool"))
+        dkey = f"{name}-{key}-{self._token}-{next(self._counter)}"
+        started = self._started[dkey] = asyncio.Event()
+        try:
+            fut = self._submit(fn, kwargs, dkey, what)
+        except BaseException:
+            del self._started[dkey]
+            raise
+        outcome = asyncio.ensure_future(self._outcome(fut))
+        waiter = asyncio.ensure_future(started.wait())
+        try:
+            # Queued for a worker thread: no clock yet.
+            await asyncio.wait({outcome, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if not outcome.done():
+                try:
+                    await asyncio.wait_for(outcome, timeout)
+                except TimeoutError:
+                    self._abandon(fut)
+                    raise TransientError(
+                        f"{what} timed out after {timeout:g}s on the Dask cluster; "
+                        "a worker thread cannot be interrupted, so the call runs "
+                        "on there and its result will be dropped"
+                    ) from None
+            return outcome.result()
+        except asyncio.CancelledError:
+            outcome.cancel()
+            await self._cancel(fut)
+            raise
+        finally:
+            waiter.cancel()
+            del self._started[dkey]
+
+    def _submit(
+        self, fn: Callable[..., Any], kwargs: dict[str, Any], dkey: str, what: str
+    ) -> Future[Any]:
+        self._check_open()
+        # One opaque callable: tool arguments named like submit's own options
+        # (key, priority, workers, ...) cannot clash, and nothing in them is
+        # read as part of a Dask graph.
+        call = functools.partial(_on_worker, self._topic, fn, kwargs)
+        try:
+            fut: Future[Any] = self._c.submit(call, key=dkey, pure=False, retries=0)
+        except Exception as e:
+            self._check_open()
+            raise ToolError(
+                f"{what} could not be sent to the Dask cluster: "
+                f"{type(e).__name__}: {e}. Tools that run on Dask, and their "
+                "arguments, must be picklable (cloudpickle)"
+            ) from e
+        self.submitted += 1
+        return fut
+
+    async def _outcome(self, fut: Future[Any]) -> _Returned | _Raised:
+        from distributed import KilledWorker
+        from distributed.client import FutureCancelledError
+
+        try:
+            # On the client's loop a Future's result() is a coroutine.
+            value = await fut.result()
+        except KilledWorker as e:
+            raise _Lost(f"KilledWorker: {e}") from e
+        except FutureCancelledError as e:
+            raise _Lost(f"the future was cancelled: {e}") from e
+        except Exception as e:
+            if fut.status == "error":  # raised by the tool itself
+                return _Raised(e)
+            # Fetching a finished result failed: the worker or the scheduler
+            # went away (CommClosedError, OSError, ...).
+            raise _Lost(f"{type(e).__name__}: {e}") from e
+        fut.release()  # type: ignore[no-untyped-call]
+        return _Returned(value)
+
+    def _abandon(self, fut: Future[Any]) -> None:
+        """Keeps a timed-out future until its task ends, then releases it."""
+        self.timed_out += 1
+        self._abandoned.add(fut)
+
+        def ended(f: Future[Any]) -> None:  # in distributed's callback thread
+            self._abandoned.discard(f)
+            f.release()  # type: ignore[no-untyped-call]
+
+        fut.add_done_callback(ended)  # type: ignore[no-untyped-call]
+
+    async def _cancel(self, fut: Future[Any]) -> None:
+        # On the client's loop cancel() returns a coroutine; a closing client
+        # may refuse, and then there is nothing left to cancel.
+        with contextlib.suppress(Exception):
+            await fut.cancel(reason="argus-cancelled")  # type: ignore[no-untyped-call]
+
+
+def _describe(fn: Callable[..., Any], kwargs: dict[str, Any]) -> str:
+    name = getattr(fn, "__name__", repr(fn))
+    ctx = kwargs.get("ctx")
+    task = getattr(ctx, "task_id", None)
+    return f"tool {name!r}" + (f" of task {task!r}" if task else "")
