@@ -1,31 +1,30 @@
-"""Tests of the bundled demo: its dataset, its computations, its plan, a full run.
+"""Tests of the demo's tools and pure functions: dataset, statistics, figures, report.
 
 Expected values were checked by hand or against published results for this table
 (e.g. R's ``lm(body_mass_g ~ flipper_length_mm)`` on palmerpenguins gives intercept
 -5780.83, slope 49.69, R^2 0.759), so a wrong formula fails here, not just a change.
+The HTN domain and whole runs are tested in test_demo.py.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import argus_lab as al
-from argus_lab.demo import POLICIES, TOOLS, analysis, dataset_path, plan_path, stats
+from argus_lab.demo import analysis, dataset_path, stats
+from argus_lab.demo import output_tools as out
 from argus_lab.demo import tools as demo
 from argus_lab.demo.report import simpson_pairs
 from argus_lab.errors import ToolError, TransientError
 
 PENGUINS_SHA256 = "f204db2c753b0937caac3cb35258562c14f073e4bbc76be24b4c51ce22767a93"
-REF = re.compile(r"\$\{([^}]*)\}")
 
 
 def make_ctx(workdir: Path, attempt: int = 1) -> al.ToolContext:
@@ -74,9 +73,10 @@ def test_importing_the_demo_does_not_import_pandas() -> None:
     code = (
         "import sys, argus_lab.demo\n"
         "assert 'pandas' not in sys.modules, 'import argus_lab.demo'\n"
-        "from argus_lab.demo import TOOLS\n"
-        "assert 'pandas' not in sys.modules, 'from argus_lab.demo import TOOLS'\n"
-        "assert len(TOOLS) == 12\n"
+        "from argus_lab.demo import DOMAIN, TOOLS\n"
+        "heavy = {'pandas', 'numpy', 'matplotlib'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "assert len(TOOLS) == 19\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
@@ -94,10 +94,6 @@ def test_dataset_path_prefers_the_installed_copy(
     assert dataset_path() == repo
     installed.write_text("x\n")
     assert dataset_path() == installed
-
-
-def test_plan_path_exists() -> None:
-    assert plan_path().is_file()
 
 
 # ------------------------------------------------------------- load, validate
@@ -371,6 +367,12 @@ def test_fetch_citation_fails_then_succeeds(tmp_path: Path) -> None:
     assert result["licence"] == "CC0"
     assert "Gorman KB, Williams TD, Fraser WR (2014)" in result["citation"]
     assert demo.fetch_citation(fail_attempts=0, ctx=make_ctx(tmp_path))["attempt"] == 1
+    # The licence is read from the README beside the dataset, not assumed.
+    lonely = tmp_path / "data" / "penguins.csv"
+    lonely.parent.mkdir()
+    lonely.write_text("x\n")
+    again = demo.fetch_citation(str(lonely), fail_attempts=0, ctx=make_ctx(tmp_path))
+    assert again["licence"] == "unknown (README missing)"
 
 
 def test_results_are_json_without_nan(clean: dict[str, Any]) -> None:
@@ -383,19 +385,73 @@ def test_results_are_json_without_nan(clean: dict[str, Any]) -> None:
         demo.group_stats(path, sha, ["island"]),
         demo.correlation_matrix(path, sha),
         demo.classify_species(path, sha),
+        demo.find_relations(path, sha, [2007, 2008], [2009]),
     ):
         json.dumps(result, allow_nan=False)
 
 
+def test_filter_rows_takes_lists_as_allowed_values(clean: dict[str, Any]) -> None:
+    df = analysis.read_table(clean["path"], clean["sha256"])
+    assert len(analysis.filter_rows(df, {"year": [2007, 2008]})) == 223
+    assert len(analysis.filter_rows(df, {"year": [2009], "species": "Gentoo"})) == 43
+    with pytest.raises(ToolError, match="unknown column 'colour'"):
+        analysis.filter_rows(df, {"colour": "blue"})
+
+
+def test_held_out_permutation_test_is_tagged_with_its_relation(
+    clean: dict[str, Any],
+) -> None:
+    result = demo.permutation_test(
+        clean["path"],
+        clean["sha256"],
+        "body_mass_g",
+        "sex",
+        "male",
+        "female",
+        where={"species": "Chinstrap", "year": [2009]},
+        relation="sex-body_mass_g-Chinstrap",
+        family="sex",
+    )
+    assert result["name"] == "body_mass_g: male vs female (Chinstrap, 2009)"
+    assert (result["n_a"], result["n_b"]) == (12, 12)
+    assert result["relation"] == "sex-body_mass_g-Chinstrap"
+    assert result["family"] == "sex"
+    assert result["p_value"] < 0.01
+    assert stats.cohens_d([1.0, 2.0], [1.0]) is None
+    assert stats.cohens_d([1.0, 1.0], [1.0, 1.0]) is None
+    assert stats.cohens_d([1.0, 3.0], [0.0, 2.0]) == pytest.approx(1 / 2**0.5)
+
+
+# ------------------------------------------------------------ report, publish
+
+
+def _figure(tmp_path: Path, name: str) -> dict[str, Any]:
+    (tmp_path / "figures").mkdir(exist_ok=True)
+    (tmp_path / "figures" / f"{name}.png").write_bytes(b"png " + name.encode())
+    return {"figure": name, "title": f"Figure {name}", "file": f"figures/{name}.png"}
+
+
+@pytest.fixture(scope="module")
+def family_tests(clean: dict[str, Any]) -> dict[str, Any]:
+    found = demo.find_relations(clean["path"], clean["sha256"], [2007, 2008], [2009])
+    tests = [
+        demo.permutation_test(
+            clean["path"], clean["sha256"], **r["test"], n_permutations=999
+        )
+        for r in found["relations"]
+    ]
+    return {"relations": found, "tests": demo.adjust_pvalues(tests)}
+
+
 def test_write_report(
-    tmp_path: Path, raw: dict[str, Any], clean: dict[str, Any]
+    tmp_path: Path,
+    raw: dict[str, Any],
+    clean: dict[str, Any],
+    family_tests: dict[str, Any],
 ) -> None:
     path, sha = clean["path"], clean["sha256"]
-    tests = [
-        demo.permutation_test(path, sha, "bill_length_mm", "species", a, b)
-        for a, b in (("Adelie", "Gentoo"), ("Chinstrap", "Gentoo"))
-    ]
-    result = demo.write_report(
+    figures = [_figure(tmp_path, n) for n in ("correlations", "replication")]
+    result = out.write_report(
         "Test report",
         raw,
         demo.validate_dataset(raw["path"], raw["sha256"]),
@@ -406,10 +462,12 @@ def test_write_report(
             demo.correlation_matrix(path, sha, where={"species": s})
             for s in ("Adelie", "Chinstrap", "Gentoo")
         ],
-        demo.adjust_pvalues(tests),
+        family_tests["relations"],
+        family_tests["tests"],
         [demo.fit_ols(path, sha, "body_mass_g", ["flipper_length_mm"])],
         demo.classify_species(path, sha),
         demo.fetch_citation(fail_attempts=0, ctx=make_ctx(tmp_path)),
+        figures,
         ctx=make_ctx(tmp_path),
     )
     report = tmp_path / "report.md"
@@ -417,111 +475,62 @@ def test_write_report(
     data = report.read_bytes()
     assert result["bytes"] == len(data)
     assert result["sha256"] == hashlib.sha256(data).hexdigest()
+    assert result["figures"] == ["figures/correlations.png", "figures/replication.png"]
     text = data.decode()
     assert text.startswith("# Test report\n")
     assert "| Gentoo | 123 | 47.5 | 14.98 | 217.2 | 5076 |" in text
-    assert "2 of 2 mean differences stay significant" in text
+    assert "![Figure correlations](figures/correlations.png)" in text
+    assert "keeping those with |Cohen's d| >= 0.5: 23 relations" in text
+    # d by hand (csv + statistics module): 2.5917 in 2007-2008, 3.2757 in 2009.
+    assert (
+        "| body_mass_g: male vs female (Gentoo, 2009) | 2.592 | 3.276 | 21 | 20 |"
+        in text
+    )
     assert any(
         "Simpson's paradox: bill_length_mm vs bill_depth_mm" in f
         for f in result["findings"]
     )
     assert "Gentoo has the largest mean body_mass_g (5076)." in result["findings"]
     assert not list(tmp_path.glob("*.partial"))
+    # A figure the report links to must exist.
+    (tmp_path / "figures" / "replication.png").unlink()
+    with pytest.raises(ToolError, match=r"figures/replication.png.*missing"):
+        out.write_report.fn(
+            "t",
+            raw,
+            {},
+            [],
+            [],
+            [],
+            {},
+            {},
+            [],
+            {},
+            {},
+            figures,
+            ctx=make_ctx(tmp_path),
+        )
 
 
-# ------------------------------------------------------------------- the plan
-
-
-def strings(value: Any) -> list[str]:
-    """Every string inside nested dicts and lists (where references live)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in strings(v)]
-    return []
-
-
-def load_plan_data() -> dict[str, Any]:
-    data = yaml.safe_load(plan_path().read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    return data
-
-
-def test_plan_yaml_is_a_well_formed_dag_of_known_tools() -> None:
-    data = load_plan_data()
-    tasks = data["tasks"]
-    ids = [t["id"] for t in tasks]
-    assert len(ids) >= 30
-    assert len(set(ids)) == len(ids)
-    tool_names = {t.name for t in TOOLS}
-    assert {t["tool"] for t in tasks} == tool_names  # every tool is exercised
-    upstream: dict[str, set[str]] = {}
-    for task in tasks:
-        bodies = [
-            b for text in strings(task.get("args", {})) for b in REF.findall(text)
-        ]
-        for body in bodies:
-            assert re.fullmatch(r"\w+\.result(\.\w+)*", body), body
-        refs = {body.split(".result")[0] for body in bodies}
-        assert refs <= set(ids), f"{task['id']} references unknown {refs - set(ids)}"
-        upstream[task["id"]] = refs | set(task.get("deps", []))
-    # Fan-out: one task feeds many; fan-in: the report gathers from many.
-    downstream = {i: sum(i in ups for ups in upstream.values()) for i in ids}
-    assert downstream["load"] >= 10
-    assert downstream["clean"] >= 20
-    assert len(upstream["report"]) >= 20
-    assert len(upstream["holm"]) == 8
-    # Written in topological order, so no cycles: every reference points back.
-    seen: set[str] = set()
-    for task in tasks:
-        assert upstream[task["id"]] <= seen, task["id"]
-        seen.add(task["id"])
-    assert [t["id"] for t in tasks if not upstream[t["id"]]] == ["load", "citation"]
-
-
-def test_plan_parses_with_the_core() -> None:
-    plan = al.Plan.from_yaml(plan_path())
-    assert len(plan.tasks) == len(load_plan_data()["tasks"])
-    assert plan.goal.startswith("Analyse the Palmer Penguins")
-
-
-# ---------------------------------------------------------------- a full run
-
-
-def test_the_whole_demo_runs(tmp_path: Path) -> None:
-    ws = al.Workspace(tmp_path / "ws")
-    plan = al.Plan.from_yaml(plan_path())
-    # A short backoff keeps the test fast; the demo itself uses the default.
-    session = ws.new_session(
-        goal=plan.goal,
-        plan=plan,
-        tools=TOOLS,
-        name="demo",
-        backoff=(0.01, 0.05),
-        approvals=POLICIES,
-    )
-    out = session.run()
-    # Everything runs except the report, which waits for a person.
-    assert out.status == "paused", str(out)
-    assert list(session.pending_approvals()) == ["report"]
-    assert out.counts["succeeded"] == len(plan.tasks) - 1
-    session.approve("report", by="test")
-    out = session.run()
-    assert out.status == "succeeded", str(out)
-    assert out.counts["succeeded"] == len(plan.tasks) >= 30
-    assert {r.status for r in session.records.values()} == {"succeeded"}
-    # The flaky tool failed once on purpose and the retry succeeded.
-    assert session.record("citation").attempts == 2
-    assert session.result("citation")["attempt"] == 2
-    assert session.result("clean")["rows"] == 342
-    assert session.result("holm")["rejected"] == 6
-    report = session.result("report")
-    path = Path(report["path"])
-    assert path.is_file()
-    assert path.stat().st_size == report["bytes"]
-    text = path.read_text(encoding="utf-8")
-    assert "Simpson's paradox: bill_length_mm vs bill_depth_mm" in text
-    assert "6 of 8 mean differences stay significant" in text
-    assert text.count("\n| body_mass_g ~ ") == 5  # one row per regression
+def test_publish_report_copies_report_and_figures_outside(tmp_path: Path) -> None:
+    session = tmp_path / "session"
+    session.mkdir()
+    figures = [_figure(session, "a"), _figure(session, "b")]
+    (session / "report.md").write_text("# r\n![a](figures/a.png)\n")
+    report = {
+        "path": str(session / "report.md"),
+        "figures": [f["file"] for f in figures],
+    }
+    dest = tmp_path / "elsewhere" / "out"
+    result = out.publish_report(report, str(dest), ctx=make_ctx(session))
+    assert result["folder"] == str(dest.resolve())
+    assert result["files"] == ["report.md", "figures/a.png", "figures/b.png"]
+    assert (dest / "figures" / "b.png").read_bytes() == b"png b"
+    assert result["bytes"] == sum((dest / f).stat().st_size for f in result["files"])
+    # Publishing again gives the same folder (it is idempotent).
+    assert out.publish_report(report, str(dest), ctx=make_ctx(session)) == result
+    assert out.publish_report.side_effect == "write"
+    (session / "figures" / "a.png").unlink()
+    with pytest.raises(ToolError, match=r"figures/a.png.*missing"):
+        out.publish_report(report, str(tmp_path / "other"), ctx=make_ctx(session))
+    assert not (tmp_path / "other").exists()  # nothing half-published

@@ -1,13 +1,14 @@
-"""The bundled offline demo: a real analysis of the Palmer Penguins table.
+"""The bundled offline demo: a research study of the Palmer Penguins table.
 
-``argus demo`` runs :func:`plan_path` (a YAML plan of 35 tasks: load, validate, a fan
-out of column profiles, group statistics, correlations, permutation tests with a Holm
-correction, least-squares fits, a classifier, and a report that gathers them all)
-with the tools in :data:`TOOLS`.
+``argus demo`` plans the study with an HTN domain (:mod:`argus_lab.demo.domain`),
+runs it as a durable session with the tools in :data:`TOOLS` and the approval
+policies in :data:`POLICIES`, and publishes a markdown report with its figures.
+:mod:`argus_lab.demo.runner` creates, reopens and re-runs demo sessions (the CLI
+and the benchmark use it).
 
-``import argus_lab.demo`` stays light: it touches neither pandas nor numpy nor the
-tool registry. ``TOOLS`` is built on first access (PEP 562 module ``__getattr__``),
-because building it imports :mod:`argus_lab.demo.tools` and through it the core.
+``import argus_lab.demo`` stays light: it touches neither pandas nor numpy nor
+matplotlib nor the tool registry. ``TOOLS``, ``POLICIES`` and ``DOMAIN`` are built
+on first access (PEP 562 module ``__getattr__``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from argus_lab.plan.domain import HTNDomain
+    from argus_lab.tools.approval import ApprovalPolicy
     from argus_lab.tools.registry import Tool
 
-__all__ = ["POLICIES", "TOOLS", "dataset_path", "plan_path"]
+__all__ = ["DOMAIN", "POLICIES", "TOOLS", "dataset_path"]
 
 _HERE = Path(__file__).resolve().parent
 
@@ -50,36 +53,38 @@ def dataset_path() -> Path:
     )
 
 
-def plan_path() -> Path:
-    """Return the path of the demo's YAML plan."""
-    return _HERE / "plan.yaml"
+def _policies() -> tuple[ApprovalPolicy, ...]:
+    from argus_lab.tools.approval import ApprovalPolicy
+
+    # Everything but publishing stays inside the session's own folder (its
+    # sandbox) and runs at once; copying the report out to the user's files asks.
+    return (
+        ApprovalPolicy(
+            "ask",
+            tools="publish_report",
+            reason="copies the report and its figures outside the session's folder",
+        ),
+        ApprovalPolicy(
+            "ask", side_effect="write", reason="changes files outside the session"
+        ),
+    )
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy so that importing the package (e.g. by the CLI to find plan_path) does not
-    # pay for the tool registry; pandas/numpy are imported inside function bodies.
     if name == "TOOLS":
         from argus_lab.demo.tools import TOOLS
 
         return TOOLS
     if name == "POLICIES":
-        from argus_lab.tools.approval import ApprovalPolicy
+        return _policies()
+    if name == "DOMAIN":
+        from argus_lab.demo.domain import DOMAIN
 
-        # The clean CSV stays inside the session's own folder: no need to ask.
-        # The report is what a person reads and shares: it waits for approval.
-        return (
-            ApprovalPolicy(
-                "approve",
-                tools="clean_dataset",
-                reason="writes only inside the session",
-            ),
-            ApprovalPolicy("ask", side_effect="write", reason="writes the report"),
-        )
+        return DOMAIN
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if TYPE_CHECKING:
-    from argus_lab.tools.approval import ApprovalPolicy
-
     TOOLS: list[Tool]
     POLICIES: tuple[ApprovalPolicy, ...]
+    DOMAIN: HTNDomain

@@ -98,16 +98,26 @@ def read_table(path: str | Path, sha256: str | None = None) -> pd.DataFrame:
 
 
 def filter_rows(df: pd.DataFrame, where: Mapping[str, Any] | None) -> pd.DataFrame:
-    """Keep the rows whose columns equal every value in ``where``."""
+    """Keep the rows matching every entry of ``where``.
+
+    A scalar value must be equal; a list value lists the allowed values (e.g.
+    ``{"year": [2007, 2008]}``).
+    """
     for column, value in (where or {}).items():
         if column not in df.columns:
             raise ToolError(f"Cannot filter on unknown column {column!r}.")
-        df = df[df[column] == value]
+        if isinstance(value, list | tuple):
+            df = df[df[column].isin(list(value))]
+        else:
+            df = df[df[column] == value]
     return df
 
 
 def _where_label(where: Mapping[str, Any] | None) -> str:
-    return ", ".join(str(v) for v in (where or {}).values())
+    return ", ".join(
+        "-".join(str(x) for x in v) if isinstance(v, list | tuple) else str(v)
+        for v in (where or {}).values()
+    )
 
 
 # ------------------------------------------------------- describe the table

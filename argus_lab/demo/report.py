@@ -1,9 +1,11 @@
 """The demo's markdown report, assembled from the upstream tasks' JSON results.
 
-:func:`render_report` turns the results into markdown and derives the headline
-findings from the numbers (none are written in advance); :func:`simpson_pairs` finds
-the correlations whose sign flips within every subgroup. Nothing here reads files or
-imports pandas/numpy; the ``write_report`` tool writes the text to disk.
+:func:`render_report` turns the results into markdown, embeds the figures (relative
+links to ``figures/*.png``) and derives the headline findings from the numbers (none
+are written in advance); :func:`simpson_pairs` finds the correlations whose sign
+flips within every subgroup, :func:`replication_findings` what the held-out tests
+confirmed. Nothing here reads files or imports pandas/numpy; the ``write_report``
+tool writes the text to disk.
 """
 
 from __future__ import annotations
@@ -61,6 +63,103 @@ def _mean_of(group: JSON, measure: str) -> float:
     return float(group["mean"][measure] or 0.0)
 
 
+def replication_findings(relations: JSON, tests: JSON) -> list[str]:
+    """Sentences on what the held-out tests confirmed, derived from the numbers.
+
+    Args:
+        relations: find_relations' result.
+        tests: adjust_pvalues' result over the tests of those relations.
+    """
+    annotated = tests["tests"]
+    if not annotated:
+        return [
+            f"No comparison reached |d| >= {relations['min_effect']} in the "
+            "exploration years, so nothing was tested."
+        ]
+    years = ", ".join(str(y) for y in relations["confirm_years"])
+    held = [t for t in annotated if t["significant"]]
+    out = [
+        f"{len(held)} of the {len(annotated)} relations found in "
+        f"{_years(relations['explore_years'])} replicate in {years} "
+        f"(Holm-adjusted, alpha = {tests['alpha']})."
+    ]
+    failed = [t for t in annotated if not t["significant"]]
+    if failed:
+        out.append(
+            "Not replicated: "
+            + "; ".join(f"{t['name']} (Holm p = {_fmt(t['p_holm'])})" for t in failed)
+            + "."
+        )
+    measures = sorted({t["measure"] for t in annotated if t.get("family") == "sex"})
+    dimorphic = [
+        m
+        for m in measures
+        if sum(
+            1
+            for t in held
+            if t.get("family") == "sex" and t["measure"] == m and t["difference"] > 0
+        )
+        == 3
+    ]
+    if dimorphic:
+        out.append(
+            f"Males exceed females in {', '.join(dimorphic)} in all three species "
+            f"in the held-out year."
+        )
+    return out
+
+
+def _years(years: Sequence[int]) -> str:
+    return f"{min(years)}-{max(years)}" if len(years) > 1 else str(years[0])
+
+
+def _figures(figures: Sequence[JSON], *prefixes: str) -> list[str]:
+    """Markdown image lines for the figures whose name starts with a prefix."""
+    md: list[str] = []
+    for f in figures:
+        if f["figure"].startswith(prefixes):
+            md += [f"![{f['title']}]({f['file']})", ""]
+    return md
+
+
+def _tests_section(relations: JSON, tests: JSON) -> list[str]:
+    explore = {r["id"]: r["explore"]["d"] for r in relations["relations"]}
+    md = [
+        "## Relations found, then tested on a held-out year",
+        "",
+        f"Screened {relations['screened']} comparisons (species pairs, sexes within "
+        f"each species, islands within Adelie) on the "
+        f"{relations['explore_rows']} penguins of "
+        f"{_years(relations['explore_years'])}, keeping those with |Cohen's d| >= "
+        f"{relations['min_effect']}: {len(relations['relations'])} relations. Each "
+        f"was then tested on the {relations['confirm_rows']} penguins of "
+        f"{_years(relations['confirm_years'])}, which the screen never saw, with a "
+        f"two-sided permutation test; p-values are Holm-adjusted at alpha = "
+        f"{tests['alpha']} over the {len(tests['tests'])} tests (with n "
+        f"permutations the smallest p-value is 1/(n+1)).",
+        "",
+    ]
+    md += _table(
+        ["relation", "d found", "d held out", "n a", "n b", "p", "Holm p",
+         "replicated"],
+        [
+            [t["name"], explore.get(t.get("relation")), t["cohens_d"], t["n_a"],
+             t["n_b"], t["p_value"], t["p_holm"],
+             "yes" if t["significant"] else "no"]
+            for t in tests["tests"]
+        ],
+    )  # fmt: skip
+    dropped = relations["dropped"]
+    if dropped:
+        md += [
+            f"Screened out ({len(dropped)}, |d| below {relations['min_effect']}): "
+            + ", ".join(f"{d['id']} ({_fmt(d['d'])})" for d in dropped)
+            + ".",
+            "",
+        ]
+    return md
+
+
 def render_report(
     *,
     title: str,
@@ -69,12 +168,14 @@ def render_report(
     profiles: Sequence[JSON],
     groups: Sequence[JSON],
     correlations: Sequence[JSON],
+    relations: JSON,
     tests: JSON,
     regressions: Sequence[JSON],
     classifier: JSON,
     citation: JSON,
+    figures: Sequence[JSON] = (),
 ) -> tuple[str, list[str]]:
-    """Assemble the upstream results into a markdown report.
+    """Assemble the upstream results into a markdown report with its figures.
 
     Returns:
         The markdown text and the headline findings (one sentence each), which are
@@ -105,6 +206,7 @@ def render_report(
             for p in profiles
         ],
     )  # fmt: skip
+    md += _figures(figures, "distribution_")
     md += ["## Groups", ""]
     for result in groups:
         by, measures = result["by"], result["measures"]
@@ -141,29 +243,10 @@ def render_report(
         )
         findings.append(sentence)
         md += [sentence, ""]
-    md += [
-        "## Hypothesis tests",
-        "",
-        f"Two-sided permutation tests of a difference in means; Holm-adjusted at "
-        f"alpha = {tests['alpha']} over {len(tests['tests'])} tests. With n "
-        f"permutations the smallest p-value a test can report is 1/(n+1).",
-        "",
-    ]
-    md += _table(
-        ["test", "n a", "n b", "mean a", "mean b", "diff", "Cohen's d", "p",
-         "Holm p", "significant"],
-        [
-            [t["name"], t["n_a"], t["n_b"], t["mean_a"], t["mean_b"],
-             t["difference"], t["cohens_d"], t["p_value"], t["p_holm"],
-             "yes" if t["significant"] else "no"]
-            for t in tests["tests"]
-        ],
-    )  # fmt: skip
-    significant = sum(t["significant"] for t in tests["tests"])
-    findings.append(
-        f"{significant} of {len(tests['tests'])} mean differences stay significant "
-        f"after Holm correction."
-    )
+    md += _figures(figures, "correlations", "scatter_bill_depth_mm")
+    md += _tests_section(relations, tests)
+    md += _figures(figures, "replication", "replicated_")
+    findings += replication_findings(relations, tests)
     md += ["## Regressions", ""]
     md += _table(
         ["model", "n", "R^2", "adj R^2", "RMSE", "coefficients"],
@@ -173,6 +256,7 @@ def render_report(
             for r in regressions
         ],
     )  # fmt: skip
+    md += _figures(figures, "scatter_body_mass_g")
     # More predictors never lower R^2, so compare the all-penguin models on the
     # adjusted R^2 and set the best against the simplest.
     overall = [r for r in regressions if not r.get("where")]

@@ -53,21 +53,39 @@ def permutation_pvalue(
     # The tolerance keeps permutations equal to the observed split (up to float
     # rounding of the sums) on the "as extreme" side.
     extreme = int((np.abs(diffs) >= abs(observed) - 1e-9).sum())
-    pooled_sd = math.sqrt(
-        ((len(x) - 1) * x.var(ddof=1) + (len(y) - 1) * y.var(ddof=1))
-        / (len(x) + len(y) - 2)
-    )
     return {
         "n_a": len(x),
         "n_b": len(y),
         "mean_a": _num(x.mean()),
         "mean_b": _num(y.mean()),
         "difference": _num(observed),
-        "cohens_d": _num(observed / pooled_sd) if pooled_sd > 0 else None,
+        "cohens_d": _num(cohens_d(x, y)),
         "p_value": _num((1 + extreme) / (1 + n_permutations)),
         "n_permutations": n_permutations,
         "seed": seed,
     }
+
+
+def cohens_d(
+    a: Sequence[float] | FloatArray, b: Sequence[float] | FloatArray
+) -> float | None:
+    """Standardised mean difference ``(mean a - mean b) / pooled sd``.
+
+    Returns:
+        Cohen's d, or None when a group has fewer than 2 values or the pooled
+        standard deviation is 0 (the difference has no scale).
+    """
+    import numpy as np
+
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if len(x) < 2 or len(y) < 2:
+        return None
+    pooled_sd = math.sqrt(
+        ((len(x) - 1) * x.var(ddof=1) + (len(y) - 1) * y.var(ddof=1))
+        / (len(x) + len(y) - 2)
+    )
+    return float((x.mean() - y.mean()) / pooled_sd) if pooled_sd > 0 else None
 
 
 def holm(

@@ -6,8 +6,9 @@ file than its inputs describe, and the hash makes the file's content part of the
 task's inputs (an edited file makes results stale; re-reading 15 KB takes ~1 ms).
 
 Each tool is a thin wrapper over a pure, unit-tested function of ``analysis`` (load,
-validate, describe), ``stats`` (tests, models) or ``report`` (markdown). They import
-pandas and numpy lazily, so importing this module stays cheap (the CLI starts fast).
+validate, describe), ``relations`` (the screen), ``stats`` (tests, models); the
+figure, report and publishing tools are in :mod:`argus_lab.demo.output_tools`.
+They import pandas and numpy lazily, so importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from argus_lab.demo.analysis import (
     read_table,
     validate_table,
 )
-from argus_lab.demo.report import render_report
+from argus_lab.demo.output_tools import OUTPUT_TOOLS
+from argus_lab.demo.relations import screen_relations
 from argus_lab.demo.stats import holm, nearest_centroid, ols, permutation_pvalue
 from argus_lab.errors import ToolError, TransientError
 
@@ -84,7 +86,7 @@ def profile_column(path: str, sha256: str, column: str) -> JSON:
     return profile_series(df[column])
 
 
-@al.tool(side_effect="write", idempotent=True)
+@al.tool
 def clean_dataset(
     path: str,
     sha256: str,
@@ -95,7 +97,8 @@ def clean_dataset(
 ) -> JSON:
     """Drop rows lacking any measurement, restore integer dtypes, write a clean CSV.
 
-    Rows with unknown sex are kept: only the tests that split by sex need it.
+    Rows with unknown sex are kept: only the tests that split by sex need it. The
+    CSV goes to the session's own folder (its sandbox), so no approval is needed.
 
     Args:
         path: Raw CSV.
@@ -157,7 +160,7 @@ def correlation_matrix(
     path: str,
     sha256: str,
     columns: list[str] | None = None,
-    where: dict[str, str | int] | None = None,
+    where: dict[str, Any] | None = None,
 ) -> JSON:
     """Pearson correlation matrix of the measures, overall or within a subgroup.
 
@@ -179,9 +182,11 @@ def permutation_test(
     group_column: str,
     group_a: str,
     group_b: str,
-    where: dict[str, str | int] | None = None,
+    where: dict[str, Any] | None = None,
     n_permutations: int = 9999,
     seed: int = 0,
+    relation: str | None = None,
+    family: str | None = None,
 ) -> JSON:
     """Two-sided permutation test: does ``measure`` differ between two groups?
 
@@ -192,9 +197,12 @@ def permutation_test(
         group_column: Column holding the group labels (e.g. ``sex``).
         group_a: First group's label.
         group_b: Second group's label.
-        where: Keep only rows matching these column values first.
+        where: Keep only rows matching these column values first (a list value
+            lists allowed values, e.g. ``{"year": [2009]}``).
         n_permutations: Random relabellings drawn.
         seed: Seed of the random generator, so the p-value is reproducible.
+        relation: Id of the relation tested (from find_relations), echoed back.
+        family: Family of that relation, echoed back.
     """
     df = filter_rows(read_table(path, sha256), where)
     a = df.loc[df[group_column] == group_a, measure].dropna().to_numpy(float)
@@ -202,7 +210,41 @@ def permutation_test(
     label = _where_label(where)
     name = f"{measure}: {group_a} vs {group_b}" + (f" ({label})" if label else "")
     result = permutation_pvalue(a, b, n_permutations=n_permutations, seed=seed)
-    return {"name": name, "measure": measure, "where": where or {}} | result
+    tagged = {"relation": relation, "family": family} if relation else {}
+    return (
+        {"name": name, "measure": measure, "where": where or {}}
+        | tagged
+        | {"group_column": group_column, "group_a": group_a, "group_b": group_b}
+        | result
+    )
+
+
+@al.tool
+def find_relations(
+    path: str,
+    sha256: str,
+    explore_years: list[int],
+    confirm_years: list[int],
+    min_effect: float = 0.5,
+) -> JSON:
+    """Screen every comparison on some years; describe the tests for the others.
+
+    Args:
+        path: CSV to read (the clean table).
+        sha256: Expected content hash.
+        explore_years: Years the screen looks at.
+        confirm_years: Held-out years the relations found are tested on.
+        min_effect: Smallest |Cohen's d| that counts as a relation.
+
+    Returns:
+        See :func:`argus_lab.demo.relations.screen_relations`.
+    """
+    return screen_relations(
+        read_table(path, sha256),
+        explore_years=explore_years,
+        confirm_years=confirm_years,
+        min_effect=min_effect,
+    )
 
 
 @al.tool
@@ -230,7 +272,7 @@ def fit_ols(
     sha256: str,
     y: str,
     x: list[str],
-    where: dict[str, str | int] | None = None,
+    where: dict[str, Any] | None = None,
 ) -> JSON:
     """Ordinary least squares of ``y`` on ``x`` (with intercept), R^2 and errors.
 
@@ -292,7 +334,9 @@ def classify_species(
 
 
 @al.tool
-def fetch_citation(fail_attempts: int = 1, *, ctx: al.ToolContext) -> JSON:
+def fetch_citation(
+    dataset: str | None = None, fail_attempts: int = 1, *, ctx: al.ToolContext
+) -> JSON:
     """Fetch the dataset's citation and licence from a (simulated) flaky service.
 
     The demo runs offline, so the "service" is the README shipped beside the CSV;
@@ -300,6 +344,7 @@ def fetch_citation(fail_attempts: int = 1, *, ctx: al.ToolContext) -> JSON:
     a run shows a transient failure being retried.
 
     Args:
+        dataset: The CSV whose README is read; defaults to the bundled one.
         fail_attempts: How many attempts fail before one succeeds.
     """
     if ctx.attempt <= fail_attempts:
@@ -307,7 +352,7 @@ def fetch_citation(fail_attempts: int = 1, *, ctx: al.ToolContext) -> JSON:
             f"citation service timed out (simulated, attempt {ctx.attempt} of the "
             f"{fail_attempts} that fail on purpose)"
         )
-    readme = dataset_path().parent / "README.md"
+    readme = Path(dataset or dataset_path()).parent / "README.md"
     text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
     return {
         "citation": (
@@ -326,64 +371,6 @@ def fetch_citation(fail_attempts: int = 1, *, ctx: al.ToolContext) -> JSON:
     }
 
 
-@al.tool(side_effect="write", idempotent=True)
-def write_report(
-    title: str,
-    dataset: dict[str, Any],
-    validation: dict[str, Any],
-    profiles: list[dict[str, Any]],
-    groups: list[dict[str, Any]],
-    correlations: list[dict[str, Any]],
-    tests: dict[str, Any],
-    regressions: list[dict[str, Any]],
-    classifier: dict[str, Any],
-    citation: dict[str, Any],
-    *,
-    ctx: al.ToolContext,
-) -> JSON:
-    """Write the markdown report of the whole analysis to ``report.md``.
-
-    Args:
-        title: The report's heading.
-        dataset: load_dataset's result.
-        validation: validate_dataset's result.
-        profiles: profile_column results, one per column.
-        groups: group_stats results.
-        correlations: correlation_matrix results (one overall, others per group).
-        tests: adjust_pvalues' result.
-        regressions: fit_ols results.
-        classifier: classify_species' result.
-        citation: fetch_citation's result.
-
-    Returns:
-        The report's path, size in bytes, sha256 and headline findings.
-    """
-    text, findings = render_report(
-        title=title,
-        dataset=dataset,
-        validation=validation,
-        profiles=profiles,
-        groups=groups,
-        correlations=correlations,
-        tests=tests,
-        regressions=regressions,
-        classifier=classifier,
-        citation=citation,
-    )
-    data = text.encode("utf-8")
-    target = Path(ctx.workdir) / "report.md"
-    # Write-then-rename, so a rerun after a crash replaces the file whole.
-    partial = target.with_suffix(".md.partial")
-    partial.write_bytes(data)
-    partial.replace(target)
-    return {
-        "path": str(target),
-        "bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "findings": findings,
-    }
-
-
 TOOLS = [
     load_dataset,
     validate_dataset,
@@ -391,10 +378,11 @@ TOOLS = [
     clean_dataset,
     group_stats,
     correlation_matrix,
+    find_relations,
     permutation_test,
     adjust_pvalues,
     fit_ols,
     classify_species,
     fetch_citation,
-    write_report,
+    *OUTPUT_TOOLS,
 ]

@@ -135,6 +135,7 @@ class _Core:
         meta: SessionInfo | None = None,
         plan: Plan | None = None,
         lease: dict[str, Any] | Literal["keep"] | None = "keep",
+        notify: bool = True,
     ) -> None:
         records = [self._redact(r) for r in records]
         events = events or []
@@ -171,6 +172,11 @@ class _Core:
             self._records[r.task_id] = r
         if meta is not None:
             self._info = meta
+        if notify:
+            self._notify(events)
+
+    def _notify(self, events: list[EventBase]) -> None:
+        """Hands committed events to the subscribers (after the state is updated)."""
         for ev in events:
             for cb in list(self._subscribers):
                 try:

@@ -168,6 +168,10 @@ class Engine(Supervisor):
 
     async def _run(self) -> RunResult:
         self._pause_requested = None
+        if self._info.status == "succeeded" and all(
+            r.status in DONE for r in self._records.values()
+        ):
+            return self._result()  # nothing to do: no events, no changes
         if not self._start_run():
             return self._result()
         running: set[asyncio.Task[None]] = set()

@@ -489,7 +489,7 @@ class Supervisor(LlmTasks):
         ev = self._event(
             "plan_patched", payload={**patch.summary(), "version": version}
         )
-        self._commit(changed, [*events, ev], meta=meta, plan=new_plan)
+        self._commit(changed, [*events, ev], meta=meta, plan=new_plan, notify=False)
         for tid in patch.removed:
             if tid in self._records:
                 self._retired[tid] = self._records.pop(tid)
@@ -501,3 +501,6 @@ class Supervisor(LlmTasks):
         for t in self._timers:  # waiting out a retry delay: not ready yet
             if t in self._tasks:
                 self._sched.set(t, "running")
+        # Observers (the widget) see the plan_patched event with the new plan
+        # already in place.
+        self._notify([*events, ev])

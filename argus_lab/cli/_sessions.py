@@ -1,0 +1,319 @@
+"""``argus run | resume | fork | approve | reject | ls | show | export``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.cli._common import (
+    EXIT_OK,
+    STATUS_COLORS,
+    Out,
+    UsageError,
+    exit_code,
+    human_age,
+    human_bytes,
+    load_planner,
+    load_tools,
+    open_session,
+    print_tasks,
+    run_session,
+    session_setup,
+    task_rows,
+    workspace,
+)
+
+if TYPE_CHECKING:
+    from argus_lab.runtime.session import RunResult, Session
+    from argus_lab.workspace import Workspace
+
+__all__ = [
+    "cmd_approve",
+    "cmd_export",
+    "cmd_fork",
+    "cmd_ls",
+    "cmd_reject",
+    "cmd_resume",
+    "cmd_run",
+    "cmd_show",
+    "dir_bytes",
+]
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (0 if it does not exist)."""
+    if not path.is_dir():
+        return path.stat().st_size if path.is_file() else 0
+    total = 0
+    for p in path.rglob("*"):
+        try:
+            if p.is_file() and not p.is_symlink():
+                total += p.stat().st_size
+        except OSError:  # removed while we looked
+            continue
+    return total
+
+
+def report_run(s: Session, res: RunResult, out: Out, ws: Workspace) -> int:
+    """Print how a run ended (table, or JSON) and return its exit code."""
+    out.data(
+        {
+            "session": s.name,
+            "id": s.id,
+            "status": res.status,
+            "reason": res.reason,
+            "counts": res.counts,
+            "failed": res.failed,
+            "pending_approvals": sorted(s.pending_approvals()),
+            "workspace": str(ws.path),
+        }
+    )
+    print_tasks(s, out)
+    out.say(f"session {s.name!r} {res}")
+    if res.status == "paused" and s.pending_approvals():
+        first = next(iter(s.pending_approvals()))
+        out.say(
+            f"decide: argus approve {s.name} {first}  (or argus reject ...), then "
+            f"argus resume {s.name}"
+        )
+    return exit_code(res.status)
+
+
+def cmd_run(args: argparse.Namespace, out: Out) -> int:
+    """Run a YAML/JSON plan as a new session."""
+    from argus_lab.model import Plan
+
+    path = Path(args.plan)
+    if not path.is_file():
+        raise UsageError(f"plan file {args.plan!r} does not exist")
+    plan = Plan.from_yaml(path)
+    tools = load_tools(args.tools)
+    extra = {"planner": load_planner(args.planner)} if args.planner else {}
+    ws = workspace(args, create=True)
+    s = ws.new_session(
+        plan=plan,
+        tools=tools,
+        name=args.name,
+        concurrency=args.concurrency or 4,
+        **extra,
+    )
+    with s:
+        res = run_session(s, out, approve_as="argus run --yes" if args.yes else None)
+        return report_run(s, res, out, ws)
+
+
+def cmd_resume(args: argparse.Namespace, out: Out) -> int:
+    """Continue a session exactly where it stopped."""
+    ws = workspace(args)
+    opts = session_setup(ws, args.name, args)
+    with open_session(ws, args.name, **opts) as s:
+        res = run_session(s, out, approve_as="argus resume --yes" if args.yes else None)
+        return report_run(s, res, out, ws)
+
+
+def _need_task(s: Session, task: str, flag: str = "task") -> None:
+    if task not in {t.id for t in s.plan.tasks}:
+        some = ", ".join(t.id for t in s.plan.tasks[:12])
+        raise UsageError(
+            f"session {s.name!r} has no {flag} {task!r} (tasks: {some}"
+            f"{', ...' if len(s.plan.tasks) > 12 else ''})"
+        )
+
+
+def cmd_fork(args: argparse.Namespace, out: Out) -> int:
+    """Branch a session at a task; with --run, run the branch now."""
+    ws = workspace(args)
+    opts = session_setup(ws, args.name, args) if args.run else {}
+    with open_session(ws, args.name, **opts) as parent:
+        _need_task(parent, args.at, "task")
+        fork = parent.fork(at=args.at, name=args.new_name, reuse=args.reuse)
+    with fork:
+        kept = sum(1 for r in fork.records.values() if r.status == "succeeded")
+        todo = len(fork.plan.tasks) - kept
+        if not args.run:
+            out.data(
+                {
+                    "session": fork.name,
+                    "id": fork.id,
+                    "parent": args.name,
+                    "at": args.at,
+                    "reuse": args.reuse,
+                    "kept": kept,
+                    "to_run": todo,
+                    "status": fork.status,
+                }
+            )
+            how = (
+                "served from the recorded cache where inputs and code are unchanged"
+                if args.reuse == "cached"
+                else "re-executed"
+            )
+            out.say(
+                f"forked {args.name!r} at {args.at!r} as {fork.name!r}: {kept} "
+                f"results kept, {todo} tasks to run ({how}).\n"
+                f"run it: argus resume {fork.name}"
+            )
+            return EXIT_OK
+        res = run_session(
+            fork, out, approve_as="argus fork --yes" if args.yes else None
+        )
+        return report_run(fork, res, out, ws)
+
+
+def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
+    edited = None
+    if approve and args.args is not None:
+        try:
+            edited = json.loads(args.args)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"--args is not JSON: {e}") from None
+        if not isinstance(edited, dict):
+            raise UsageError("--args must be a JSON object of argument names")
+    ws = workspace(args)
+    with open_session(ws, args.name) as s:
+        _need_task(s, args.task)
+        status = s.record(args.task).status
+        if status != "awaiting_approval":
+            waiting = ", ".join(s.pending_approvals()) or "none"
+            raise UsageError(
+                f"task {args.task!r} is {status}, not waiting for approval "
+                f"(waiting: {waiting})"
+            )
+        if approve:
+            s.approve(args.task, edited, by="argus approve")
+        else:
+            s.reject(args.task, args.reason, by="argus reject")
+        name = s.name
+    decision = "approved" if approve else "rejected"
+    out.data({"session": name, "task": args.task, "decision": decision})
+    if approve:
+        out.say(f"approved {args.task!r}; continue with: argus resume {name}")
+    else:
+        out.say(f"rejected {args.task!r}: {args.reason}")
+    return EXIT_OK
+
+
+def cmd_approve(args: argparse.Namespace, out: Out) -> int:
+    """Approve a task that waits for approval."""
+    return _decide(args, out, approve=True)
+
+
+def cmd_reject(args: argparse.Namespace, out: Out) -> int:
+    """Refuse a task that waits for approval (it fails)."""
+    return _decide(args, out, approve=False)
+
+
+def cmd_ls(args: argparse.Namespace, out: Out) -> int:
+    """List the sessions of the workspace, oldest first."""
+    try:
+        ws = workspace(args)
+    except UsageError:
+        out.data([])
+        out.say("no sessions yet: try `argus demo`")
+        return EXIT_OK
+    rows: list[dict[str, Any]] = []
+    for info in ws.sessions():
+        size = dir_bytes(ws._session_dir(info.id)) + dir_bytes(
+            ws.path / "files" / info.id
+        )
+        rows.append(info.model_dump(mode="json") | {"bytes": size})
+    out.data(rows)
+    if out.json_mode:
+        return EXIT_OK
+    from rich.table import Table
+
+    table = Table(title=f"sessions in {ws.path}", title_justify="left")
+    for col in ("name", "status", "tasks", "done", "updated", "size", "goal"):
+        table.add_column(col, overflow="fold")
+    now = time.time()
+    for r in rows:
+        done = r["counts"].get("succeeded", 0) + r["counts"].get("skipped", 0)
+        goal = r["goal"] if len(r["goal"]) <= 48 else r["goal"][:47] + "..."
+        table.add_row(
+            r["name"] + (" (fork)" if r["parent"] else ""),
+            f"[{STATUS_COLORS.get(r['status'], '')}]{r['status']}",
+            str(r["n_tasks"]),
+            str(done),
+            human_age(r["updated"], now),
+            human_bytes(r["bytes"]),
+            goal,
+        )
+    out.table(table)
+    if not rows:
+        out.say("no sessions yet: try `argus demo`")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, out: Out) -> int:
+    """Show a session's tasks, and with --events its trajectory."""
+    ws = workspace(args)
+    with open_session(ws, args.name) as s:
+        events = s.events() if args.events else []
+        if args.limit is not None:
+            events = events[-args.limit :]
+        payload: dict[str, Any] = {
+            "session": s.info.model_dump(mode="json"),
+            "tasks": task_rows(s),
+        }
+        if args.events:
+            payload["events"] = [e.model_dump(mode="json") for e in events]
+        out.data(payload)
+        if out.json_mode:
+            return EXIT_OK
+        print_tasks(s, out)
+        if args.events:
+            from rich.table import Table
+
+            t = Table(title="events", title_justify="left")
+            for col in ("seq", "kind", "task", "attempt", "payload"):
+                t.add_column(col, overflow="fold")
+            for e in events:
+                t.add_row(
+                    str(e.seq),
+                    e.kind,
+                    e.task_id or "",
+                    "" if e.attempt is None else str(e.attempt),
+                    json.dumps(e.payload, default=str)[:100],
+                )
+            out.table(t)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace, out: Out) -> int:
+    """Write sessions' trajectories as parquet files (argus_lab.analysis.export)."""
+    if bool(args.names) == bool(args.all):
+        raise UsageError("name the sessions to export, or give --all (not both)")
+    from argus_lab.analysis import export
+
+    ws = workspace(args)
+    folder = Path(args.parquet)
+    if args.all:
+        names = [i.name for i in ws.sessions()]
+        export(ws, folder)
+    else:
+        names = list(dict.fromkeys(args.names))
+        for n in names:  # every name is checked before anything is written
+            open_session(ws, n).close()
+        sessions = [ws.open(n) for n in names]
+        try:
+            export(sessions, folder)
+        finally:
+            for s in sessions:
+                s.close()
+    files = sorted(folder.glob("*.parquet"))
+    out.data(
+        {
+            "folder": str(folder.resolve()),
+            "sessions": names,
+            "files": {f.name: f.stat().st_size for f in files},
+        }
+    )
+    out.say(
+        f"exported {len(names)} session(s) to {folder.resolve()}: "
+        + ", ".join(f.name for f in files)
+        + "\nread back: argus_lab.analysis.load(folder)"
+    )
+    return EXIT_OK
