@@ -171,3 +171,37 @@ def test_envelope_round_trip_and_checksum(ws: al.Workspace) -> None:
         with pytest.raises(al.CorruptCheckpointError, match="checksum"):
             o._store.decode("k", text.replace("1}", "2}"), "task")
     assert s.id
+
+
+def test_full_durability_relaxes_only_the_intent_of_tools_without_effects(
+    tmp_path: Path,
+) -> None:
+    @al.tool(side_effect="write", idempotent=True)
+    def save(x: int) -> int:
+        return x
+
+    ws = al.Workspace(tmp_path / "full", durability="full")
+    plan = {
+        **CHAIN,
+        "tasks": [*CHAIN["tasks"], {"id": "w", "tool": "save", "args": {"x": 1}}],
+    }
+    s = ws.new_session(plan=plan, tools=[*BASIC_TOOLS, save], name="f", approvals=[])
+    real = s._store.commit
+    seen: list[tuple[str, bool, int]] = []
+
+    def spy(*args: object, **kwargs: object) -> object:
+        head = real(*args, **kwargs)  # type: ignore[arg-type]
+        events = kwargs.get("events") or []
+        kind = events[0].kind if events else "-"  # type: ignore[union-attr,index]
+        level = s._store.cache._sql("PRAGMA synchronous").fetchone()[0]
+        seen.append((kind, bool(kwargs.get("relaxed")), level))
+        return head
+
+    s._store.commit = spy  # type: ignore[method-assign]
+    assert s.run().status == "succeeded"
+    starts = [(r, lvl) for k, r, lvl in seen if k == "task_started"]
+    # add/add/add relax their intents; the write tool's intent is fsynced.
+    assert sorted(r for r, _ in starts) == [False, True, True, True]
+    assert all(not r for k, r, _ in seen if k != "task_started")
+    assert {lvl for _, _, lvl in seen} == {2}  # FULL again after every commit
+    s.close()

@@ -109,6 +109,8 @@ class Attempts(_Core):
                 "next_attempt_at": None,
             }
         )
+        # A tool without side effects loses nothing if this intent is lost to a
+        # power cut (the attempt just runs again): no fsync for it under "full".
         self._commit(
             [rec],
             [
@@ -116,6 +118,7 @@ class Attempts(_Core):
                     "task_started", tid, attempt=attempt, payload={"tool": tool.name}
                 )
             ],
+            relaxed=tool.side_effect != "write",
         )
         out = await run_attempt(
             tool,

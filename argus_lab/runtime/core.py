@@ -136,6 +136,7 @@ class _Core:
         plan: Plan | None = None,
         lease: dict[str, Any] | Literal["keep"] | None = "keep",
         notify: bool = True,
+        relaxed: bool = False,
     ) -> None:
         records = [self._redact(r) for r in records]
         events = events or []
@@ -163,6 +164,7 @@ class _Core:
             plan=plan,
             lease=lease,
             usage=self._usage,
+            relaxed=relaxed,
         )
         self._version = head.version
         self._last_seq = head.last_seq

@@ -451,20 +451,34 @@ class SessionStore:
         plan: Plan | None = None,
         lease: dict[str, Any] | Literal["keep"] | None = "keep",
         usage: dict[str, float] | None = None,
+        relaxed: bool = False,
     ) -> Head:
         """Writes changed records and new events atomically; returns the new head.
 
         Events get their ``seq`` here. Raises ConcurrentSessionError, writing
         nothing, when another writer changed the session or holds its lease.
+
+        ``relaxed``: under durability "full", skip this commit's fsync (it
+        survives a process crash, not a power cut). For commits whose loss can
+        only make work run again, never repeat a side effect: the intent of an
+        attempt of a tool without side effects. The next fsynced commit makes
+        it durable too (same WAL file).
         """
-        with self._transaction():
-            head = self._check(self.read_head(), expected_version, holder)
-            head.version += 1
-            if lease != "keep":
-                head.lease = lease
-            if usage is not None:
-                head.usage = usage
-            self._write(head, records, events, meta=meta, plan=plan)
+        relax = relaxed and self.durability == "full"
+        if relax:
+            self.cache._sql("PRAGMA synchronous=1")
+        try:
+            with self._transaction():
+                head = self._check(self.read_head(), expected_version, holder)
+                head.version += 1
+                if lease != "keep":
+                    head.lease = lease
+                if usage is not None:
+                    head.usage = usage
+                self._write(head, records, events, meta=meta, plan=plan)
+        finally:
+            if relax:
+                self.cache._sql("PRAGMA synchronous=2")
         return head
 
     def _encode(self, text: str) -> str:
