@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from argus_lab import analysis, llm
     from argus_lab.llm.anthropic import AnthropicModel
     from argus_lab.plan.llm import LLMPlanner
+    from argus_lab.runtime.dask import DaskExecutor
 
 __version__ = "0.1.0"
 
@@ -50,6 +51,7 @@ __all__ = [
     "BudgetExceeded",
     "ConcurrentSessionError",
     "CorruptCheckpointError",
+    "DaskExecutor",
     "Event",
     "HTNDomain",
     "HTNPlanner",
@@ -84,6 +86,7 @@ _LAZY = {
     "llm": ("argus_lab.llm", None),
     "AnthropicModel": ("argus_lab.llm.anthropic", "AnthropicModel"),
     "LLMPlanner": ("argus_lab.plan.llm", "LLMPlanner"),
+    "DaskExecutor": ("argus_lab.runtime.dask", "DaskExecutor"),
 }
 
 

@@ -8,6 +8,7 @@ import sys
 import argus_lab as al
 
 EXPECTED = {
+    "DaskExecutor",
     "Budget",
     "AnthropicModel",
     "LLMPlanner",

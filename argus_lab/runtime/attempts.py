@@ -131,6 +131,25 @@ class Attempts(_Core):
             remote=self.options.executor,
         )
         rec = self._records[tid]  # an LLM task's calls added their cost to it
+        if out.error_type == "InDoubtError":  # e.g. a cluster lost a write
+            why = (
+                f"task {tid!r} is in doubt: {out.error}; check, then "
+                f"s.retry({tid!r}) or s.skip({tid!r})"
+            )
+            doubt = rec.model_copy(
+                update={"status": "in_doubt", "reason": why, "error": out.error}
+            )
+            self._commit(
+                [doubt],
+                [
+                    self._event(
+                        "in_doubt", tid, attempt=rec.attempts, payload={"reason": why}
+                    )
+                ],
+            )
+            self._sched.set(tid, "in_doubt")
+            self._pause_requested = why
+            return
         hit = self._budget_hits.pop(tid, None)
         if hit is not None and out.error_type == "BudgetExceeded":
             self._budget_stop(tid, hit)

@@ -10,9 +10,11 @@ bridged back to the session's loop, so neither loop ever blocks on the other::
          ▲                                           await it
          └──────────── wrap_future ◀──────────── result | tool's error | lost
 
-On the worker, the task first logs a "started" event (a Dask event topic of this
-executor) and then calls the tool: the timeout counts from that moment, as it
-does locally, not from submission (time queued for a free worker thread is free).
+When the call has a timeout, the task first logs a "started" event on the worker
+(a Dask event topic of this executor), then calls the tool: the timeout counts
+from that moment, as it does locally, not from submission (time queued for a
+free worker thread is free). The event costs up to ~1.5 ms per call at low
+concurrency (benchmarks/results_dask.md); calls without a timeout skip it.
 
 How a call can end:
 
@@ -20,6 +22,8 @@ How a call can end:
   it into JSON or artifacts (nothing is pickled into a checkpoint);
 - the tool raised: the same exception comes back (with the worker's traceback),
   so a ToolError stays permanent and a TransientError stays retryable;
+- the call or its result cannot be pickled: ToolError (permanent, like a result
+  that is not JSON; it is not taken for a lost worker and run again);
 - the timeout passed: TransientError. A thread on a worker cannot be
   interrupted, so the call runs on there, and its Dask future is kept (then
   released when it ends) rather than cancelled: cancelling it would make the
@@ -49,7 +53,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ArgusError, MissingDependency, ToolError, TransientError
+from argus_lab.errors import (
+    ArgusError,
+    InDoubtError,
+    MissingDependency,
+    ToolError,
+    TransientError,
+)
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -73,16 +83,19 @@ def _import_distributed() -> Any:
     return distributed
 
 
-def _on_worker(topic: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+def _on_worker(
+    topic: str | None, fn: Callable[..., Any], kwargs: dict[str, Any]
+) -> Any:
     """The Dask task: says it started (the timeout's clock), then calls the tool."""
-    from distributed import get_worker
+    if topic is not None:
+        from distributed import get_worker
 
-    try:
-        worker = get_worker()
-    except ValueError:  # not on a worker (dask's local schedulers): no clock
-        pass
-    else:
-        worker.log_event(topic, worker.get_current_task())
+        try:
+            worker = get_worker()
+        except ValueError:  # not on a worker (dask's local schedulers): no clock
+            pass
+        else:
+            worker.log_event(topic, worker.get_current_task())
     return fn(**kwargs)
 
 
@@ -111,7 +124,11 @@ class DaskExecutor:
         client = Client(LocalCluster(n_workers=4, processes=True))
         ex = al.DaskExecutor(client)
         s = ws.new_session(plan=plan, tools=tools, executor=ex,
-                           concurrency=ex.nthreads())
+                           concurrency=2 * ex.nthreads())
+
+    A session's ``concurrency`` caps the calls in flight; about twice the
+    cluster's threads keeps a call queued on each worker, so none waits for the
+    driver between calls (queued time does not count against timeouts).
 
     Workers need ``argus-lab`` installed (the task wrapper and ``ctx``, an
     ``al.ToolContext``, come from it) and must be able to unpickle the tools:
@@ -142,6 +159,7 @@ class DaskExecutor:
     Raises:
         MissingDependency: ``distributed`` is not installed.
         TypeError: the client is asynchronous.
+        ValueError: ``retries_on_lost_worker`` is negative.
     """
 
     def __init__(
@@ -174,7 +192,7 @@ class DaskExecutor:
         self._started: dict[str, asyncio.Event] = {}
         self._abandoned: set[Future[Any]] = set()
         self._topic = f"argus-started-{self._token}"
-        self._c.subscribe_topic(self._topic, self._on_started)
+        self._subscribed_on: Any = None  # the scheduler connection subscribed on
         self.submitted = 0
         """Dask tasks submitted so far (resubmissions included)."""
         self.lost = 0
@@ -196,8 +214,9 @@ class DaskExecutor:
         A Client passed in stays open. Calls that timed out and still run on a
         worker are left to finish there.
         """
-        if self._c.status in _OPEN:
+        if self._subscribed_on is not None and self._c.status in _OPEN:
             self._c.unsubscribe_topic(self._topic)
+            self._subscribed_on = None
         if self._owns_client:
             self._c.close()
 
@@ -216,6 +235,7 @@ class DaskExecutor:
         *,
         timeout: float | None,
         key: str,
+        idempotent: bool = True,
     ) -> Any:
         """Runs ``fn(**kwargs)`` on the cluster and returns its result.
 
@@ -227,6 +247,9 @@ class DaskExecutor:
             timeout: Seconds the call may run once it started on a worker;
                 None: no limit.
             key: The attempt's idempotency key (part of each Dask key).
+            idempotent: Whether the call may run again safely. A lost call of a
+                tool that is not is never resubmitted: it may have taken effect,
+                so InDoubtError is raised and the session asks a person.
 
         Returns:
             What ``fn`` returned.
@@ -234,14 +257,16 @@ class DaskExecutor:
         Raises:
             TransientError: the timeout passed, or the cluster lost the call
                 more than ``retries_on_lost_worker`` times.
-            ToolError: the call could not be pickled to be sent.
+            ToolError: the call could not be pickled to be sent, or its
+                result to be sent back.
             ArgusError: the Dask client is closed.
             Exception: whatever ``fn`` raised, unchanged.
         """
         self._check_open()
         loop: asyncio.AbstractEventLoop = self._c.loop.asyncio_loop
         cf = asyncio.run_coroutine_threadsafe(
-            self._remote(fn, kwargs, timeout=timeout, key=key), loop
+            self._remote(fn, kwargs, timeout=timeout, key=key, idempotent=idempotent),
+            loop,
         )
         # Cancelling this await (the session closing) cancels the coroutine on
         # the client's loop, which cancels the Dask future.
@@ -260,6 +285,14 @@ class DaskExecutor:
                 "and retry the failed tasks (s.retry(task_id))"
             )
 
+    def _subscribe(self) -> None:
+        # A scheduler forgets a client's subscriptions when the connection
+        # drops: subscribe again on each new connection.
+        comm = self._c.scheduler_comm
+        if comm is not self._subscribed_on:
+            self._c.subscribe_topic(self._topic, self._on_started)
+            self._subscribed_on = comm
+
     def _on_started(self, event: tuple[float, Any]) -> None:
         started = self._started.get(event[1])
         if started is not None:
@@ -272,6 +305,7 @@ class DaskExecutor:
         *,
         timeout: float | None,
         key: str,
+        idempotent: bool = True,
     ) -> _Returned | _Raised:
         what = _describe(fn, kwargs)
         resubmits = 0
@@ -280,6 +314,12 @@ class DaskExecutor:
                 return await self._run_once(fn, kwargs, timeout, key, what)
             except _Lost as e:
                 self.lost += 1
+                if not idempotent:
+                    raise InDoubtError(
+                        f"{what}: the Dask cluster lost the call ({e}) of a tool "
+                        "with side effects that is not idempotent: it may or may "
+                        "not have taken effect"
+                    ) from None
                 if resubmits >= self.retries_on_lost_worker:
                     raise TransientError(
                         f"{what}: the Dask cluster lost the call ({e}); "
@@ -306,18 +346,21 @@ class DaskExecutor:
         # restarted driver's keys apart from its predecessor's orphans.
         name = re.sub(r"[^A-Za-z0-9_]", "_", getattr(fn, "__name__", "tool"))
         dkey = f"{name}-{key}-{self._token}-{next(self._counter)}"
-        started = self._started[dkey] = asyncio.Event()
+        started = asyncio.Event()
+        if timeout is not None:
+            self._subscribe()
+            self._started[dkey] = started  # set by _on_started
         try:
-            fut = self._submit(fn, kwargs, dkey, what)
+            fut = self._submit(fn, kwargs, dkey, what, clock=timeout is not None)
         except BaseException:
-            del self._started[dkey]
+            self._started.pop(dkey, None)
             raise
-        outcome = asyncio.ensure_future(self._outcome(fut))
+        outcome = asyncio.ensure_future(self._outcome(fut, what))
         waiter = asyncio.ensure_future(started.wait())
         try:
             # Queued for a worker thread: no clock yet.
             await asyncio.wait({outcome, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if not outcome.done():
+            if not outcome.done():  # started, with a timeout
                 try:
                     await asyncio.wait_for(outcome, timeout)
                 except TimeoutError:
@@ -334,16 +377,23 @@ class DaskExecutor:
             raise
         finally:
             waiter.cancel()
-            del self._started[dkey]
+            self._started.pop(dkey, None)
 
     def _submit(
-        self, fn: Callable[..., Any], kwargs: dict[str, Any], dkey: str, what: str
+        self,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        dkey: str,
+        what: str,
+        *,
+        clock: bool,
     ) -> Future[Any]:
         self._check_open()
         # One opaque callable: tool arguments named like submit's own options
         # (key, priority, workers, ...) cannot clash, and nothing in them is
         # read as part of a Dask graph.
-        call = functools.partial(_on_worker, self._topic, fn, kwargs)
+        topic = self._topic if clock else None
+        call = functools.partial(_on_worker, topic, fn, kwargs)
         try:
             fut: Future[Any] = self._c.submit(call, key=dkey, pure=False, retries=0)
         except Exception as e:
@@ -356,13 +406,29 @@ class DaskExecutor:
         self.submitted += 1
         return fut
 
-    async def _outcome(self, fut: Future[Any]) -> _Returned | _Raised:
+    async def _outcome(self, fut: Future[Any], what: str) -> _Returned | _Raised:
+        """Waits for the task and fetches its result, then releases its future.
+
+        Raises _Lost; on cancellation (a timeout, the session closing) the
+        future is left to the caller.
+        """
+        try:
+            out = await self._fetch(fut, what)
+        except _Lost:
+            # Released, or the scheduler would recompute it for us while we
+            # resubmit it under a new key.
+            fut.release()  # type: ignore[no-untyped-call]
+            raise
+        fut.release()  # type: ignore[no-untyped-call]
+        return out
+
+    async def _fetch(self, fut: Future[Any], what: str) -> _Returned | _Raised:
         from distributed import KilledWorker
         from distributed.client import FutureCancelledError
 
         try:
             # On the client's loop a Future's result() is a coroutine.
-            value = await fut.result()
+            return _Returned(await fut.result())
         except KilledWorker as e:
             raise _Lost(f"KilledWorker: {e}") from e
         except FutureCancelledError as e:
@@ -370,11 +436,18 @@ class DaskExecutor:
         except Exception as e:
             if fut.status == "error":  # raised by the tool itself
                 return _Raised(e)
-            # Fetching a finished result failed: the worker or the scheduler
-            # went away (CommClosedError, OSError, ...).
-            raise _Lost(f"{type(e).__name__}: {e}") from e
-        fut.release()  # type: ignore[no-untyped-call]
-        return _Returned(value)
+            if isinstance(e, OSError):
+                # Fetching the result failed: the worker holding it or the
+                # scheduler went away (CommClosedError, a reset, a timeout).
+                raise _Lost(f"{type(e).__name__}: {e}") from e
+            # The tool returned, but its result cannot come back (it does not
+            # pickle, or not here): as permanent as a result that is not JSON.
+            error = ToolError(
+                f"{what} returned a result that could not be sent back from the "
+                f"Dask worker: {type(e).__name__}: {e}"
+            )
+            error.__cause__ = e
+            return _Raised(error)
 
     def _abandon(self, fut: Future[Any]) -> None:
         """Keeps a timed-out future until its task ends, then releases it."""

@@ -37,8 +37,10 @@ class RemoteExecutor(Protocol):
         *,
         timeout: float | None,
         key: str,
+        idempotent: bool,
     ) -> Any:
-        """Runs ``fn(**kwargs)`` remotely and returns its result."""
+        """Runs ``fn(**kwargs)`` remotely and returns its result; raises
+        InDoubtError when a non-idempotent call was lost mid-way."""
         ...
 
 
@@ -134,7 +136,11 @@ async def _attempt(
             # Shipped to a cluster: the executor owns timeouts and cancellation
             # there, and turns a lost worker into a TransientError.
             result = await remote.call(
-                tool.fn, kwargs, timeout=timeout, key=ctx.idempotency_key
+                tool.fn,
+                kwargs,
+                timeout=timeout,
+                key=ctx.idempotency_key,
+                idempotent=tool.idempotent or tool.side_effect != "write",
             )
         else:
             loop = asyncio.get_running_loop()
