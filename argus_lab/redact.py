@@ -19,7 +19,14 @@ __all__ = ["MASK", "SECRET_NAME", "Redactor"]
 MASK = "[REDACTED]"
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
 """Names (env vars, dict keys, headers) whose values are secrets."""
-_NOT_SECRET_NAME = re.compile(r"^(idempotency_key|key|keys|sort_key|task_key)$", re.I)
+_SECRET_FIELD = re.compile(
+    r"(?:^|[_\-.\s])(?:api_?key|access_?key|secret_?key|private_?key|client_?secret"
+    r"|secret|token|access_?token|refresh_?token|auth_?token|passw(?:or)?d|passphrase"
+    r"|credentials?|authorization|auth|bearer|cookie)(?:$|[_\-.\s])",
+    re.I,
+)
+"""Dict keys whose values are secrets, as whole words: "api_key", "github_token",
+"password", but not "author", "keywords" or "primary_key"."""
 
 _SHAPES = re.compile(
     r"(sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
@@ -82,6 +89,11 @@ class Redactor:
             (v for v in values if v and len(v) >= _MIN_LEN), key=len, reverse=True
         )
 
+    def add(self, value: str) -> None:
+        """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
+        if value and len(value) >= _MIN_LEN and value not in self.values:
+            self.values = sorted([*self.values, value], key=len, reverse=True)
+
     def text(self, s: str) -> str:
         """Masks known secret values and secret shapes in a string."""
         for v in self.values:
@@ -98,11 +110,7 @@ class Redactor:
         if isinstance(v, dict):
             out = {}
             for k, x in v.items():
-                secret_key = (
-                    isinstance(k, str)
-                    and SECRET_NAME.search(k) is not None
-                    and _NOT_SECRET_NAME.match(k) is None
-                )
+                secret_key = isinstance(k, str) and _SECRET_FIELD.search(k) is not None
                 if secret_key and isinstance(x, str) and x:
                     out[k] = MASK
                 else:

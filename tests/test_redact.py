@@ -140,3 +140,80 @@ def test_env_values_by_name_and_harmless_values_kept() -> None:
         "idempotency_key": "abc123def",
         "token": MASK,
     }
+
+
+def test_field_names_are_matched_as_words_not_fragments() -> None:
+    r = Redactor(environ={})
+    data = {
+        "author": "Jane Austen",
+        "keywords": "romance",
+        "primary_key": 7,
+        "api_key": "abc123456",
+        "github_token": "zzz999999",
+        "password": "pw",
+    }
+    assert r.value(data) == {
+        "author": "Jane Austen",
+        "keywords": "romance",
+        "primary_key": 7,
+        "api_key": MASK,
+        "github_token": MASK,
+        "password": MASK,
+    }
+
+
+def test_a_secret_read_through_env_never_lands_even_in_approvals(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SMTP_PASS", "hunter2-correct-horse")  # not a secret's name
+
+    @al.tool(side_effect="write")
+    def send_mail(to: str, credential: str) -> str:
+        """A write: asks for approval, showing its args."""
+        return f"sent to {to}"
+
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {
+                "id": "m",
+                "tool": "send_mail",
+                "args": {"to": "a@b.c", "credential": "${env.SMTP_PASS}"},
+            }
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[send_mail], name="mail")
+    s.run()
+    asked = s.pending_approvals()["m"]
+    assert asked["args"]["credential"] == MASK
+    s.approve("m")
+    assert s.run().status == "succeeded"
+    s.close()
+    stored = all_bytes(ws.path / "sessions" / s.id)
+    assert b"hunter2-correct-horse" not in stored
+
+
+def test_large_results_are_redacted_before_they_become_artifacts(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARGUS_TEST_SECRET_TOKEN", SECRET)
+
+    @al.tool
+    def big(token: str) -> dict[str, object]:
+        return {"rows": ["x" * 100] * 1000, "leak": token}
+
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {
+                "id": "b",
+                "tool": "big",
+                "args": {"token": "${env.ARGUS_TEST_SECRET_TOKEN}"},
+            }
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[big], name="bigleak")
+    s.run()
+    assert s.record("b").result_ref is not None
+    assert s.result("b")["leak"] == MASK
+    assert SECRET.encode() not in all_bytes(ws.path / "artifacts")

@@ -425,3 +425,26 @@ def test_bad_input_gets_clear_errors(ws: al.Workspace) -> None:
     with pytest.raises(KeyError, match="recent: bad"):
         ws.open("nope")
     assert [i.name for i in ws.sessions()] == ["bad"]  # nothing half-created
+
+
+def test_a_timed_out_non_idempotent_write_is_in_doubt_not_retried(
+    ws: al.Workspace,
+) -> None:
+    calls: list[int] = []
+
+    @al.tool(side_effect="write", timeout=0.05, retries=3)
+    async def pay() -> None:
+        calls.append(1)
+        await asyncio.Event().wait()  # hangs: the payment may or may not go through
+
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "p", "tool": "pay"}]},
+        tools=[pay],
+        name="pay",
+        approvals=[],
+    )
+    res = s.run()
+    assert res.status == "paused" and "may or may not have taken effect" in (
+        res.reason or ""
+    )
+    assert s.record("p").status == "in_doubt" and calls == [1]  # never re-sent

@@ -120,6 +120,7 @@ class Actions(Engine):
         )
         for r in changed:
             self._sched.set(r.task_id, "pending")
+        self._wake_up()
 
     async def _approve(self, tid: str, args: dict[str, Any] | None, by: str) -> None:
         rec = self._records[tid]
@@ -247,6 +248,7 @@ class Actions(Engine):
         )
         for r in changed:
             self._sched.set(r.task_id, r.status)
+        self._wake_up()
 
     async def _set_budget(self, scope: str, budget: Budget) -> None:
         await self._set_meta(budgets={**self._info.budgets, scope: budget})

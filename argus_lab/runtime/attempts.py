@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
+import os
 import random
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.events import EventBase
 from argus_lab.model import Task, TaskRecord
-from argus_lab.plan.graph import ReferenceError_, resolve_args
+from argus_lab.plan.graph import ReferenceError_, iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetHit
 from argus_lab.runtime.budget import check as check_budget
 from argus_lab.runtime.core import _Core
@@ -69,6 +71,9 @@ class Attempts(_Core):
                 ),
             )
             return
+        for _, ref in iter_references(task.args):  # ${env.NAME}: never stored
+            if ref is not None and ref.is_env and ref.path[0] in os.environ:
+                self._redactor.add(os.environ[ref.path[0]])
         try:
             args = resolve_args(task.args, self._result_of)
         except ReferenceError_ as e:
@@ -314,9 +319,9 @@ class Attempts(_Core):
             "tool_hash": tool.code_hash,
         }
         if size > self.options.inline_result_bytes:
-            upd["result_ref"] = self.workspace.artifacts.put_bytes(
-                out.result_json.encode()
-            )
+            # Redacted like an inline result before it lands (invariant 7).
+            text = json.dumps(self._redactor.value(out.result), ensure_ascii=False)
+            upd["result_ref"] = self.workspace.artifacts.put_bytes(text.encode())
             upd["result"] = None
         else:
             upd["result"], upd["result_ref"] = out.result, None
@@ -357,8 +362,12 @@ class Attempts(_Core):
 
         def due() -> None:
             self._timers.pop(tid, None)
-            self._sched.set(tid, "pending")
-            self._wake_up()
+            try:  # gone (a plan patch) or changed (reloaded from disk): leave it
+                rec = self._records.get(tid)
+                if rec is not None and rec.status == "pending":
+                    self._sched.set(tid, "pending")
+            finally:
+                self._wake_up()
 
         # The scheduler keeps the task "running" until the delay is over.
         self._timers[tid] = loop.call_later(delay, due)

@@ -83,6 +83,9 @@ class _Core:
         """Work to do in the caller's thread when the session is made (a hook)."""
 
     def _apply(self, loaded: Loaded) -> None:
+        for timer in getattr(self, "_timers", {}).values():  # a reload: start over
+            timer.cancel()
+        self._timers = {}
         self._info = loaded.meta
         self._plan = loaded.plan
         self._tasks: dict[str, Task] = {t.id: t for t in loaded.plan.tasks}

@@ -167,7 +167,6 @@ class Engine(Supervisor):
             )
 
     async def _run(self) -> RunResult:
-        self._pause_requested = None
         if self._info.status == "succeeded" and all(
             r.status in DONE for r in self._records.values()
         ):
@@ -202,7 +201,6 @@ class Engine(Supervisor):
         return self._finish()
 
     async def _step(self) -> list[TaskRecord]:
-        self._pause_requested = None
         if self._in_doubt_reason():
             self._start_run()
             return []
@@ -215,7 +213,14 @@ class Engine(Supervisor):
         if not ids:
             self._finish()
             return []
-        await asyncio.gather(*(self._execute(t) for t in ids))
+        tasks = [asyncio.create_task(self._execute(t)) for t in ids]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:  # no attempt may outlive the lease
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         if self._pause_requested is not None:  # e.g. a budget ran out
             self._pause_now(self._pause_requested)
         elif not self._sched.has_ready() and not self._timers:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from pydantic_core import to_jsonable_python
 
-from argus_lab.errors import ArgusError, TransientError
+from argus_lab.errors import ArgusError, InDoubtError, TransientError
 from argus_lab.store.artifacts import ArtifactStore, to_stored
 from argus_lab.tools.registry import Tool, ToolContext
 
@@ -149,6 +149,17 @@ async def _attempt(
             # attempt is abandoned and counted as a transient failure.
             result = await asyncio.wait_for(fut, timeout)
     except TimeoutError as e:
+        if tool.side_effect == "write" and not tool.idempotent:
+            # Abandoned mid-call, it may still take effect: never run it again
+            # on our own (invariant 2); a person decides.
+            return _fail(
+                InDoubtError(
+                    f"tool {tool.name!r} timed out after {timeout:g}s and may or may "
+                    "not have taken effect"
+                ),
+                transient=False,
+                tb=False,
+            )
         if timeout is not None and not str(e):
             msg = f"tool {tool.name!r} timed out after {timeout:g}s"
             return _fail(TransientError(msg), transient=True, tb=False)

@@ -203,19 +203,29 @@ class LlmTasks(Attempts):
                     False,
                 )
             else:
-                try:
-                    kwargs = tool.validate(args)
-                    if tool.takes_ctx:
-                        kwargs["ctx"] = ctx
-                    if tool.is_async:
-                        out = await tool.fn(**kwargs)
-                    else:
-                        out = await asyncio.get_running_loop().run_in_executor(
-                            None, lambda: tool.fn(**kwargs)
-                        )
-                    content, ok = json.dumps(out, default=str)[:20000], True
-                except Exception as e:  # the model reads the error and adapts
-                    content, ok = f"{type(e).__name__}: {e}", False
+                # A retried LLM task replays its model turns, tool_use ids and
+                # all: a write that already ran is answered from the record.
+                once = tool.side_effect == "write" and not tool.idempotent
+                done_key = f"llmtool:{ctx.idempotency_key}:{use.id}"
+                done = self._store.get_replay(done_key) if once else None
+                if done is not None:
+                    content, ok = done["content"], done["ok"]
+                else:
+                    try:
+                        kwargs = tool.validate(args)
+                        if tool.takes_ctx:
+                            kwargs["ctx"] = ctx
+                        if tool.is_async:
+                            out = await tool.fn(**kwargs)
+                        else:
+                            out = await asyncio.get_running_loop().run_in_executor(
+                                None, lambda: tool.fn(**kwargs)
+                            )
+                        content, ok = json.dumps(out, default=str)[:20000], True
+                    except Exception as e:  # the model reads the error and adapts
+                        content, ok = f"{type(e).__name__}: {e}", False
+                    if once:
+                        self._store.put_replay(done_key, {"content": content, "ok": ok})
         self._commit(
             events=[
                 self._event(

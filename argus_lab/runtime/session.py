@@ -191,7 +191,7 @@ class Session(Actions):
         """Stops the loop thread and closes the store (waits for a background run)."""
         if self._bg is not None and not self._bg.done():
             self.pause("session closed")
-            self._bg.result()
+            concurrent.futures.wait([self._bg])  # its error stays in the future
         if self._loop is not None:
             # diskcache keeps one SQLite connection per thread: close the loop
             # thread's own, so SQLite can checkpoint and drop its WAL file.
@@ -222,16 +222,19 @@ class Session(Actions):
         Waits for a scheduled retry if that is all there is. Returns the records
         of the tasks that ran (empty when nothing could run).
         """
+        self._pause_requested = None  # here, so a pause() right after counts
         return self._call(self._guarded(self._step()))
 
     def run(self) -> RunResult:
         """Runs until every task is done, the session pauses, or nothing can run."""
+        self._pause_requested = None
         return self._call(self._guarded(self._run()))
 
     def start(self) -> concurrent.futures.Future[RunResult]:
         """Starts ``run()`` in the background and returns its future at once."""
         if self._bg is not None and not self._bg.done():
             return self._bg
+        self._pause_requested = None
         self._bg = self._submit(self._guarded(self._run()))
         return self._bg
 
@@ -376,6 +379,7 @@ class Session(Actions):
 
     def rerun_stale(self) -> RunResult:
         """Makes exactly the stale tasks pending again, then ``run()``s."""
+        self._pause_requested = None
         return self._call(self._guarded(self._rerun_stale()))
 
     def fork(

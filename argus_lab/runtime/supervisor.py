@@ -158,6 +158,12 @@ class Supervisor(LlmTasks):
     def _finished(self) -> set[str]:
         return {t for t, r in self._records.items() if r.status in DONE}
 
+    def _untouchable(self, but: set[str] | frozenset[str] = frozenset()) -> set[str]:
+        """Tasks a plan patch must keep: finished ones, and ones still running or
+        waiting out a retry delay (their attempt is in flight)."""
+        busy = {t for t, r in self._records.items() if r.status == "running"}
+        return (self._finished() | busy | set(self._timers)) - set(but)
+
     def _ever_ids(self) -> set[str]:
         return set(self._records) | set(self._retired)
 
@@ -198,7 +204,12 @@ class Supervisor(LlmTasks):
                 "result": {"expanded_into": [t.id for t in patch.added]},
             }
         )
-        self._apply_patch(patch, [done], events)
+        try:
+            self._apply_patch(patch, [done], events)
+        except PlanError as e:
+            self._fail(
+                tid, rec, Outcome(ok=False, error=e.message, error_type="PlanError")
+            )
 
     def _fail(
         self,
@@ -405,7 +416,10 @@ class Supervisor(LlmTasks):
                     "llm_call", tid, duration=r.get("duration"), payload=dict(r)
                 )
             )
-        self._apply_patch(patch, [failed], events)
+        try:
+            self._apply_patch(patch, [failed], events)
+        except PlanError:  # it would touch work in flight: fail as usual
+            return False
         return True
 
     def _repair(
@@ -423,7 +437,7 @@ class Supervisor(LlmTasks):
                     tid,
                     reason=out.error or "",
                     dep_results=_Results(self),
-                    protected=self._finished(),
+                    protected=self._untouchable(but={tid}),
                     reserved=self._ever_ids(),
                 )
             )
@@ -455,7 +469,10 @@ class Supervisor(LlmTasks):
                 "backtracked": patch.compound,
             },
         )
-        self._apply_patch(patch, [failed], [*(extra or []), ev, *events])
+        try:
+            self._apply_patch(patch, [failed], [*(extra or []), ev, *events])
+        except PlanError:  # it would touch work in flight: fail as usual
+            return False
         return True
 
     def _apply_patch(
@@ -465,7 +482,10 @@ class Supervisor(LlmTasks):
         from argus_lab.plan.htn import apply_patch
 
         new_plan = apply_patch(
-            self._plan, patch, protected=self._finished(), tools=self._tools
+            self._plan,
+            patch,
+            protected=self._untouchable(but={r.task_id for r in records}),
+            tools=self._tools,
         )
         version = self._info.plan_version + 1
         deps = {t.id: t.deps for t in new_plan.tasks}
