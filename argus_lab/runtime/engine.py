@@ -89,8 +89,19 @@ class Engine(Supervisor):
         for tid, rec in self._records.items():
             if rec.status != "running" or tid in self._timers:
                 continue
-            tool = self._tools.get(self._tasks[tid].tool or "")
-            if tool is not None and (tool.idempotent or tool.side_effect != "write"):
+            task = self._tasks[tid]
+            tool = self._tool_for(task)
+            risky = any(  # an LLM task that may have been making a write
+                (t := self._tools.get(n)) is not None
+                and t.side_effect == "write"
+                and not t.idempotent
+                for n in task.llm_tools
+            )
+            if (
+                tool is not None
+                and not risky
+                and (tool.idempotent or tool.side_effect != "write")
+            ):
                 # Safe to repeat: same generation, so the same idempotency key.
                 changed.append(rec.model_copy(update={"status": "pending"}))
                 events.append(
