@@ -372,6 +372,23 @@ class Attempts(_Core):
         # The scheduler keeps the task "running" until the delay is over.
         self._timers[tid] = loop.call_later(delay, due)
 
+    def _failure(
+        self, tid: str, rec: TaskRecord, out: Outcome, *, blocked: int, **more: Any
+    ) -> EventBase:
+        """The ``task_failed`` event for an attempt that failed for good."""
+        return self._event(
+            "task_failed",
+            tid,
+            attempt=rec.attempts,
+            duration=out.duration,
+            payload={
+                "error": out.error,
+                "error_type": out.error_type,
+                "blocked": blocked,
+                **more,
+            },
+        )
+
     def _fail(
         self,
         tid: str,
@@ -400,19 +417,7 @@ class Attempts(_Core):
             for d in self._sched.descendants(tid)
             if self._records[d].status == "pending"
         ]
-        events = [
-            self._event(
-                "task_failed",
-                tid,
-                attempt=rec.attempts,
-                duration=out.duration,
-                payload={
-                    "error": out.error,
-                    "error_type": out.error_type,
-                    "blocked": len(blocked),
-                },
-            )
-        ]
+        events = [self._failure(tid, rec, out, blocked=len(blocked))]
         events += [
             self._event("task_blocked", b.task_id, payload={"by": tid}) for b in blocked
         ]

@@ -246,18 +246,7 @@ class Supervisor(LlmTasks):
                 [skipped],
                 [
                     *(extra or []),
-                    self._event(
-                        "task_failed",
-                        tid,
-                        attempt=rec.attempts,
-                        duration=out.duration,
-                        payload={
-                            "error": out.error,
-                            "error_type": out.error_type,
-                            "blocked": 0,
-                            "policy": "skip",
-                        },
-                    ),
+                    self._failure(tid, rec, out, blocked=0, policy="skip"),
                     self._event(
                         "task_skipped", tid, payload={"reason": "on_failure=skip"}
                     ),
@@ -337,18 +326,7 @@ class Supervisor(LlmTasks):
         )
         events = [
             *(extra or []),
-            self._event(
-                "task_failed",
-                tid,
-                attempt=rec.attempts,
-                duration=out.duration,
-                payload={
-                    "error": out.error,
-                    "error_type": out.error_type,
-                    "blocked": 0,
-                    "policy": "fallback",
-                },
-            ),
+            self._failure(tid, rec, out, blocked=0, policy="fallback"),
             self._event(
                 "plan_patched",
                 tid,
@@ -397,18 +375,7 @@ class Supervisor(LlmTasks):
                 "reason": "replanned",
             }
         )
-        ev = self._event(
-            "task_failed",
-            tid,
-            attempt=rec.attempts,
-            duration=out.duration,
-            payload={
-                "error": out.error,
-                "error_type": out.error_type,
-                "blocked": 0,
-                "policy": "replan",
-            },
-        )
+        ev = self._failure(tid, rec, out, blocked=0, policy="replan")
         events = [*(extra or []), ev]
         for r in getattr(planner, "rounds", None) or ():  # the replanning calls
             events.append(
@@ -457,18 +424,7 @@ class Supervisor(LlmTasks):
                 "reason": f"backtracked: {patch.compound} now uses {patch.method}",
             }
         )
-        ev = self._event(
-            "task_failed",
-            tid,
-            attempt=rec.attempts,
-            duration=out.duration,
-            payload={
-                "error": out.error,
-                "error_type": out.error_type,
-                "blocked": 0,
-                "backtracked": patch.compound,
-            },
-        )
+        ev = self._failure(tid, rec, out, blocked=0, backtracked=patch.compound)
         try:
             self._apply_patch(patch, [failed], [*(extra or []), ev, *events])
         except PlanError:  # it would touch work in flight: fail as usual
