@@ -357,6 +357,7 @@ class Workspace:
                 continue
             finally:
                 store.close()
+        out.sort(key=lambda i: (i.created, i.id))  # ids share a second
         return out
 
     def close(self) -> None:
