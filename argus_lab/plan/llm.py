@@ -16,12 +16,10 @@ other model switches to that mode too.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
-import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from argus_lab.errors import PlanError, TransientError
 from argus_lab.llm.base import (
@@ -36,10 +34,15 @@ from argus_lab.llm.base import (
     complete_with_retries,
     run_sync,
 )
-from argus_lab.model import Plan, Task
-
-if TYPE_CHECKING:
-    from argus_lab.plan.patch import PlanPatch
+from argus_lab.model import Plan
+from argus_lab.plan._llm_prompt import (
+    _SYSTEM,
+    SUBMIT_PLAN,
+    _tools_text,
+    accepts_forced_tool_choice,
+    plan_tool_schema,
+)
+from argus_lab.plan._replan import _ReplanMixin
 from argus_lab.tools.registry import Tool, as_toolset
 
 __all__ = [
@@ -49,122 +52,14 @@ __all__ = [
     "plan_tool_schema",
 ]
 
-SUBMIT_PLAN = "submit_plan"
-
 OnEvent = Callable[[str, dict[str, Any]], None]
 """``on_event(kind, payload)``: kind is "llm_call"; payload as events.LlmCall."""
-
-_REJECTS_FORCED = re.compile(
-    r"^claude-(?:(?:opus|sonnet)-5-5|(?:fable|mythos)-5-[1-9])"
-)
-
-
-def accepts_forced_tool_choice(model: str) -> bool:
-    """Whether ``model`` accepts ``tool_choice`` {"type": "tool"} / {"type": "any"}.
-
-    Per Anthropic's migration guides (checked 2026-11-30), Opus 5.5, Sonnet 5.5
-    and Fable/Mythos 5.1 and later answer a forced tool choice with HTTP 400.
-    """
-    return _REJECTS_FORCED.match(model) is None
-
-
-_FIELD_HELP = {
-    "id": "Unique task id: letters, digits and _ . / : - (no spaces).",
-    "tool": "Name of one of the available tools.",
-    "args": "Arguments matching the tool's input schema; a string may be "
-    '"${other_task.result}" or "${other_task.result.key}" to use a result.',
-    "deps": "Ids of tasks that must finish before this one.",
-    "expected_output": "What a good result looks like, in words.",
-}
-
-
-def _inline(node: Any, defs: dict[str, Any], in_properties: bool = False) -> Any:
-    if isinstance(node, list):
-        return [_inline(x, defs) for x in node]
-    if not isinstance(node, dict):
-        return node
-    if in_properties:  # a name -> schema map: keep every key, inline the schemas
-        return {k: _inline(v, defs) for k, v in node.items()}
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        target = _inline(copy.deepcopy(defs[ref.removeprefix("#/$defs/")]), defs)
-        rest = {k: v for k, v in node.items() if k != "$ref"}
-        return {**target, **_inline(rest, defs)}
-    out: dict[str, Any] = {}
-    for k, v in node.items():
-        if k in ("$defs", "title"):
-            continue
-        out[k] = _inline(v, defs, in_properties=k == "properties")
-    return out
-
-
-def plan_tool_schema() -> dict[str, Any]:
-    """The ``submit_plan`` tool: the Plan JSON schema with ``$defs`` inlined.
-
-    Inlined (no ``$ref``) and without ``title`` noise, so every provider's
-    schema subset accepts it; field help is added where the model needs it.
-    """
-    raw = Plan.model_json_schema()
-    schema: dict[str, Any] = _inline(raw, raw.get("$defs", {}))
-    schema["description"] = "A goal and the DAG of tasks that reaches it."
-    schema["required"] = ["tasks"]
-    task = schema["properties"]["tasks"]["items"]
-    for name, text in _FIELD_HELP.items():
-        task["properties"][name]["description"] = text
-    task["required"] = ["id", "tool"]
-    return {
-        "name": SUBMIT_PLAN,
-        "description": "Submit the whole plan (tasks and their dependencies). "
-        "Call it exactly once per reply.",
-        "input_schema": schema,
-    }
-
-
-_SYSTEM = """\
-You are the planner of Argus Lab. You turn a goal into a plan: a DAG of tasks, \
-each task one call of one of the tools listed below. Submit the plan by calling \
-the submit_plan tool; do not answer in text.
-
-Rules:
-- Every task has a unique id (letters, digits and _ . / : -), a tool from the \
-list, and args that match that tool's input schema.
-- deps lists the ids of tasks that must finish first. The plan must have no cycle.
-- An argument may use an earlier task's result: "${task_id.result}" or \
-"${task_id.result.key.path}"; a reference implies the dependency. A string that \
-is exactly one reference takes the referenced value with its type.
-- Keep the plan as small as the goal allows; tasks without a dependency between \
-them run concurrently.
-- A step that needs judgement rather than a tool can be an LLM task: \
-"kind": "llm" with no tool, a description saying what to do, optional \
-"llm_tools" (names of tools it may call) and "output_schema" (a JSON Schema of \
-its answer).
-- "on_failure" may be "fail" (default), "skip", "ask", "replan" or "fallback" \
-(with "fallback": another tool's name).
-- If the plan you submit is invalid, the problems come back as the tool result: \
-fix every one and call submit_plan again with the whole corrected plan.
-
-"""
-
-
-def _tools_text(tools: dict[str, Tool]) -> str:
-    if not tools:
-        return (
-            "No tools were given: name in each task the tool it should call; only "
-            "the plan's structure is checked."
-        )
-    specs = [t.schema() for t in tools.values()]
-    return (
-        "Available tools (name, description, input_schema):\n<tools>\n"
-        + json.dumps(specs, indent=1, sort_keys=True, ensure_ascii=False)
-        + "\n</tools>"
-    )
-
 
 Checker = Callable[[dict[str, Any]], "tuple[Plan | None, list[str]]"]
 """Validates a submitted plan: (plan, []) or (None, problems)."""
 
 
-class LLMPlanner:
+class LLMPlanner(_ReplanMixin):
     """Plans a goal with a model, validating and repairing for up to N rounds.
 
     Args:
@@ -347,107 +242,6 @@ class LLMPlanner:
         row["duration"] = time.monotonic() - t0
         self.rounds.append(row)
         return response
-
-    def replan(
-        self,
-        plan: Plan,
-        failed_task_id: str,
-        *,
-        error: str,
-        finished: Iterable[str],
-        tools: dict[str, Tool] | Iterable[Tool | Callable[..., Any]] = (),
-    ) -> PlanPatch:
-        """Asks for tasks replacing a failed task and everything after it.
-
-        Finished tasks are immutable: the new tasks may depend on them and use
-        their results (``${id.result...}``), never change them. The answer is
-        validated like a plan and returned as a patch for the session to apply
-        (it blocks the calling thread for the model call).
-
-        Raises:
-            PlanError: no valid replacement after ``max_rounds``.
-        """
-        return run_sync(
-            self.areplan(
-                plan, failed_task_id, error=error, finished=finished, tools=tools
-            )
-        )
-
-    async def areplan(
-        self,
-        plan: Plan,
-        failed_task_id: str,
-        *,
-        error: str,
-        finished: Iterable[str],
-        tools: dict[str, Tool] | Iterable[Tool | Callable[..., Any]] = (),
-    ) -> PlanPatch:
-        """``replan`` for async code."""
-        from argus_lab.plan.patch import PlanPatch
-        from argus_lab.runtime.scheduler import Scheduler
-
-        toolset = tools if isinstance(tools, dict) else as_toolset(tools)
-        done = set(finished)
-        deps = {t.id: t.deps for t in plan.tasks}
-        sched = Scheduler(deps, dict.fromkeys(deps, "pending"))
-        removed = [failed_task_id] + [
-            t for t in sched.descendants(failed_task_id) if t not in done
-        ]
-        kept = [t for t in plan.tasks if t.id in done]
-        lines = [
-            f"- {t.id} ({t.tool or t.kind}): {t.title or t.description}"
-            for t in plan.tasks
-            if t.id in removed
-        ]
-        context = (
-            f"Task {failed_task_id!r} failed for good: {error}\n"
-            "Finished tasks (immutable; you may depend on them and use their "
-            "results as ${id.result...}): "
-            + (", ".join(sorted(done)) or "none")
-            + "\nReplace these not-yet-run tasks with new ones that reach the goal "
-            "another way:\n"
-            + "\n".join(lines)
-            + "\nSubmit ONLY the new tasks. Their ids must not be any of: "
-            + ", ".join(sorted(deps))
-        )
-        taken = set(deps)
-
-        def check(data: dict[str, Any]) -> tuple[Plan | None, list[str]]:
-            tasks = data.get("tasks")
-            if isinstance(tasks, str):
-                with contextlib.suppress(json.JSONDecodeError):
-                    tasks = json.loads(tasks)
-            if not isinstance(tasks, list):
-                return None, ["submit_plan needs a 'tasks' list of the new tasks"]
-            ids = {t.get("id") for t in tasks if isinstance(t, dict)}
-            clash = sorted(str(i) for i in ids & taken)
-            if clash:
-                return None, [f"these ids are taken: {', '.join(clash)}; use new ids"]
-            # Checked together with the finished tasks they may depend on.
-            combined = {
-                **data,
-                "tasks": [t.model_dump(mode="json") for t in kept] + tasks,
-            }
-            whole, problems = _check(combined, plan.goal, plan.constraints, toolset)
-            if whole is None:
-                return None, problems
-            return whole.model_copy(
-                update={"tasks": [t for t in whole.tasks if t.id in ids]}
-            ), []
-
-        new = await self.aplan(
-            plan.goal,
-            tools=toolset.values(),
-            constraints=plan.constraints,
-            context=context,
-            check=check,
-        )
-        added: list[Task] = list(new.tasks)
-        return PlanPatch(
-            added=added,
-            removed=removed,
-            reason=f"replanned after {failed_task_id!r} failed: {error}",
-        )
 
     def _emit(self, row: dict[str, Any]) -> None:
         if self.on_event is not None:
