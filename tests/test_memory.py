@@ -686,3 +686,10 @@ def test_hits_are_pydantic_records(corpus: Memory) -> None:
     hit = corpus.search("Galilean moons", k=1)[0]
     assert isinstance(hit, MemoryHit)
     assert MemoryHit.model_validate_json(hit.model_dump_json()) == hit
+
+
+def test_leading_space_never_gives_two_chunks_one_start() -> None:
+    # Found by the property test above: " aa" at size 2 gave two chunks at 1.
+    for overlap in (0, 1):
+        chunks = chunk_text(" aa", chunk_size=2, overlap=overlap)
+        assert [(c.start, c.text) for c in chunks] == [(1, "a"), (2, "a")]

@@ -226,7 +226,9 @@ def chunk_text(
         if end in starts:
             pos = end  # a new section: no overlap
             continue
-        nxt = max(end - overlap, pos + 1)
+        # Past the last chunk's first character too: whitespace skipped at its
+        # start must not make the next chunk begin at the same place.
+        nxt = max(end - overlap, pos + 1, out[-1].start + 1 if out else 0)
         # Start the overlap at a word boundary, never past the chunk's end.
         while 0 < nxt < end and not text[nxt - 1].isspace():
             nxt += 1

@@ -1,0 +1,300 @@
+"""The LanceDB table of :class:`~argus_lab.store.memory.Memory` and its indexes.
+
+``_MemoryIndex`` holds Memory's methods that open, create and widen the table,
+convert records to Arrow, delete, and maintain the indexes: optimize, the
+IVF_RQ vector index, vector backfill and re-embedding.
+
+LanceDB and pyarrow are imported on first use, not with this module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.errors import ArgusError
+from argus_lab.store._memory_query import _COLUMNS, _SELECT, _canonical
+
+if TYPE_CHECKING:
+    from argus_lab.store.embedding import _Embedding
+    from argus_lab.store.memory import MemoryRecord
+
+TABLE = "memories"
+_SMALL_INDEX = "vector_onepart_idx"
+
+
+def _pa() -> Any:
+    # pyarrow ships no type stubs; it is used through Any.
+    return importlib.import_module("pyarrow")
+
+
+def _partition_rows() -> int:
+    # Read at call time from argus_lab.store.memory, the constant's home (where
+    # it is documented, and where tests patch it).
+    from argus_lab.store import memory
+
+    return memory._PARTITION_ROWS
+
+
+class _MemoryIndex:
+    """Memory's table and index methods (a mixin of
+    :class:`~argus_lab.store.memory.Memory`)."""
+
+    if TYPE_CHECKING:
+        path: Path
+        vector_index_min_rows: int
+        _lock: threading.RLock
+        _db: Any
+        _table: Any
+        _embedding: _Embedding | None
+        _vectors_checked: bool
+        _vector_index: bool | None
+        _pending_writes: int
+        _pending_rows: int
+
+        @staticmethod
+        def _record(row: Mapping[str, Any]) -> MemoryRecord: ...
+
+    # -- the table -----------------------------------------------------------
+
+    def _connect(self) -> Any:
+        if self._db is None:
+            import lancedb
+
+            self.path.mkdir(parents=True, exist_ok=True)
+            # Check for other processes' commits on every read: memory written by
+            # a CLI run must be found by the notebook at once.
+            self._db = lancedb.connect(
+                str(self.path), read_consistency_interval=timedelta(0)
+            )
+        return self._db
+
+    def _open(self) -> Any | None:
+        if self._table is None:
+            try:
+                self._table = self._connect().open_table(TABLE)
+            except ValueError:  # "Table 'memories' was not found"
+                return None
+        return self._table
+
+    def _schema(self, dim: int | None) -> Any:
+        pa = _pa()
+
+        fields = [pa.field("id", pa.string(), nullable=False)]
+        fields += [pa.field(c, pa.string()) for c in _COLUMNS[1:5]]
+        fields += [
+            pa.field("seq", pa.int64()),
+            pa.field("metadata", pa.string()),
+            pa.field("created_at", pa.float64()),
+        ]
+        if dim is not None:
+            fields.append(pa.field("vector", pa.list_(pa.float32(), dim)))
+        return pa.schema(fields)
+
+    def _dim(self) -> int | None:
+        t = self._open()
+        if t is None or "vector" not in t.schema.names:
+            return None
+        return int(t.schema.field("vector").type.list_size)
+
+    def _create(self, dim: int | None) -> Any:
+        from lancedb.index import FTS, BTree
+
+        t = self._connect().create_table(TABLE, schema=self._schema(dim), exist_ok=True)
+        names = {i.name for i in t.list_indices()}
+        for column, config in (("text", FTS()), ("id", BTree())):
+            if f"{column}_idx" not in names:
+                try:
+                    t.create_index(column, config=config, replace=False)
+                except RuntimeError as e:  # another process made it first
+                    if "already exists" not in str(e):
+                        raise
+        self._table = t
+        return t
+
+    def _table_for(self, dim: int | None) -> Any:
+        """The table, created or given a vector column of size ``dim`` as needed."""
+        # Another process may have created the table meanwhile, with or without
+        # vectors: check the size either way.
+        t = self._open() or self._create(dim)
+        have = self._dim()
+        if dim is not None and have is None:
+            pa = _pa()
+
+            t.add_columns(pa.field("vector", pa.list_(pa.float32(), dim)))
+            self._vectors_checked = False
+        elif dim is not None and have != dim:
+            raise ArgusError(
+                f"memory at {self.path} holds {have}-dimensional vectors but the "
+                f"embedder returns {dim}; use the embedder the memory was built "
+                "with, or call memory.reembed() to recompute every vector"
+            )
+        return t
+
+    def _arrow(self, recs: list[MemoryRecord], vectors: Any, dim: int | None) -> Any:
+        pa = _pa()
+
+        cols: dict[str, Any] = {
+            c: [getattr(r, c) for r in recs] for c in _COLUMNS if c != "metadata"
+        }
+        cols["metadata"] = [_canonical(r.metadata) for r in recs]
+        cols["created_at"] = [r.created_at for r in recs]
+        if dim is not None:
+            vtype = pa.list_(pa.float32(), dim)
+            cols["vector"] = (
+                pa.nulls(len(recs), vtype)
+                if vectors is None
+                else pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.ravel(), pa.float32()), dim
+                )
+            )
+        return pa.table(cols, schema=self._schema(dim))
+
+    def delete(self, where: str) -> int:
+        """Deletes the memories matching a SQL filter; returns how many."""
+        with self._lock:
+            t = self._open()
+            if t is None:
+                return 0
+            n = int(t.count_rows(where))
+            if n:
+                t.delete(where)
+            return n
+
+    # -- maintenance ---------------------------------------------------------
+
+    def optimize(
+        self,
+        *,
+        retrain: bool = False,
+        keep_versions: timedelta = timedelta(minutes=10),
+    ) -> None:
+        """Folds new rows into the indexes, compacts files, builds the ANN index.
+
+        Runs by itself every ``optimize_every`` writes; call it after a bulk
+        load.
+
+        Args:
+            retrain: Rebuild the indexes from scratch (e.g. after the table grew
+                tenfold, so the vector index's partitions fit the data again).
+            keep_versions: Table versions older than this are deleted from disk
+                (LanceDB keeps every version otherwise; a few minutes protect
+                readers in other processes).
+        """
+        with self._lock:
+            self._pending_writes = self._pending_rows = 0
+            t = self._open()
+            if t is None:
+                return
+            t.optimize(retrain=retrain, cleanup_older_than=keep_versions)
+            if self._dim() is None:
+                return
+            rows = t.count_rows()
+            names = self._vector_index_names()
+            if (not names and rows >= self.vector_index_min_rows) or (
+                _SMALL_INDEX in names and rows >= _partition_rows()
+            ):
+                self.create_vector_index()
+
+    def create_vector_index(self) -> None:
+        """Builds the IVF_RQ (RaBitQ) ANN index on the vectors, replacing any.
+
+        Raises:
+            ArgusError: there are no vectors (no embedder), or too few rows.
+        """
+        from lancedb.index import IvfRq
+
+        with self._lock:
+            t = self._open()
+            if t is None or self._dim() is None:
+                raise ArgusError(
+                    f"memory at {self.path} has no vectors to index; configure an "
+                    "embedder and add memories first"
+                )
+            self.backfill_vectors()
+            # Below _PARTITION_ROWS LanceDB's default would train 2-3 partitions,
+            # which k-means often leaves empty (and logs about); one partition of
+            # RaBitQ codes is as fast there. Its name marks it for a rebuild with
+            # real partitions once the table has grown (see optimize).
+            small = t.count_rows() < _partition_rows()
+            config = IvfRq(distance_type="cosine", num_partitions=1 if small else None)
+            try:
+                for name in self._vector_index_names():
+                    t.drop_index(name)
+                t.create_index(
+                    "vector",
+                    config=config,
+                    name=_SMALL_INDEX if small else "vector_idx",
+                )
+            except (RuntimeError, ValueError) as e:
+                raise ArgusError(
+                    f"could not build the vector index of memory at {self.path} "
+                    f"({t.count_rows()} rows): {e}"
+                ) from None
+            self._vector_index = True
+
+    def _vector_index_names(self) -> list[str]:
+        t = self._open()
+        if t is None:
+            return []
+        return [i.name for i in t.list_indices() if i.columns == ["vector"]]
+
+    def _has_vector_index(self, *, refresh: bool = False) -> bool:
+        if self._vector_index is None or refresh:
+            self._vector_index = bool(self._vector_index_names())
+        return self._vector_index
+
+    def backfill_vectors(self, *, batch: int = 1024) -> int:
+        """Embeds the memories written without a vector; returns how many.
+
+        Search does this by itself the first time it needs vectors.
+        """
+        if self._embedding is None:
+            return 0
+        done = 0
+        with self._lock:
+            if self._open() is None:
+                return 0
+            dim = self._dim()
+            if dim is None:
+                dim = int(self._embedding.query("dimension probe").shape[0])
+            t = self._table_for(dim)
+            total = t.count_rows()
+            while done <= total:
+                rows = (
+                    t.search()
+                    .where("vector IS NULL")
+                    .select(_SELECT)
+                    .limit(batch)
+                    .to_arrow()
+                    .to_pylist()
+                )
+                if not rows:
+                    break
+                recs = [self._record(r) for r in rows]
+                vectors = self._embedding.docs([r.text for r in recs])
+                t.merge_insert("id").when_matched_update_all().execute(
+                    self._arrow(recs, vectors, self._dim())
+                )
+                done += len(recs)
+            self._vectors_checked = True
+        return done
+
+    def reembed(self) -> int:
+        """Recomputes every vector with the current embedder (e.g. a new model)."""
+        if self._embedding is None:
+            raise ArgusError("reembed() needs an embedder: set memory.embedder first")
+        with self._lock:
+            t = self._open()
+            if t is None:
+                return 0
+            if self._dim() is not None:
+                for name in self._vector_index_names():
+                    t.drop_index(name)
+                t.drop_columns(["vector"])
+                self._vector_index = False
+            return self.backfill_vectors()

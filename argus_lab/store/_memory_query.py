@@ -1,0 +1,207 @@
+"""Search for :class:`~argus_lab.store.memory.Memory`: SQL filters and rankings.
+
+The helpers build LanceDB filter expressions (``_sql``, ``_in``, ``_like_meta``)
+and fuse rankings (``_fuse``); ``_MemoryQuery`` holds Memory's search methods
+(full-text, vector and hybrid).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.errors import ArgusError
+
+if TYPE_CHECKING:
+    from argus_lab.store.embedding import _Embedding
+    from argus_lab.store.memory import MemoryHit, SearchMode
+
+RRF_K = 60
+"""The constant of reciprocal rank fusion (the usual 60 of Cormack et al.)."""
+_COLUMNS = ("id", "kind", "text", "session_id", "task_id", "seq", "metadata")
+_SELECT = [*_COLUMNS, "created_at"]
+_NO_EMBEDDER = (
+    "hybrid search fell back to full-text: no embedding function is configured "
+    "(pass embedder= to Memory, or set memory.embedder)"
+)
+
+
+def _canonical(meta: Mapping[str, Any]) -> str:
+    return json.dumps(
+        meta, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+
+
+def _sql(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _in(column: str, values: str | Sequence[str]) -> str:
+    vals = [values] if isinstance(values, str) else list(values)
+    return f"{column} IN ({', '.join(_sql(v) for v in vals)})"
+
+
+def _like_meta(key: str, value: Any) -> str:
+    # A superset prefilter on the canonical JSON; exact matching happens after.
+    frag = _canonical({key: value})[1:-1]
+    pattern = "%".join(frag.split("\\")).replace("'", "''")
+    return f"metadata LIKE '%{pattern}%'"
+
+
+def _fuse(fts: list[MemoryHit], vec: list[MemoryHit]) -> list[MemoryHit]:
+    """Reciprocal rank fusion of two rankings into hybrid hits, best first."""
+    merged: dict[str, MemoryHit] = {}
+    for h in fts:
+        merged[h.id] = h.model_copy(update={"mode": "hybrid", "score": 0.0})
+    for h in vec:
+        if h.id in merged:
+            merged[h.id].distance, merged[h.id].vector_rank = h.distance, h.vector_rank
+        else:
+            merged[h.id] = h.model_copy(update={"mode": "hybrid", "score": 0.0})
+    for h in merged.values():
+        h.score = sum(1.0 / (RRF_K + r) for r in (h.fts_rank, h.vector_rank) if r)
+    big = 1 << 30
+    return sorted(
+        merged.values(),
+        key=lambda h: (-h.score, min(h.fts_rank or big, h.vector_rank or big), h.id),
+    )
+
+
+class _MemoryQuery:
+    """Memory's search methods (a mixin of :class:`~argus_lab.store.memory.Memory`)."""
+
+    if TYPE_CHECKING:
+        _embedding: _Embedding | None
+        _vectors_checked: bool
+        refine_factor: int
+
+        def _open(self) -> Any | None: ...
+        def _has_vector_index(self, *, refresh: bool = False) -> bool: ...
+        def backfill_vectors(self, *, batch: int = 1024) -> int: ...
+        def _hits(
+            self, rows: list[dict[str, Any]], mode: SearchMode
+        ) -> list[MemoryHit]: ...
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        mode: SearchMode = "hybrid",
+        where: str | None = None,
+        *,
+        session_id: str | Sequence[str] | None = None,
+        kind: str | Sequence[str] | None = None,
+        since: float | datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[MemoryHit]:
+        """Finds the memories best matching ``query``, best first.
+
+        Args:
+            query: Words to look for (a question or a task description).
+            k: How many hits at most.
+            mode: "hybrid" (default), "fts" (BM25) or "vector".
+            where: A SQL filter over the columns (``"seq > 10"``).
+            session_id: Only from this session (or these); default: all sessions.
+            kind: Only of this kind (or these).
+            since: Only written at or after this time (epoch seconds or datetime).
+            metadata: Only memories whose metadata has these top-level values.
+
+        Raises:
+            ArgusError: mode "vector" without an embedder.
+            ValueError: an unknown mode, or k < 1.
+        """
+        if mode not in ("hybrid", "fts", "vector"):
+            raise ValueError(f"mode must be 'hybrid', 'fts' or 'vector', got {mode!r}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if mode == "vector" and self._embedding is None:
+            raise ArgusError(
+                "vector search needs an embedding function: pass embedder= to "
+                "Memory or set memory.embedder (or use mode='fts')"
+            )
+        t = self._open()
+        if t is None or not query.strip():
+            return []
+        filt = self._filter(where, session_id, kind, since, metadata)
+        # A metadata prefilter may keep a few false matches; fetch spares.
+        want = k if not metadata else 2 * k + 10
+        if mode == "hybrid" and self._embedding is None:
+            hits = self._fts(t, query, want, filt, note=_NO_EMBEDDER)
+        elif mode == "fts":
+            hits = self._fts(t, query, want, filt)
+        elif mode == "vector":
+            hits = self._vector(t, query, want, filt)
+        else:
+            depth = max(want, 2 * k, 20)
+            hits = _fuse(
+                self._fts(t, query, depth, filt), self._vector(t, query, depth, filt)
+            )
+        if metadata:
+            hits = [
+                h
+                for h in hits
+                if all(h.metadata.get(a) == b for a, b in metadata.items())
+            ]
+        return hits[:k]
+
+    def _filter(
+        self,
+        where: str | None,
+        session_id: str | Sequence[str] | None,
+        kind: str | Sequence[str] | None,
+        since: float | datetime | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> str | None:
+        parts = [f"({where})"] if where else []
+        if session_id is not None:
+            parts.append(_in("session_id", session_id))
+        if kind is not None:
+            parts.append(_in("kind", kind))
+        if since is not None:
+            ts = since.timestamp() if isinstance(since, datetime) else float(since)
+            parts.append(f"created_at >= {ts!r}")
+        parts += [_like_meta(a, b) for a, b in (metadata or {}).items()]
+        return " AND ".join(parts) or None
+
+    def _fts(
+        self, t: Any, query: str, n: int, filt: str | None, note: str | None = None
+    ) -> list[MemoryHit]:
+        q = t.search(query, query_type="fts").select([*_SELECT, "_score"]).limit(n)
+        if filt:
+            q = q.where(filt, prefilter=True)
+        try:
+            found = q.to_list()
+        except Exception as e:
+            # The table was just created by another thread or process, which is
+            # still building its full-text index: nothing is searchable yet.
+            if "INVERTED index" not in str(e):
+                raise
+            found = []
+        rows = sorted(found, key=lambda r: (-r["_score"], r["id"]))
+        hits = self._hits(rows, "fts")
+        if note:
+            for h in hits:
+                h.note = note
+        return hits
+
+    def _vector(self, t: Any, query: str, n: int, filt: str | None) -> list[MemoryHit]:
+        assert self._embedding is not None
+        if not self._vectors_checked:
+            self.backfill_vectors()
+            t = self._open()
+        vec = self._embedding.query(query)
+        q = (
+            t.search(vec, query_type="vector", vector_column_name="vector")
+            .distance_type("cosine")
+            .select([*_SELECT, "_distance"])
+            .limit(n)
+        )
+        if self._has_vector_index():
+            # RaBitQ codes are coarse: re-rank more candidates on full vectors.
+            q = q.refine_factor(self.refine_factor)
+        if filt:
+            q = q.where(filt, prefilter=True)
+        rows = sorted(q.to_list(), key=lambda r: (r["_distance"], r["id"]))
+        return self._hits(rows, "vector")
