@@ -62,6 +62,22 @@ def ws(tmp_path: Path) -> al.Workspace:
     w.close()
 
 
+@pytest.fixture
+def ctx(tmp_path: Path) -> al.ToolContext:
+    """A ToolContext for calling a tool directly, its folders under tmp_path."""
+    ws = tmp_path / "ws"
+    workdir = ws / "files" / "s"
+    workdir.mkdir(parents=True)
+    return al.ToolContext(
+        session_id="s",
+        task_id="t",
+        attempt=1,
+        idempotency_key="k",
+        workspace=ws,
+        workdir=workdir,
+    )
+
+
 FAST = {"backoff": (0.001, 0.01)}
 """Session options that keep retry delays negligible in tests."""
 

@@ -8,7 +8,6 @@ whose holder died (on this host) or expired can be taken over. Process A is
 from __future__ import annotations
 
 import gc
-import importlib.util
 import os
 import signal
 import sqlite3
@@ -19,43 +18,31 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 import argus_lab as al
 from argus_lab.store.checkpoints import HOST, SessionStore, make_lease
+from tests import crash_worker as cw
+from tests import waiting
+from tests.waiting import DEADLINE
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "crash_worker.py"
-DEADLINE = 60.0
-"""Seconds any single wait may take before the test gives up (a loaded CI box)."""
-
-
-def _load_worker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("crash_worker", WORKER)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("crash_worker", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cw = _load_worker()
 
 
 def wait_until(
     cond: Callable[[], bool], what: str, proc: subprocess.Popen[bytes] | None = None
 ) -> None:
     """Polls cond until it holds; fails after DEADLINE or if proc exits first."""
-    end = time.monotonic() + DEADLINE
-    while not cond():
-        if proc is not None and proc.poll() is not None and not cond():
-            pytest.fail(f"process A exited ({proc.returncode}) waiting for {what}")
-        if time.monotonic() > end:
-            pytest.fail(f"timed out after {DEADLINE}s waiting for {what}")
-        time.sleep(0.002)
+
+    def gone() -> str | None:
+        if proc is None or proc.poll() is None:
+            return None
+        return f"process A exited ({proc.returncode})"
+
+    waiting.wait_until(cond, what, gone=gone)
 
 
 @pytest.fixture(autouse=True)

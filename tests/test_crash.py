@@ -10,40 +10,25 @@ synchronise: it polls files and processes with deadlines.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 import argus_lab as al
+from tests import crash_worker as cw
+from tests import waiting
+from tests.waiting import DEADLINE
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "crash_worker.py"
-DEADLINE = 60.0
-"""Seconds any single wait may take before the test gives up (a loaded CI box)."""
-
-
-def _load_worker() -> ModuleType:
-    # By path, so this works whether or not tests/ is importable as a package.
-    spec = importlib.util.spec_from_file_location("crash_worker", WORKER)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("crash_worker", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cw = _load_worker()
 
 
 class Worker:
@@ -95,15 +80,13 @@ def wait_until(
     cond: Callable[[], bool], what: str, worker: Worker | None = None
 ) -> None:
     """Polls cond until it holds; fails after DEADLINE or if the worker exits."""
-    end = time.monotonic() + DEADLINE
-    while not cond():
-        if worker is not None and not worker.alive():
-            if cond():
-                return
-            pytest.fail(f"worker exited while waiting for {what}\n{worker.output()}")
-        if time.monotonic() > end:
-            pytest.fail(f"timed out after {DEADLINE}s waiting for {what}")
-        time.sleep(0.0005)
+
+    def gone() -> str | None:
+        if worker is None or worker.alive():
+            return None
+        return f"worker exited\n{worker.output()}"
+
+    waiting.wait_until(cond, what, gone=gone, every=0.0005)
 
 
 @pytest.fixture

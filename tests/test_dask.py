@@ -32,11 +32,10 @@ distributed = pytest.importorskip("distributed", reason="the [dask] extra is mis
 cloudpickle = pytest.importorskip("cloudpickle")
 
 from argus_lab.runtime.dask import DaskExecutor  # noqa: E402
+from tests.waiting import DEADLINE, wait_until  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "dask_driver.py"
-DEADLINE = 60.0
-"""Seconds any single wait may take before the test gives up (a loaded CI box)."""
 FAST: dict[str, Any] = {"backoff": (0.001, 0.01), "approvals": ()}
 
 # No warning filter is needed: the dashboard listens on a free loopback port
@@ -85,15 +84,6 @@ def client(cluster: Any) -> Iterator[Any]:
         yield c
         cluster.scheduler.allowed_failures = allowed_failures  # a test changes it
         c.wait_for_workers(2, timeout=DEADLINE)
-
-
-def wait_until(cond: Callable[[], bool], what: str) -> None:
-    """Polls cond until it holds; fails after DEADLINE."""
-    end = time.monotonic() + DEADLINE
-    while not cond():
-        if time.monotonic() > end:
-            pytest.fail(f"timed out after {DEADLINE}s waiting for {what}")
-        time.sleep(0.002)
 
 
 def comparable(s: al.Session) -> dict[str, tuple[Any, ...]]:

@@ -18,21 +18,6 @@ SECRET = "outside secret\n"
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> al.ToolContext:
-    ws = tmp_path / "ws"
-    workdir = ws / "files" / "s"
-    workdir.mkdir(parents=True)
-    return al.ToolContext(
-        session_id="s",
-        task_id="t",
-        attempt=1,
-        idempotency_key="k",
-        workspace=ws,
-        workdir=workdir,
-    )
-
-
-@pytest.fixture
 def tools() -> dict[str, al.Tool]:
     return {t.name: t for t in builtin_tools("read_file", "write_file", "list_files")}
 

@@ -49,21 +49,6 @@ def missing(layer: str) -> str:
     )
 
 
-@pytest.fixture
-def ctx(tmp_path: Path) -> al.ToolContext:
-    ws = tmp_path / "ws"
-    workdir = ws / "files" / "s"
-    workdir.mkdir(parents=True)
-    return al.ToolContext(
-        session_id="s",
-        task_id="t",
-        attempt=1,
-        idempotency_key="k",
-        workspace=ws,
-        workdir=workdir,
-    )
-
-
 def run(
     ctx: al.ToolContext, code: str, limits: Limits = FAST, **kw: Any
 ) -> dict[str, Any]:
