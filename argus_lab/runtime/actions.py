@@ -122,7 +122,7 @@ class Actions(Engine):
             self._sched.set(r.task_id, "pending")
         self._wake_up()
 
-    async def _approve(self, tid: str, args: dict[str, Any] | None, by: str) -> None:
+    def _waiting_for_approval(self, tid: str) -> TaskRecord:
         rec = self._records[tid]
         if rec.status != "awaiting_approval":
             raise ArgusError(
@@ -131,6 +131,10 @@ class Actions(Engine):
                 session_id=self.id,
                 task_id=tid,
             )
+        return rec
+
+    async def _approve(self, tid: str, args: dict[str, Any] | None, by: str) -> None:
+        rec = self._waiting_for_approval(tid)
         tool = self._tools.get(self._tasks[tid].tool or "")
         if args is not None and tool is not None:
             tool.validate(args)  # fail now, naming the field, not at run time
@@ -157,14 +161,7 @@ class Actions(Engine):
         self._wake_up()
 
     async def _reject(self, tid: str, reason: str, by: str) -> None:
-        rec = self._records[tid]
-        if rec.status != "awaiting_approval":
-            raise ArgusError(
-                f"task {tid!r} of session {self.name!r} is {rec.status}, not waiting "
-                "for approval",
-                session_id=self.id,
-                task_id=tid,
-            )
+        rec = self._waiting_for_approval(tid)
         asked = rec.approval or {}
         rec = rec.model_copy(
             update={

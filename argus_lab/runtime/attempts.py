@@ -372,6 +372,20 @@ class Attempts(_Core):
         # The scheduler keeps the task "running" until the delay is over.
         self._timers[tid] = loop.call_later(delay, due)
 
+    def _ended(self, rec: TaskRecord, out: Outcome, **update: Any) -> TaskRecord:
+        """The record of a task that failed for good with ``out`` (status
+        "failed" unless ``update`` says otherwise)."""
+        return rec.model_copy(
+            update={
+                "status": "failed",
+                "ended": self._now(),
+                "error": out.error,
+                "error_type": out.error_type,
+                "traceback": out.traceback,
+                **update,
+            }
+        )
+
     def _failure(
         self, tid: str, rec: TaskRecord, out: Outcome, *, blocked: int, **more: Any
     ) -> EventBase:
@@ -396,17 +410,7 @@ class Attempts(_Core):
         out: Outcome,
         extra: list[EventBase] | None = None,
     ) -> None:
-        now = self._now()
-        rec = rec.model_copy(
-            update={
-                "status": "failed",
-                "ended": now,
-                "error": out.error,
-                "error_type": out.error_type,
-                "traceback": out.traceback,
-                "next_attempt_at": None,
-            }
-        )
+        rec = self._ended(rec, out, next_attempt_at=None)
         blocked = [
             self._records[d].model_copy(
                 update={

@@ -232,15 +232,11 @@ class Supervisor(LlmTasks):
         if policy == "replan" and self._replan(tid, rec, out, extra):
             return
         if policy == "skip":
-            skipped = rec.model_copy(
-                update={
-                    "status": "skipped",
-                    "ended": self._now(),
-                    "error": out.error,
-                    "error_type": out.error_type,
-                    "traceback": out.traceback,
-                    "reason": f"failed, skipped by its on_failure policy: {out.error}",
-                }
+            skipped = self._ended(
+                rec,
+                out,
+                status="skipped",
+                reason=f"failed, skipped by its on_failure policy: {out.error}",
             )
             self._commit(
                 [skipped],
@@ -365,16 +361,7 @@ class Supervisor(LlmTasks):
             return False
         if patch is None or tid not in patch.removed:
             return False
-        failed = rec.model_copy(
-            update={
-                "status": "failed",
-                "ended": self._now(),
-                "error": out.error,
-                "error_type": out.error_type,
-                "traceback": out.traceback,
-                "reason": "replanned",
-            }
-        )
+        failed = self._ended(rec, out, reason="replanned")
         ev = self._failure(tid, rec, out, blocked=0, policy="replan")
         events = [*(extra or []), ev]
         for r in getattr(planner, "rounds", None) or ():  # the replanning calls
@@ -414,15 +401,8 @@ class Supervisor(LlmTasks):
             if extra is not None:  # the decisions belong to the trajectory anyway
                 extra.extend(events)
             return False
-        failed = rec.model_copy(
-            update={
-                "status": "failed",
-                "ended": self._now(),
-                "error": out.error,
-                "error_type": out.error_type,
-                "traceback": out.traceback,
-                "reason": f"backtracked: {patch.compound} now uses {patch.method}",
-            }
+        failed = self._ended(
+            rec, out, reason=f"backtracked: {patch.compound} now uses {patch.method}"
         )
         ev = self._failure(tid, rec, out, blocked=0, backtracked=patch.compound)
         try:

@@ -376,6 +376,12 @@ class SessionStore:
                 "written. Reopen it with ws.open() to see the latest state.",
                 session_id=self.session_id,
             )
+        self._refuse_if_held(head, holder)
+        return head
+
+    def _refuse_if_held(self, head: Head, holder: str) -> None:
+        """ConcurrentSessionError while a live process other than ``holder``
+        holds the runner lease."""
         lease = head.lease
         if (
             lease
@@ -385,7 +391,6 @@ class SessionStore:
             raise ConcurrentSessionError(
                 _lease_msg(self.label, lease), session_id=self.session_id
             )
-        return head
 
     def create(
         self,
@@ -524,15 +529,7 @@ class SessionStore:
             head = self.read_head()
             if head is None:
                 raise self._corrupt("head", "missing")
-            lease = head.lease
-            if (
-                lease
-                and lease.get("holder") != holder
-                and lease_is_live(lease, time.time())
-            ):
-                raise ConcurrentSessionError(
-                    _lease_msg(self.label, lease), session_id=self.session_id
-                )
+            self._refuse_if_held(head, holder)
             head.version += 1
             head.lease = make_lease(holder, ttl)
             self.cache.set("head", encode(head.to_json()))
