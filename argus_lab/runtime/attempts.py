@@ -82,7 +82,11 @@ class Attempts(_Core):
             )
             return
         in_hash = input_hash(tool.name, args)
-        cached = self._store.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
+        cached = (
+            self._store.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
+            if self._tool_replays
+            else None
+        )
         if cached is not None:  # a fork re-running what its parent already did
             self._replayed(tid, rec, cached, in_hash, tool)
             return

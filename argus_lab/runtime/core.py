@@ -97,6 +97,9 @@ class _Core:
             t: recs.get(t) or TaskRecord(task_id=t) for t in self._tasks
         }
         self._usage: dict[str, float] = dict(loaded.head.usage)
+        # Only a cached fork starts with recorded tool results: a plain session
+        # skips the replay lookup on every step.
+        self._tool_replays = self._store.has_replays("tool:")
         self._wall_mark = time.monotonic()
         self._version = loaded.head.version
         self._last_seq = loaded.head.last_seq

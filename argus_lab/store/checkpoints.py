@@ -437,6 +437,18 @@ class SessionStore:
         data: dict[str, Any] = self._parse("r:" + key, raw, "event", None)
         return data
 
+    def has_replays(self, prefix: str = "") -> bool:
+        """Whether any reply is recorded under a key starting with ``prefix``."""
+        lo = "r:" + prefix
+        try:
+            row = self.cache._sql(
+                "SELECT 1 FROM Cache WHERE key >= ? AND key < ? AND raw = 1 LIMIT 1",
+                (lo, lo + "\uffff"),
+            ).fetchone()
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt(lo + "*", e) from None
+        return row is not None
+
     def replays(self) -> dict[str, str]:
         """Every recorded reply, key -> JSON text (to seed a fork)."""
         out: dict[str, str] = {}
