@@ -950,8 +950,10 @@ def verdicts(
     lines.append(
         f'- *durability="full":* costs {min(cost):.1f}-{max(cost):.1f}x the time '
         f"({min(extra):.2f}-{max(extra):.2f} ms more per step) on this VM, where a "
-        f"4 KiB write + fsync took {fsync:.2f} ms during the run; each step fsyncs "
-        "twice, so the cost follows the disk's fsync latency. Disk use is the same."
+        f"4 KiB write + fsync took {fsync:.2f} ms during the run; a step of a tool "
+        "without side effects fsyncs once (its result; the intent is not fsynced), "
+        "a write tool's twice, so the cost follows the disk's fsync latency. Disk "
+        "use is the same."
     )
     lines.append("")
     return lines
