@@ -104,12 +104,13 @@ def events_df(
     columns: Columns | None = None,
     dtype_backend: DtypeBackend = "numpy_nullable",
 ) -> pd.DataFrame:
-    """One row per committed event, in seq order; ``payload`` is JSON text.
+    """One row per committed event, in seq order; ``details`` (the kind's own typed
+    fields, see ``argus_lab.events``) is JSON text.
 
     Args:
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         columns: The column spec; default ``EVENT_COLUMNS``. A Column with a path
-            into ``payload`` needs the parsed frames (``llm_calls_df``, ...) instead.
+            into ``details`` needs the parsed frames (``llm_calls_df``, ...) instead.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
     """
     data = read_sessions(src, plan="events" not in _EVENTS_ONLY)
@@ -144,7 +145,7 @@ def llm_calls_df(
     Args:
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         columns: The column spec; default ``LLM_CALL_COLUMNS``; a Column with
-            ``path="payload.<key>"`` reads any other payload field.
+            a Column named after any other ``LlmCall`` field reads it.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
     """
     data = read_sessions(src, plan="llm_calls" not in _EVENTS_ONLY)

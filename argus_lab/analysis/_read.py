@@ -2,11 +2,13 @@
 
 Events are the bulk of a trajectory (100,000+ in a long run), so they are never
 validated one pydantic object at a time. Their stored text is what
-``EventBase.model_dump_json`` wrote: compact JSON whose last field is ``payload``.
-Each body is split there; the small heads are parsed in ONE ``json.loads`` call (of
-a JSON array joined from them) and the payload stays JSON text, parsed later only
-for the kinds a frame needs (LLM calls, approvals, ...). A body that does not have
-that shape (an old record re-dumped by a migration) is parsed whole instead.
+``EventBase.model_dump_json`` wrote: compact JSON with the EventBase fields first,
+``duration`` last of them, then the kind's own typed fields. Each body is split
+after ``duration``; the small heads are parsed in ONE ``json.loads`` call (of a JSON
+array joined from them) and the kind's fields stay JSON text (``details``), parsed
+later only for the kinds a frame needs (LLM calls, approvals, ...), straight into
+the row: a parsed row reads like the event model (``row["error"]``). A body that
+does not have that shape is parsed whole instead.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from argus_lab.events import EventBase
+from argus_lab.events import COMMON_FIELDS, EventBase
 
 if TYPE_CHECKING:
     from argus_lab.model import Plan, SessionInfo, TaskRecord
@@ -29,61 +31,77 @@ __all__ = ["SessionData", "Source", "parse_events", "read_sessions"]
 Source: TypeAlias = "Session | Workspace | Iterable[Session]"
 """What the frame functions read: one session, a whole workspace, or a list."""
 
-_MARK = ',"payload":'
+_MARK = ',"duration":'
 _THREADS = 4
 """Sessions of a workspace read at once (store opens and closes are I/O bound)."""
+_PARSED = "_parsed"
+"""Row key set once a row's details are merged into it."""
 
 
-def _payload_is_last() -> bool:
+def _duration_is_last_common() -> bool:
     classes: list[type[EventBase]] = [EventBase]
     while classes:
         cls = classes.pop()
-        if list(cls.model_fields)[-1] != "payload":
+        if tuple(cls.model_fields)[: len(COMMON_FIELDS)] != COMMON_FIELDS:
             return False
         classes.extend(cls.__subclasses__())
-    return True
+    return COMMON_FIELDS[-1] == "duration"
 
 
-# Checked once: if a field is ever added after ``payload``, the split would be
-# wrong, so every body is then parsed whole (slower, still correct).
-_FAST = _payload_is_last()
+# Checked once: if the field order ever changes, the split would be wrong, so
+# every body is then parsed whole (slower, still correct).
+_FAST = _duration_is_last_common()
 
 
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def _split(body: str) -> tuple[str, str] | None:
+    """(head JSON without its closing brace, details JSON), or None."""
+    j = body.find(_MARK) if _FAST else -1
+    if j < 0 or body[-1] != "}":
+        return None
+    j += len(_MARK)
+    # The duration is null or a number: no comma or brace inside.
+    k = body.find(",", j)
+    if k < 0:
+        return body[:-1], "{}"
+    return body[:k], "{" + body[k + 1 :]
+
+
 def parse_events(bodies: list[str]) -> list[dict[str, Any]]:
-    """Parses event JSON bodies into row dicts whose ``payload`` is JSON text.
+    """Parses event JSON bodies into row dicts with the EventBase fields and
+    ``details``: the kind's own fields as JSON text.
 
     Args:
         bodies: Event JSON texts, as ``SessionStore.iter_event_json`` yields them.
 
     Returns:
-        One dict per event with the EventBase fields; ``payload`` is the payload's
-        JSON text (``"{}"`` when empty).
+        One dict per event with the EventBase fields; ``details`` is the JSON
+        text of the kind's own fields (``"{}"`` when it has none).
     """
     heads: list[str] = []
-    payloads: list[str | None] = []
+    details: list[str | None] = []
     slow: list[int] = []
-    n = len(_MARK)
     for i, body in enumerate(bodies):
-        j = body.find(_MARK) if _FAST else -1
-        if j < 0 or body[-1] != "}":
+        got = _split(body)
+        if got is None:
             heads.append("{")
-            payloads.append(None)
+            details.append(None)
             slow.append(i)
         else:
-            heads.append(body[:j])
-            payloads.append(body[j + n : -1])
+            heads.append(got[0])
+            details.append(got[1])
     if not bodies:
         return []
     rows: list[dict[str, Any]] = json.loads("[" + "},".join(heads) + "}]")
-    for row, text in zip(rows, payloads, strict=True):
-        row["payload"] = text
+    for row, text in zip(rows, details, strict=True):
+        row["details"] = text
     for i in slow:
         full = json.loads(bodies[i])
-        full["payload"] = _compact(full.get("payload") or {})
+        own = {k: full.pop(k) for k in list(full) if k not in COMMON_FIELDS}
+        full["details"] = _compact(own)
         rows[i] = full
     return rows
 
@@ -103,32 +121,34 @@ class SessionData:
     def id(self) -> str:
         return self.info.id
 
-    def payload(self, row: dict[str, Any]) -> dict[str, Any]:
-        """The parsed payload of an event row (parsed once, then cached)."""
-        got = row.get("_payload")
-        if got is None:
-            text = row.get("payload")
-            got = json.loads(text) if text else {}
-            if not isinstance(got, dict):
-                got = {"value": got}
-            row["_payload"] = got
-        return got
+    def parsed(self, row: dict[str, Any]) -> dict[str, Any]:
+        """An event row with its kind's fields merged in (parsed once)."""
+        if _PARSED not in row:
+            self._merge([row])
+        return row
 
     def of_kind(self, *kinds: str) -> list[dict[str, Any]]:
-        """Event rows of these kinds, in seq order, their payloads parsed.
+        """Event rows of these kinds, in seq order, their fields merged in.
 
-        The payloads not parsed yet are parsed together in one ``json.loads``
-        of a joined array (several times faster than one call each).
+        The rows not parsed yet are parsed together in one ``json.loads`` of a
+        joined array (several times faster than one call each).
         """
         wanted = set(kinds)
         rows = [r for r in self.events if r.get("kind") in wanted]
-        todo = [r for r in rows if "_payload" not in r]
-        if todo:
-            texts = [r.get("payload") or "{}" for r in todo]
-            parsed = json.loads("[" + ",".join(texts) + "]")
-            for r, p in zip(todo, parsed, strict=True):
-                r["_payload"] = p if isinstance(p, dict) else {"value": p}
+        self._merge([r for r in rows if _PARSED not in r])
         return rows
+
+    @staticmethod
+    def _merge(rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        texts = [r.get("details") or "{}" for r in rows]
+        parsed = json.loads("[" + ",".join(texts) + "]")
+        for r, p in zip(rows, parsed, strict=True):
+            if isinstance(p, dict):
+                for k, v in p.items():
+                    r.setdefault(k, v)  # never over an EventBase field
+            r[_PARSED] = True
 
 
 def _from_session(s: Session) -> SessionData:

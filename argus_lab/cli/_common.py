@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.events import EventBase, PlanPatched, RetryScheduled
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -269,16 +271,15 @@ def _progress(s: Session, out: Out) -> Iterator[None]:
     ) as prog:
         bar = prog.add_task(s.name, total=total, completed=completed, last="")
 
-        def on_event(ev: Any) -> None:
+        def on_event(ev: EventBase) -> None:
             nonlocal total
             if ev.kind in ("task_succeeded", "task_skipped"):
                 prog.update(bar, advance=1, last=ev.task_id or "")
-            elif ev.kind == "plan_patched":  # a lazy compound expanded
-                p = ev.payload
-                total += len(p.get("added", [])) - len(p.get("removed", []))
-                prog.update(bar, total=total, last=f"expanded {p.get('compound')}")
-            elif ev.kind == "retry_scheduled":
-                err = str(ev.payload.get("error"))[:60]
+            elif isinstance(ev, PlanPatched):  # a lazy compound expanded
+                total += len(ev.added) - len(ev.removed)
+                prog.update(bar, total=total, last=f"expanded {ev.compound}")
+            elif isinstance(ev, RetryScheduled):
+                err = str(ev.error)[:60]
                 prog.update(bar, last=f"{ev.task_id}: retrying ({err})")
 
         unsubscribe = s.subscribe(on_event)

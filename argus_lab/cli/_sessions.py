@@ -268,7 +268,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
             from rich.table import Table
 
             t = Table(title="events", title_justify="left")
-            for col in ("seq", "kind", "task", "attempt", "payload"):
+            for col in ("seq", "kind", "task", "attempt", "details"):
                 t.add_column(col, overflow="fold")
             for e in events:
                 t.add_row(
@@ -276,7 +276,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
                     e.kind,
                     e.task_id or "",
                     "" if e.attempt is None else str(e.attempt),
-                    json.dumps(e.payload, default=str)[:100],
+                    json.dumps(e.details(), default=str)[:100],
                 )
             out.table(t)
     return EXIT_OK

@@ -183,9 +183,9 @@ class _Repair(_Build):
             if not isinstance(cid, str) or d.get("continuation"):
                 continue
             info = self.compounds.get(cid)
-            if d.get("decision") == "chosen" and "args" in d:
+            if d.get("decision") == "chosen" and d.get("args") is not None:
                 if info is None or info.task.task != d["task"]:
-                    spec = Subtask(d["task"], *d["args"], **d.get("kwargs", {}))
+                    spec = Subtask(d["task"], *d["args"], **(d.get("kwargs") or {}))
                     info = self.compounds[cid] = CompoundInfo(
                         cid, spec, d.get("parent")
                     )
