@@ -25,10 +25,12 @@ from argus_lab.errors import (
     TransientError,
 )
 from argus_lab.events import Event
-from argus_lab.model import Budget, Plan, SessionInfo, Task, TaskRecord
+from argus_lab.model import Budget, SessionInfo, Task, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.plan.domain import HTNDomain, Subtask
 from argus_lab.plan.htn import HTNPlanner
 from argus_lab.runtime.session import RunResult, Session
+from argus_lab.store import memory_tools  # noqa: F401  (registers memory_add/_search)
 from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.builtin import builtin_tools
 from argus_lab.tools.registry import Tool, ToolContext, tool

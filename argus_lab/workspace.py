@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
 from argus_lab.events import make_event
-from argus_lab.model import Budget, Plan, SessionInfo, TaskRecord
+from argus_lab.model import Budget, SessionInfo, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore

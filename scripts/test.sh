@@ -9,5 +9,6 @@ PY="${PYTHON:-python3}"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+.venv/bin/lint-imports  # the layers of DESIGN.md section 3 (pyproject.toml)
 bash scripts/browser-deps.sh  # Debian's chromium for the real-browser widget test
 exec .venv/bin/python -m pytest "$@"

@@ -27,7 +27,7 @@ from argus_lab.store.memory import (
     remember_lesson,
     remember_result,
 )
-from argus_lab.tools.memory_tools import MEMORY_TOOLS, memory_add, memory_search
+from argus_lab.store.memory_tools import MEMORY_TOOLS, memory_add, memory_search
 from argus_lab.tools.registry import ToolContext
 
 CORPUS = Path(__file__).parent / "fixtures" / "memory_corpus"
@@ -673,7 +673,7 @@ def test_memory_tools_in_a_session(ws: al.Workspace) -> None:
 def test_importing_argus_lab_and_these_modules_does_not_import_lancedb() -> None:
     code = (
         "import sys, argus_lab, argus_lab.store.memory, argus_lab.runtime.context,"
-        " argus_lab.tools.memory_tools;"
+        " argus_lab.store.memory_tools;"
         "print([m for m in ('lancedb', 'pyarrow', 'numpy') if m in sys.modules])"
     )
     out = subprocess.run(

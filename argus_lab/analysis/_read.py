@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from argus_lab.events import COMMON_FIELDS, EventBase
 
 if TYPE_CHECKING:
-    from argus_lab.model import Plan, SessionInfo, TaskRecord
+    from argus_lab.model import SessionInfo, TaskRecord
+    from argus_lab.plan import Plan
     from argus_lab.runtime.session import Session
     from argus_lab.workspace import Workspace
 
@@ -161,7 +162,7 @@ def _from_session(s: Session) -> SessionData:
 def _read_folder(ws: Workspace, folder: Path, *, plan: bool) -> SessionData | None:
     """One session read straight from its store (None if its metadata is damaged)."""
     from argus_lab.errors import CorruptCheckpointError
-    from argus_lab.model import Plan
+    from argus_lab.plan import Plan
     from argus_lab.store.checkpoints import SessionStore
 
     try:

@@ -84,7 +84,7 @@ def report_run(s: Session, res: RunResult, out: Out, ws: Workspace) -> int:
 
 def cmd_run(args: argparse.Namespace, out: Out) -> int:
     """Run a YAML/JSON plan as a new session."""
-    from argus_lab.model import Plan
+    from argus_lab.plan import Plan
 
     path = Path(args.plan)
     if not path.is_file():

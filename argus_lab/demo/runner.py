@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from argus_lab.model import Plan
+    from argus_lab.plan import Plan
     from argus_lab.plan.htn import HTNPlanner
     from argus_lab.runtime.session import Session
     from argus_lab.workspace import Workspace

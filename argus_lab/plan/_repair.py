@@ -9,9 +9,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from argus_lab.errors import PlanError
-from argus_lab.model import Plan, Task
+from argus_lab.model import Task
 from argus_lab.plan._build import CompoundInfo, _Build
 from argus_lab.plan._decompose import _Node, _NoPlan
+from argus_lab.plan._model import Plan
 from argus_lab.plan.domain import Subtask, call_text
 from argus_lab.plan.patch import PlanPatch
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import PlanError
-from argus_lab.model import Plan, Task
+from argus_lab.model import Task
+from argus_lab.plan._model import Plan
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -21,6 +22,7 @@ EXPAND_TOOL = "htn:expand"
 __all__ = [
     "EXPAND_TOOL",
     "Reference",
+    "descendants",
     "find_cycle",
     "iter_references",
     "plan_graph",
@@ -81,6 +83,29 @@ def iter_references(value: Any) -> Iterator[tuple[str, Reference | None]]:
 
 def _arg_names_with_refs(args: dict[str, Any]) -> set[str]:
     return {k for k, v in args.items() if any(True for _ in iter_references(v))}
+
+
+def descendants(deps: Mapping[str, Iterable[str]], task_id: str) -> list[str]:
+    """Every task downstream of ``task_id``, in breadth-first order.
+
+    Args:
+        deps: Task id -> the ids it depends on (a plan's ``deps``).
+        task_id: Where to start.
+    """
+    children: dict[str, list[str]] = {}
+    for t, ds in deps.items():
+        for d in ds:
+            children.setdefault(d, []).append(t)
+    seen: dict[str, None] = {}
+    frontier = list(children.get(task_id, ()))
+    while frontier:
+        nxt: list[str] = []
+        for c in frontier:
+            if c not in seen:
+                seen[c] = None
+                nxt.extend(children.get(c, ()))
+        frontier = nxt
+    return list(seen)
 
 
 def find_cycle(deps: dict[str, list[str]]) -> list[str] | None:

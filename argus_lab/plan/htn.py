@@ -43,10 +43,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from argus_lab.errors import PlanError
-from argus_lab.model import Plan, Task
+from argus_lab.model import Task
 from argus_lab.plan._build import CompoundInfo
 from argus_lab.plan._decompose import Decision as Decision
 from argus_lab.plan._decompose import _Node
+from argus_lab.plan._model import Plan
 from argus_lab.plan._repair import _Repair, _replace, _results_of
 from argus_lab.plan.domain import (
     HTNContext,

@@ -34,7 +34,6 @@ from argus_lab.llm.base import (
     complete_with_retries,
     run_sync,
 )
-from argus_lab.model import Plan
 from argus_lab.plan._llm_prompt import (
     _SYSTEM,
     SUBMIT_PLAN,
@@ -42,6 +41,7 @@ from argus_lab.plan._llm_prompt import (
     accepts_forced_tool_choice,
     plan_tool_schema,
 )
+from argus_lab.plan._model import Plan
 from argus_lab.plan._replan import _ReplanMixin
 from argus_lab.tools.registry import Tool, as_toolset
 

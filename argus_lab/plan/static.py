@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from argus_lab.errors import PlanError
-from argus_lab.model import Plan
+from argus_lab.plan._model import Plan
 
 __all__ = ["plan_from_dict", "plan_from_yaml", "plan_to_yaml"]
 

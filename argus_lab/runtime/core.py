@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from argus_lab.events import EventBase, make_event
-from argus_lab.model import STATUSES, Plan, SessionInfo, Task, TaskRecord
+from argus_lab.model import STATUSES, SessionInfo, Task, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.plan.graph import ReferenceError_
 from argus_lab.redact import Redactor
 from argus_lab.runtime.options import RunResult, SessionOptions, Subscriber, log

@@ -16,7 +16,8 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 
 from argus_lab.events import EventBase
-from argus_lab.model import Plan, SessionInfo, SessionStatus, TaskRecord
+from argus_lab.model import SessionInfo, SessionStatus, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.runtime.actions import Actions
 from argus_lab.runtime.budget import merge as merge_budget
 from argus_lab.runtime.options import (

@@ -43,7 +43,8 @@ from argus_lab.events import (
     event_adapter,
     payload_to_fields,
 )
-from argus_lab.model import Plan, SessionInfo, TaskRecord
+from argus_lab.model import SessionInfo, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
 
 __all__ = [
