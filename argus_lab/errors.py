@@ -1,25 +1,37 @@
 """The Argus Lab exception tree.
 
 Every error carries ``.message`` plus the context it knows (``session_id``,
-``task_id``), and its message says what happened and what to do next.
+``task_id``), and its message says what happened and what to do next. Catch a
+group to handle its kind: ``except al.StorageError`` for anything wrong with a
+checkpoint, ``except al.PlanError`` for anything wrong with a plan.
 
 ```
-ArgusError                      base of everything raised on purpose
-├── PlanError                   a plan is invalid: duplicate id, missing dependency,
-│                               cycle, unknown tool, bad args, bad ${...} reference
-├── ToolError                   a tool failed permanently (not retried)
-├── TransientError              a failure worth retrying: timeout, 429/529/5xx,
-│                               connection reset; retried with backoff and jitter
-├── BudgetExceeded              a budget ran out; the session pauses (resumable)
-├── ApprovalRequired            a task needs a person's decision before it runs
-├── InDoubtError                a non-idempotent side effect may or may not have
-│                               happened; decide with retry() or skip()
-├── ConcurrentSessionError      another writer holds the session (lease or version)
-├── CorruptCheckpointError      a stored record fails its checksum or cannot be read
-├── SchemaVersionError          a record is newer than this version, or no migration
-├── MissingDependency           an optional extra is needed (names the pip extra)
-└── ModelError                  a model call failed permanently (400, auth, no key)
-    └── ReplayMiss              a strict replay has no recorded reply for a request
+ArgusError                        base of everything raised on purpose
+├── PlanError                     a plan is invalid: duplicate id, missing dependency,
+│   │                             cycle, unknown tool, bad args (.problems lists them)
+│   └── UnresolvedReferenceError  a ${task.result...} or ${env.NAME} reference has
+│                                 no value when its task runs
+├── ToolError                     a tool failed permanently (not retried)
+│   └── ToolArgumentsError        a tool was called with arguments it refuses
+├── TransientError                a failure worth retrying: timeout, 429/529/5xx,
+│                                 connection reset; retried with backoff and jitter
+├── ModelError                    a model call failed permanently (400, auth, no key)
+│   └── ReplayMiss                a strict replay has no recorded reply for a request
+├── BudgetExceeded                a budget ran out; the session pauses (resumable)
+├── ApprovalRequired              a task needs a person's decision before it runs
+├── InDoubtError                  a non-idempotent side effect may or may not have
+│                                 happened; decide with retry() or skip()
+├── SessionStateError             misuse: the task or session is not in a state that
+│                                 allows it (retry a task that succeeded, approve one
+│                                 that is not waiting, skip a running one)
+├── ConcurrentSessionError        another writer holds the session (lease or version)
+│                                 [ConflictError, a state transaction that lost a race,
+│                                 belongs beside it]
+├── StorageError                  a checkpoint cannot be read or written
+│   ├── CorruptCheckpointError    a stored record fails its checksum or cannot be read
+│   ├── SchemaVersionError        a record is newer than this version, or no migration
+│   └── [LostCommitsError, StorageFullError: also OSError; they go here]
+└── MissingDependency             an optional extra is needed (names the pip extra)
 ```
 """
 
@@ -37,8 +49,12 @@ __all__ = [
     "PlanError",
     "ReplayMiss",
     "SchemaVersionError",
+    "SessionStateError",
+    "StorageError",
+    "ToolArgumentsError",
     "ToolError",
     "TransientError",
+    "UnresolvedReferenceError",
 ]
 
 
@@ -65,11 +81,38 @@ class ArgusError(Exception):
 
 
 class PlanError(ArgusError):
-    """Raised when a plan fails validation; the message names the tasks involved."""
+    """Raised when a plan fails validation; the message names the tasks involved.
+
+    Attributes:
+        problems: Each problem found, one line each (empty when the message
+            says it all).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        problems: list[str] | None = None,
+        session_id: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        super().__init__(message, session_id=session_id, task_id=task_id)
+        self.problems: list[str] = list(problems or [])
+
+
+class UnresolvedReferenceError(PlanError):
+    """Raised when a ``${task.result...}`` or ``${env.NAME}`` reference has no value
+    as its task is about to run (the task did not succeed, the path is not in
+    its result, the variable is not set); the task fails with it."""
 
 
 class ToolError(ArgusError):
     """Raised by (or for) a tool that failed permanently; it is not retried."""
+
+
+class ToolArgumentsError(ToolError):
+    """Raised when a tool is called with arguments its signature refuses; the
+    message names each bad field."""
 
 
 class TransientError(ArgusError):
@@ -103,11 +146,22 @@ class InDoubtError(ArgusError):
     """A non-idempotent side effect was interrupted; it may or may not have happened."""
 
 
+class SessionStateError(ArgusError):
+    """Raised when an action does not fit where the task or session stands:
+    retrying a task that succeeded, approving or rejecting one that is not
+    waiting for approval, skipping one that runs. Nothing was changed."""
+
+
 class ConcurrentSessionError(ArgusError):
     """Raised when another writer holds the session or wrote to it meanwhile."""
 
 
-class CorruptCheckpointError(ArgusError):
+class StorageError(ArgusError):
+    """Something is wrong with a checkpoint: it cannot be read, decoded or
+    written. Catch it to handle every storage failure at once."""
+
+
+class CorruptCheckpointError(StorageError):
     """Raised when a stored record fails its checksum or cannot be decoded.
 
     Attributes:
@@ -126,7 +180,7 @@ class CorruptCheckpointError(ArgusError):
         self.key = key
 
 
-class SchemaVersionError(ArgusError):
+class SchemaVersionError(StorageError):
     """Raised when a record's schema_version cannot be migrated to the current one."""
 
 

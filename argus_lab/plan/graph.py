@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import PlanError
+from argus_lab.errors import PlanError, UnresolvedReferenceError
 from argus_lab.model import Task
 from argus_lab.plan._model import Plan
 
@@ -220,21 +220,20 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
 
     if problems:
         head = f"plan {plan.goal[:60]!r} is invalid" if plan.goal else "invalid plan"
-        err = PlanError(head + ":\n- " + "\n- ".join(problems))
-        err.problems = problems  # type: ignore[attr-defined]
-        raise err
+        raise PlanError(head + ":\n- " + "\n- ".join(problems), problems=problems)
     return plan.model_copy(update={"tasks": new_tasks})
 
 
-class ReferenceError_(Exception):
-    """Internal: a reference could not be resolved at run time."""
+ReferenceError_ = UnresolvedReferenceError
+"""Its old name. TEMPORARY: the runtime still imports it from here; arch-runtime
+switches to argus_lab.errors.UnresolvedReferenceError, then this line goes."""
 
 
 def _walk(value: Any, ref: Reference) -> Any:
     if ref.is_env:
         name = ref.path[0]
         if name not in os.environ:
-            raise ReferenceError_(
+            raise UnresolvedReferenceError(
                 f"{ref.text}: environment variable {name} is not set in the "
                 "process running the session"
             )
@@ -246,7 +245,7 @@ def _walk(value: Any, ref: Reference) -> Any:
             if part not in cur:
                 keys = ", ".join(map(str, list(cur)[:20]))
                 at = ".".join(walked) or "the top"
-                raise ReferenceError_(
+                raise UnresolvedReferenceError(
                     f"{ref.text}: the result of {ref.task_id!r} has no key "
                     f"{part!r} at {at} (keys: {keys})"
                 )
@@ -254,12 +253,12 @@ def _walk(value: Any, ref: Reference) -> Any:
         elif isinstance(cur, list) and part.lstrip("-").isdigit():
             i = int(part)
             if not -len(cur) <= i < len(cur):
-                raise ReferenceError_(
+                raise UnresolvedReferenceError(
                     f"{ref.text}: index {i} is out of range for a list of {len(cur)}"
                 )
             cur = cur[i]
         else:
-            raise ReferenceError_(
+            raise UnresolvedReferenceError(
                 f"{ref.text}: cannot look up {part!r} in a "
                 f"{type(cur).__name__} from {ref.task_id!r}"
             )

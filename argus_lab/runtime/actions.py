@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ArgusError
+from argus_lab.errors import SessionStateError
 from argus_lab.model import Budget, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, resolve_args
 from argus_lab.runtime.engine import Engine
@@ -85,7 +85,7 @@ class Actions(Engine):
     async def _retry(self, tid: str) -> None:
         rec = self._records[tid]
         if rec.status not in ("failed", "in_doubt", "blocked", "skipped"):
-            raise ArgusError(
+            raise SessionStateError(
                 f"task {tid!r} of session {self.name!r} is {rec.status}; only failed, "
                 "in-doubt, blocked or skipped tasks can be retried",
                 session_id=self.id,
@@ -125,7 +125,7 @@ class Actions(Engine):
     def _waiting_for_approval(self, tid: str) -> TaskRecord:
         rec = self._records[tid]
         if rec.status != "awaiting_approval":
-            raise ArgusError(
+            raise SessionStateError(
                 f"task {tid!r} of session {self.name!r} is {rec.status}, not waiting "
                 "for approval",
                 session_id=self.id,
@@ -218,7 +218,7 @@ class Actions(Engine):
     async def _skip(self, tid: str, reason: str) -> None:
         rec = self._records[tid]
         if rec.status in ("succeeded", "skipped", "running"):
-            raise ArgusError(
+            raise SessionStateError(
                 f"task {tid!r} of session {self.name!r} is {rec.status} and cannot "
                 "be skipped",
                 session_id=self.id,

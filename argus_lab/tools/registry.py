@@ -15,7 +15,7 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
-from argus_lab.errors import ArgusError
+from argus_lab.errors import ToolArgumentsError
 
 __all__ = ["SideEffect", "Tool", "ToolContext", "as_toolset", "tool"]
 
@@ -176,12 +176,12 @@ class Tool:
         """Validates args and returns the keyword arguments to call the function with.
 
         Raises:
-            ToolError-compatible ValueError naming each bad field.
+            ToolArgumentsError: naming each bad field.
         """
         try:
             m = self.input_model.model_validate(args)
         except ValidationError as e:
-            raise ArgusError(
+            raise ToolArgumentsError(
                 f"tool {self.name!r} got bad arguments: " + _errors_text(e)
             ) from None
         out = {k: getattr(m, k) for k in type(m).model_fields}
