@@ -11,24 +11,37 @@ Layout::
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
-from argus_lab.events import make_event
+from argus_lab.errors import (
+    ArgusError,
+    CorruptCheckpointError,
+    PlanError,
+)
+from argus_lab.events import EventBase, Forked, PlanCreated, SessionCreated, make_event
+from argus_lab.llm.base import Model
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
+from argus_lab.plan.static import coerce_plan, refuse_literal_secrets
 from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
-from argus_lab.store.checkpoints import Durability, Loaded, SessionStore, open_cache
+from argus_lab.store.checkpoints import (
+    Durability,
+    Loaded,
+    SessionStore,
+    open_cache,
+)
+from argus_lab.store.folders import delete_session, session_folder_ids
+from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
@@ -36,43 +49,35 @@ if TYPE_CHECKING:
 
     from argus_lab.store.memory import Memory
 
-__all__ = ["Workspace"]
+__all__ = ["SessionArgs", "Workspace"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ToolsArg = Iterable[Tool | Callable[..., Any]] | None
 
 
+class SessionArgs(TypedDict, total=False):
+    """The keyword options of ``new_session`` and ``open``: SessionOptions' fields
+    (see argus_lab.runtime.options for what each does)."""
+
+    concurrency: int
+    backoff: tuple[float, float]
+    lease_ttl: float
+    inline_result_bytes: int
+    approvals: Sequence[ApprovalPolicy] | None
+    secrets: Sequence[str]
+    max_consecutive_failures: int | None
+    anomaly_factor: float
+    remember: bool | None
+    context_tokens: int
+    models: Model | Mapping[str, Model] | None
+    # Typed by their protocols once runtime/options.py declares them:
+    executor: Any  # a RemoteExecutor (al.DaskExecutor) or None
+    planner: Any  # an HTNPlanner, or an LLMPlanner (a goal and no plan), or None
+
+
 def _slug(text: str) -> str:
     words = re.findall(r"[a-z0-9]+", text.lower())[:4]
     return "-".join(words)[:40] or "session"
-
-
-def _coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
-    if isinstance(plan, Plan):
-        return plan
-    if isinstance(plan, dict):
-        return Plan.from_dict(plan)
-    if isinstance(plan, str | Path):
-        return Plan.from_yaml(plan)
-    raise PlanError(
-        "plan must be a Plan, a dict, YAML text or a file path, "
-        f"not {type(plan).__name__}"
-    )
-
-
-def _refuse_literal_secrets(plan: Plan, red: Redactor) -> None:
-    # A secret written into a plan would be stored with it; a reference is not.
-    for t in plan.tasks:
-        for k, v in t.args.items():
-            text = json.dumps(v)
-            if red.needed(text) and red.value(v) != v:
-                raise PlanError(
-                    f"task {t.id!r}: argument {k!r} holds a secret (it matches an "
-                    "API key, token or password, or a secret environment "
-                    "variable's value); it would be stored with the plan. Write "
-                    "${env.NAME} instead: it is read when the task runs and never "
-                    "stored"
-                )
 
 
 class Workspace:
@@ -132,7 +137,7 @@ class Workspace:
     def _session_dir(self, session_id: str) -> Path:
         return self.path / "sessions" / session_id
 
-    def _options(self, options: dict[str, Any]) -> SessionOptions:
+    def _options(self, options: Mapping[str, Any]) -> SessionOptions:
         try:
             return SessionOptions(**options)
         except TypeError as e:
@@ -149,7 +154,7 @@ class Workspace:
         name: str | None = None,
         *,
         budget: Budget | None = None,
-        **options: Any,
+        **options: Unpack[SessionArgs],
     ) -> Session:
         """Validates the plan against the tools and creates a session for it.
 
@@ -160,7 +165,8 @@ class Workspace:
             name: Unique in this workspace; default derived from the goal.
             budget: Session-wide limits (cost, tokens, wall time, steps);
                 change them later with ``s.set_budget``.
-            **options: SessionOptions (concurrency, backoff, lease_ttl, ...).
+            **options: SessionArgs: concurrency, backoff, lease_ttl, models,
+                planner, approvals, secrets, ... (the SessionOptions fields).
 
         Raises:
             PlanError: when the plan is invalid for these tools (nothing written).
@@ -176,12 +182,12 @@ class Workspace:
                 "or planner=al.LLMPlanner(model) with a goal (an HTN plan comes "
                 "from al.HTNPlanner(domain).plan(task, *args))"
             )
-        p = _coerce_plan(plan)
+        p = coerce_plan(plan)
         if goal is not None and goal != p.goal:
             p = p.model_copy(update={"goal": goal})
         p = p.validate_against(toolset)
         opts = self._options(options)
-        _refuse_literal_secrets(p, Redactor(opts.secrets))
+        refuse_literal_secrets(p, Redactor(opts.secrets))
         budgets = {"session": budget} if budget is not None else {}
         return self._create(p, toolset, opts, name=name, budgets=budgets)
 
@@ -228,50 +234,23 @@ class Workspace:
             n_tasks=len(plan.tasks),
             budgets=budgets if budgets is not None else {},
         )
-        ev = [
-            make_event(
-                "session_created",
-                session_id=sid,
-                ts=now,
-                payload={"name": name, "goal": plan.goal, "parent": meta.parent},
+        ev: list[EventBase] = [
+            SessionCreated(
+                session_id=sid, ts=now, name=name, goal=plan.goal, parent=meta.parent
             ),
-            make_event(
-                "plan_created",
-                session_id=sid,
-                ts=now,
-                payload={"n_tasks": len(plan.tasks), "version": 1},
-            ),
+            PlanCreated(session_id=sid, ts=now, n_tasks=len(plan.tasks), version=1),
         ]
         # How the planner made the plan belongs to the trajectory (a fork's
         # plan was made for its parent: it records no planning of its own).
         planned = opts.planner if parent is None else None
         for d in getattr(planned, "decisions", None) or ():
-            ev.append(make_event("htn_decision", session_id=sid, ts=now, payload=d))
+            ev.append(make_event("htn_decision", d, session_id=sid, ts=now))
         for r in getattr(planned, "rounds", None) or ():  # LLM planning calls
-            ev.append(
-                make_event(
-                    "llm_call",
-                    session_id=sid,
-                    ts=now,
-                    duration=r.get("duration"),
-                    payload=dict(r),
-                )
-            )
+            ev.append(make_event("llm_call", dict(r), session_id=sid, ts=now))
         if parent is not None:
-            ev.append(
-                make_event(
-                    "forked",
-                    session_id=sid,
-                    ts=now,
-                    task_id=at,
-                    payload={
-                        "parent": parent.id,
-                        "parent_name": parent.name,
-                        "at": at,
-                        "kept": [r.task_id for r in kept],
-                    },
-                )
-            )
+            fork = {"parent": parent.id, "parent_name": parent.name, "at": at}
+            kept_ids = [r.task_id for r in kept]
+            ev.append(Forked(session_id=sid, ts=now, task_id=at, kept=kept_ids, **fork))
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
         store.redactor = Redactor(opts.secrets)
         try:
@@ -318,7 +297,9 @@ class Workspace:
             return name_or_id
         return None
 
-    def open(self, name_or_id: str, tools: ToolsArg = None, **options: Any) -> Session:
+    def open(
+        self, name_or_id: str, tools: ToolsArg = None, **options: Unpack[SessionArgs]
+    ) -> Session:
         """Opens a session to inspect or continue it, exactly where it stopped.
 
         Tools are code, so they are handed in again; a task whose tool is
@@ -328,12 +309,7 @@ class Workspace:
             KeyError: no such session (the message lists some that exist).
             CorruptCheckpointError: a record of this session is damaged.
         """
-        sid = self._lookup(name_or_id)
-        if sid is None:
-            names = ", ".join(i.name for i in self.sessions()[-10:]) or "none yet"
-            raise KeyError(
-                f"no session {name_or_id!r} in {self.path} (recent: {names})"
-            )
+        sid = self.resolve(name_or_id)
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
         try:
             loaded = store.load()
@@ -342,24 +318,79 @@ class Workspace:
             raise
         return Session(self, store, loaded, as_toolset(tools), self._options(options))
 
+    def resolve(self, name_or_id: str) -> str:
+        """The id of the session with this name (or this id).
+
+        Raises:
+            KeyError: no such session (the message lists some that exist).
+        """
+        sid = self._lookup(name_or_id)
+        if sid is None:
+            names = ", ".join(i.name for i in self.sessions()[-10:]) or "none yet"
+            raise KeyError(
+                f"no session {name_or_id!r} in {self.path} (recent: {names})"
+            )
+        return sid
+
+    def __contains__(self, name_or_id: object) -> bool:
+        return isinstance(name_or_id, str) and self._lookup(name_or_id) is not None
+
+    def path_of(self, session: Session | SessionInfo | str) -> Path:
+        """The checkpoint folder of a session (given as a Session, its info, its
+        name or its id). Its working files are in ``ws.path / "files" / id``."""
+        sid = self.resolve(session) if isinstance(session, str) else session.id
+        return self._session_dir(sid)
+
+    def session_ids(self) -> list[str]:
+        """The id of every session folder, readable or not, oldest first."""
+        return session_folder_ids(self.path)
+
+    @contextmanager
+    def store(self, name_or_id: str) -> Iterator[SessionStore]:
+        """A session's store, opened to read it without building a Session (what
+        analysis and ``argus gc`` do); closed on exit. Do not write through it.
+
+        Raises:
+            KeyError: no such session.
+            CorruptCheckpointError: its store cannot be opened.
+        """
+        sid = self.resolve(name_or_id)
+        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        try:
+            yield store
+        finally:
+            store.close()
+
     def sessions(self) -> list[SessionInfo]:
         """Every readable session, oldest first (damaged ones are skipped)."""
         out: list[SessionInfo] = []
-        for d in sorted((self.path / "sessions").iterdir()):
-            if not (d / "cache.db").exists():
-                continue
+        for sid in self.session_ids():
             try:
-                store = SessionStore(d, d.name, durability=self.durability)
+                with self.store(sid) as store:
+                    out.append(store.read_meta())
             except CorruptCheckpointError:
                 continue
-            try:
-                out.append(store.read_meta())
-            except CorruptCheckpointError:
-                continue
-            finally:
-                store.close()
         out.sort(key=lambda i: (i.created, i.id))  # ids share a second
         return out
+
+    def delete(self, name_or_id: str) -> int:
+        """Deletes a session: its checkpoints, working files and name (its folder
+        vanishes in one rename). Artifacts it shared stay until ``argus gc``
+        finds them unreferenced.
+
+        Returns:
+            The bytes freed.
+
+        Raises:
+            KeyError: no such session.
+            ConcurrentSessionError: a live process is running it (stop it first).
+        """
+        sid = self.resolve(name_or_id)
+        name, freed = delete_session(self.path, sid, self.durability)
+        for key in {"name:" + name, "name:" + name_or_id}:
+            if self._index.get(key) == sid:
+                self._index.delete(key)
+        return freed
 
     def close(self) -> None:
         """Closes the workspace index (sessions close on their own)."""

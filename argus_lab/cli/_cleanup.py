@@ -21,7 +21,6 @@ from argus_lab.cli._retention import (
     GcPlan,
     lease_holder,
     plan_gc,
-    remove_session,
     run_gc,
     session_bytes,
 )
@@ -77,9 +76,9 @@ def cmd_rm(args: argparse.Namespace, out: Out) -> int:
     ws = workspace(args)
     targets: list[tuple[str, str]] = []
     for name in dict.fromkeys(args.names):  # check them all before removing any
-        sid = ws._lookup(name)
-        if sid is None:
+        if name not in ws:
             raise UsageError(f"no session {name!r} in {ws.path}")
+        sid = ws.resolve(name)
         lease = lease_holder(ws, sid)
         if lease is not None:
             left = max(0.0, lease.get("expires", 0) - time.time())
@@ -97,7 +96,7 @@ def cmd_rm(args: argparse.Namespace, out: Out) -> int:
         return EXIT_OK
     removed: list[dict[str, Any]] = []
     for name, sid in targets:
-        freed = remove_session(ws, sid, name)
+        freed = ws.delete(sid)
         removed.append({"name": name, "id": sid, "bytes": freed})
         out.say(f"removed {name!r} ({sid}): {human_bytes(freed)} freed")
     total = sum(r["bytes"] for r in removed)

@@ -143,11 +143,10 @@ def workspace(args: argparse.Namespace, *, create: bool = False) -> Workspace:
 
 
 def _known(ws: Workspace, name: str) -> str:
-    sid = ws._lookup(name)
-    if sid is None:
+    if name not in ws:
         recent = ", ".join(i.name for i in ws.sessions()[-8:]) or "none yet"
         raise UsageError(f"no session {name!r} in {ws.path} (recent: {recent})")
-    return sid
+    return ws.resolve(name)
 
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:

@@ -104,7 +104,7 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
     ws = workspace(args, create=True)
     name = args.name or time.strftime("demo-%Y%m%d-%H%M%S")
     start = time.perf_counter()
-    fresh = ws._lookup(name) is None
+    fresh = name not in ws
     if fresh:
         s = runner.new_session(ws, name=name, out=args.out)
         lazy = [t.id for t in s.plan.tasks if t.tool == EXPAND_TOOL]
@@ -340,7 +340,7 @@ def _original_run(
     not a fork) and its work time; None when that ancestor was removed."""
     name, seconds, parent = s.name, s.usage["wall_s"], parent_id
     while parent is not None:
-        if ws._lookup(parent) is None:
+        if parent not in ws:
             return name, None
         with ws.open(parent) as up:
             name, seconds, parent = up.name, up.usage["wall_s"], up.info.parent

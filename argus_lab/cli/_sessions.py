@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from argus_lab.runtime.session import RunResult, Session
     from argus_lab.workspace import Workspace
 
+from argus_lab.store.folders import dir_bytes
+
 __all__ = [
     "cmd_approve",
     "cmd_export",
@@ -39,22 +41,7 @@ __all__ = [
     "cmd_resume",
     "cmd_run",
     "cmd_show",
-    "dir_bytes",
 ]
-
-
-def dir_bytes(path: Path) -> int:
-    """Bytes of every file under ``path`` (0 if it does not exist)."""
-    if not path.is_dir():
-        return path.stat().st_size if path.is_file() else 0
-    total = 0
-    for p in path.rglob("*"):
-        try:
-            if p.is_file() and not p.is_symlink():
-                total += p.stat().st_size
-        except OSError:  # removed while we looked
-            continue
-    return total
 
 
 def report_run(s: Session, res: RunResult, out: Out, ws: Workspace) -> int:
@@ -216,9 +203,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
         return EXIT_OK
     rows: list[dict[str, Any]] = []
     for info in ws.sessions():
-        size = dir_bytes(ws._session_dir(info.id)) + dir_bytes(
-            ws.path / "files" / info.id
-        )
+        size = dir_bytes(ws.path_of(info)) + dir_bytes(ws.path / "files" / info.id)
         rows.append(info.model_dump(mode="json") | {"bytes": size})
     out.data(rows)
     if out.json_mode:
