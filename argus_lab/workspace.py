@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -113,6 +114,7 @@ class Workspace:
             self.path / "artifacts", fsync=durability == "full"
         )
         self._index_cache: diskcache.Cache | None = None
+        self._index_lock = threading.Lock()
         self.embedder = embedder
 
     def __repr__(self) -> str:
@@ -120,9 +122,10 @@ class Workspace:
 
     @property
     def _index(self) -> diskcache.Cache:
-        if self._index_cache is None:
-            self._index_cache = open_cache(self.path / "index", self.durability)
-        return self._index_cache
+        with self._index_lock:  # analysis reads sessions from several threads
+            if self._index_cache is None:
+                self._index_cache = open_cache(self.path / "index", self.durability)
+            return self._index_cache
 
     @property
     def memory(self) -> Memory:
@@ -332,7 +335,7 @@ class Workspace:
             )
         return sid
 
-    def __contains__(self, name_or_id: object) -> bool:
+    def __contains__(self, name_or_id: object) -> bool:  # a name or an id
         return isinstance(name_or_id, str) and self._lookup(name_or_id) is not None
 
     def path_of(self, session: Session | SessionInfo | str) -> Path:
@@ -375,11 +378,8 @@ class Workspace:
 
     def delete(self, name_or_id: str) -> int:
         """Deletes a session: its checkpoints, working files and name (its folder
-        vanishes in one rename). Artifacts it shared stay until ``argus gc``
-        finds them unreferenced.
-
-        Returns:
-            The bytes freed.
+        vanishes in one rename); returns the bytes freed. Artifacts it shared stay
+        until ``argus gc`` finds them unreferenced.
 
         Raises:
             KeyError: no such session.

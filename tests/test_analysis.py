@@ -316,8 +316,8 @@ def test_analysis_all_is_sorted_and_importable() -> None:
         assert getattr(an, name) is not None
 
 
-def test_a_damaged_session_is_skipped_like_ws_sessions_does(
-    ws: al.Workspace, two: list[al.Session]
+def test_a_damaged_session_raises_unless_strict_false_which_says_why(
+    ws: al.Workspace, two: list[al.Session], caplog: pytest.LogCaptureFixture
 ) -> None:
     from argus_lab.store.checkpoints import open_cache
 
@@ -327,5 +327,15 @@ def test_a_damaged_session_is_skipped_like_ws_sessions_does(
     cache.set("meta", "1|00000000|{}")  # checksum mismatch
     cache.close()
     assert [i.name for i in ws.sessions()] == ["one"]
-    assert list(an.sessions_df(ws)["name"]) == ["one"]
-    assert set(an.events_df(ws)["session_id"]) == {two[0].id}
+    with pytest.raises(al.CorruptCheckpointError, match=bad.id):
+        an.sessions_df(ws)
+    with caplog.at_level("WARNING", logger="argus_lab"):
+        sd = an.sessions_df(ws, strict=False)
+        fr = an.frames(ws, strict=False)
+    assert list(sd["name"]) == ["one"]
+    assert list(sd.attrs["skipped"]) == [bad.id]
+    assert "checksum mismatch" in sd.attrs["skipped"][bad.id]
+    assert set(fr.events["session_id"]) == {two[0].id}
+    assert fr.tasks.attrs["skipped"] == sd.attrs["skipped"]
+    assert f"skipped 1 damaged session(s): {bad.id}" in caplog.text
+    assert "skipped" not in an.sessions_df(two[0]).attrs  # nothing to report

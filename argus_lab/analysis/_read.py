@@ -14,9 +14,9 @@ does not have that shape is parsed whole instead.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from argus_lab.events import COMMON_FIELDS, EventBase
@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from argus_lab.runtime.session import Session
     from argus_lab.workspace import Workspace
 
-__all__ = ["SessionData", "Source", "parse_events", "read_sessions"]
+__all__ = ["Read", "SessionData", "Source", "parse_events", "read_sessions"]
+
+log = logging.getLogger("argus_lab")
 
 Source: TypeAlias = "Session | Workspace | Iterable[Session]"
 """What the frame functions read: one session, a whole workspace, or a list."""
@@ -152,6 +154,15 @@ class SessionData:
             r[_PARSED] = True
 
 
+@dataclass
+class Read:
+    """What ``read_sessions`` read, and what it skipped (``strict=False`` only)."""
+
+    sessions: list[SessionData]
+    skipped: dict[str, str] | None = None
+    """Session id -> why it was skipped; None when reading strictly."""
+
+
 def _from_session(s: Session) -> SessionData:
     bodies = list(s._store.iter_event_json())
     return SessionData(
@@ -159,58 +170,64 @@ def _from_session(s: Session) -> SessionData:
     )
 
 
-def _read_folder(ws: Workspace, folder: Path, *, plan: bool) -> SessionData | None:
-    """One session read straight from its store (None if its metadata is damaged)."""
-    from argus_lab.errors import CorruptCheckpointError
+def _read_one(ws: Workspace, sid: str, *, plan: bool) -> SessionData:
+    """One session read through the workspace's store (no Session built)."""
     from argus_lab.plan import Plan
-    from argus_lab.store.checkpoints import SessionStore
 
-    try:
-        store = SessionStore(folder, folder.name, durability=ws.durability)
-    except CorruptCheckpointError:
-        return None
-    try:
-        try:
-            info = store.read_meta()
-        except CorruptCheckpointError:
-            return None
-        # Past the metadata, damage raises (naming session and key), as ws.open does.
+    with ws.store(sid) as store:
         if plan:
             loaded = store.load()
             info, p, records = loaded.meta, loaded.plan, loaded.records
         else:
-            p, records = Plan(), {}
+            info, p, records = store.read_meta(), Plan(), {}
         bodies = list(store.iter_event_json())
-    finally:
-        store.close()
     return SessionData(info=info, plan=p, records=records, events=parse_events(bodies))
 
 
-def _read_workspace(ws: Workspace, *, plan: bool) -> list[SessionData]:
-    """Reads every readable session of a workspace, oldest first.
+def _read_workspace(ws: Workspace, *, plan: bool, strict: bool) -> Read:
+    """Reads every session of a workspace, oldest first.
 
     Lighter than ``ws.sessions()`` then ``ws.open()`` for each: one store open per
     session, no Session built, and with ``plan=False`` no plan or task record
     parsed. Opening and closing a store (diskcache rewrites its settings, SQLite
     checkpoints the WAL on close) is most of the cost for small sessions and is
-    I/O, so sessions are read by a few threads at once. Sessions whose metadata
-    is damaged are skipped, as ``ws.sessions()`` does.
+    I/O, so sessions are read by a few threads at once. A damaged session
+    raises (strict) or is skipped, with why, in ``Read.skipped``.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    folders = [
-        f for f in sorted((ws.path / "sessions").iterdir()) if (f / "cache.db").exists()
-    ]
-    if not folders:
-        return []
-    with ThreadPoolExecutor(max_workers=min(_THREADS, len(folders))) as pool:
-        got = list(pool.map(lambda f: _read_folder(ws, f, plan=plan), folders))
-    out = [d for d in got if d is not None]
+    from argus_lab.errors import StorageError
+
+    def one(sid: str) -> SessionData | str:
+        try:
+            return _read_one(ws, sid, plan=plan)
+        except StorageError as e:
+            if strict:
+                raise
+            return e.message
+
+    ids = ws.session_ids()
+    if not ids:
+        return Read([], None if strict else {})
+    with ThreadPoolExecutor(max_workers=min(_THREADS, len(ids))) as pool:
+        got = list(pool.map(one, ids))
+    out = [d for d in got if isinstance(d, SessionData)]
     out.sort(key=lambda d: (d.info.created, d.info.id))
-    return out
+    if strict:
+        return Read(out)
+    skipped = {
+        sid: why for sid, why in zip(ids, got, strict=True) if isinstance(why, str)
+    }
+    if skipped:
+        log.warning(
+            "analysis skipped %d damaged session(s): %s",
+            len(skipped),
+            "; ".join(f"{k}: {v}" for k, v in skipped.items()),
+        )
+    return Read(out, skipped)
 
 
-def read_sessions(src: Any, *, plan: bool = True) -> list[SessionData]:
+def read_sessions(src: Any, *, plan: bool = True, strict: bool = True) -> Read:
     """Reads a Session, a Workspace (every session in it) or an iterable of Sessions.
 
     Sessions of a Workspace are read from their stores and closed again, oldest
@@ -220,14 +237,16 @@ def read_sessions(src: Any, *, plan: bool = True) -> list[SessionData]:
         src: What to read.
         plan: Whether the frames to build need the plans and task records (only
             events-only frames pass False; it saves parsing them for a workspace).
+        strict: For a Workspace: raise on a damaged session (True), or skip it
+            and say which and why in ``Read.skipped`` (False).
     """
     from argus_lab.runtime.session import Session
     from argus_lab.workspace import Workspace
 
     if isinstance(src, Session):
-        return [_from_session(src)]
+        return Read([_from_session(src)])
     if isinstance(src, Workspace):
-        return _read_workspace(src, plan=plan)
+        return _read_workspace(src, plan=plan, strict=strict)
     if isinstance(src, str | bytes) or not isinstance(src, Iterable):
         raise TypeError(
             "expected a Session, a Workspace or a list of Sessions, got "
@@ -239,4 +258,4 @@ def read_sessions(src: Any, *, plan: bool = True) -> list[SessionData]:
         raise TypeError(
             f"expected Sessions in the list, got {', '.join(sorted(set(bad)))}"
         )
-    return [_from_session(s) for s in items]
+    return Read([_from_session(s) for s in items])
