@@ -148,9 +148,9 @@ class SessionData:
         texts = [r.get("details") or "{}" for r in rows]
         parsed = json.loads("[" + ",".join(texts) + "]")
         for r, p in zip(rows, parsed, strict=True):
-            if isinstance(p, dict):
-                for k, v in p.items():
-                    r.setdefault(k, v)  # never over an EventBase field
+            # A kind's own fields never share a name with an EventBase field
+            # (events/_base.py), so this cannot overwrite one.
+            r.update(p)
             r[_PARSED] = True
 
 
