@@ -350,8 +350,8 @@ class Workspace:
 
     @contextmanager
     def store(self, name_or_id: str) -> Iterator[SessionStore]:
-        """A session's store, opened to read it without building a Session (what
-        analysis and ``argus gc`` do); closed on exit. Do not write through it.
+        """A session's store, opened without building a Session (analysis and
+        ``argus gc`` read through it); closed on exit. Sessions write their own.
 
         Raises:
             KeyError: no such session.

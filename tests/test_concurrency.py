@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import argus_lab as al
-from argus_lab.store.checkpoints import HOST, SessionStore, make_lease
+from argus_lab.store.checkpoints import HOST, make_lease
 from tests import crash_worker as cw
 from tests import waiting
 from tests.waiting import DEADLINE
@@ -90,7 +90,9 @@ def sigkill(p: subprocess.Popen[bytes]) -> None:
 
 
 def head(s: al.Session) -> Any:
-    return s._store.read_head()
+    """The session's head as another process reads it (a store of its own)."""
+    with s.workspace.store(s.id) as store:
+        return store.read_head()
 
 
 def open_slow(root: Path, **options: Any) -> tuple[al.Workspace, al.Session]:
@@ -266,8 +268,7 @@ def test_foreign_lease(
     try:
         # Another runner's lease, written through a store of its own as that
         # runner would write it.
-        store = SessionStore(ws.path / "sessions" / s.id, s.id)
-        try:
+        with ws.store(s.id) as store:
             h = store.read_head()
             assert h is not None
             lease = {
@@ -277,8 +278,6 @@ def test_foreign_lease(
                 "expires": time.time() + ttl,
             }
             store.commit(h.version, "foreign", lease=lease)
-        finally:
-            store.close()
         if not taken_over:
             events_before = [e.model_dump() for e in s.events()]
             with pytest.raises(al.ConcurrentSessionError) as exc:
@@ -306,7 +305,8 @@ def test_foreign_lease_can_be_taken_once_it_expires(tmp_path: Path) -> None:
     try:
         h = head(s)
         lease = {**make_lease("foreign", 2.5), "host": "elsewhere"}
-        s._store.commit(h.version, "foreign", lease=lease)
+        with ws.store(s.id) as store:  # a writer elsewhere
+            store.commit(h.version, "foreign", lease=lease)
         with pytest.raises(al.ConcurrentSessionError):
             s.run()
         wait_until(lambda: time.time() > lease["expires"], "the lease to expire")
@@ -327,11 +327,12 @@ def test_refused_call_is_clean(tmp_path: Path) -> None:
     )
     try:
         h = head(s)
-        s._store.commit(
-            h.version,
-            "foreign",
-            lease={**make_lease("foreign", 60), "host": "elsewhere"},
-        )
+        with ws.store(s.id) as store:  # a writer elsewhere
+            store.commit(
+                h.version,
+                "foreign",
+                lease={**make_lease("foreign", 60), "host": "elsewhere"},
+            )
         with pytest.raises(al.ConcurrentSessionError) as exc:
             s.step()
         err = exc.value

@@ -212,11 +212,12 @@ def test_context_breakdown_of_an_llm_task(ws: al.Workspace) -> None:
 
 def test_an_llm_task_interrupted_by_a_crash_reruns(ws: al.Workspace) -> None:
     s = ws.new_session(plan=PLAN, tools=[seed, lookup], name="crashed")
-    head = s._store.read_head()
-    assert head is not None
-    running = al.TaskRecord(task_id="explain", status="running", attempts=1)
-    s._store.commit(head.version, "a-dead-process", records=[running], lease=None)
     s.close()
+    with ws.store("crashed") as store:  # what a process that died mid-call left
+        head = store.read_head()
+        assert head is not None
+        running = al.TaskRecord(task_id="explain", status="running", attempts=1)
+        store.commit(head.version, "a-dead-process", records=[running], lease=None)
     with ws.open("crashed", tools=[seed, lookup], models=model()) as again:
         assert again.record("explain").status == "running"
         assert again.run().status == "succeeded"  # rerun, not left in doubt

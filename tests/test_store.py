@@ -166,10 +166,10 @@ def test_envelope_round_trip_and_checksum(ws: al.Workspace) -> None:
     text = encode('{"x": 1}')
     assert text.startswith(f"{SCHEMA_VERSION}|")
     s = finished(ws, "env")
-    with ws.open("env") as o:
-        assert o._store.decode("k", text, "task") == (SCHEMA_VERSION, '{"x": 1}')
+    with ws.store("env") as store:
+        assert store.decode("k", text, "task") == (SCHEMA_VERSION, '{"x": 1}')
         with pytest.raises(al.CorruptCheckpointError, match="checksum"):
-            o._store.decode("k", text.replace("1}", "2}"), "task")
+            store.decode("k", text.replace("1}", "2}"), "task")
     assert s.id
 
 

@@ -45,7 +45,6 @@ from typing import Any
 from argus_lab.errors import PlanError, UnresolvedReferenceError
 from argus_lab.model import Task
 from argus_lab.plan._build import CompoundInfo
-from argus_lab.plan._decompose import Decision as Decision
 from argus_lab.plan._decompose import _Node
 from argus_lab.plan._model import Plan
 from argus_lab.plan._repair import _Repair, _replace, _results_of

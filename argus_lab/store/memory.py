@@ -41,23 +41,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from argus_lab.store._memory_index import _SMALL_INDEX as _SMALL_INDEX
-from argus_lab.store._memory_index import TABLE as TABLE
 from argus_lab.store._memory_index import _MemoryIndex
-from argus_lab.store._memory_index import _pa as _pa
-from argus_lab.store._memory_query import _COLUMNS as _COLUMNS
-from argus_lab.store._memory_query import _NO_EMBEDDER as _NO_EMBEDDER
 from argus_lab.store._memory_query import _SELECT, _MemoryQuery, _sql
-from argus_lab.store._memory_query import RRF_K as RRF_K
-from argus_lab.store._memory_query import _canonical as _canonical
-from argus_lab.store._memory_query import _fuse as _fuse
-from argus_lab.store._memory_query import _in as _in
-from argus_lab.store._memory_query import _like_meta as _like_meta
 from argus_lab.store.chunking import Format, document_records
 from argus_lab.store.embedding import Embedder, HashEmbedder, _Embedding
-from argus_lab.store.memory_provenance import (
-    _clip as _clip,
-)
 from argus_lab.store.memory_provenance import (
     memory_id,
     remember_lesson,

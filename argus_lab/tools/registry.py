@@ -252,16 +252,25 @@ def _hash_code(h: Any, code: types.CodeType) -> None:
             h.update(repr(c).encode())
 
 
-_adapters: dict[int, TypeAdapter[Any]] = {}
+_adapters: dict[Any, TypeAdapter[Any]] = {}
 
 
 def _adapter(tp: Any) -> TypeAdapter[Any]:
-    key = id(tp)
-    if key not in _adapters:
-        _adapters[key] = TypeAdapter(
-            tp, config=ConfigDict(arbitrary_types_allowed=True)
-        )
-    return _adapters[key]
+    """A TypeAdapter for an annotation, built once per annotation.
+
+    Keyed by the annotation itself (equal annotations share one), which also keeps
+    it alive: an ``id`` could be reused by another type once the first is gone.
+    """
+    try:
+        return _adapters[tp]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable annotation (Annotated with a dict, ...)
+        return TypeAdapter(tp, config=ConfigDict(arbitrary_types_allowed=True))
+    ad = _adapters[tp] = TypeAdapter(
+        tp, config=ConfigDict(arbitrary_types_allowed=True)
+    )
+    return ad
 
 
 def _errors_text(e: ValidationError, prefix: str | None = None) -> str:
