@@ -292,6 +292,7 @@ def test_old_format_sessions_read_through_migrations(ws: al.Workspace) -> None:
     assert list(t["status"]) == ["succeeded", "pending"]
 
 
+@pytest.mark.slow
 def test_import_argus_lab_stays_light_and_analysis_defers_matplotlib() -> None:
     code = (
         "import sys, argus_lab\n"

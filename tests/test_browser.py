@@ -52,7 +52,7 @@ WAIT_MS = 45_000
 """Longest single browser wait (kernel start plus running every cell)."""
 DEPS = "run `bash scripts/browser-deps.sh` (apt-get chromium, pip playwright)"
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 def _free_port() -> int:

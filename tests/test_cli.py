@@ -348,6 +348,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"code": code, "out": out.getvalue(), "root": root}
 
 
+@pytest.mark.slow
 def test_demo_runs_the_study_and_says_what_it_shows(demo: dict[str, Any]) -> None:
     out = demo["out"]
     assert demo["code"] == 0, out
@@ -368,6 +369,7 @@ def test_demo_runs_the_study_and_says_what_it_shows(demo: dict[str, Any]) -> Non
     assert len(list((published / "figures").glob("*.png"))) == 10
 
 
+@pytest.mark.slow
 def test_demo_again_replays_from_the_cache(
     demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -389,6 +391,7 @@ def test_demo_again_replays_from_the_cache(
         assert code == 2 and needle in err, argv
 
 
+@pytest.mark.slow
 def test_demo_killed_by_sigkill_resumes_then_asks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -482,6 +485,7 @@ def test_every_command_has_help(
     assert "exit codes: 0 succeeded, 1 failed, 2 bad usage" in out
 
 
+@pytest.mark.slow
 def test_the_console_script_is_fast_and_argparse_errors_exit_2(tmp_path: Path) -> None:
     code = (
         "import sys\n"

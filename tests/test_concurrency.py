@@ -192,6 +192,7 @@ def _wait_unlocked(db: Path, p: subprocess.Popen[bytes]) -> None:
             con.close()
 
 
+@pytest.mark.slow
 def test_live_holder_whose_lease_expired_is_taken_over_and_then_refused(
     tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -296,6 +297,7 @@ def test_foreign_lease(
         ws.close()
 
 
+@pytest.mark.slow
 def test_foreign_lease_can_be_taken_once_it_expires(tmp_path: Path) -> None:
     ws = al.Workspace(tmp_path / "ws")
     s = ws.new_session(

@@ -69,6 +69,7 @@ def test_the_contracts_hold_on_the_tree() -> None:
         ),
     ],
 )
+@pytest.mark.slow
 def test_a_backward_import_breaks_a_contract(
     tmp_path: Path, module: str, line: str, edge: str
 ) -> None:
@@ -80,6 +81,7 @@ def test_a_backward_import_breaks_a_contract(
     assert "1 broken" in out.stdout and edge in out.stdout
 
 
+@pytest.mark.slow
 def test_imports_under_type_checking_do_not_count(tmp_path: Path) -> None:
     where = copy(tmp_path)
     path = where / "argus_lab" / "model.py"

@@ -50,6 +50,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Memory:
 # -- writing and upsert --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_add_get_round_trip(mem: Memory) -> None:
     mid = mem.add(
         "The Lisbon venue costs 4,100 EUR a day",
@@ -422,6 +423,7 @@ def test_lessons_are_recalled_across_sessions(tmp_path: Path) -> None:
 # -- embedders ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_hash_embedder_is_deterministic_across_processes() -> None:
     e = HashEmbedder(64)
     here = e(["Durable agents checkpoint every step"])[0].tolist()
