@@ -65,8 +65,8 @@ class LlmCall(EventBase):
     """Tokens read from the prompt cache."""
     cache_write_tokens: int = 0
     """Tokens written to the prompt cache."""
-    cost_usd: float = 0.0
-    """Cost in US dollars."""
+    cost_usd: float | None = None
+    """Cost in US dollars; None when the model's price is unknown."""
     request_hash: str | None = None
     """Replay-cache key of the request."""
     cached: bool = False
