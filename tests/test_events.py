@@ -119,3 +119,29 @@ def test_a_v1_session_frames_have_the_typed_columns(v1_ws: al.Workspace) -> None
     assert list(tc[tc["source"] == "llm"]["tool"]) == ["lookup"]
     d = an.decisions(an.frames(v1_ws))
     assert "was failed" in set(d["detail"].dropna())  # task_retried's old "from"
+
+
+def test_what_the_model_budget_plan_and_htn_layers_hand_in_fits_the_fields() -> None:
+    """Every payload builder the runtime passes to make_event, with real objects:
+    a key without a field would make the runtime's commit raise."""
+    from argus_lab.llm.base import ModelResponse, TextBlock, Usage
+    from argus_lab.plan.htn import HTNPlanner
+    from argus_lab.plan.patch import PlanPatch
+    from argus_lab.runtime.budget import BudgetHit
+    from tests import htn_domains as d
+
+    unpriced = ModelResponse(
+        content=[TextBlock(text="hi")], usage=Usage(input_tokens=3), model="m"
+    )
+    call = make_event("llm_call", unpriced.event_payload("x"), session_id="s", ts=1)
+    assert isinstance(call, LlmCall) and call.cost_usd is None
+    hit = BudgetHit("session", "max_steps", 3, 3, 1)
+    assert make_event("budget_exceeded", hit.payload(), session_id="s", ts=1)
+    patch = PlanPatch(removed=["a"], reason="r", compound="c", method="m")
+    assert make_event("plan_patched", patch.summary(), session_id="s", ts=1)
+    planner = HTNPlanner(d.trip)
+    planner.plan("trip", "alice", "home", "paris", 2)
+    assert planner.decisions
+    for dec in planner.decisions:
+        ev = make_event("htn_decision", dec, session_id="s", ts=1)
+        assert ev.payload == {**dict.fromkeys(ev.payload), **dec}
