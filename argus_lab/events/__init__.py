@@ -119,6 +119,9 @@ _CLASSES: tuple[type[EventBase], ...] = (
 EVENT_KINDS: tuple[str, ...] = tuple(c.model_fields["kind"].default for c in _CLASSES)
 _BY_KIND: dict[str, type[EventBase]] = dict(zip(EVENT_KINDS, _CLASSES, strict=True))
 _COMMON = frozenset(COMMON_FIELDS)
+_FIELDS: dict[type[EventBase], frozenset[str]] = {
+    c: frozenset(c.model_fields) for c in _CLASSES
+}
 
 Event = Annotated[
     SessionCreated
@@ -198,17 +201,21 @@ def make_event(
     """
     cls = event_class(kind)
     if payload:
-        for k, v in payload_to_fields(kind, payload).items():
+        renamed = cls.RENAMED
+        for k, v in payload.items():
+            k = renamed.get(k, k)
             if k in _COMMON:  # given twice (a planner round's duration): keep one
                 if fields.get(k) is None:
                     fields[k] = v
             else:
                 fields[k] = v
-    unknown = sorted(set(fields) - set(cls.model_fields))
-    if unknown:
+    # Every step builds events: a set difference of dict keys, no sorting unless
+    # something is wrong.
+    if fields.keys() - _FIELDS[cls]:
+        unknown = sorted(fields.keys() - _FIELDS[cls])
         raise TypeError(
             f"event {kind!r} ({cls.__name__}) has no field(s) {unknown}; its fields: "
-            f"{sorted(set(cls.model_fields) - _COMMON)}. Declare new ones in "
+            f"{sorted(_FIELDS[cls] - _COMMON)}. Declare new ones in "
             "argus_lab/events/"
         )
     return cls(**fields)
