@@ -15,8 +15,8 @@ import pytest
 
 import argus_lab as al
 import argus_lab.analysis as an
+from argus_lab import events
 from argus_lab.events import (
-    _CLASSES,
     COMMON_FIELDS,
     EVENT_KINDS,
     ApprovalGranted,
@@ -36,11 +36,13 @@ def _camel(kind: str) -> str:
 
 
 def test_each_kind_has_its_own_class_named_after_it() -> None:
-    assert len(set(EVENT_KINDS)) == len(_CLASSES)
-    for cls in _CLASSES:
-        kind = cls.model_fields["kind"].default
+    classes = {event_class(kind) for kind in EVENT_KINDS}
+    assert len(classes) == len(EVENT_KINDS) == 26
+    for kind in EVENT_KINDS:
+        cls = event_class(kind)
+        assert cls.model_fields["kind"].default == kind
         assert cls.__name__ == _camel(kind)
-        assert event_class(kind) is cls
+        assert getattr(events, cls.__name__) is cls  # exported under that name
         # The analysis fast path relies on the EventBase fields coming first.
         assert tuple(cls.model_fields)[: len(COMMON_FIELDS)] == COMMON_FIELDS
 
