@@ -280,7 +280,7 @@ class LlmTaskRunner:
         from argus_lab.llm.base import ModelResponse
 
         st = self._state
-        key = f"model:{getattr(model, 'name', '')}:{req.hash()}"
+        key = f"model:{model.name}:{req.hash()}"
         cached = st.get_replay(key)
         t0 = time.perf_counter()
         if cached is not None:
@@ -321,9 +321,7 @@ class LlmTaskRunner:
         st.usage["cost_usd"] = st.usage.get("cost_usd", 0.0) + spent
         st.usage["tokens"] = st.usage.get("tokens", 0.0) + tokens
         if not resp.cached:
-            self._seen_costs.setdefault(getattr(model, "name", ""), []).append(
-                (spent, tokens)
-            )
+            self._seen_costs.setdefault(model.name, []).append((spent, tokens))
         rec = st.records[tid]
         rec = rec.model_copy(
             update={"cost_usd": rec.cost_usd + spent, "tokens": rec.tokens + tokens}
@@ -341,7 +339,7 @@ class LlmTaskRunner:
     def _expected_cost(self, model: Model) -> tuple[float, float]:
         """What the next call of ``model`` will likely cost: the dearest seen so far
         in this session (nothing known yet: 0, so the first call always runs)."""
-        seen = self._seen_costs.get(getattr(model, "name", ""), [])
+        seen = self._seen_costs.get(model.name, [])
         if not seen:
             return 0.0, 0.0
         return max(c for c, _ in seen), float(max(t for _, t in seen))
