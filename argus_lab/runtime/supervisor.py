@@ -1,11 +1,13 @@
 """The supervisor: what happens to the plan itself while it runs.
 
 An HTN planner handed to the session (``planner=``) expands lazy compound tasks
-when they become ready, and when a task of a compound's subtree fails for good
-it backtracks that compound to its next method. Each change is one commit: the
-new plan, ``plan_version`` + 1, the planner's decisions as ``htn_decision``
-events and a ``plan_patched`` event naming what was added, removed and rewired.
-Finished tasks are never changed.
+when they become ready. When a task fails for good, the settler (settle.py)
+tries the remedies the failure policy (policy.py) named, each implemented
+here: HTN repair (backtrack the nearest compound to its next method), fallback
+(run the task again with its fallback tool) and replan (a replanning planner's
+patch). Each change is one commit: the new plan, ``plan_version`` + 1, the
+planner's decisions as ``htn_decision`` events and a ``plan_patched`` event
+naming what was added, removed and rewired. Finished tasks are never changed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, TypeVar
 
 from argus_lab.errors import PlanError
 from argus_lab.events import EventBase
-from argus_lab.model import TaskRecord
+from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_
 from argus_lab.plan.patch import PlanPatch
 from argus_lab.runtime.options import HTNPlanning, Replanning
@@ -72,7 +74,7 @@ class Supervisor:
         self._replanner = planner if isinstance(planner, Replanning) else None
         self._restored = False
 
-    def can_repair(self, task: Any) -> bool:
+    def can_repair(self, task: Task) -> bool:
         """Whether a failure of ``task`` may be backtracked (HTN repair)."""
         return self._htn is not None and bool(task.parent)
 
