@@ -10,7 +10,6 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import replace
 from typing import Any, Protocol
 
 from pydantic_core import to_jsonable_python
@@ -103,7 +102,10 @@ async def run_attempt(
         artifacts=artifacts,
         remote=remote,
     )
-    return replace(out, duration=time.perf_counter() - t0)
+    # The outcome was made just now and nobody else holds it: stamping its
+    # duration in place spares a dataclasses.replace (~3 us) on every step.
+    object.__setattr__(out, "duration", time.perf_counter() - t0)
+    return out
 
 
 async def _attempt(
