@@ -1,7 +1,8 @@
 """The runtime: a Session is a thin facade over parts with one job each.
 
 Who calls whom (arrows are calls; every part gets what it needs in its
-constructor; none inherits from another or touches another's private names)::
+constructor, wired in assembly.py; none inherits from another or touches
+another's private names)::
 
     Session (session.py)  public methods, argument checks; runs everything
       │                   on its private loop thread (loop.py)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from argus_lab.errors import ArgusError
+from argus_lab.events import EventBase
 from argus_lab.model import Budget, Status, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, resolve_args
 from argus_lab.runtime.options import input_hash
@@ -65,6 +66,15 @@ class Actions:
             ):
                 stale.add(tid)
         return [t for t in st.tasks if t in stale]
+
+    def pending_approvals(self) -> dict[str, dict[str, Any]]:
+        """Tasks waiting for a decision -> what was asked (tool, args, policy)."""
+        st = self._state
+        return {
+            t: {"tool": st.tasks[t].tool, **(r.approval or {})}
+            for t, r in st.records.items()
+            if r.status == "awaiting_approval"
+        }
 
     def _unblock_downstream(self, tid: str, now: Status) -> list[TaskRecord]:
         """Blocked descendants whose dependencies no longer fail (``tid`` being
@@ -257,6 +267,17 @@ class Actions:
     async def set_budget(self, scope: str, budget: Budget) -> None:
         """Sets the limits of one scope (committed with the session)."""
         await self.set_meta(budgets={**self._state.info.budgets, scope: budget})
+
+    async def set_breakpoint(self, tid: str, on: bool) -> None:
+        """Adds or removes a breakpoint before ``tid`` (committed)."""
+        bps = [t for t in self._state.info.breakpoints if t != tid]
+        if on:
+            bps.append(tid)
+        await self.set_meta(breakpoints=bps)
+
+    async def emit(self, events: list[EventBase]) -> None:
+        """Commits events of the user's own (``Session.emit``)."""
+        self._state.commit(events=events)
 
     async def set_meta(self, **fields: Any) -> None:
         """Commits changed session metadata (budgets, breakpoints)."""

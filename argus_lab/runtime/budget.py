@@ -12,7 +12,7 @@ from argus_lab.model import Budget, TaskRecord
 if TYPE_CHECKING:
     from argus_lab.runtime.state import SessionState
 
-__all__ = ["LIMITS", "BudgetChecker", "BudgetHit", "check", "merge"]
+__all__ = ["LIMITS", "BudgetChecker", "BudgetHit", "budget_scope", "check", "merge"]
 
 LIMITS: tuple[tuple[str, str], ...] = (
     ("max_cost_usd", "cost_usd"),
@@ -131,6 +131,23 @@ class BudgetChecker:
             need,
             task.budget if task is not None else None,
         )
+
+
+def budget_scope(scope: str) -> tuple[str, str]:
+    """Splits "session", "task:<id>" or "subtree:<id>" into (kind, target).
+
+    Raises:
+        ValueError: any other shape, saying which are allowed.
+    """
+    kind, _, target = scope.partition(":")
+    if kind not in ("session", "task", "subtree") or (kind != "session") != bool(
+        target
+    ):
+        raise ValueError(
+            f"budget scope must be 'session', 'task:<id>' or 'subtree:<id>', "
+            f"got {scope!r}"
+        )
+    return kind, target
 
 
 def merge(old: Budget | None, **limits: float | int | None) -> Budget:

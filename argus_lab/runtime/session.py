@@ -7,22 +7,17 @@ so the state needs no locks. See DESIGN.md sections 4-6.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
-import json
-import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, SessionStatus, TaskRecord
-from argus_lab.runtime.actions import Actions
-from argus_lab.runtime.attempt import AttemptRunner
-from argus_lab.runtime.budget import BudgetChecker
+from argus_lab.runtime.assembly import assemble
+from argus_lab.runtime.budget import budget_scope
 from argus_lab.runtime.budget import merge as merge_budget
-from argus_lab.runtime.engine import RunLoop
-from argus_lab.runtime.lease import Lease
-from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.loop import LoopThread
 from argus_lab.runtime.options import (
     RunResult,
@@ -30,14 +25,7 @@ from argus_lab.runtime.options import (
     Subscriber,
     T,
     current_user,
-    tool_replay_key,
 )
-from argus_lab.runtime.policy import FailurePolicy
-from argus_lab.runtime.remember import MemoryFeed, Rememberer
-from argus_lab.runtime.settle import Settler
-from argus_lab.runtime.signals import Signals
-from argus_lab.runtime.state import SessionState
-from argus_lab.runtime.supervisor import Supervisor
 from argus_lab.runtime.views import VIEWS
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.tools.registry import Tool, as_toolset
@@ -69,33 +57,15 @@ class Session:
     ) -> None:
         self.workspace = workspace
         self.options = options
-        st = self._state = SessionState(
-            store,
-            loaded,
-            tools=tools,
-            options=options,
-            lease=Lease(options.lease_ttl),
-            artifacts=workspace.artifacts,
-            clock=options.clock or time.time,
-        )
-        self._signals = Signals()
-        policy = FailurePolicy(options.backoff)
-        budget = BudgetChecker(st)
-        self._memories = Rememberer(lambda: workspace.memory)
-        memory = MemoryFeed(st, self._memories, options.remember)
-        supervisor = Supervisor(st, options.planner)
-        settler = Settler(st, policy, supervisor, self._signals, memory, options)
-        llm = LlmTaskRunner(st, budget, options, workspace)
-        self._attempts = AttemptRunner(
-            st, settler, budget, llm, options, workspace.path
-        )
-        self._runner = RunLoop(
-            st, self._signals, self._attempts, supervisor, settler, policy, options
-        )
-        self._actions = Actions(st, settler, self._signals)
+        parts = assemble(workspace, store, loaded, tools, options)
+        self._state = parts.state
+        self._signals = parts.signals
+        self._runner = parts.runner
+        self._attempts = parts.attempts
+        self._actions = parts.actions
+        self._memories = parts.memories
         self._loop = LoopThread(f"argus-{loaded.meta.name}")
         self._bg: concurrent.futures.Future[RunResult] | None = None
-        memory.prepare()
 
     # -- what it is ----------------------------------------------------------
 
@@ -159,12 +129,12 @@ class Session:
 
     def record(self, task_id: str) -> TaskRecord:
         """The record of one task."""
-        self._need_task(task_id)
+        self._state.need_task(task_id)
         return self._state.records[task_id]
 
     def result(self, task_id: str) -> Any:
         """The result of a task (loaded from its artifact if it was large)."""
-        self._need_task(task_id)
+        self._state.need_task(task_id)
         return self._state.stored_result(self._state.records[task_id])
 
     def counts(self) -> dict[str, int]:
@@ -187,19 +157,7 @@ class Session:
     @property
     def graph(self) -> nx.DiGraph:
         """The plan DAG with live node attributes: status, attempts, error, times."""
-        g = self._state.plan.graph
-        for tid, rec in self._state.records.items():
-            g.nodes[tid].update(
-                status=rec.status,
-                attempts=rec.attempts,
-                error=rec.error,
-                started=rec.started,
-                ended=rec.ended,
-                duration=(rec.ended - rec.started)
-                if rec.ended is not None and rec.started is not None
-                else None,
-            )
-        return g
+        return self._state.live_graph()
 
     def tasks_df(self, **options: Any) -> pd.DataFrame:
         """One row per task; options as ``argus_lab.analysis.tasks_df``."""
@@ -220,20 +178,14 @@ class Session:
         if self._loop.is_current():
             self._state.commit(events=list(events))
         else:
-            self._call(self._emit(list(events)))
-
-    async def _emit(self, events: list[EventBase]) -> None:
-        self._state.commit(events=events)
+            self._call(self._actions.emit(list(events)))
 
     def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
         """What the last prompt of an LLM task held: items included, truncated or
         dropped, with why (the latest ``context_built`` event), or None."""
-        self._need_task(task_id)
-        found = None
-        for e in self._state.read_events():
-            if e.kind == "context_built" and e.task_id == task_id:
-                found = e.payload
-        return found
+        self._state.need_task(task_id)
+        last = self._state.last_event("context_built", task_id)
+        return None if last is None else last.payload
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Calls ``callback(event)`` for every event as it is committed.
@@ -241,14 +193,7 @@ class Session:
         Callbacks run on the session's loop thread and must be quick; exceptions
         they raise are logged, never propagated. Returns an unsubscribe function.
         """
-        subs = self._state.subscribers
-        subs.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in subs:
-                subs.remove(callback)
-
-        return unsubscribe
+        return self._state.subscribe(callback)
 
     def __repr__(self) -> str:
         c = self.counts()
@@ -259,13 +204,6 @@ class Session:
         )
 
     # -- running -------------------------------------------------------------
-
-    def _need_task(self, task_id: str) -> None:
-        if task_id not in self._state.tasks:
-            some = ", ".join(list(self._state.tasks)[:15])
-            raise KeyError(
-                f"session {self.name!r} has no task {task_id!r} (tasks: {some}...)"
-            )
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Runs ``coro`` on the loop thread, holding the lease, and waits."""
@@ -315,8 +253,6 @@ class Session:
 
     async def arun(self) -> RunResult:
         """``run()`` for async code: awaits the run on the session's own loop."""
-        import asyncio
-
         return await asyncio.wrap_future(self.start())
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
@@ -336,12 +272,12 @@ class Session:
 
     def retry(self, task_id: str) -> None:
         """Makes a failed or in-doubt task (and what it blocked) pending again."""
-        self._need_task(task_id)
+        self._state.need_task(task_id)
         self._call(self._actions.retry(task_id))
 
     def skip(self, task_id: str, reason: str = "skipped by the user") -> None:
         """Marks a task skipped: its dependents may run (they get no result from it)."""
-        self._need_task(task_id)
+        self._state.need_task(task_id)
         self._call(self._actions.skip(task_id, reason))
 
     def approve(
@@ -360,24 +296,19 @@ class Session:
             ArgusError: the task is not waiting, or the edited args do not fit
                 the tool's signature (nothing is committed then).
         """
-        self._need_task(task_id)
+        self._state.need_task(task_id)
         self._call(self._actions.approve(task_id, args, by or current_user()))
 
     def reject(
         self, task_id: str, reason: str = "rejected", *, by: str | None = None
     ) -> None:
         """Refuses a task waiting for approval: it fails and blocks its dependents."""
-        self._need_task(task_id)
+        self._state.need_task(task_id)
         self._call(self._actions.reject(task_id, reason, by or current_user()))
 
     def pending_approvals(self) -> dict[str, dict[str, Any]]:
         """Tasks waiting for a decision -> what was asked (tool, args, policy)."""
-        st = self._state
-        return {
-            t: {"tool": st.tasks[t].tool, **(r.approval or {})}
-            for t, r in st.records.items()
-            if r.status == "awaiting_approval"
-        }
+        return self._actions.pending_approvals()
 
     def set_budget(self, scope: str = "session", **limits: float | int | None) -> None:
         """Sets or raises limits, committed with the session (they survive restarts).
@@ -390,16 +321,9 @@ class Session:
         Example: ``s.set_budget(max_cost_usd=2.0); s.run()`` goes on after a
         pause for budget.
         """
-        kind, _, target = scope.partition(":")
-        if kind not in ("session", "task", "subtree") or (kind != "session") != bool(
-            target
-        ):
-            raise ValueError(
-                f"budget scope must be 'session', 'task:<id>' or 'subtree:<id>', "
-                f"got {scope!r}"
-            )
+        kind, target = budget_scope(scope)
         if kind == "task":
-            self._need_task(target)
+            self._state.need_task(target)
         budget = merge_budget(self._state.info.budgets.get(scope), **limits)
         self._call(self._actions.set_budget(scope, budget))
 
@@ -420,11 +344,8 @@ class Session:
         When a run reaches it, the session pauses; the next ``run()`` or
         ``step()`` goes on from it.
         """
-        self._need_task(task_id)
-        bps = [t for t in self._state.info.breakpoints if t != task_id]
-        if on:
-            bps.append(task_id)
-        self._call(self._actions.set_meta(breakpoints=bps))
+        self._state.need_task(task_id)
+        self._call(self._actions.set_breakpoint(task_id, on))
 
     # -- change: tools, staleness, forks ---------------------------------------
 
@@ -470,28 +391,10 @@ class Session:
                 "none" keeps nothing, re-executing every task.
         """
         if at is not None:
-            self._need_task(at)
+            self._state.need_task(at)
         if reuse not in ("cached", "none"):
             raise ValueError(f"reuse must be 'cached' or 'none', got {reuse!r}")
-        st = self._state
-        redo = set() if at is None else {at, *st.sched.descendants(at)}
-        kept = [
-            r.model_copy()
-            for t, r in st.records.items()
-            if reuse == "cached" and t not in redo and r.status == "succeeded"
-        ]
-        replays: dict[str, str] = {}
-        if reuse == "cached":
-            # Invariant 9: what reruns in the fork is served from what the parent
-            # recorded (model replies, and tool results for the same inputs and
-            # code), so replaying a branch costs nothing and repeats no effect.
-            replays = st.replays()
-            for t in redo:
-                r = st.records[t]
-                if r.status == "succeeded" and r.input_hash and r.tool_hash:
-                    replays[tool_replay_key(t, r.input_hash, r.tool_hash)] = json.dumps(
-                        {"result": r.result, "result_ref": r.result_ref}
-                    )
+        kept, replays = self._state.fork_seed(at, reuse)
         return self.workspace._fork_session(
             self, at=at, kept=kept, name=name, replays=replays
         )

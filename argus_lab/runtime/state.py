@@ -16,18 +16,26 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from argus_lab.events import EventBase, make_event
 from argus_lab.model import STATUSES, Plan, SessionInfo, Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_
 from argus_lab.redact import Redactor
 from argus_lab.runtime.lease import Lease
-from argus_lab.runtime.options import SessionOptions, Subscriber, log
+from argus_lab.runtime.options import (
+    SessionOptions,
+    Subscriber,
+    log,
+    tool_replay_key,
+)
 from argus_lab.runtime.scheduler import Scheduler
 from argus_lab.store.artifacts import ArtifactStore, from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.tools.registry import Tool
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["SessionState"]
 
@@ -101,6 +109,26 @@ class SessionState:
             {t.id: t.deps for t in loaded.plan.tasks},
             {t: r.status for t, r in self.records.items()},
         )
+
+    def need_task(self, task_id: str) -> None:
+        """KeyError naming the session and some of its tasks, if ``task_id``
+        is not one of them."""
+        if task_id not in self.tasks:
+            some = ", ".join(list(self.tasks)[:15])
+            raise KeyError(
+                f"session {self.info.name!r} has no task {task_id!r} (tasks: {some}...)"
+            )
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Adds a subscriber; returns the function that removes it."""
+        subs = self.subscribers
+        subs.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in subs:
+                subs.remove(callback)
+
+        return unsubscribe
 
     # -- time and events ---------------------------------------------------
 
@@ -261,6 +289,47 @@ class SessionState:
             )
         return self.stored_result(rec)
 
+    def live_graph(self) -> nx.DiGraph:
+        """The plan DAG with each task's status, attempts, error and times."""
+        g = self.plan.graph
+        for tid, rec in self.records.items():
+            g.nodes[tid].update(
+                status=rec.status,
+                attempts=rec.attempts,
+                error=rec.error,
+                started=rec.started,
+                ended=rec.ended,
+                duration=(rec.ended - rec.started)
+                if rec.ended is not None and rec.started is not None
+                else None,
+            )
+        return g
+
+    def fork_seed(
+        self, at: str | None, reuse: Literal["cached", "none"]
+    ) -> tuple[list[TaskRecord], dict[str, str]]:
+        """What a fork from ``at`` starts with: the records it keeps and the
+        replay cache it inherits (see ``Session.fork``)."""
+        redo = set() if at is None else {at, *self.sched.descendants(at)}
+        kept = [
+            r.model_copy()
+            for t, r in self.records.items()
+            if reuse == "cached" and t not in redo and r.status == "succeeded"
+        ]
+        replays: dict[str, str] = {}
+        if reuse == "cached":
+            # Invariant 9: what reruns in the fork is served from what the parent
+            # recorded (model replies, and tool results for the same inputs and
+            # code), so replaying a branch costs nothing and repeats no effect.
+            replays = self._store.replays()
+            for t in redo:
+                r = self.records[t]
+                if r.status == "succeeded" and r.input_hash and r.tool_hash:
+                    replays[tool_replay_key(t, r.input_hash, r.tool_hash)] = json.dumps(
+                        {"result": r.result, "result_ref": r.result_ref}
+                    )
+        return kept, replays
+
     @property
     def path(self) -> Path:
         """The folder of the session's store."""
@@ -269,6 +338,14 @@ class SessionState:
     def read_events(self, since: int = 0) -> list[EventBase]:
         """Committed events with seq > since, in order."""
         return self._store.read_events(since)
+
+    def last_event(self, kind: str, task_id: str | None) -> EventBase | None:
+        """The latest committed event of ``kind`` about ``task_id``, or None."""
+        found = None
+        for e in self._store.read_events():
+            if e.kind == kind and e.task_id == task_id:
+                found = e
+        return found
 
     def iter_event_json(self, since: int = 0) -> Iterator[str]:
         """Committed events with seq > since as stored JSON, in order."""
@@ -283,10 +360,6 @@ class SessionState:
     def put_replay(self, key: str, data: dict[str, Any]) -> None:
         """Records a model reply or a write's result for replays."""
         self._store.put_replay(key, data)
-
-    def replays(self) -> dict[str, str]:
-        """Every recorded reply and result (what a cached fork inherits)."""
-        return self._store.replays()
 
     def close(self) -> None:
         """Closes the store's connections in the calling thread."""
