@@ -38,5 +38,6 @@ another's private names)::
 Views that live above the runtime (DataFrames, static HTML) are registered in
 views.py by the root package, so the runtime never imports them. Executors
 that run sync tools elsewhere (``DaskExecutor``, dask.py) implement the
-``RemoteExecutor`` protocol (executor.py).
+``RemoteExecutor`` protocol; models, executors and planners are typed by the
+protocols in options.py (``Model`` from ``argus_lab.llm``).
 """
