@@ -6,8 +6,9 @@ another's private names)::
 
     Session (session.py)  public methods, argument checks; runs everything
       │                   on its private loop thread (loop.py)
-      ├─▶ RunLoop (engine.py)        lease around each call, crash recovery,
-      │     │                        the run/step loops, how a run ends
+      ├─▶ RunLoop (engine.py)        lease around each call, crash recovery
+      │     │                        (FailurePolicy.after_interrupt), the
+      │     │                        run/step loops, how a run ends
       │     ├─▶ Scheduler (scheduler.py)   ready tasks, critical path first (pure)
       │     ├─▶ Supervisor.expand (supervisor.py)   lazy HTN compounds
       │     └─▶ AttemptRunner (attempt.py)   ONE attempt: gate, intent, call
@@ -21,6 +22,7 @@ another's private names)::
       │                 ├─▶ Supervisor remedies   repair / fallback / replan
       │                 └─▶ MemoryFeed (remember.py)  results and lessons
       ├─▶ Actions (actions.py)       a person's retry / skip / approve / reject
+      │                              (a rejection goes to the Settler too)
       └─▶ SessionState (state.py)    records, plan, usage; commit()
                  ▲
                  └── every part above writes ONLY through SessionState.commit,
