@@ -8,7 +8,7 @@ and fuse rankings (``_fuse``); ``_MemoryQuery`` holds Memory's search methods
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +16,26 @@ from argus_lab.errors import ArgusError
 
 if TYPE_CHECKING:
     from argus_lab.store.embedding import _Embedding
-    from argus_lab.store.memory import MemoryHit, SearchMode
+    from argus_lab.store.memory import HitMode, MemoryHit, SearchMode
 
-RRF_K = 60
-"""The constant of reciprocal rank fusion (the usual 60 of Cormack et al.)."""
+RRF_K = 10
+"""The rank constant of hybrid's reciprocal rank fusion (see FTS_WEIGHT)."""
+FTS_WEIGHT = 0.3
+VECTOR_WEIGHT = 1.0
+"""Hybrid's weights: ``score = FTS_WEIGHT / (RRF_K + fts_rank) + VECTOR_WEIGHT /
+(RRF_K + vector_rank)``, a rank missing from one list adding nothing; each list
+is fetched 20 deep (or k, if more).
+
+Why not the textbook equal weights and k=60: when a query shares words with a
+memory, both lists rank it high and it wins under any weights; when the query
+is a paraphrase, full-text hits are memories that happen to share a word
+(noise) and only the vector list knows. With k=60 the scores of ranks 1-10 are
+within 15% of each other, so a vector rank-2 answer loses to anything ranked
+by both lists; on datasets/memory_eval's paraphrases that halved vector's
+MRR@10 (0.22 -> 0.10). k=10 makes a top rank count, and 0.3 makes a full-text
+rank 1 worth a vector rank ~24: full text reorders what the vector side found
+and adds exact-term matches, without outvoting it. The sweep over k and the
+weight is in BENCHMARKS.md (benchmarks/bench_memory_eval.py)."""
 _COLUMNS = ("id", "kind", "text", "session_id", "task_id", "seq", "metadata")
 _SELECT = [*_COLUMNS, "created_at"]
 _NO_EMBEDDER = (
@@ -51,7 +67,7 @@ def _like_meta(key: str, value: Any) -> str:
 
 
 def _fuse(fts: list[MemoryHit], vec: list[MemoryHit]) -> list[MemoryHit]:
-    """Reciprocal rank fusion of two rankings into hybrid hits, best first."""
+    """Weighted reciprocal rank fusion of two rankings into hybrid hits, best first."""
     merged: dict[str, MemoryHit] = {}
     for h in fts:
         merged[h.id] = h.model_copy(update={"mode": "hybrid", "score": 0.0})
@@ -61,7 +77,9 @@ def _fuse(fts: list[MemoryHit], vec: list[MemoryHit]) -> list[MemoryHit]:
         else:
             merged[h.id] = h.model_copy(update={"mode": "hybrid", "score": 0.0})
     for h in merged.values():
-        h.score = sum(1.0 / (RRF_K + r) for r in (h.fts_rank, h.vector_rank) if r)
+        h.score = (FTS_WEIGHT / (RRF_K + h.fts_rank) if h.fts_rank else 0.0) + (
+            VECTOR_WEIGHT / (RRF_K + h.vector_rank) if h.vector_rank else 0.0
+        )
     big = 1 << 30
     return sorted(
         merged.values(),
@@ -78,17 +96,23 @@ class _MemoryQuery:
         refine_factor: int
 
         def _open(self) -> Any | None: ...
+        def _ensure_space(self) -> None: ...
         def _has_vector_index(self, *, refresh: bool = False) -> bool: ...
-        def backfill_vectors(self, *, batch: int = 1024) -> int: ...
+        def backfill_vectors(
+            self,
+            *,
+            batch: int = 1024,
+            progress: Callable[[int, int], None] | None = None,
+        ) -> int: ...
         def _hits(
-            self, rows: list[dict[str, Any]], mode: SearchMode
+            self, rows: list[dict[str, Any]], mode: HitMode
         ) -> list[MemoryHit]: ...
 
     def search(
         self,
         query: str,
         k: int = 5,
-        mode: SearchMode = "hybrid",
+        mode: SearchMode = "auto",
         where: str | None = None,
         *,
         session_id: str | Sequence[str] | None = None,
@@ -101,7 +125,9 @@ class _MemoryQuery:
         Args:
             query: Words to look for (a question or a task description).
             k: How many hits at most.
-            mode: "hybrid" (default), "fts" (BM25) or "vector".
+            mode: "auto" (default: "hybrid" with an embedder, else "fts"),
+                "hybrid" (weighted reciprocal rank fusion of the two), "fts"
+                (BM25) or "vector" (cosine).
             where: A SQL filter over the columns (``"seq > 10"``).
             session_id: Only from this session (or these); default: all sessions.
             kind: Only of this kind (or these).
@@ -112,8 +138,12 @@ class _MemoryQuery:
             ArgusError: mode "vector" without an embedder.
             ValueError: an unknown mode, or k < 1.
         """
-        if mode not in ("hybrid", "fts", "vector"):
-            raise ValueError(f"mode must be 'hybrid', 'fts' or 'vector', got {mode!r}")
+        if mode not in ("auto", "hybrid", "fts", "vector"):
+            raise ValueError(
+                f"mode must be 'auto', 'hybrid', 'fts' or 'vector', got {mode!r}"
+            )
+        if mode == "auto":
+            mode = "fts" if self._embedding is None else "hybrid"
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if mode == "vector" and self._embedding is None:
@@ -188,6 +218,7 @@ class _MemoryQuery:
 
     def _vector(self, t: Any, query: str, n: int, filt: str | None) -> list[MemoryHit]:
         assert self._embedding is not None
+        self._ensure_space()
         if not self._vectors_checked:
             self.backfill_vectors()
             t = self._open()
