@@ -43,7 +43,7 @@ DATA = ROOT / "datasets" / "memory_eval"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DATA))
 
-from argus_lab.store._memory_query import VECTOR_WEIGHT  # noqa: E402
+from argus_lab.store._memory_query import VECTOR_WEIGHT, _terms  # noqa: E402
 from argus_lab.store.memory import (  # noqa: E402
     HashEmbedder,
     Memory,
@@ -55,14 +55,22 @@ RESULTS = ROOT / "benchmarks" / "results_memory_eval.md"
 NOTES = "<!-- notes: written by hand, kept by --write -->"
 TARGETS_MS = {"fts": 10.0, "vector": 10.0, "hybrid": 20.0}
 MODES = ("fts", "vector", "hybrid")
-FUSIONS = ((60, 1.0), (60, 0.5), (10, 1.0), (10, 0.3))
-"""(RRF k, full-text weight) pairs to compare; (10, 0.3) is the default."""
+FUSIONS = (
+    (60, 1.0, False),
+    (60, 0.5, False),
+    (10, 0.3, False),
+    (60, 1.0, True),
+    (10, 1.0, True),
+    (10, 0.3, True),
+)
+"""(RRF k, full-text weight, scale by term coverage) to compare; the default is
+(10, 0.3, True); (60, 1.0, False) is textbook RRF."""
 
 
 def load() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     with gzip.open(DATA / "memories.jsonl.gz", "rt") as f:
         memories = [json.loads(line) for line in f]
-    queries = [json.loads(line) for line in (DATA / "queries.jsonl").open()]
+    queries = [json.loads(s) for s in (DATA / "queries.jsonl").read_text().splitlines()]
     return memories, queries
 
 
@@ -93,13 +101,18 @@ def scores(ranked: list[list[str]], queries: list[dict[str, Any]]) -> dict[str, 
     return out
 
 
-def fuse(fts: list[str], vec: list[str], k: int, w_fts: float) -> list[str]:
-    """The hybrid formula with another k and full-text weight (as _fuse)."""
+def fuse(
+    query: str, fts: list[MemoryHit], vec: list[MemoryHit], how: tuple[Any, ...]
+) -> list[str]:
+    """The hybrid formula with other settings (as _memory_query._fuse)."""
+    k, w_fts, coverage = how
+    want = _terms(query)
     s: dict[str, float] = {}
-    for r, i in enumerate(fts, 1):
-        s[i] = s.get(i, 0.0) + w_fts / (k + r)
-    for r, i in enumerate(vec, 1):
-        s[i] = s.get(i, 0.0) + VECTOR_WEIGHT / (k + r)
+    for r, h in enumerate(fts, 1):
+        c = len(want & _terms(h.text)) / len(want) if coverage and want else 1.0
+        s[h.id] = s.get(h.id, 0.0) + w_fts * c / (k + r)
+    for r, h in enumerate(vec, 1):
+        s[h.id] = s.get(h.id, 0.0) + VECTOR_WEIGHT / (k + r)
     return sorted(s, key=lambda i: -s[i])
 
 
@@ -111,21 +124,22 @@ def quality(embedder: Any, memories: list[dict[str, Any]], queries: list[Any]) -
             m.add_many(memories[i : i + 2000])
         m.optimize()
         ranked: dict[str, list[list[str]]] = {mode: [] for mode in MODES}
-        deep: dict[str, list[list[str]]] = {"fts": [], "vector": []}
+        deep: dict[str, list[list[MemoryHit]]] = {"fts": [], "vector": []}
         for q in queries:
             for mode in MODES:
                 hits: list[MemoryHit] = m.search(q["query"], k=10, mode=mode)
                 ranked[mode].append([h.id for h in hits])
             for mode in deep:  # hybrid fetches 20 per side for k=10
                 hits = m.search(q["query"], k=20, mode=mode)
-                deep[mode].append([h.id for h in hits])
+                deep[mode].append(hits)
         res = {mode: scores(ranked[mode], queries) for mode in MODES}
-        for k, w in FUSIONS:
+        for how in FUSIONS:
             fused = [
-                fuse(a, b, k, w)
-                for a, b in zip(deep["fts"], deep["vector"], strict=True)
+                fuse(q["query"], a, b, how)
+                for q, a, b in zip(queries, deep["fts"], deep["vector"], strict=True)
             ]
-            res[f"fusion k={k}, fts weight {w}"] = scores(fused, queries)
+            name = f"fusion k={how[0]}, fts weight {how[1]}"
+            res[name + (" x coverage" if how[2] else "")] = scores(fused, queries)
         return res
     finally:
         shutil.rmtree(folder, ignore_errors=True)

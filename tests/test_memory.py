@@ -218,13 +218,14 @@ def test_hybrid_scores_are_weighted_reciprocal_rank_fusion(corpus: Memory) -> No
     hits = corpus.search("venue prices per day", k=5)
     assert [h.mode for h in hits] == ["hybrid"] * len(hits)
     for h in hits:
-        expected = (0.3 / (10 + h.fts_rank) if h.fts_rank else 0.0) + (
-            1.0 / (10 + h.vector_rank) if h.vector_rank else 0.0
-        )
-        assert h.score == pytest.approx(expected)
+        fts = 0.3 * (h.term_coverage or 0.0) / (10 + h.fts_rank) if h.fts_rank else 0
+        vec = 1.0 / (10 + h.vector_rank) if h.vector_rank else 0.0
+        assert h.score == pytest.approx(fts + vec)
+        assert (h.term_coverage is None) == (h.fts_rank is None)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     both = hits[0]
     assert both.fts_score is not None and both.distance is not None
+    assert both.term_coverage is not None and 0 < both.term_coverage <= 1
 
 
 def test_hybrid_without_an_embedder_falls_back_to_full_text_with_a_note(

@@ -8,6 +8,7 @@ and fuse rankings (``_fuse``); ``_MemoryQuery`` holds Memory's search methods
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -66,8 +67,39 @@ def _like_meta(key: str, value: Any) -> str:
     return f"metadata LIKE '%{pattern}%'"
 
 
-def _fuse(fts: list[MemoryHit], vec: list[MemoryHit]) -> list[MemoryHit]:
-    """Weighted reciprocal rank fusion of two rankings into hybrid hits, best first."""
+# English stop words, as LanceDB's full-text index leaves them out.
+_STOP_TEXT = (
+    "a an and are as at be by can do does for from has have how i in into is it "
+    "its me my no not of on or our so such that the their then there these they "
+    "this to was we were what when where which who why will with you your"
+)
+_STOPWORDS = frozenset(_STOP_TEXT.split())
+_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
+
+
+def _terms(text: str) -> set[str]:
+    """Crude stems of a text's content words (close to what BM25 indexes)."""
+    out = set()
+    for w in re.findall(r"\w+", text.lower()):
+        if w in _STOPWORDS:
+            continue
+        for suf in _SUFFIXES:
+            if w.endswith(suf) and len(w) - len(suf) >= 3:
+                w = w[: -len(suf)]
+                break
+        if len(w) > 3 and w[-1] == w[-2]:  # running -> runn -> run
+            w = w[:-1]
+        out.add(w)
+    return out
+
+
+def _fuse(query: str, fts: list[MemoryHit], vec: list[MemoryHit]) -> list[MemoryHit]:
+    """Weighted reciprocal rank fusion of two rankings into hybrid hits, best first.
+
+    A full-text hit's part is scaled by its ``term_coverage``, the share of the
+    query's terms it contains: a memory matching one word of a five-word
+    paraphrase is what BM25 returns when nothing matches, not evidence.
+    """
     merged: dict[str, MemoryHit] = {}
     for h in fts:
         merged[h.id] = h.model_copy(update={"mode": "hybrid", "score": 0.0})
@@ -76,10 +108,15 @@ def _fuse(fts: list[MemoryHit], vec: list[MemoryHit]) -> list[MemoryHit]:
             merged[h.id].distance, merged[h.id].vector_rank = h.distance, h.vector_rank
         else:
             merged[h.id] = h.model_copy(update={"mode": "hybrid", "score": 0.0})
+    want = _terms(query)
     for h in merged.values():
-        h.score = (FTS_WEIGHT / (RRF_K + h.fts_rank) if h.fts_rank else 0.0) + (
-            VECTOR_WEIGHT / (RRF_K + h.vector_rank) if h.vector_rank else 0.0
-        )
+        if h.fts_rank and want:
+            h.term_coverage = len(want & _terms(h.text)) / len(want)
+        h.score = (
+            FTS_WEIGHT * (h.term_coverage or 0.0) / (RRF_K + h.fts_rank)
+            if h.fts_rank
+            else 0.0
+        ) + (VECTOR_WEIGHT / (RRF_K + h.vector_rank) if h.vector_rank else 0.0)
     big = 1 << 30
     return sorted(
         merged.values(),
@@ -166,7 +203,9 @@ class _MemoryQuery:
         else:
             depth = max(want, 2 * k, 20)
             hits = _fuse(
-                self._fts(t, query, depth, filt), self._vector(t, query, depth, filt)
+                query,
+                self._fts(t, query, depth, filt),
+                self._vector(t, query, depth, filt),
             )
         if metadata:
             hits = [

@@ -156,6 +156,9 @@ class MemoryHit(MemoryRecord):
     """1-based rank in the full-text results."""
     vector_rank: int | None = None
     """1-based rank in the vector results."""
+    term_coverage: float | None = None
+    """Hybrid only: the share of the query's terms this memory contains (crude
+    stems, stop words left out); it scales the full-text part of the score."""
     note: str | None = None
     """Why the search was not what was asked for (e.g. hybrid without embedder)."""
 

@@ -105,11 +105,15 @@ class WordLlamaEmbedder:
         """Embeds texts: one unit-length 256-d float32 row per text."""
         import numpy as np
 
-        out = self.model().embed(list(texts), norm=True, batch_size=512)
+        out = self.model().embed(list(texts), norm=False, batch_size=512)
         m = np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
-        # A text of no known token embeds as zeros; cosine needs a direction.
-        m[~m.any(axis=1), 0] = 1.0
-        return m
+        norms = np.linalg.norm(m, axis=1, keepdims=True)
+        # A text of no known token (an empty one) pools to zeros, which wordllama
+        # would divide by; cosine needs a direction, so it gets a fixed one.
+        empty = norms[:, 0] == 0
+        m[empty, 0], norms[empty] = 1.0, 1.0
+        out32: npt.NDArray[np.float32] = m / norms
+        return out32
 
 
 _DEFAULT: WordLlamaEmbedder | None = None
