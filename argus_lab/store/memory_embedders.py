@@ -167,10 +167,11 @@ class LanceDBEmbedder:
 
     @property
     def version(self) -> str:
-        """The lancedb version: a registry function's vectors depend on its code."""
-        from importlib.metadata import version
-
-        return f"lancedb {version('lancedb')}"
+        """The function's ``version`` field if it has one, else "": the model
+        name in :attr:`name` is what identifies its vectors (a lancedb upgrade
+        does not change an API model's)."""
+        v = getattr(self.fn, "version", None)
+        return v if isinstance(v, str) else ""
 
     @property
     def dim(self) -> int | None:
