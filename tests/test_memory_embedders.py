@@ -268,3 +268,27 @@ def test_hybrid_recall_is_at_least_each_single_mode_on_labelled_memories(
     assert p["fts"] <= 0.05
     assert p["hybrid"] >= p["vector"]
     assert p["hybrid"] >= p["fts"] + 0.3
+
+
+def test_the_labelled_set_keeps_its_promises() -> None:
+    """>= 300 pairs, half of them paraphrases sharing no content word with their
+    target, over >= 10,000 memories (datasets/memory_eval/README.md)."""
+    sys.path.insert(0, str(EVAL))
+    try:
+        from overlap import shared
+    finally:
+        sys.path.remove(str(EVAL))
+    with gzip.open(EVAL / "memories.jsonl.gz", "rt") as f:
+        text = {r["id"]: r["text"] for r in map(json.loads, f)}
+    lines = (EVAL / "queries.jsonl").read_text().splitlines()
+    queries = [json.loads(line) for line in lines]
+    assert len(text) >= 10_000 and len(queries) >= 300
+    para = [q for q in queries if q["paraphrase"]]
+    assert len(para) * 2 == len(queries)
+    for q in queries:
+        (target,) = q["relevant"]
+        common = shared(q["query"], text[target])
+        assert bool(common) != q["paraphrase"], (q["query"], common)
+    assert shared("how do I stop a running job", "tasks keep running") == {"runn"}
+    readme = (EVAL / "README.md").read_text()
+    assert "written for Argus Lab" in readme and "MIT" in readme
