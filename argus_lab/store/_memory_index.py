@@ -23,8 +23,8 @@ from argus_lab.store._memory_query import _COLUMNS, _SELECT, _canonical
 from argus_lab.store.embedding import EmbedderMismatchError, describe
 
 if TYPE_CHECKING:
+    from argus_lab.store._memory_records import MemoryRecord
     from argus_lab.store.embedding import _Embedding
-    from argus_lab.store.memory import MemoryRecord
 
 TABLE = "memories"
 _SMALL_INDEX = "vector_onepart_idx"

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.errors import ArgusError
 
 if TYPE_CHECKING:
+    from argus_lab.store._memory_records import HitMode, MemoryHit, SearchMode
     from argus_lab.store.embedding import _Embedding
-    from argus_lab.store.memory import HitMode, MemoryHit, SearchMode
 
 RRF_K = 10
 """The rank constant of hybrid's reciprocal rank fusion (see FTS_WEIGHT)."""
