@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import diskcache
 
     from argus_lab.store.memory import Memory
+    from argus_lab.store.state import State
 
 __all__ = ["Workspace"]
 
@@ -359,6 +360,27 @@ class Workspace:
                 store.close()
         out.sort(key=lambda i: (i.created, i.id))  # ids share a second
         return out
+
+    # -- typed states (store/state.py) ------------------------------------------
+
+    def state(self, name: str, model: Any = None, **options: Any) -> State[Any]:
+        """The typed state ``name``: created from ``model()``'s defaults the
+        first time, loaded after. ``model=None``: a plain JSON document.
+
+        Options: schema_version, max_size, growth_window, lock_ttl,
+        snapshot_every (see ``argus_lab.store.state.State``).
+        """
+        from argus_lab.store.state import open_state
+
+        return open_state(
+            self.path / "states", name, model, durability=self.durability, **options
+        )
+
+    def states(self) -> list[str]:
+        """The names of this workspace's states."""
+        from argus_lab.store.state import state_names
+
+        return state_names(self.path / "states")
 
     def close(self) -> None:
         """Closes the workspace index (sessions close on their own)."""
