@@ -14,6 +14,7 @@ from argus_lab.errors import (
     ArgusError,
     BudgetExceeded,
     ConcurrentSessionError,
+    ConflictError,
     CorruptCheckpointError,
     InDoubtError,
     MissingDependency,
@@ -36,6 +37,7 @@ from argus_lab.workspace import Workspace
 
 if TYPE_CHECKING:
     from argus_lab import analysis, llm
+    from argus_lab.client import connect
     from argus_lab.llm.anthropic import AnthropicModel
     from argus_lab.plan.llm import LLMPlanner
     from argus_lab.runtime.dask import DaskExecutor
@@ -50,6 +52,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "ConcurrentSessionError",
+    "ConflictError",
     "CorruptCheckpointError",
     "DaskExecutor",
     "Event",
@@ -76,6 +79,7 @@ __all__ = [
     "Workspace",
     "analysis",
     "builtin_tools",
+    "connect",
     "llm",
     "tool",
 ]
@@ -87,6 +91,7 @@ _LAZY = {
     "AnthropicModel": ("argus_lab.llm.anthropic", "AnthropicModel"),
     "LLMPlanner": ("argus_lab.plan.llm", "LLMPlanner"),
     "DaskExecutor": ("argus_lab.runtime.dask", "DaskExecutor"),
+    "connect": ("argus_lab.client", "connect"),
 }
 
 
