@@ -548,6 +548,7 @@ def open_state(
     initial: Any = None,
     parent: tuple[str, int] | None = None,
     create_only: bool = False,
+    caller: str | None = None,
 ) -> State[Any]:
     """Opens the state ``root/name``, creating it (from ``initial``, else the
     model's defaults) when it does not exist yet."""
@@ -584,7 +585,8 @@ def open_state(
             head.parent, head.forked_at = parent
         head.json_schema = model.model_json_schema() if model is not None else None
         kind = "fork" if parent else "create"
+        who = caller or _caller()
         # Another process may have created it first: then use theirs.
         with contextlib.suppress(ConflictError):
-            log.create(Commit(doc, text, schema_version, _caller(), kind), head)
+            log.create(Commit(doc, text, schema_version, who, kind), head)
     return st
