@@ -376,3 +376,22 @@ def test_random_transactions_replay_exactly(
     reopened.close()
     st.close()
     ws.close()
+
+
+def test_diff_is_type_exact_for_scalars_and_snapshots_what_it_cannot_see(
+    ws: al.Workspace,
+) -> None:
+    from typing import Any
+
+    from argus_lab.store.state_diff import diff
+
+    assert diff({"r": 1}, {"r": 1.0}) == [{"op": "replace", "path": "/r", "value": 1.0}]
+    assert diff({"r": True}, {"r": 1}) != []
+
+    class Loose(BaseModel):
+        data: Any = None
+
+    st = ws.state("loose", model=Loose, initial=Loose(data=[1]))
+    st.update(lambda s: setattr(s, "data", [1.0]))
+    assert st.version == 2 and repr(st.at(2).data) == "[1.0]"
+    assert repr(st.at(1).data) == "[1]"

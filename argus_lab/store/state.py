@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from argus_lab.errors import ArgusError, ConflictError, SchemaVersionError
 from argus_lab.store.checkpoints import Durability, make_lease
+from argus_lab.store.state_diff import diff
 from argus_lab.store.state_log import (
     DEFAULT_SNAPSHOT_EVERY,
     Commit,
@@ -449,10 +450,13 @@ class State(Generic[M]):
         doc, text = self._validate(obj)
         c = Commit(doc, text, self.schema_version, tx.caller)
         if tx.schema == self.schema_version:
-            c.patch = jsonpatch.make_patch(tx.doc, doc).patch
-            if not c.patch:
+            ops = diff(tx.doc, doc)
+            if not ops and dumps(tx.doc) == dumps(doc):
                 return  # nothing changed: no version
-            c.changed = sorted({_field(op["path"]) for op in c.patch})
+            # Empty ops that changed the text: a change diff() cannot see,
+            # stored whole (patch None means a snapshot).
+            c.patch = ops or None
+            c.changed = sorted({_field(op["path"]) for op in ops})
         else:
             c.kind = "migrate"
             c.events.append(
