@@ -295,3 +295,31 @@ def test_connect_reads_and_steers(server: Server) -> None:
     f = st.fork(at=2)
     assert f.name != st.name and f.get() == {"n": 1}
     remote.close()
+
+
+@pytest.mark.slow
+def test_the_readme_curl_example_commits_state(server: Server) -> None:
+    import re
+    import shutil
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    script = next(
+        c for c in re.findall(r"```sh\n(.*?)```", readme, re.S) if "curl" in c
+    )
+    lines = script.splitlines()
+    assert lines[0].startswith("TOKEN=")
+    # Our server's token and port; the endless event stream is left out.
+    body = "\n".join(ln for ln in lines[1:] if "curl -N" not in ln)
+    curl = shutil.which("curl")
+    assert curl, "curl is needed (apt-get install curl)"
+    r = subprocess.run(
+        ["bash", "-euc", body],
+        env={**os.environ, "TOKEN": server.token, "API": server.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    got = server.http.get("/states/chatbot")
+    assert got.json() == {"count": 1, "seen": ["msg-17"]}
+    assert got.headers["etag"] == '"2"'

@@ -395,3 +395,21 @@ def test_diff_is_type_exact_for_scalars_and_snapshots_what_it_cannot_see(
     st.update(lambda s: setattr(s, "data", [1.0]))
     assert st.version == 2 and repr(st.at(2).data) == "[1.0]"
     assert repr(st.at(1).data) == "[1]"
+
+
+def test_the_readme_state_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    code = next(
+        c for c in re.findall(r"```python\n(.*?)```", readme, re.S) if "ws.state(" in c
+    )
+    monkeypatch.chdir(tmp_path)
+    ns: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), ns)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "4 906.0 900.0"
+    ns["st"].close()  # type: ignore[attr-defined]
+    ns["branch"].close()  # type: ignore[attr-defined]
