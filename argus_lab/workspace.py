@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
 from argus_lab.events import make_event
@@ -40,6 +40,7 @@ __all__ = ["Workspace"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ToolsArg = Iterable[Tool | Callable[..., Any]] | None
+M = TypeVar("M")
 
 
 def _slug(text: str) -> str:
@@ -363,6 +364,10 @@ class Workspace:
 
     # -- typed states (store/state.py) ------------------------------------------
 
+    @overload
+    def state(self, name: str, model: type[M], **options: Any) -> State[M]: ...
+    @overload
+    def state(self, name: str, model: None = None, **options: Any) -> State[Any]: ...
     def state(self, name: str, model: Any = None, **options: Any) -> State[Any]:
         """The typed state ``name``: created from ``model()``'s defaults the
         first time, loaded after. ``model=None``: a plain JSON document.

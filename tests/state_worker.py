@@ -3,7 +3,7 @@
 ``python tests/state_worker.py count WS N opt|lock ID``: N transactions, each
 adding 1 to ``total`` and to ``per[ID]`` of the state "counters".
 
-``python tests/state_worker.py crash WS``: commits forever to the state
+``python tests/state_worker.py crash WS opt|lock``: commits forever to the state
 "ledger", each transaction appending an entry and changing many fields at once
 (so a half-applied patch would break the ``consistent`` invariant), printing
 each committed version on its own line.
@@ -58,10 +58,10 @@ def count(ws: al.Workspace, n: int, mode: str, me: str) -> None:
         st.update(bump, retries=10_000, lock=mode == "lock", timeout=120)
 
 
-def crash(ws: al.Workspace) -> None:
+def crash(ws: al.Workspace, lock: bool) -> None:
     st = open_ledger(ws)
     while True:
-        with st.transaction() as s:
+        with st.transaction(lock=lock) as s:
             k = s.n + 1
             s.n = k
             s.entries.append(k)
@@ -76,4 +76,4 @@ if __name__ == "__main__":
     if what == "count":
         count(w, int(sys.argv[3]), sys.argv[4], sys.argv[5])
     else:
-        crash(w)
+        crash(w, sys.argv[3] == "lock")

@@ -160,6 +160,12 @@ def test_sessions_read_and_control(server: Server) -> None:
     r = server.http.post("/sessions/approve/approve", json={"task_id": "two", "x": 1})
     assert r.status_code == 422
     r = server.http.post(
+        "/sessions/approve/approve",
+        content=b'{"task_id": "two",',
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 422
+    r = server.http.post(
         "/sessions/approve/approve", json={"task_id": "two", "args": {"x": 42}}
     )
     assert r.status_code == 200, r.text
@@ -262,6 +268,7 @@ def test_state_over_http(server: Server) -> None:
     names = [s["name"] for s in server.http.get("/states").json()["items"]]
     assert {"bot", "bot-b"} <= set(names)
     assert server.http.get("/states/none").status_code == 404
+    assert server.http.get("/states/bot/events").json() == {"items": []}
     # The token is printed once, at first start; the request log never has it.
     assert server.text().count(server.token) == 1
     assert "GET /states/bot 200" in server.text()  # ...but every request

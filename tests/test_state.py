@@ -129,6 +129,11 @@ def test_lock_refuses_other_writers_until_released(ws: al.Workspace) -> None:
     assert st.get().cash == 1.0
     other.update(lambda o: setattr(o, "cash", 2.0), retries=0)  # released
     assert st.get().cash == 2.0
+    # A locked block that fails releases the lock too, writing nothing.
+    with pytest.raises(ValidationError), st.transaction(lock=True) as s:
+        s.positions["A"] = "x"  # type: ignore[assignment]
+    other.update(lambda o: setattr(o, "cash", 3.0), retries=0)
+    assert st.get().cash == 3.0 and st.version == 4
 
 
 def test_a_dead_holders_lock_is_taken_over(ws: al.Workspace) -> None:

@@ -87,8 +87,9 @@ def test_sigkill_while_committing_leaves_every_version_whole(tmp_path: Path) -> 
     ws = al.Workspace(tmp_path / "ws")
     rng = random.Random(20261201)
     reported = 0
-    for _round in range(4):
-        p = _spawn("crash", str(ws.path))
+    for n in range(6):
+        lock = n % 2 == 1  # every other writer is killed holding the lock
+        p = _spawn("crash", str(ws.path), "lock" if lock else "opt")
         assert p.stdout is not None
         kill_after = rng.randint(5, 60)  # commits seen before the kill
         for seen, line in enumerate(p.stdout, 1):
@@ -108,8 +109,9 @@ def test_sigkill_while_committing_leaves_every_version_whole(tmp_path: Path) -> 
         for v in range(1, head + 1):
             s = st.at(v)
             assert consistent(s) and s.n == v - 1, f"version {v} is torn"
-        # The killed writer may have held nothing: the next writer goes on.
-        with st.transaction() as s:
+        # The killed writer's lock (if it held it) goes with it: the next
+        # writer takes over at once, it does not wait out the lease.
+        with st.transaction(lock=True, timeout=5) as s:
             s.n, s.entries, s.total = s.n + 1, [*s.entries, s.n + 1], s.total + s.n + 1
             s.by_key["k"] = s.by_key.get("k", 0) + s.n
         assert consistent(st.get()) and st.version == head + 1

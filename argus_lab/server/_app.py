@@ -375,6 +375,10 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
         h["time"] = h["time"].map(lambda t: t.isoformat())
         return {"items": h.to_dict(orient="records")}
 
+    @app.get("/states/{name}/events", summary="Size warnings, compactions, forks")
+    def state_events(name: str, since: int = Query(0, ge=0)) -> dict[str, Any]:
+        return {"items": hub.state(name).events(since)}
+
     @app.post("/states/{name}/fork", status_code=201, summary="Fork a state")
     def fork_state(name: str, body: ForkState) -> JSONResponse:
         f = hub.state(name).fork(at=body.at, name=body.name)
