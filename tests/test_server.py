@@ -257,6 +257,20 @@ def test_state_over_http(server: Server) -> None:
     big = [{"op": "add", "path": "/notes/-", "value": "x" * (2 << 20)}]
     r = server.http.patch("/states/bot", content=json.dumps(big), headers=hdr2)
     assert r.status_code == 413
+
+    def chunked() -> Iterator[bytes]:  # no Content-Length: counted as it comes
+        yield b"["
+        for _ in range(40):
+            yield b" " * 60_000
+
+    r = server.http.patch("/states/bot", content=chunked(), headers=hdr2)
+    assert r.status_code == 413
+    r = server.http.post(
+        "/sessions/fail/pause",
+        content=chunked(),
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 413
     assert server.http.get("/states/bot").headers["etag"] == '"2"'  # all refused
 
     assert server.http.get("/states/bot", params={"version": 1}).json()["count"] == 0

@@ -64,6 +64,11 @@ def serve(
     else:
         announce(f"argus serve: token in {token_path(workspace)}")
     announce(f"argus serve: {workspace.path} on {where} (OpenAPI: {where}/docs)")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        announce(
+            f"argus serve: warning: bound to {host}, reachable from other machines; "
+            "the token is all that protects the workspace and HTTP is unencrypted"
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     # Our guard logs each request without its query string or headers;
     # uvicorn's access log would print query strings, so it is off.

@@ -21,7 +21,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from argus_lab.errors import ArgusError, ConcurrentSessionError, ConflictError
 from argus_lab.runtime.session import Session
-from argus_lab.server._guard import MAX_BODY, BodyTooLarge, Guard
+from argus_lab.server._guard import MAX_BODY, Guard
 from argus_lab.store.state import State
 from argus_lab.workspace import Workspace
 
@@ -183,10 +183,6 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
     @app.exception_handler(ValueError)
     async def _invalid(_: Request, e: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(e)[:2000]}, 422)
-
-    @app.exception_handler(BodyTooLarge)
-    async def _large(_: Request, e: BodyTooLarge) -> JSONResponse:
-        return JSONResponse({"detail": str(e)}, 413)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_: Request, e: RequestValidationError) -> JSONResponse:

@@ -60,25 +60,48 @@ class Guard:
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
-        status = {"code": 0}
+        st: dict[str, Any] = {"code": 0, "too_big": False}
 
         async def send_logged(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                status["code"] = message["status"]
+                st["code"] = message["status"]
             await send(message)
+
+        async def send_app(message: dict[str, Any]) -> None:
+            if not st["too_big"]:  # once the body is refused, the app is muted
+                await send_logged(message)
+
+        seen = 0
+
+        async def receive_limited() -> dict[str, Any]:
+            nonlocal seen
+            message: dict[str, Any] = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body:  # chunked upload with no Content-Length
+                    st["too_big"] = True
+                    return {"type": "http.disconnect"}
+            return message
 
         try:
             refusal = self._refuse(scope)
             if refusal is not None:
                 await _reply(send_logged, *refusal)
                 return
-            await self.app(scope, self._limited(receive, send_logged), send_logged)
+            try:
+                await self.app(scope, receive_limited, send_app)
+            except Exception:
+                if not st["too_big"]:
+                    raise
+            if st["too_big"] and st["code"] == 0:
+                msg = f"the request body exceeds {self.max_body} bytes"
+                await _reply(send_logged, 413, msg, {})
         finally:
             log.info(
                 "%s %s %d %.1fms",
                 scope["method"],
                 scope["path"],
-                status["code"],
+                st["code"],
                 (time.perf_counter() - t0) * 1000,
             )
 
@@ -98,28 +121,6 @@ class Guard:
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             return 413, f"the request body exceeds {self.max_body} bytes", {}
         return None
-
-    def _limited(self, receive: Receive, send: Send) -> Receive:
-        seen = 0
-        limit = self.max_body
-
-        async def receive_limited() -> dict[str, Any]:
-            nonlocal seen
-            message: dict[str, Any] = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:  # chunked upload with no Content-Length
-                    raise BodyTooLarge(limit)
-            return message
-
-        return receive_limited
-
-
-class BodyTooLarge(Exception):
-    """A chunked body went over the limit (turned into a 413 by the app)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"the request body exceeds {limit} bytes")
 
 
 async def _reply(send: Send, status: int, detail: str, headers: dict[str, str]) -> None:
