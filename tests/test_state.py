@@ -112,6 +112,9 @@ def test_update_may_return_a_new_state(ws: al.Workspace) -> None:
     st = ws.state("p", model=Portfolio)
     out = st.update(lambda s: Portfolio(cash=5))
     assert out == Portfolio(cash=5) and st.version == 2
+    with pytest.raises(TypeError, match="returned a float"):
+        st.update(lambda s: s.cash)
+    assert st.version == 2
 
 
 def test_lock_refuses_other_writers_until_released(ws: al.Workspace) -> None:
@@ -264,6 +267,11 @@ def test_untyped_state_validates_against_the_stored_schema(ws: al.Workspace) -> 
     with pytest.raises(al.ConflictError):
         raw.patch([{"op": "remove", "path": "/notes"}], expected=1, caller="t")
     assert ws.state("typed", model=Portfolio).get().cash == 5.0
+    branch = raw.fork()  # keeps the schema it validates against
+    with pytest.raises(Exception, match="not of type"):
+        branch.patch(
+            [{"op": "replace", "path": "/cash", "value": "x"}], expected=1, caller="t"
+        )
 
 
 def test_damaged_record_names_the_state_and_key(ws: al.Workspace) -> None:

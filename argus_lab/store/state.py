@@ -203,6 +203,13 @@ class State(StateCore[M]):
             try:
                 obj = self._thaw_tx(tx)
                 out = fn(obj)
+                want = self.model if self.model is not None else dict
+                if out is not None and not isinstance(out, want):
+                    raise TypeError(
+                        f"st.update: fn returned a {type(out).__name__}; change "
+                        f"its argument in place (return None) or return a new "
+                        f"{want.__name__}"
+                    )
                 self._finish(tx, obj if out is None else out)
                 return self.get()
             except ConflictError:
@@ -273,6 +280,7 @@ class State(StateCore[M]):
             initial=src,
             parent=(self.name, v),
             create_only=True,
+            json_schema=self._head().json_schema,
         )
         new._invariants = list(self._invariants)
         new._migrations = dict(self._migrations)
@@ -316,6 +324,7 @@ def open_state(
     parent: tuple[str, int] | None = None,
     create_only: bool = False,
     caller: str | None = None,
+    json_schema: dict[str, Any] | None = None,
 ) -> State[Any]:
     """Opens the state ``root/name``, creating it (from ``initial``, else the
     model's defaults) when it does not exist yet."""
@@ -350,7 +359,9 @@ def open_state(
         head = StateHead(schema=schema_version)
         if parent is not None:
             head.parent, head.forked_at = parent
-        head.json_schema = model.model_json_schema() if model is not None else None
+        head.json_schema = (
+            model.model_json_schema() if model is not None else json_schema
+        )
         kind = "fork" if parent else "create"
         who = caller or _caller()
         # Another process may have created it first: then use theirs.
