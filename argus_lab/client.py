@@ -15,9 +15,11 @@ that live in another process, without opening their files::
 from __future__ import annotations
 
 import json
+import logging
 import random
+import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -25,12 +27,14 @@ import jsonpatch
 
 from argus_lab.errors import ArgusError, ConflictError
 from argus_lab.events import EventBase, event_adapter
-from argus_lab.model import SessionInfo, TaskRecord
+from argus_lab.model import Plan, SessionInfo, TaskRecord
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["RemoteSession", "RemoteState", "RemoteWorkspace", "connect"]
+
+log = logging.getLogger("argus_lab.client")
 
 
 def connect(url: str, token: str, *, timeout: float = 30.0) -> RemoteWorkspace:
@@ -126,6 +130,7 @@ class RemoteSession:
         self.workspace = ws
         self.name = name
         self._view: dict[str, Any] = {}
+        self._plan: tuple[int, Plan] | None = None
 
     def __repr__(self) -> str:
         return f"<RemoteSession {self.name!r} {self._view.get('status')}>"
@@ -164,6 +169,111 @@ class RemoteSession:
         return dict(self.refresh()["pending_approvals"])
 
     @property
+    def reason(self) -> str | None:
+        return self.refresh()["reason"]  # type: ignore[no-any-return]
+
+    @property
+    def breakpoints(self) -> list[str]:
+        return list(self.refresh()["breakpoints"])
+
+    @property
+    def usage(self) -> dict[str, float]:
+        return dict(self.refresh()["usage"])
+
+    def stale(self) -> list[str]:
+        """Tasks whose tool (as the server has it) or inputs changed."""
+        return list(self.refresh()["stale"])
+
+    @property
+    def plan(self) -> Plan:
+        """The plan (fetched again only when its version changed)."""
+        version = int(self._view.get("plan_version") or self.refresh()["plan_version"])
+        if self._plan is None or self._plan[0] != version:
+            d = self.workspace.request("GET", f"/sessions/{self.name}/plan").json()
+            self._plan = (version, Plan.model_validate(d))
+        return self._plan[1]
+
+    def record(self, task_id: str) -> TaskRecord:
+        """One task's record (KeyError for an unknown task)."""
+        recs = self.records
+        if task_id not in recs:
+            raise KeyError(f"session {self.name} has no task {task_id!r}")
+        return recs[task_id]
+
+    def result(self, task_id: str) -> Any:
+        """A task's result (large artifacts come back as their text form)."""
+        path = f"/sessions/{self.name}/tasks/{task_id}/result"
+        return self.workspace.request("GET", path).json()
+
+    def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
+        """Not served over HTTP (the widget shows none for a remote session)."""
+        return None
+
+    def step(self) -> list[str]:
+        """Runs the next ready task(s) once, in the server; returns their ids."""
+        return list(self._post("step")["ran"])
+
+    def set_breakpoint(self, task_id: str, on: bool = True) -> None:
+        self._post("breakpoint", {"task_id": task_id, "on": on})
+
+    def subscribe(self, callback: Callable[[EventBase], Any]) -> Callable[[], None]:
+        """Calls ``callback(event)`` for each event committed from now on, from
+        a background thread reading the server-sent-event stream (reconnecting
+        where it left off). Returns an unsubscribe function. With it a
+        ``GraphWidget`` shows a session that runs in another process."""
+        stop = threading.Event()
+        ws = self.workspace
+        live: dict[str, Any] = {}
+
+        last: int | None = None
+
+        def mark(seq: int) -> None:
+            nonlocal last
+            last = seq  # where the tail began: a reconnect resumes from here
+
+        def follow() -> None:
+            nonlocal last
+            with httpx.Client(
+                base_url=ws.url,
+                headers=ws._http.headers,
+                timeout=httpx.Timeout(30.0, read=None),
+            ) as http:
+                while not stop.is_set():
+                    params: dict[str, Any] = (
+                        {"tail": True} if last is None else {"since": last}
+                    )
+                    try:
+                        with http.stream(
+                            "GET", f"/sessions/{self.name}/events/stream", params=params
+                        ) as r:
+                            live["response"] = r
+                            for ev in _events(r, on_start=mark):
+                                if stop.is_set():
+                                    return
+                                last = ev.seq
+                                try:
+                                    callback(ev)
+                                except Exception:  # a subscriber's bug: log it
+                                    log.exception("subscriber of %s failed", self.name)
+                    except (httpx.HTTPError, httpx.StreamError):
+                        # Closed by unsubscribe(), or the server went away: retry.
+                        if not stop.wait(0.5):
+                            continue
+
+        t = threading.Thread(
+            target=follow, name=f"argus-remote-{self.name}", daemon=True
+        )
+        t.start()
+
+        def unsubscribe() -> None:
+            stop.set()
+            r = live.get("response")
+            if r is not None:
+                r.close()
+
+        return unsubscribe
+
+    @property
     def records(self) -> dict[str, TaskRecord]:
         out: dict[str, TaskRecord] = {}
         offset = 0
@@ -193,7 +303,6 @@ class RemoteSession:
     def stream(self, since: int = 0) -> Generator[EventBase, None, None]:
         """Yields events as they are committed (server-sent events); stop by
         breaking out of the loop."""
-        ad = event_adapter()
         with self.workspace._http.stream(
             "GET",
             f"/sessions/{self.name}/events/stream",
@@ -203,9 +312,7 @@ class RemoteSession:
             if r.status_code >= 400:
                 r.read()
                 self.workspace.fail("GET", f"/sessions/{self.name}/events", r)
-            for line in r.iter_lines():
-                if line.startswith("data:"):
-                    yield ad.validate_json(line[5:].strip())
+            yield from _events(r)
 
     def start(self) -> None:
         """Runs the session in the background, in the server's process."""
@@ -233,6 +340,29 @@ class RemoteSession:
     ) -> RemoteSession:
         info = self._post("fork", {"at": at, "name": name, "reuse": reuse})
         return self.workspace.open(info["name"])
+
+
+def _events(
+    r: httpx.Response, on_start: Callable[[int], Any] | None = None
+) -> Iterator[EventBase]:
+    """The events of a server-sent-event response, as they arrive; the
+    ``stream_started`` message (its id: the seq the stream starts after) goes
+    to ``on_start``."""
+    ad = event_adapter()
+    kind, ident = "", ""
+    for line in r.iter_lines():
+        if line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("id:"):
+            ident = line[3:].strip()
+        elif line.startswith("data:"):
+            if kind == "stream_started":
+                if on_start is not None and ident.isdigit():
+                    on_start(int(ident))
+            else:
+                yield ad.validate_json(line[5:].strip())
+        elif not line:
+            kind, ident = "", ""
 
 
 class RemoteState:

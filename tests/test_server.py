@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -215,8 +216,10 @@ def test_event_stream(server: Server) -> None:
         for line in r.iter_lines():
             if line.startswith("data:"):
                 got.append(json.loads(line[5:]))
-                if len(got) == 3:
+                if len(got) == 4:
                     break
+    assert got[0] == {}  # stream_started, its id the seq it starts after
+    got = got[1:]
     assert [e["seq"] for e in got] == [1, 2, 3]
     assert got[0]["kind"] == "session_created"
 
@@ -344,3 +347,42 @@ def test_the_readme_curl_example_commits_state(server: Server) -> None:
     got = server.http.get("/states/chatbot")
     assert got.json() == {"count": 1, "seen": ["msg-17"]}
     assert got.headers["etag"] == '"2"'
+
+
+@pytest.mark.slow
+def test_a_widget_follows_a_session_running_in_the_server(server: Server) -> None:
+    from argus_lab.jupyter.widget import GraphWidget
+
+    ws = al.Workspace(server.root)  # another process's view of the same folder
+    ws.new_session(
+        plan=server_tools.APPROVE, tools=server_tools.TOOLS, name="watched"
+    ).close()
+    ws.close()
+    remote = al.connect(server.url, server.token)
+    rs = remote.open("watched")
+    w = GraphWidget(rs, update_interval=0.05)
+    try:
+        assert w.statuses == {"one": "pending", "two": "pending"}
+        rs.start()  # runs in the server; the widget hears of it over SSE
+        wait_until(
+            lambda: (
+                w.statuses == {"one": "succeeded", "two": "awaiting_approval"}
+                and "two" in w.approvals
+            ),
+            "the widget to show the approval request",
+        )
+        rs.approve("two", {"x": 7})
+        rs.start()
+        wait_until(lambda: w.statuses["two"] == "succeeded", "the widget to catch up")
+        assert rs.result("two") == {"sent": 7} and rs.status == "succeeded"
+        assert rs.step() == []  # nothing left to run
+        rs.set_breakpoint("one")
+        assert rs.breakpoints == ["one"]
+    finally:
+        w.close()
+        # A last coalesced refresh (a timer thread) may be under way: let it
+        # end before its connections close.
+        for t in threading.enumerate():
+            if isinstance(t, threading.Timer):
+                t.join(timeout=60)
+        remote.close()

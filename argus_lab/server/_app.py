@@ -46,6 +46,10 @@ class Reason(TaskRef):
     reason: str = Field(default="by the API", max_length=2000)
 
 
+class Breakpoint(TaskRef):
+    on: bool = True
+
+
 class Pause(_Strict):
     reason: str = Field(default="paused by the API", max_length=2000)
 
@@ -120,6 +124,8 @@ def _session_view(s: Session) -> dict[str, Any]:
         counts=s.counts(),
         running=s.running,
         pending_approvals=s.pending_approvals(),
+        stale=s.stale(),
+        usage=s.usage,
     )
     return d
 
@@ -211,13 +217,24 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
         response_class=Response,
     )
     async def stream(
-        request: Request, name: str, since: int = Query(0, ge=0)
+        request: Request,
+        name: str,
+        since: int = Query(0, ge=0),
+        tail: bool = Query(False, description="only events committed from now on"),
     ) -> EventSourceResponse:
         s = await run_in_threadpool(ws.open, name)
+        if tail:
+            past = await run_in_threadpool(s.events, since)
+            since = past[-1].seq if past else since
+        resume = request.headers.get("last-event-id", "")
+        if resume.isdigit():  # a reconnecting EventSource goes on where it was
+            since = max(since, int(resume))
 
         async def gen() -> AsyncIterator[dict[str, str]]:
             last = since
             try:
+                # Where the stream starts, so a client can resume from there.
+                yield {"event": "stream_started", "id": str(since), "data": "{}"}
                 while not await request.is_disconnected():
                     for e in await run_in_threadpool(s.events, last):
                         last = e.seq
@@ -231,6 +248,29 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
                 await run_in_threadpool(s.close)
 
         return EventSourceResponse(gen(), ping=15)
+
+    @app.get("/sessions/{name}/plan", summary="The session's plan")
+    def plan(name: str) -> dict[str, Any]:
+        with hub.reading(name) as s:
+            return s.plan.model_dump(mode="json")
+
+    @app.get("/sessions/{name}/tasks/{task_id}/result", summary="A task's result")
+    def result(name: str, task_id: str) -> Any:
+        with hub.reading(name) as s:
+            value = s.result(task_id)
+        # Artifacts (frames, images) come back as their text form.
+        return json.loads(json.dumps(value, default=str))
+
+    @app.post("/sessions/{name}/step", summary="Run the next ready task(s) once")
+    def step(name: str) -> dict[str, Any]:
+        recs = hub.control(name).step()
+        return {"ran": [r.task_id for r in recs]}
+
+    @app.post("/sessions/{name}/breakpoint", summary="Set or clear a breakpoint")
+    def breakpoint(name: str, body: Breakpoint) -> dict[str, Any]:
+        s = hub.control(name)
+        s.set_breakpoint(body.task_id, on=body.on)
+        return {"breakpoints": s.breakpoints}
 
     @app.post("/sessions/{name}/run", status_code=202, summary="Run in background")
     def run(name: str) -> dict[str, Any]:
