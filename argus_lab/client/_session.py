@@ -1,126 +1,23 @@
-"""``al.connect(url, token)``: a Workspace served by ``argus serve``, over HTTP.
-
-A second kernel, a dashboard or a CI job reads and steers sessions and states
-that live in another process, without opening their files::
-
-    remote = al.connect("http://127.0.0.1:8765", token)
-    s = remote.open("conf")
-    s.start(); s.approve("book_venue", {"city": "Lyon"})
-    for ev in s.stream():        # server-sent events, as they are committed
-        print(ev.kind, ev.task_id)
-    st = remote.state("trader-1")
-    st.update(lambda d: d.update(cash=d["cash"] - 100), retries=5)
-"""
+"""A session that lives in the server's process, read and steered over HTTP."""
 
 from __future__ import annotations
 
-import json
 import logging
-import random
 import threading
-import time
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import jsonpatch
 
-from argus_lab.errors import ArgusError, ConflictError
 from argus_lab.events import EventBase, event_adapter
 from argus_lab.model import Plan, SessionInfo, TaskRecord
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from argus_lab.client import RemoteWorkspace
 
-__all__ = ["RemoteSession", "RemoteState", "RemoteWorkspace", "connect"]
+__all__ = ["RemoteSession"]
 
 log = logging.getLogger("argus_lab.client")
-
-
-def connect(url: str, token: str, *, timeout: float = 30.0) -> RemoteWorkspace:
-    """The Workspace served at ``url`` (``argus serve``), authenticated by
-    ``token``. Checks the token at once (ArgusError when refused)."""
-    remote = RemoteWorkspace(url, token, timeout=timeout)
-    try:
-        remote.states()  # fail here, not at first use, on a wrong URL or token
-    except BaseException:
-        remote.close()
-        raise
-    return remote
-
-
-class RemoteWorkspace:
-    """The read and control API of a Workspace over HTTP."""
-
-    def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout,
-        )
-
-    def __repr__(self) -> str:
-        return f"RemoteWorkspace({self.url!r})"
-
-    def close(self) -> None:
-        """Closes the HTTP connections."""
-        self._http.close()
-
-    def __enter__(self) -> RemoteWorkspace:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        """One call; HTTP errors become Argus errors with the server's detail."""
-        r = self._http.request(method, path, **kw)
-        if r.status_code >= 400:
-            self.fail(method, path, r)
-        return r
-
-    def fail(self, method: str, path: str, r: httpx.Response) -> None:
-        """Raises the Argus error for a failed response."""
-        try:
-            detail = r.json().get("detail", r.text)
-        except ValueError:
-            detail = r.text
-        msg = f"{method} {path}: {r.status_code} {detail}"
-        if r.status_code == 404:
-            raise KeyError(msg)
-        if r.status_code in (409, 412):
-            ver = r.headers.get("etag", "").strip('"')
-            raise ConflictError(msg, version=int(ver) if ver.isdigit() else None)
-        if r.status_code == 401:
-            raise ArgusError(f"{self.url} refused the token: {detail}")
-        raise ArgusError(msg)
-
-    def sessions(self) -> list[SessionInfo]:
-        """Every session, oldest first."""
-        out: list[SessionInfo] = []
-        offset = 0
-        while True:
-            page = self.request("GET", "/sessions", params={"offset": offset}).json()
-            out += [SessionInfo.model_validate(d) for d in page["items"]]
-            offset += len(page["items"])
-            if not page["items"] or offset >= page["total"]:
-                return out
-
-    def open(self, name: str) -> RemoteSession:
-        """A session by name or id (KeyError when there is none)."""
-        s = RemoteSession(self, name)
-        s.refresh()
-        return s
-
-    def states(self) -> list[str]:
-        """The names of the served workspace's states."""
-        items = self.request("GET", "/states").json()["items"]
-        return [d["name"] for d in items]
-
-    def state(self, name: str) -> RemoteState:
-        """A state by name (created on first ``create``)."""
-        return RemoteState(self, name)
 
 
 class RemoteSession:
@@ -363,86 +260,3 @@ def _events(
                 yield ad.validate_json(line[5:].strip())
         elif not line:
             kind, ident = "", ""
-
-
-class RemoteState:
-    """A typed state held by the server; documents are plain JSON dicts."""
-
-    def __init__(self, ws: RemoteWorkspace, name: str) -> None:
-        self.workspace = ws
-        self.name = name
-        self._path = f"/states/{name}"
-
-    def __repr__(self) -> str:
-        return f"RemoteState({self.name!r})"
-
-    def create(self, doc: dict[str, Any]) -> int:
-        """Creates the state with ``doc`` as version 1 (ConflictError if it exists)."""
-        r = self.workspace.request("POST", self._path, json=doc)
-        return int(r.headers["x-argus-version"])
-
-    def get_json(self, version: int | None = None) -> tuple[int, Any]:
-        """(version, document)."""
-        params = {} if version is None else {"version": version}
-        r = self.workspace.request("GET", self._path, params=params)
-        return int(r.headers["x-argus-version"]), r.json()
-
-    def get(self) -> Any:
-        return self.get_json()[1]
-
-    def at(self, version: int) -> Any:
-        return self.get_json(version)[1]
-
-    @property
-    def version(self) -> int:
-        return self.get_json()[0]
-
-    def patch(self, ops: list[dict[str, Any]], expected: int) -> int:
-        """Commits a JSON Patch against version ``expected``; returns the new
-        version. ConflictError when another writer got there first."""
-        r = self.workspace.request(
-            "PATCH",
-            self._path,
-            content=json.dumps(ops),
-            headers={
-                "Content-Type": "application/json-patch+json",
-                "If-Match": f'"{expected}"',
-            },
-        )
-        return int(r.headers["x-argus-version"])
-
-    def update(self, fn: Callable[[Any], Any], *, retries: int = 3) -> tuple[int, Any]:
-        """Runs ``fn`` on a fresh copy (change it in place or return a new
-        one), commits the difference, and re-runs on a conflict."""
-        for attempt in range(retries + 1):
-            version, doc = self.get_json()
-            new = json.loads(json.dumps(doc))
-            out = fn(new)
-            new = new if out is None else out
-            ops = jsonpatch.make_patch(doc, new).patch
-            if not ops:
-                return version, doc
-            try:
-                return self.patch(ops, version), new
-            except ConflictError:
-                if attempt == retries:
-                    raise
-            time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def history(self) -> pd.DataFrame:
-        """One row per version, as ``State.history()``."""
-        import pandas as pd
-
-        items = self.workspace.request("GET", self._path + "/history").json()["items"]
-        df = pd.DataFrame(items)
-        if "time" in df:
-            df["time"] = pd.to_datetime(df["time"], utc=True)
-        return df
-
-    def fork(self, at: int | None = None, name: str | None = None) -> RemoteState:
-        """A new state from this one at ``at`` (default: the latest version)."""
-        r = self.workspace.request(
-            "POST", self._path + "/fork", json={"at": at, "name": name}
-        )
-        return RemoteState(self.workspace, r.headers["x-argus-state"])
