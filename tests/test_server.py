@@ -144,6 +144,8 @@ def test_sessions_read_and_control(server: Server) -> None:
     assert {"approve", "fail"} <= set(names)
     assert server.http.get("/sessions", params={"limit": 1}).json()["total"] >= 2
     assert server.http.get("/sessions/nope").status_code == 404
+    r = server.http.get("/sessions/approve/events", params={"sinse": 3})
+    assert r.status_code == 422 and "sinse" in r.text  # unknown parameters too
 
     assert server.http.post("/sessions/approve/run").status_code == 202
     wait_until(

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import Body, FastAPI, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -108,6 +108,24 @@ class Hub:
             st.close()
 
 
+def _known_query(request: Request) -> None:
+    """Refuses query parameters the route does not declare (a typo such as
+    ``?sinse=5`` would otherwise be ignored silently)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = {p.alias for p in dependant.query_params}
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise RequestValidationError(
+            [
+                {"loc": ["query", k], "msg": "unknown query parameter", "type": "extra"}
+                for k in unknown
+            ]
+        )
+
+
 def _page(items: list[Any], offset: int, limit: int) -> dict[str, Any]:
     return {
         "items": items[offset : offset + limit],
@@ -144,6 +162,7 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
         summary="Sessions, their trajectories and typed states over HTTP.",
         version="1",
         lifespan=lifespan,
+        dependencies=[Depends(_known_query)],
     )
 
     @app.exception_handler(KeyError)
