@@ -426,3 +426,23 @@ def test_the_readme_state_example_runs(
     assert out[0] == "4 906.0 900.0"
     ns["st"].close()  # type: ignore[attr-defined]
     ns["branch"].close()  # type: ignore[attr-defined]
+
+
+def test_a_copy_never_shares_containers_with_the_stored_state(ws: al.Workspace) -> None:
+    from typing import Any
+
+    class Typed(BaseModel):
+        rows: list[dict[str, list[int]]] = Field(default_factory=list)
+
+    class Loose(BaseModel):
+        rows: Any = None
+
+    for model in (Typed, Loose):  # validated from the cache, or parsed again
+        st = ws.state(f"share-{model.__name__}", model=model, initial=model(rows=[]))
+        st.update(lambda s: s.rows.append({"a": [1]}))
+        a = st.get()
+        a.rows[0]["a"].append(2)  # changing a copy in place...
+        with st.transaction() as s:
+            s.rows[0]["a"].append(3)
+        assert st.get().rows == [{"a": [1, 3]}]  # ...changed nothing stored
+        assert st.at(2).rows == [{"a": [1]}] and st.version == 3

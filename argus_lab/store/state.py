@@ -110,7 +110,7 @@ class State(StateCore[M]):
     def get(self) -> M:
         """A copy of the latest version (changing it changes nothing stored)."""
         k = self._current()
-        return self._thaw(k.text, k.schema)
+        return self._thaw(k.text, k.schema, k.doc)
 
     def get_json(self) -> tuple[int, Any]:
         """(version, document as stored); for servers and tools."""
@@ -120,7 +120,7 @@ class State(StateCore[M]):
     def at(self, version: int) -> M:
         """The state as it was at ``version`` (KeyError when there is none)."""
         doc, schema = self._log.replay(version)
-        return self._thaw(dumps(doc), schema)
+        return self._thaw(None, schema, doc)
 
     def history(self) -> pd.DataFrame:
         """One row per version: version, time, kind, size, changed, caller,
