@@ -11,10 +11,9 @@ Keys in a state's cache (``<workspace>/states/<name>/``):
 - ``e:<seq>``: state events (size warnings, compactions, migrations, forks).
 
 Values use the checkpoint envelope (``"<format>|<crc32>|<json>"``, no pickle).
-A commit writes its record, its events and the head in ONE SQLite transaction,
-after checking the version it started from (optimistic) and the lease
-(pessimistic), so a crash leaves each version either fully there or absent.
-Reading version v costs its snapshot plus at most ``snapshot_every`` patches.
+A commit writes its record, events and head in ONE SQLite transaction, after
+checking the version it started from and the lease, so a crash leaves each
+version whole or absent. Reading a version costs a snapshot + < K patches.
 """
 
 from __future__ import annotations
@@ -49,8 +48,7 @@ snapshot's share is 1 MB / 64 = 16 KB per commit, plus the patch (~100 bytes),
 under the 20 KB budget (BENCHMARKS.md); reading any version applies <= 63 patches."""
 
 
-def dumps(doc: Any) -> str:
-    """Compact JSON, as stored (sizes are measured on this text)."""
+def dumps(doc: Any) -> str:  # compact, as stored: sizes are measured on it
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -76,7 +74,6 @@ class StateHead:
     forked_at: int | None = None
     json_schema: dict[str, Any] | None = None
     """The model's JSON schema, so other processes (``argus serve``) validate too."""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -188,8 +185,8 @@ class StateLog:
         d = self._get("head")
         if d is None:
             return None
-        try:
-            return StateHead(**d)
+        try:  # fields a newer writer added are left out, not fatal
+            return StateHead(**{k: v for k, v in d.items() if k in _HEAD})
         except TypeError as e:
             raise self._corrupt("head", e) from None
 
@@ -320,11 +317,7 @@ class StateLog:
         if head is None:
             raise self._corrupt("head", "missing: this folder holds no state")
         lease = head.lease
-        if (
-            lease
-            and lease.get("holder") != holder
-            and lease_is_live(lease, time.time())
-        ):
+        if lease and _held(lease, holder):
             raise ConflictError(
                 f"state {self.name} is locked by process {lease.get('pid')} on "
                 f"{lease.get('host')} (st.transaction(lock=True)); nothing was "
@@ -376,9 +369,7 @@ class StateLog:
             self.cache.set(f"e:{head.last_seq:012d}", encode(dumps(ev)))
         self.cache.set("head", encode(dumps(asdict(head))))
 
-    def set_lease(
-        self, holder: str, lease: dict[str, Any] | None, *, force: bool = False
-    ) -> StateHead | None:
+    def set_lease(self, holder: str, lease: dict[str, Any] | None) -> StateHead | None:
         """Takes (or, with ``lease=None``, releases) the writer lease. Returns
         None, writing nothing, while another live holder keeps it."""
         with self._transaction():
@@ -386,18 +377,23 @@ class StateLog:
             if head is None:
                 raise self._corrupt("head", "missing: this folder holds no state")
             cur = head.lease
-            if (
-                not force
-                and cur
-                and cur.get("holder") != holder
-                and lease_is_live(cur, time.time())
-            ):
+            if _held(cur, holder):
                 return None
             if lease is None and cur and cur.get("holder") != holder:
                 return head  # not ours to release
             head.lease = lease
             self.cache.set("head", encode(dumps(asdict(head))))
         return head
+
+
+_HEAD = frozenset(StateHead.__dataclass_fields__)
+
+
+def _held(lease: dict[str, Any] | None, holder: str | None) -> bool:
+    """Whether a live process other than ``holder`` holds ``lease``."""
+    if not lease or lease.get("holder") == holder:
+        return False
+    return lease_is_live(lease, time.time())
 
 
 def _vkey(version: int) -> str:
