@@ -335,6 +335,7 @@ def apply(s: Doc, o: tuple[object, ...]) -> None:
         raise LookupError("the agent changed its mind")
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40,
     deadline=None,
