@@ -128,6 +128,9 @@ def _launcher() -> None:
     child = os.fork()
     if child:
         # --- the launcher: wait for the code, copy its files out, end like it.
+        # The parent's wall-time limit: kill the code (its PID namespace goes
+        # with it), then copy the files out as after any end.
+        signal.signal(signal.SIGUSR1, lambda *_: os.kill(child, signal.SIGKILL))
         say("child", child)
         _, status, usage = os.wait4(child, 0)
         copied = _copy_out(cfg, host_dir) if host_dir >= 0 else None
