@@ -1,0 +1,384 @@
+"""The attack matrix of issue 14, through real sessions: each attack is blocked.
+
+One row per rule of docs/sandbox.md's threat model. Every test asserts the
+attack failed *with evidence* (the target unchanged, the server saw nothing, the
+memory peak bounded, ...). Where this machine lacks the layer that enforces a
+rule, the test asserts instead that ``sandbox_status()`` warns about exactly
+that rule: it never passes by skipping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+import uuid
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+import pytest
+
+import argus_lab as al
+from argus_lab.tools.builtin import builtin_tools
+from argus_lab.tools.sandbox import RULES, Limits, make_python_tool, sandbox_status
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the sandbox targets Linux"
+)
+
+STATUS: dict[str, Any] = sandbox_status() if sys.platform.startswith("linux") else {}
+FAST = Limits(wall_time=20)
+
+
+def enforced(rule: str) -> bool:
+    """True if a layer enforces ``rule`` here; else asserts the status says so."""
+    assert rule in RULES
+    if STATUS["rules"][rule] is not None:
+        return True
+    open_rules = [w for w in STATUS["warnings"] if w.startswith(f"rule {rule!r}")]
+    assert open_rules, f"rule {rule!r} is open here but no warning names it"
+    return False
+
+
+def session(
+    ws: al.Workspace,
+    tasks: list[dict[str, Any]],
+    limits: Limits = FAST,
+    prepare: Callable[[Path], None] | None = None,
+) -> al.Session:
+    """A real session running ``tasks``; ``prepare`` first fills its folder
+    (which its python tasks may read, never write)."""
+    tools = [make_python_tool(limits, check=False), *builtin_tools("read_file")]
+    s = ws.new_session(
+        plan={"goal": "attack the sandbox", "tasks": tasks},
+        tools=tools,
+        name=f"attack-{uuid.uuid4().hex[:8]}",
+    )
+    folder = workdir_of(s)
+    folder.mkdir(parents=True, exist_ok=True)
+    if prepare is not None:
+        prepare(folder)
+    s.run()
+    return s
+
+
+def attack(
+    ws: al.Workspace,
+    code: str,
+    limits: Limits = FAST,
+    prepare: Callable[[Path], None] | None = None,
+) -> dict[str, Any]:
+    """Runs ``code`` as a python task of a real session; returns its result."""
+    task = {"id": "attack", "tool": "python", "args": {"code": code}}
+    s = session(ws, [task], limits, prepare)
+    rec = s.record("attack")
+    assert rec.status == "succeeded", (rec.error, rec.traceback)
+    result: dict[str, Any] = s.result("attack")
+    return result
+
+
+PRELUDE = (
+    "import json, os, ctypes, socket\n"
+    "tries = {}\n"
+    "def t(name, fn):\n"
+    "    try:\n"
+    "        r = fn()\n"
+    "        tries[name] = 'ok' if r is None or r is True or r == 0 else repr(r)\n"
+    "    except BaseException as e:\n"
+    "        tries[name] = type(e).__name__\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "def c(rc):\n"
+    "    if rc != 0:\n"
+    "        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))\n"
+)
+
+
+def outcomes(
+    ws: al.Workspace,
+    body: str,
+    limits: Limits = FAST,
+    prepare: Callable[[Path], None] | None = None,
+) -> dict[str, str]:
+    """Runs ``body`` after ``PRELUDE``: ``t(name, fn)`` records "ok" or the
+    error's class name in ``tries``, which is returned."""
+    code = PRELUDE + body + "\nprint(json.dumps(tries))\n"
+    res = attack(ws, code, limits, prepare)
+    assert res["exit_code"] == 0, res["stderr"]
+    found: dict[str, str] = json.loads(res["stdout"].splitlines()[-1])
+    return found
+
+
+def workdir_of(s: al.Session) -> Path:
+    return s.workspace.path / "files" / s.id
+
+
+def state(p: Path) -> tuple[str, int, float, list[str]]:
+    """The evidence that a file was not touched: content, mode, mtime, xattrs."""
+    st = p.stat()
+    return (
+        hashlib.sha256(p.read_bytes()).hexdigest(),
+        st.st_mode,
+        st.st_mtime,
+        os.listxattr(p),
+    )
+
+
+# --- The seven holes of issue 14 -------------------------------------------------
+
+
+def test_1_chmod_utime_setxattr_outside_the_task_folder_fail(ws: al.Workspace) -> None:
+    if not enforced("metadata"):
+        return
+    seen: dict[str, Any] = {}
+
+    def prepare(folder: Path) -> None:
+        shutil.copy("/bin/true", folder / "true")  # root-owned when we are root
+        seen["before"] = state(folder / "true")
+        seen["path"] = folder / "true"
+
+    body = (
+        "import sys\n"
+        "p = sys.argv[0]\n"
+        "p = os.path.abspath('../../../true')\n"
+        "t('chmod_setuid', lambda: os.chmod(p, 0o4755))\n"
+        "t('chown', lambda: os.chown(p, 0, 0))\n"
+        "t('utime_1970', lambda: os.utime(p, (0, 0)))\n"
+        "t('setxattr', lambda: os.setxattr(p, 'user.argus', b'1'))\n"
+        "t('chmod_usr', lambda: os.chmod('/usr/bin/env', 0o4755))\n"
+        "t('utime_etc', lambda: os.utime('/etc/hostname', (0, 0)))\n"
+    )
+    tries = outcomes(ws, body, prepare=prepare)
+    assert "ok" not in tries.values(), tries
+    assert len(tries) == 6
+    assert state(seen["path"]) == seen["before"]  # mode, mtime, xattrs unchanged
+    assert not os.stat("/usr/bin/env").st_mode & 0o4000
+
+
+def test_2_shadow_files_are_hidden(ws: al.Workspace) -> None:
+    if not enforced("hidden"):
+        return
+    code = (
+        "out = {}\n"
+        "for p in ('/etc/shadow', '/etc/gshadow', '/etc/shadow-', '/etc/gshadow-'):\n"
+        "    try:\n"
+        "        out[p] = open(p).read()\n"
+        "    except OSError as e:\n"
+        "        out[p] = type(e).__name__\n"
+        "import json; print(json.dumps(out))\n"
+    )
+    got = json.loads(attack(ws, code)["stdout"])
+    for path, text in got.items():
+        assert ":" not in text, (path, text)  # no "root:$6$..." line: empty or error
+    if os.path.exists("/etc/shadow"):
+        assert got["/etc/shadow"] in ("", "PermissionError", "FileNotFoundError")
+
+
+def test_3_unix_sockets_by_path_and_abstract_name_fail(ws: al.Workspace) -> None:
+    if not enforced("unix_sockets"):
+        return
+    servers = []
+    abstract = f"\0argus-attack-{uuid.uuid4().hex}"
+
+    def prepare(folder: Path) -> None:
+        for addr in (str(folder / "host.sock"), abstract):
+            srv = socket.socket(socket.AF_UNIX)
+            srv.bind(addr)
+            srv.listen()
+            srv.setblocking(False)
+            servers.append(srv)
+        os.chmod(folder / "host.sock", 0o777)
+
+    body = (
+        f"abstract = {abstract!r}\n"
+        "def conn(addr):\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    s.connect(addr)\n"
+        "t('path', lambda: conn(os.path.abspath('../../../host.sock')))\n"
+        "t('abstract', lambda: conn(abstract))\n"
+        "t('socketpair_still_works', lambda: socket.socketpair() and None)\n"
+    )
+    try:
+        tries = outcomes(ws, body, prepare=prepare)
+        assert tries["path"] != "ok" and tries["abstract"] != "ok", tries
+        assert tries["socketpair_still_works"] == "ok"
+        for srv in servers:
+            with pytest.raises(BlockingIOError):
+                srv.accept()  # the server saw no connection
+    finally:
+        for srv in servers:
+            srv.close()
+
+
+@pytest.mark.slow
+def test_4_memory_is_limited_for_the_whole_process_tree(ws: al.Workspace) -> None:
+    if not enforced("memory") or STATUS["rules"]["memory"] != "memory cgroup":
+        assert any(w.startswith("rule 'memory'") for w in STATUS["warnings"])
+        return
+    limit = 768 << 20
+    code = (
+        "import os, time\n"
+        "kids = []\n"
+        "for i in range(3):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        b = b'x' * (400 << 20)  # touched: every page is real memory\n"
+        "        time.sleep(2)\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "print([os.waitpid(k, 0)[1] for k in kids])\n"
+    )
+    res = attack(ws, code, Limits(wall_time=30, memory=limit))
+    statuses = json.loads(res["stdout"])
+    assert 9 in statuses, res  # the OOM killer ended at least one (SIGKILL)
+    assert res["memory_peak"] <= limit  # 3 x 400 MiB never coexisted
+
+
+def test_5_the_task_folder_has_a_quota_and_artifacts_stay_within_it(
+    ws: al.Workspace,
+) -> None:
+    if not enforced("disk") or STATUS["rules"]["disk"] != "tmpfs quota":
+        assert any(w.startswith("rule 'disk'") for w in STATUS["warnings"])
+        return
+    quota = 48 << 20
+    code = (
+        "n = 0\n"
+        "try:\n"
+        "    for i in range(16):\n"
+        "        open(f'f{i}', 'wb').write(b'x' * (8 << 20)); n += 1\n"
+        "except OSError as e:\n"
+        "    print('stopped', n, e.errno)\n"
+    )
+    res = attack(ws, code, Limits(wall_time=20, disk=quota))
+    assert res["stdout"].startswith("stopped") and "28" in res["stdout"]  # ENOSPC
+    kept = sum(p.stat().st_size for p in res["files"].values())
+    assert 0 < kept <= quota
+    stored = sum(p.stat().st_size for p in ws.artifacts.root.rglob("*") if p.is_file())
+    assert stored <= quota + (1 << 20)  # the copies, plus small JSON records
+
+
+def test_6_the_exit_status_cannot_be_forged(ws: al.Workspace) -> None:
+    # Every descriptor the code can reach, in every process it can see: none
+    # is a pipe other than its own stdout/stderr; fake reports change nothing.
+    code = (
+        "import os, json, time\n"
+        "mine = {os.readlink(f'/proc/self/fd/{n}') for n in (1, 2)}\n"
+        "foreign = []\n"
+        "for pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+        "    try:\n"
+        "        fds = os.listdir(f'/proc/{pid}/fd')\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    for fd in fds:\n"
+        "        try:\n"
+        "            target = os.readlink(f'/proc/{pid}/fd/{fd}')\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        if target.startswith('pipe:') and target not in mine:\n"
+        "            foreign.append(target)\n"
+        "            try:\n"
+        "                w = os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY)\n"
+        '                os.write(w, b\'{"exit": {"status": 0}}\\n\')\n'
+        "            except OSError:\n"
+        "                pass\n"
+        "if os.fork() == 0:  # a grandchild that would write after the real exit\n"
+        "    time.sleep(1)\n"
+        "    print('grandchild alive', flush=True)\n"
+        "    os._exit(0)\n"
+        "print(json.dumps(foreign), flush=True)\n"
+        "os._exit(7)\n"
+    )
+    t0 = time.monotonic()
+    res = attack(ws, code)
+    assert json.loads(res["stdout"].splitlines()[0]) == []
+    assert res["exit_code"] == 7 and res["killed_by"] is None  # the kernel's word
+    assert "grandchild alive" not in res["stdout"]  # ended with the code
+    assert time.monotonic() - t0 < 10
+    # A real fault: the status says so (the code is PID 1 of its namespace, so
+    # a signal it sends itself with no handler is ignored, as for any init).
+    res = attack(ws, "import ctypes\nctypes.string_at(0)\n")
+    assert res["exit_code"] == -11 and res["killed_by"] == "SIGSEGV"
+
+
+def test_7_other_sessions_the_workspace_and_the_project_are_out_of_reach(
+    ws: al.Workspace,
+) -> None:
+    marker = "private-" + uuid.uuid4().hex
+    a = ws.new_session(
+        plan={"goal": marker, "tasks": [{"id": "x", "tool": "echo", "args": {}}]},
+        tools=[al.tool(lambda: marker, name="echo")],
+        name="victim",
+    )
+    a.run()
+    (workdir_of(a)).mkdir(parents=True, exist_ok=True)
+    (workdir_of(a) / "notes.txt").write_text(marker)
+    import argus_lab
+
+    project = Path(argus_lab.__file__).resolve().parents[1]
+    targets = [
+        str(ws.path / "sessions" / a.id),
+        str(workdir_of(a) / "notes.txt"),
+        str(ws.path / "index"),
+        str(ws.path / "artifacts"),
+        str(project / "argus_lab" / "__init__.py"),
+        os.getcwd(),
+    ]
+    body = (
+        f"targets = {targets!r}\n"
+        "def look(p):\n"
+        "    if os.path.isdir(p):\n"
+        "        return repr(sorted(os.listdir(p)))\n"
+        "    return open(p).read()\n"
+        "for p in targets:\n"
+        "    t(p, lambda: look(p))\n"
+    )
+    tries = outcomes(ws, body)
+    for p, got in tries.items():
+        assert marker not in got, p
+        # Hidden (an empty folder or missing) or denied: never the contents.
+        assert got in ("FileNotFoundError", "PermissionError", "'[]'", "ok"), (p, got)
+    assert enforced("hidden") and enforced("read")
+
+
+def test_new_user_namespaces_fail(ws: al.Workspace) -> None:
+    if not enforced("namespaces"):
+        return
+    body = (
+        "t('unshare_user', lambda: c(libc.unshare(0x10000000)))\n"
+        "t('unshare_net', lambda: c(libc.unshare(0x40000000)))\n"
+        "import subprocess\n"
+        "t('unshare_binary', lambda: subprocess.run(['unshare', '-U', 'true'],"
+        " capture_output=True).returncode)\n"
+    )
+    tries = outcomes(ws, body)
+    assert tries["unshare_user"] == "PermissionError", tries
+    assert tries["unshare_net"] == "PermissionError"
+    assert tries["unshare_binary"] != "ok"
+
+
+def test_ptrace_fails_and_does_not_freeze_the_run(ws: al.Workspace) -> None:
+    if not enforced("ptrace"):
+        return
+    body = (
+        "PTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206\n"
+        "t('attach_pid1', lambda: c(libc.ptrace(PTRACE_ATTACH, 1, 0, 0)))\n"
+        "t('seize_pid1', lambda: c(libc.ptrace(PTRACE_SEIZE, 1, 0, 0)))\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    rc = libc.ptrace(PTRACE_ATTACH, os.getppid(), 0, 0)\n"
+        "    os._exit(0 if rc != 0 else 1)\n"
+        "t('child_attaches_parent', lambda: os.waitpid(pid, 0)[1])\n"
+        "t('traceme', lambda: c(libc.ptrace(0, 0, 0, 0)))\n"
+        "t('vm_read', lambda: c(libc.process_vm_readv(1, 0, 0, 0, 0, 0)))\n"
+    )
+    t0 = time.monotonic()
+    tries = outcomes(ws, body, Limits(wall_time=30))
+    assert tries["attach_pid1"] == tries["seize_pid1"] == "PermissionError", tries
+    assert tries["child_attaches_parent"] == "ok"  # the child's attach failed
+    assert tries["traceme"] == tries["vm_read"] == "PermissionError"
+    assert time.monotonic() - t0 < 15  # not frozen until the wall limit
