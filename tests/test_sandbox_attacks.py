@@ -17,8 +17,8 @@ import socket
 import sys
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -51,6 +51,7 @@ def session(
     tasks: list[dict[str, Any]],
     limits: Limits = FAST,
     prepare: Callable[[Path], None] | None = None,
+    **options: Any,
 ) -> al.Session:
     """A real session running ``tasks``; ``prepare`` first fills its folder
     (which its python tasks may read, never write)."""
@@ -59,6 +60,7 @@ def session(
         plan={"goal": "attack the sandbox", "tasks": tasks},
         tools=tools,
         name=f"attack-{uuid.uuid4().hex[:8]}",
+        **options,
     )
     folder = workdir_of(s)
     folder.mkdir(parents=True, exist_ok=True)
@@ -89,7 +91,8 @@ PRELUDE = (
     "def t(name, fn):\n"
     "    try:\n"
     "        r = fn()\n"
-    "        tries[name] = 'ok' if r is None or r is True or r == 0 else repr(r)\n"
+    "        done = r is None or r is True or (type(r) is int and r == 0)\n"
+    "        tries[name] = 'ok' if done else repr(r)\n"
     "    except BaseException as e:\n"
     "        tries[name] = type(e).__name__\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -382,3 +385,307 @@ def test_ptrace_fails_and_does_not_freeze_the_run(ws: al.Workspace) -> None:
     assert tries["child_attaches_parent"] == "ok"  # the child's attach failed
     assert tries["traceme"] == tries["vm_read"] == "PermissionError"
     assert time.monotonic() - t0 < 15  # not frozen until the wall limit
+
+
+# --- Blocked before issue 14, kept blocked ---------------------------------------
+
+
+def test_secrets_in_the_environment_and_proc_environ_are_out_of_reach(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "tok-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_ATTACK_SECRET_TOKEN", token)
+    body = (
+        f"host = {os.getpid()}\n"
+        "t('env', lambda: repr(dict(os.environ)))\n"
+        "for p in ('/proc/self/environ', '/proc/1/environ', f'/proc/{host}/environ',"
+        " f'/proc/{os.getppid()}/environ'):\n"
+        "    t(p, lambda: repr(open(p, 'rb').read()))\n"
+    )
+    tries = outcomes(ws, body)
+    assert len(tries) >= 4
+    assert not any(token in v or "ARGUS_ATTACK" in v for v in tries.values())
+    assert tries[f"/proc/{os.getpid()}/environ"] != "ok"
+
+
+def port(s: socket.socket) -> int:
+    return int(s.getsockname()[1])
+
+
+def test_network_tcp_udp_dns_fail_and_no_server_sees_a_packet(
+    ws: al.Workspace,
+) -> None:
+    if not enforced("network"):
+        return
+    tcp4 = socket.socket()
+    tcp4.bind(("127.0.0.1", 0))
+    tcp6 = socket.socket(socket.AF_INET6)
+    tcp6.bind(("::1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    for s in (tcp4, tcp6):
+        s.listen()
+    for s in (tcp4, tcp6, udp):
+        s.setblocking(False)
+    body = (
+        "def tcp(family, addr):\n"
+        "    s = socket.socket(family); s.settimeout(3); s.connect(addr)\n"
+        "def udp(addr):\n"
+        "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "    s.sendto(b'x', addr)\n"
+        f"t('tcp4', lambda: tcp(socket.AF_INET, ('127.0.0.1', {port(tcp4)})))\n"
+        f"t('tcp6', lambda: tcp(socket.AF_INET6, ('::1', {port(tcp6)})))\n"
+        f"t('udp', lambda: udp(('127.0.0.1', {port(udp)})))\n"
+        "t('dns', lambda: socket.getaddrinfo('example.com', 80) and None)\n"
+        "t('tcp_out', lambda: tcp(socket.AF_INET, ('1.1.1.1', 53)))\n"
+    )
+    try:
+        tries = outcomes(ws, body)
+        assert "ok" not in tries.values(), tries
+        for s in (tcp4, tcp6):
+            with pytest.raises(BlockingIOError):
+                s.accept()
+        with pytest.raises(BlockingIOError):
+            udp.recv(16)
+    finally:
+        for s in (tcp4, tcp6, udp):
+            s.close()
+
+
+def test_every_change_outside_the_task_folder_fails(ws: al.Workspace) -> None:
+    if not enforced("write"):
+        return
+    seen: dict[str, Any] = {}
+
+    def prepare(folder: Path) -> None:
+        (folder / "data.txt").write_text("original")
+        seen["folder"], seen["state"] = folder, state(folder / "data.txt")
+        seen["listing"] = sorted(p.name for p in folder.iterdir())
+
+    body = (
+        "d = os.path.abspath('../../..')\n"
+        "f = d + '/data.txt'\n"
+        "for where in (d, '/usr/local', '/etc', '/tmp', '/var/tmp', '/dev/shm/..'):\n"
+        "    n = where + '/argus-x'\n"
+        "    t(f'write {where}', lambda: open(n, 'w').write('x') and None)\n"
+        "    t(f'mkdir {where}', lambda: os.mkdir(n))\n"
+        "    t(f'mkfifo {where}', lambda: os.mkfifo(n))\n"
+        "    t(f'symlink {where}', lambda: os.symlink('/etc/passwd', n))\n"
+        "t('overwrite', lambda: open(f, 'w').write('pwned') and None)\n"
+        "t('append', lambda: open(f, 'a').write('pwned') and None)\n"
+        "t('truncate', lambda: os.truncate(f, 0))\n"
+        "t('unlink', lambda: os.unlink(f))\n"
+        "t('rename', lambda: os.rename(f, d + '/moved'))\n"
+        "t('rename_in', lambda: (open('mine', 'w').close(), os.rename('mine', f))[1])\n"
+        "t('link_in', lambda: os.link('mine', d + '/linked'))\n"
+    )
+    tries = outcomes(ws, body, prepare=prepare)
+    assert "ok" not in tries.values(), tries
+    assert state(seen["folder"] / "data.txt") == seen["state"]
+    assert sorted(p.name for p in seen["folder"].iterdir()) == [
+        *seen["listing"],
+        "tasks",
+    ]
+    assert not Path("/usr/local/argus-x").exists()
+
+
+def test_raw_devices_fail(ws: al.Workspace) -> None:
+    body = (
+        "for dev in ('/dev/vda', '/dev/sda', '/dev/kvm', '/dev/kmsg', '/dev/mem',"
+        " '/dev/port', '/dev/tty'):\n"
+        "    t(dev, lambda: os.close(os.open(dev, os.O_RDONLY)))\n"
+        "t('mknod', lambda: os.mknod('null', 0o666 | 0o020000, os.makedev(1, 3)))\n"
+    )
+    tries = outcomes(ws, body)
+    assert "ok" not in tries.values(), tries
+
+
+@pytest.mark.slow
+def test_busy_and_sleeping_loops_are_killed_at_their_limits(ws: al.Workspace) -> None:
+    t0 = time.monotonic()
+    res = attack(ws, "while True:\n    pass\n", Limits(wall_time=20, cpu_time=1))
+    assert res["killed_by"] == "cpu_time" and res["exit_code"] < 0
+    res = attack(
+        ws, "import time\nwhile True:\n    time.sleep(0.1)\n", Limits(wall_time=1)
+    )
+    assert res["killed_by"] == "wall_time" and res["timed_out"]
+    assert time.monotonic() - t0 < 15
+
+
+def test_an_8gb_allocation_fails_inside(ws: al.Workspace) -> None:
+    res = attack(ws, "b = bytearray(8 * 1024**3)\nprint('allocated')")
+    assert res["exit_code"] == 1 and "allocated" not in res["stdout"]
+    assert res["stderr"].rstrip().endswith("MemoryError")
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if any(marker in part for part in p.info["cmdline"] or ()):
+            found.append(p)
+    return found
+
+
+@pytest.mark.slow
+def test_fork_bombs_are_contained(ws: al.Workspace) -> None:
+    if not enforced("processes"):
+        return
+    marker = uuid.uuid4().hex
+    loop = (
+        f"import os, signal  # {marker}\n"
+        "n = 0\n"
+        "while True:\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        signal.pause()\n"
+        "    n += 1\n"
+        "print(n)\n"
+    )
+    res = attack(ws, loop, Limits(wall_time=10, processes=16))
+    assert int(res["stdout"]) < 16, res
+    recursive = (
+        f"import os  # {marker}\n"
+        "def bomb():\n"
+        "    while True:\n"
+        "        try:\n"
+        "            if os.fork() == 0:\n"
+        "                bomb()\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "bomb()\n"
+    )
+    res = attack(ws, recursive, Limits(wall_time=2, processes=16))
+    assert res["timed_out"]
+    _, alive = psutil.wait_procs(marked(marker), timeout=5)
+    assert not alive
+    assert attack(ws, "print('alive')")["stdout"] == "alive\n"
+
+
+def test_mount_sethostname_reboot_and_killing_the_host_fail(ws: al.Workspace) -> None:
+    hostname = socket.gethostname()
+    body = (
+        "t('mount', lambda: c(libc.mount(b'none', b'/mnt', b'tmpfs', 0, None)))\n"
+        "t('sethostname', lambda: c(libc.sethostname(b'pwned', 5)))\n"
+        "t('reboot', lambda: c(libc.reboot(0x4321FEDC)))\n"
+        f"t('kill_host', lambda: os.kill({os.getpid()}, 9))\n"
+        f"t('see_host', lambda: os.path.exists('/proc/{os.getpid()}/status'))\n"
+        "import resource\n"
+        "t('raise_as', lambda: resource.setrlimit(resource.RLIMIT_AS,"
+        " (resource.RLIM_INFINITY, resource.RLIM_INFINITY)))\n"
+        "t('raise_nofile', lambda: resource.setrlimit(resource.RLIMIT_NOFILE,"
+        " (1 << 20, 1 << 20)))\n"
+    )
+    tries = outcomes(ws, body)
+    assert "ok" not in tries.values(), tries
+    assert socket.gethostname() == hostname  # and this process is alive
+
+
+def test_the_sessions_own_sqlite_cannot_be_opened(ws: al.Workspace) -> None:
+    s = ws.new_session(
+        plan={
+            "goal": "g",
+            "tasks": [{"id": "attack", "tool": "python", "args": {"code": ""}}],
+        },
+        tools=[make_python_tool(FAST, check=False)],
+        name="sqlite-victim",
+    )
+    db = next((ws.path / "sessions" / s.id).glob("*.db"))
+    code = (
+        PRELUDE + f"db = {str(db)!r}\n" + "import sqlite3\n"
+        "def pwn():\n"
+        "    c = sqlite3.connect(db)\n"
+        "    c.execute('create table pwned (x)')\n"
+        "    c.commit()\n"
+        "t('sqlite', pwn)\n"
+        "t('open_rw', lambda: open(db, 'r+b').close())\n"
+        "print(json.dumps(tries))\n"
+    )
+    s.plan.tasks[0].args["code"] = code  # the plan object is ours until it runs
+    s.run()
+    tries = json.loads(s.result("attack")["stdout"])
+    assert "ok" not in tries.values(), tries
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        tables = [r[0] for r in con.execute("select name from sqlite_master")]
+    assert "pwned" not in tables
+
+
+def test_links_made_by_code_are_not_read_through_read_file(ws: al.Workspace) -> None:
+    code = (
+        "import os\n"
+        "os.symlink('/etc/passwd', 'soft')\n"
+        "open('real', 'w').write('mine')\n"
+        "os.link('real', 'hard')\n"
+    )
+    folder = "tasks/attack/attempt-1"
+    s = session(
+        ws,
+        [
+            {"id": "attack", "tool": "python", "args": {"code": code}},
+            {
+                "id": "soft",
+                "tool": "read_file",
+                "deps": ["attack"],
+                "args": {"path": f"{folder}/soft"},
+            },
+            {
+                "id": "hard",
+                "tool": "read_file",
+                "deps": ["attack"],
+                "args": {"path": f"{folder}/hard"},
+            },
+        ],
+    )
+    assert s.record("attack").status == "succeeded"
+    for tid in ("soft", "hard"):
+        rec = s.record(tid)
+        assert rec.status == "failed" and "root:" not in (rec.error or ""), rec
+
+
+def test_traversal_spellings_in_the_file_tools_are_refused(ws: al.Workspace) -> None:
+    from tests.test_file_tools import ATTEMPTS
+
+    marker = "outside-" + uuid.uuid4().hex
+    outside = ws.path.parent / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text(marker)
+    tasks = [
+        {
+            "id": f"read{i}",
+            "tool": "read_file",
+            "args": {"path": path.replace("<outside>", str(outside))},
+        }
+        for i, (_, path, _) in enumerate(ATTEMPTS)
+    ]
+    s = session(ws, tasks, max_consecutive_failures=None)
+    assert len(tasks) >= 21
+    for t in tasks:
+        rec = s.record(t["id"])
+        assert rec.status == "failed", (t, rec)
+        assert marker not in (rec.error or "") and rec.result is None
+
+
+@pytest.mark.slow
+def test_a_gigabyte_on_stdout_is_bounded(ws: al.Workspace) -> None:
+    code = "import os\nchunk = b'A' * (1 << 20)\nfor _ in range(1024):\n"
+    code += "    os.write(1, chunk)\n"
+    res = attack(ws, code, Limits(wall_time=60, output=64 << 10))
+    assert len(res["stdout"]) < (64 << 10) + 100
+    assert "[... truncated" in res["stdout"]
+
+
+def test_a_10gb_file_is_refused_at_the_file_size_limit(ws: al.Workspace) -> None:
+    code = (
+        "f = open('big', 'wb')\n"
+        "try:\n"
+        "    f.seek(10 * 1024**3); f.write(b'x'); f.flush()\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+    )
+    res = attack(ws, code)
+    assert res["stdout"].startswith("refused 27"), res  # EFBIG
+    assert all(p.stat().st_size <= 64 << 20 for p in res["files"].values())
