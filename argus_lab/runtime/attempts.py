@@ -41,6 +41,7 @@ class Attempts(_Core):
             idempotency_key=key,
             workspace=self.workspace.path,
             workdir=workdir,
+            redactor=self._redactor,
         )
 
     def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -136,7 +137,7 @@ class Attempts(_Core):
             timeout=task.timeout or tool.timeout,
             success=task.success,
             pool=self._thread_pool(),
-            artifacts=self.workspace.artifacts,
+            artifacts=self.workspace.artifacts.redacting(self._redactor, tid),
             remote=self.options.executor,
         )
         rec = self._records[tid]  # an LLM task's calls added their cost to it

@@ -313,6 +313,19 @@ def task_folder(ctx: ToolContext) -> Path:
     return Path(ctx.workdir) / "tasks" / safe / f"attempt-{ctx.attempt}"
 
 
+def _scrub(run: RunResult, ctx: ToolContext) -> list[str]:
+    """Masks secrets in the produced files in place (they lie in the workspace)
+    before anything reads them; returns the binary ones deleted for holding one."""
+    if ctx.redactor is None:
+        return []
+    refused = []
+    for p in list(run.files):
+        if ctx.redactor.scrub_file(p) == "removed":
+            refused.append(p.name)
+            run.files.remove(p)
+    return refused
+
+
 def _tail(text: str, n: int = 1500) -> str:
     text = text.strip()
     return text if len(text) <= n else "..." + text[-n:]
@@ -415,8 +428,16 @@ def make_python_tool(limits: Limits | None = None, *, check: bool = True) -> Too
             readable=[Path(ctx.workdir)],
             hidden=[Path(ctx.workspace)],
         )
+        refused = _scrub(run, ctx)
         if check:
             _check(run)
+        if refused:
+            raise ToolError(
+                f"python: task {ctx.task_id!r} wrote binary files holding a secret: "
+                f"{', '.join(refused)}; masking would corrupt them, so they were "
+                "deleted, never stored. Keep secrets out of the files the code writes",
+                task_id=ctx.task_id,
+            )
         return _result(run, Path(ctx.workdir))
 
     return python
