@@ -152,20 +152,27 @@ class Redactor:
         def cell(x: Any) -> Any:
             return self.text(x) if isinstance(x, str) else x
 
+        from pandas.api.types import is_object_dtype, is_string_dtype
+
+        def texts(values: Any) -> bool:
+            if not (is_object_dtype(values) or is_string_dtype(values)):
+                return False
+            return any(isinstance(x, str) and self.needed(x) for x in values)
+
         out = df
         if any(isinstance(c, str) and self.needed(c) for c in df.columns):
             out = out.rename(columns=cell)
-        if df.index.dtype == object and any(
-            isinstance(i, str) and self.needed(i) for i in df.index
-        ):
+        if texts(df.index):
             out = out.rename(index=cell)
-        for col in out.columns:
-            series = out[col]
-            if series.dtype == object or str(series.dtype).startswith("string"):
-                texts = [x for x in series if isinstance(x, str)]
-                if any(self.needed(x) for x in texts):
-                    out = out.copy() if out is df else out
-                    out[col] = series.map(cell)
+        for axis in ("index", "columns"):
+            names = list(getattr(out, axis).names)
+            if any(isinstance(n, str) and self.needed(n) for n in names):
+                out = out.rename_axis(**{axis: [cell(n) for n in names]})
+        for i, col in enumerate(out.columns):
+            series = out.iloc[:, i]
+            if texts(series):
+                out = out.copy() if out is df else out
+                out.isetitem(i, series.map(cell))
         return out
 
     def scrub_file(self, path: Path) -> Literal["clean", "masked", "removed"]:

@@ -211,7 +211,8 @@ class Workspace:
             + uuid.uuid4().hex[:8]
         )
         if name is None:
-            base = f"{parent.name}-fork" if parent else _slug(plan.goal)
+            masked = Redactor(opts.secrets).text(plan.goal)  # a name is a key
+            base = f"{parent.name}-fork" if parent else _slug(masked)
             name = f"{base}-{sid[-4:]}"
         if Redactor(opts.secrets).needed(name):
             # The name is a key of the index: refused, never masked.

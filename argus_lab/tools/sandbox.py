@@ -433,9 +433,10 @@ def make_python_tool(limits: Limits | None = None, *, check: bool = True) -> Too
             _check(run)
         if refused:
             raise ToolError(
-                f"python: task {ctx.task_id!r} wrote binary files holding a secret: "
-                f"{', '.join(refused)}; masking would corrupt them, so they were "
-                "deleted, never stored. Keep secrets out of the files the code writes",
+                f"python: task {ctx.task_id!r} wrote binary files with a secret in "
+                f"them ({', '.join(refused)}); masking would corrupt them, so they "
+                "were deleted, never stored. Keep secrets out of the files the code "
+                "writes",
                 task_id=ctx.task_id,
             )
         return _result(run, Path(ctx.workdir))
