@@ -168,7 +168,7 @@ class Redactor:
             names = list(getattr(out, axis).names)
             if any(isinstance(n, str) and self.needed(n) for n in names):
                 out = out.rename_axis(**{axis: [cell(n) for n in names]})
-        for i, col in enumerate(out.columns):
+        for i in range(len(out.columns)):
             series = out.iloc[:, i]
             if texts(series):
                 out = out.copy() if out is df else out
