@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -689,3 +690,21 @@ def test_a_10gb_file_is_refused_at_the_file_size_limit(ws: al.Workspace) -> None
     res = attack(ws, code)
     assert res["stdout"].startswith("refused 27"), res  # EFBIG
     assert all(p.stat().st_size <= 64 << 20 for p in res["files"].values())
+
+
+def test_the_threat_model_document_matches_these_tests_row_for_row() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "sandbox.md").read_text()
+    rows = [
+        line.split("|")[1:-1]
+        for line in doc.splitlines()
+        if line.startswith("| `") and line.count("|") == 6
+    ]
+    assert [r[0].strip().strip("`") for r in rows] == list(RULES)  # same order
+    here = [n for n in globals() if n.startswith("test_")]
+    for rule, *_, tests in rows:
+        # `test_name` exactly, or `test_7_...` for a test whose name starts so.
+        named = re.findall(r"`(test_\w+?)(_\.\.\.)?`", tests)
+        assert named, rule
+        for name, abbreviated in named:
+            found = [t for t in here if t.startswith(name + "_")] if abbreviated else []
+            assert name in here or found, f"{rule}: no test {name} here"

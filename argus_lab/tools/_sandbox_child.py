@@ -197,6 +197,7 @@ def _launcher() -> None:
                 os.setresuid(sandbox_uid, sandbox_uid, sandbox_uid)
             except OSError as e:
                 notes["uid"] = f"setuid {sandbox_uid}: {e}"
+            prctl(pr_set_pdeathsig, signal.SIGKILL)  # a uid change cleared it
         iso["uid"] = os.getuid()
 
         class CapHeader(ctypes.Structure):
