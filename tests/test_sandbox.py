@@ -575,7 +575,15 @@ def test_unprivileged_user_gets_the_same_isolation() -> None:
         cfg["report_fd"], cfg["cgroup_procs"] = w, None
         try:
             proc = subprocess.run(
-                [*AS_NOBODY, SYSTEM_PY, "-I", "-c", launcher, json.dumps(cfg), code],
+                [
+                    *AS_NOBODY,
+                    SYSTEM_PY,
+                    "-I",
+                    "-c",
+                    launcher,
+                    sandbox._encode_config(cfg),
+                    code,
+                ],
                 capture_output=True,
                 text=True,
                 cwd=folder,

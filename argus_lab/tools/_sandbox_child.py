@@ -2,7 +2,9 @@
 
 Stdlib only: the source of these functions is sent to ``python -I -c`` (cut out
 by ``_sandbox_host._sources``), so each must stand alone and import what it uses
-inside its own body.
+inside its own body. They import little on purpose (``marshal`` rather than
+``json``, ``_signal`` rather than ``signal``, no ``typing`` or ``re``): every
+module imported here is paid on every call of the tool.
 """
 
 from __future__ import annotations
@@ -17,26 +19,25 @@ def _launcher() -> None:
     """The sandbox's first process: namespaces, the task folder's quota, the code.
 
     argv is ``-c <config json> <code>``. Process tree: this launcher (trusted, in
-    the host's PID namespace) -> the code (``python -I -c <boot> <code>``, PID 1 of
-    a new PID namespace when there is one; when it ends the kernel kills what it
-    left behind). Before the code starts, the child half of the fork builds the
-    file view, drops to an unprivileged uid and applies Landlock, rlimits and the
-    seccomp filter. The code's exit status travels by the kernel only: this
-    launcher waits for it and ends the same way (same exit code or same signal).
+    the host's PID namespace) -> the code (the forked child, PID 1 of a new PID
+    namespace when there is one; when it ends the kernel kills what it left
+    behind). Before the code starts, the child builds the file view, drops to an
+    unprivileged uid and applies Landlock, rlimits and the seccomp filter; then
+    it runs the code itself (``_boot``). The code's exit status travels by the
+    kernel only: this launcher waits for it and ends the same way (same exit
+    code or same signal).
     The report pipe carries what was set up and the CPU used; the code never
     holds it (closed before ``exec``, and this launcher is outside its PID
     namespace).
     """
-    import contextlib
+    import _signal as signal  # type: ignore[import-not-found]  # signal.py imports enum
     import ctypes
-    import json
+    import marshal
     import os
-    import re
     import resource
-    import signal
     import sys
 
-    cfg = json.loads(sys.argv[1])
+    cfg = marshal.loads(bytes.fromhex(sys.argv[1]))  # noqa: S302 - from our parent
     code = sys.argv[2]
     report_fd = int(cfg["report_fd"])
     linux = sys.platform.startswith("linux")
@@ -65,7 +66,8 @@ def _launcher() -> None:
         notes[layer] = f"{what}: {os.strerror(ctypes.get_errno())}"
 
     def say(kind: str, payload: object) -> None:
-        os.write(report_fd, (json.dumps({kind: payload}) + "\n").encode())
+        data = marshal.dumps({kind: payload})
+        os.write(report_fd, len(data).to_bytes(4, "little") + data)
 
     def prctl(option: int, arg: int) -> int:
         return int(libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0))
@@ -137,8 +139,10 @@ def _launcher() -> None:
         say("exit", {"cpu": usage.ru_utime + usage.ru_stime, "copied": copied})
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            with contextlib.suppress(OSError, ValueError):
+            try:  # noqa: SIM105 - contextlib is one import more on every call
                 signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
             os.kill(os.getpid(), sig)
             os._exit(128 + sig)
@@ -160,8 +164,9 @@ def _launcher() -> None:
         # The working folder was resolved before the tmpfs covered it.
         os.chdir(cfg["folder"])
     nproc = int(cfg["processes"])
-    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
-    per_userns = m is not None and (int(m[1]), int(m[2])) >= (5, 14)
+    release = os.uname().release.split(".")
+    minor = "".join(c for c in [*release, "0"][1] if c.isdigit()) or "0"
+    per_userns = release[0].isdigit() and (int(release[0]), int(minor)) >= (5, 14)
     if iso["processes"] != "cgroup" and linux:
         if iso["user_namespace"] and per_userns:
             # Counted per user namespace since Linux 5.14: only our processes.
@@ -171,8 +176,10 @@ def _launcher() -> None:
             mine = 0
             for entry in os.scandir("/proc"):
                 if entry.name.isdigit():
-                    with contextlib.suppress(OSError):
+                    try:  # noqa: SIM105 - no contextlib import (see above)
                         mine += entry.stat().st_uid == uid
+                    except OSError:
+                        pass
             resource.setrlimit(resource.RLIMIT_NPROC, (mine + nproc, mine + nproc))
             iso["processes"] = "rlimit-shared"
         else:
@@ -247,12 +254,12 @@ def _launcher() -> None:
         notes.setdefault("seccomp", "no filter was given (libseccomp missing?)")
         say("setup", iso)
     os.close(report_fd)
-    python = cfg["python"]
-    try:
-        os.execv(python, [python, "-I", "-c", cfg["boot"], code])
-    except OSError as e:
-        os.write(2, f"sandbox: cannot start {python}: {e}\n".encode())
-    os._exit(127)
+    if linux:
+        prctl(4, 1)  # PR_SET_DUMPABLE, cleared by the uid change: its own /proc
+    # The code runs right here, in this forked interpreter: an exec of a fresh
+    # one would cost a second interpreter start-up on every call.
+    _boot(code)
+    sys.exit(0)
 
 
 def _landlock(
@@ -358,27 +365,32 @@ def _landlock(
     return abi
 
 
-def _boot() -> None:
-    """Runs the code in ``__main__`` so tracebacks show its lines (file ``<code>``)."""
-    import linecache
+def _boot(src: str) -> None:
+    """Runs the code as ``__main__`` (a fresh module, not the launcher's), so
+    tracebacks show its lines (file ``<code>``)."""
+    import builtins
     import sys
-    import traceback
 
-    src = sys.argv[1]
+    def show(e: BaseException, tb: Any) -> None:
+        import linecache  # only now: imports are paid on every call
+        import traceback
+
+        linecache.cache["<code>"] = (len(src), None, src.splitlines(True), "<code>")
+        traceback.print_exception(type(e), e, tb)
+
     sys.argv[:] = ["-c"]
-    linecache.cache["<code>"] = (len(src), None, src.splitlines(True), "<code>")
-    env = sys.modules["__main__"].__dict__
-    del env["_boot"]
+    main = type(sys)("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
     try:
         compiled = compile(src, "<code>", "exec", dont_inherit=True)
     except SyntaxError as e:
-        traceback.print_exception(type(e), e, None)
+        show(e, None)
         sys.exit(1)
     try:
-        exec(compiled, env)
+        exec(compiled, main.__dict__)
     except SystemExit:
         raise
     except BaseException as e:
-        tb = e.__traceback__.tb_next if e.__traceback__ else None
-        traceback.print_exception(type(e), e, tb)
+        show(e, e.__traceback__.tb_next if e.__traceback__ else None)
         sys.exit(1)

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
-import json
+import marshal
 import math
 import os
 import signal
@@ -96,13 +96,12 @@ class RunResult:
 @functools.cache
 def _sources() -> tuple[str, str]:
     """(launcher source, boot source), cut out of ``_sandbox_child``'s text."""
-    parts = [
-        inspect.getsource(f) for f in (_launcher, _quota, _view, _copy_out, _landlock)
-    ]
-    launcher = "from __future__ import annotations\nfrom typing import Any\n"
-    launcher += "\n".join(textwrap.dedent(p) for p in parts)
+    funcs = (_launcher, _quota, _view, _copy_out, _landlock, _boot)
+    # Annotations stay strings (never evaluated), so ``Any`` needs no import.
+    launcher = "from __future__ import annotations\n"
+    launcher += "\n".join(textwrap.dedent(inspect.getsource(f)) for f in funcs)
     launcher += "\n_launcher()\n"
-    boot = textwrap.dedent(inspect.getsource(_boot)) + "\n_boot()\n"
+    boot = textwrap.dedent(inspect.getsource(_boot))
     return launcher, boot
 
 
@@ -164,8 +163,15 @@ async def _drain(stream: asyncio.StreamReader | None, cap: _Capture) -> None:
         cap.feed(chunk)
 
 
+def _encode_config(cfg: dict[str, Any]) -> str:
+    """The launcher's argument: ``marshal`` (no import to pay in the sandbox), hex."""
+    return marshal.dumps(cfg).hex()
+
+
 class _Report:
-    """The launcher's JSON lines (``setup``, ``child``, ``exit``), read as they come."""
+    """The launcher's frames (``setup``, ``child``, ``exit``), read as they come:
+    each a 4-byte little-endian length and a ``marshal``-ed dict. Only the
+    launcher writes them (the code never holds the pipe)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -183,10 +189,13 @@ class _Report:
             if not chunk:
                 break
             self.buf += chunk
-        *lines, self.buf = self.buf.split(b"\n")
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                self.data.update(json.loads(line))
+        while len(self.buf) >= 4:
+            size = int.from_bytes(self.buf[:4], "little")
+            if len(self.buf) < 4 + size:
+                break
+            frame, self.buf = self.buf[4 : 4 + size], self.buf[4 + size :]
+            with contextlib.suppress(ValueError, EOFError, TypeError):
+                self.data.update(marshal.loads(frame))  # noqa: S302 - the launcher's
         return self.data
 
 
@@ -281,7 +290,6 @@ def _config(
     bpf, _ = seccomp_filter()
     return {
         "python": python,
-        "boot": _sources()[1],
         "folder": str(folder),
         "read_paths": reads,
         "python_roots": roots,
@@ -314,7 +322,7 @@ def _probe(python: str, network: bool) -> dict[str, Any]:
         cfg["cgroups"] = cg.procs
         try:
             proc = subprocess.run(
-                [python, "-I", "-c", _sources()[0], json.dumps(cfg), "pass"],
+                [python, "-I", "-c", _sources()[0], _encode_config(cfg), "pass"],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 cwd=folder,

@@ -161,7 +161,6 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
     changes underneath. Only regular files with one link, outside hidden folders
     (caches under HOME), at most ``max_files`` of them and ``disk`` bytes.
     """
-    import contextlib
     import os
     import stat
 
@@ -173,8 +172,10 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
         subdirs[:] = [d for d in subdirs if not d.startswith(".")]
         for d in subdirs:
             rel = os.path.normpath(os.path.join(rel_top, d))
-            with contextlib.suppress(FileExistsError):
+            try:  # noqa: SIM105 - no contextlib import (see _sandbox_child)
                 os.mkdir(rel, 0o755, dir_fd=host_dir)
+            except FileExistsError:
+                pass
         for name in names:
             path = os.path.join(top, name)
             st = os.lstat(path)

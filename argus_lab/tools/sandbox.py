@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import math
 import os
 import re
@@ -53,6 +52,7 @@ from argus_lab.tools._sandbox_host import (
 
 # Used here, and also reached through this module by the tests.
 from argus_lab.tools._sandbox_host import _config as _config
+from argus_lab.tools._sandbox_host import _encode_config as _encode_config
 from argus_lab.tools._sandbox_host import _env as _env
 from argus_lab.tools._sandbox_host import _read_report as _read_report
 from argus_lab.tools._sandbox_host import _sources as _sources
@@ -188,7 +188,7 @@ async def run_python(
                 "-I",
                 "-c",
                 _sources()[0],
-                json.dumps(cfg),
+                _encode_config(cfg),
                 code,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
