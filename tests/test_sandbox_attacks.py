@@ -243,6 +243,34 @@ def test_4_memory_is_limited_for_the_whole_process_tree(ws: al.Workspace) -> Non
     assert res["memory_peak"] <= limit  # 3 x 400 MiB never coexisted
 
 
+@pytest.mark.slow
+def test_4b_without_a_memory_cgroup_the_tree_is_watched_and_the_rule_is_weaker(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from argus_lab.tools import _sandbox_kernel
+
+    if not _sandbox_kernel.can_watch_memory():
+        pytest.skip("this kernel does not list children (CONFIG_PROC_CHILDREN)")
+    # A machine where no cgroup can be made: the host's fallback takes over.
+    monkeypatch.setattr(_sandbox_kernel, "_cgroup_parents", dict)
+    limit = 512 << 20
+    code = (
+        "import os, time\n"
+        "for i in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        b = b'x' * (300 << 20)\n"
+        "        time.sleep(10)\n"
+        "        os._exit(0)\n"
+        "time.sleep(10)\n"
+    )
+    t0 = time.monotonic()
+    res = attack(ws, code, Limits(wall_time=30, memory=limit))
+    assert res["killed_by"] == "memory" and not res["timed_out"], res
+    assert time.monotonic() - t0 < 10  # killed by the watch, not the wall limit
+    assert any(w.startswith("rule 'memory' is weaker") for w in res["warnings"])
+    assert res["memory_peak"] > limit  # what the watch saw before it struck
+
+
 def test_5_the_task_folder_has_a_quota_and_artifacts_stay_within_it(
     ws: al.Workspace,
 ) -> None:

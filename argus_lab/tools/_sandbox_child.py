@@ -227,7 +227,9 @@ def _launcher() -> None:
 
     cpu = int(cfg["cpu"])
     for res, soft, hard in (
-        (resource.RLIMIT_CPU, cpu, cpu + 1),
+        # soft = hard: SIGKILL at the limit (PID 1 ignores a SIGXCPU it has no
+        # handler for, so a softer first warning would only add a second).
+        (resource.RLIMIT_CPU, cpu, cpu),
         (resource.RLIMIT_AS, int(cfg["memory"]), int(cfg["memory"])),
         (resource.RLIMIT_FSIZE, int(cfg["file_size"]), int(cfg["file_size"])),
         (resource.RLIMIT_NOFILE, int(cfg["open_files"]), int(cfg["open_files"])),

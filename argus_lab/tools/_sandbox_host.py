@@ -37,7 +37,7 @@ class Limits:
     max_wall_time: float = 600.0
     """Largest ``timeout`` a call may ask for; larger ones are lowered to it."""
     cpu_time: float | None = None
-    """CPU seconds per process (SIGXCPU, then SIGKILL); None: the wall time."""
+    """CPU seconds per process (then SIGKILL); None: the wall time."""
     memory: int = 2 << 30
     """Memory of the whole process tree, bytes (memory cgroup; the task folder's
     files count too, as they live in memory), and address space per process

@@ -8,10 +8,13 @@
   ``pyseccomp``'s ctypes binding of the system's ``libseccomp.so.2``) into
   classic BPF, and the sandbox only loads those bytes (``prctl``), so the child
   needs nothing but the standard library.
+- **a memory watch**, where no memory cgroup can be made: the process tree's
+  resident memory summed every 50 ms, the run killed over the limit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import functools
@@ -21,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 _CONTROLLERS = ("pids", "memory")
@@ -243,3 +247,51 @@ def seccomp_filter() -> tuple[bytes, str | None]:
             return out.read(), None
     except (OSError, RuntimeError, ValueError) as e:
         return b"", f"libseccomp could not build the filter ({e})"
+
+
+def can_watch_memory() -> bool:
+    """Whether the kernel lists a process's children (CONFIG_PROC_CHILDREN),
+    which ``MemoryWatch`` walks."""
+    pid = os.getpid()
+    return Path(f"/proc/{pid}/task/{pid}/children").exists()
+
+
+class MemoryWatch:
+    """The fallback where no memory cgroup can be made: the resident memory of
+    the whole process tree under ``pid``, summed every ``interval`` seconds; over
+    ``limit``, ``kill`` is called once. Weaker than a cgroup (a fast allocation
+    may pass the limit between two looks), so ``sandbox_status`` says so."""
+
+    def __init__(self, pid: int, limit: int, kill: Callable[[], None]) -> None:
+        self.pid, self.limit, self.kill = pid, limit, kill
+        self.peak = 0
+        self.fired = False
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    def tree_rss(self) -> int:
+        """Bytes resident in ``pid`` and every descendant."""
+        total, todo, seen = 0, [self.pid], set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            try:
+                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    kids = Path(f"/proc/{pid}/task/{task}/children").read_text()
+                    todo += [int(k) for k in kids.split()]
+            except (OSError, ValueError, IndexError):
+                continue  # it ended meanwhile
+        return total * self.page
+
+    async def run(self, interval: float = 0.05) -> None:
+        """Watches until cancelled, or until it has called ``kill``."""
+        while True:
+            rss = self.tree_rss()
+            self.peak = max(self.peak, rss)
+            if rss > self.limit:
+                self.fired = True
+                self.kill()
+                return
+            await asyncio.sleep(interval)

@@ -89,6 +89,13 @@ def rules(iso: dict[str, Any], network: bool) -> dict[str, tuple[str | None, str
         out[rule] = ("seccomp", "") if seccomp else (None, why("seccomp"))
     if iso.get("memory") == "cgroup":
         out["memory"] = ("memory cgroup", "")
+    elif iso.get("memory") == "watch":
+        out["memory"] = (
+            "memory watch",
+            "checked every 50 ms (no memory cgroup: "
+            f"{notes.get('memory') or 'none writable'}): a fast allocation may pass "
+            "the limit before the run is killed",
+        )
     else:
         out["memory"] = (
             "rlimit",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import math
 import os
@@ -39,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from argus_lab.errors import ToolError, TransientError
+from argus_lab.errors import ToolError
 from argus_lab.tools._sandbox_host import (
     Limits,
     RunResult,
@@ -56,9 +57,15 @@ from argus_lab.tools._sandbox_host import _encode_config as _encode_config
 from argus_lab.tools._sandbox_host import _env as _env
 from argus_lab.tools._sandbox_host import _read_report as _read_report
 from argus_lab.tools._sandbox_host import _sources as _sources
-from argus_lab.tools._sandbox_kernel import Cgroups
+from argus_lab.tools._sandbox_kernel import Cgroups, MemoryWatch, can_watch_memory
+from argus_lab.tools._sandbox_result import (
+    _check,
+    _describe,
+    _result,
+    _run_result,
+    _scrub,
+)
 from argus_lab.tools._sandbox_rules import RULES, rules, warnings
-from argus_lab.tools.files import walk_files
 from argus_lab.tools.registry import Tool, ToolContext, tool
 
 __all__ = [
@@ -99,6 +106,8 @@ def sandbox_status(
     if sys.platform == "win32":
         return {"error": "the python tool needs Linux or macOS", "warnings": []}
     iso = dict(_probe(python or sys.executable, network))
+    if iso.get("memory") == "rlimit" and can_watch_memory():
+        iso["memory"] = "watch"  # run_python's fallback (see MemoryWatch)
     if "error" not in iso:
         iso["rules"] = {k: v[0] for k, v in rules(iso, network).items()}
         iso["warnings"] = _warnings(iso, Limits(network=network))
@@ -180,6 +189,8 @@ async def run_python(
     report = _Report(r)
     proc: asyncio.subprocess.Process | None = None
     readers: list[asyncio.Task[None]] = []
+    watch: MemoryWatch | None = None
+    watcher: asyncio.Future[None] | None = None
     timed_out = False
     try:
         try:
@@ -204,14 +215,16 @@ async def run_python(
             asyncio.ensure_future(_drain(proc.stdout, out)),
             asyncio.ensure_future(_drain(proc.stderr, err)),
         ]
+        if "memory" not in cg.paths and can_watch_memory():
+            watch = MemoryWatch(proc.pid, limits.memory, functools.partial(_stop, proc))
+            watcher = asyncio.ensure_future(watch.run())
         try:
             await asyncio.wait_for(proc.wait(), wall)
         except TimeoutError:
             timed_out = True
             # The launcher kills the code (and with it its PID namespace), then
             # copies the files out and ends like the code did.
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGUSR1)
+            _stop(proc)
             try:
                 await asyncio.wait_for(proc.wait(), _COPY_GRACE)
             except TimeoutError:
@@ -228,12 +241,16 @@ async def run_python(
             if readers:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.wait(readers, timeout=_DRAIN_GRACE)
-        for t in readers:
+        for t in [*readers, *([watcher] if watcher else [])]:
             t.cancel()
         data = report.poll()
         os.close(r)
         peak, oom = cg.memory()
         cg.remove()
+    if watch is not None:
+        peak, oom = watch.peak, watch.fired
+        if data.get("setup"):
+            data["setup"]["memory"] = "watch"
     res = _run_result(data, proc, out, err, timed_out, cpu, folder, limits, warns)
     res.memory_peak = peak
     if oom and res.killed_by in ("SIGKILL", "cpu_time"):
@@ -241,67 +258,11 @@ async def run_python(
     return res
 
 
-def _run_result(
-    report: dict[str, Any],
-    proc: asyncio.subprocess.Process,
-    out: _Capture,
-    err: _Capture,
-    timed_out: bool,
-    cpu: float,
-    folder: Path,
-    limits: Limits,
-    warns: list[str],
-) -> RunResult:
-    iso: dict[str, Any] = report.get("setup") or {}
-    ex: dict[str, Any] = report.get("exit") or {}
-    if not iso:
-        raise ToolError(
-            "python: the sandbox failed to start: "
-            + (err.text().strip()[-2000:] or f"exit code {proc.returncode}")
-        )
-    # The launcher ends exactly as the code did, so its status (from the
-    # kernel, through waitpid) is the code's: a signal stays a signal.
-    exit_code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-    killed_by: str | None = None
-    if timed_out:
-        killed_by = "wall_time"
-    elif exit_code < 0:
-        sig = -exit_code
-        over_cpu = float(ex.get("cpu") or 0) >= max(1, math.ceil(cpu)) - 0.05
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and over_cpu):
-            killed_by = "cpu_time"
-        else:
-            try:
-                killed_by = signal.Signals(sig).name
-            except ValueError:
-                killed_by = f"signal {sig}"
-    copied = ex.get("copied") or {}
-    if copied.get("skipped"):
-        warns.append(
-            f"{copied['skipped']} more produced files were not kept (over "
-            f"{limits.max_files} files or {limits.disk >> 20} MiB)"
-        )
-    files: list[Path] = []
-    omitted = 0
-    for rel, _ in walk_files(folder):
-        if any(part.startswith(".") for part in rel.split("/")):
-            continue  # hidden: caches libraries keep under HOME, such as .cache/
-        if len(files) < limits.max_files:
-            files.append(folder / rel)
-        else:
-            omitted += 1
-    if omitted:
-        warns.append(f"{omitted} more produced files are not listed")
-    return RunResult(
-        exit_code=exit_code,
-        stdout=out.text(),
-        stderr=err.text(),
-        timed_out=timed_out,
-        killed_by=killed_by,
-        files=files,
-        isolation=iso,
-        warnings=[*_warnings(iso, limits), *warns],
-    )
+def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Asks the launcher to kill the code (and so its PID namespace); it then
+    copies the files out and ends like the code did."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGUSR1)
 
 
 def task_folder(ctx: ToolContext) -> Path:
@@ -311,82 +272,6 @@ def task_folder(ctx: ToolContext) -> Path:
         digest = hashlib.sha256(ctx.task_id.encode("utf-8", "surrogatepass"))
         safe = f"{safe or 'task'}-{digest.hexdigest()[:8]}"
     return Path(ctx.workdir) / "tasks" / safe / f"attempt-{ctx.attempt}"
-
-
-def _scrub(run: RunResult, ctx: ToolContext) -> list[str]:
-    """Masks secrets in the produced files in place (they lie in the workspace)
-    before anything reads them; returns the binary ones deleted for holding one."""
-    if ctx.redactor is None:
-        return []
-    refused = []
-    for p in list(run.files):
-        if ctx.redactor.scrub_file(p) == "removed":
-            refused.append(p.name)
-            run.files.remove(p)
-    return refused
-
-
-def _tail(text: str, n: int = 1500) -> str:
-    text = text.strip()
-    return text if len(text) <= n else "..." + text[-n:]
-
-
-def _check(run: RunResult) -> None:
-    """Failure is failure: raises for a run that did not end with exit code 0."""
-    if run.exit_code == 0 and not run.timed_out:
-        return
-    if run.timed_out:
-        why = "was killed at its wall-time limit"
-    elif run.killed_by:
-        why = f"was killed ({run.killed_by})"
-    else:
-        why = f"exited with code {run.exit_code}"
-    parts = [f"python: the code {why}"]
-    if run.stderr.strip():
-        parts.append("stderr (end):\n" + _tail(run.stderr))
-    if run.stdout.strip():
-        parts.append("stdout (end):\n" + _tail(run.stdout, 500))
-    text = "\n".join(parts)
-    # A timeout may pass on another try (a busy machine); code that fails does not.
-    raise TransientError(text) if run.timed_out else ToolError(text)
-
-
-def _result(run: RunResult, root: Path) -> dict[str, Any]:
-    """The tool's result. ``files`` maps each produced file's path (relative to
-    the session folder) to the file itself, which the executor stores as a
-    content-addressed artifact and which loads back as a ``Path``."""
-    out: dict[str, Any] = {
-        "exit_code": run.exit_code,
-        "stdout": run.stdout,
-        "stderr": run.stderr,
-        "timed_out": run.timed_out,
-        "killed_by": run.killed_by,
-        "files": {p.relative_to(root).as_posix(): p for p in run.files},
-    }
-    if run.memory_peak is not None:
-        out["memory_peak"] = run.memory_peak
-    if run.warnings:
-        out["warnings"] = run.warnings
-    return out
-
-
-def _describe(limits: Limits) -> str:
-    cpu = f"{limits.cpu_time:g}s CPU, " if limits.cpu_time is not None else ""
-    net = "with network access" if limits.network else "without network access"
-    return (
-        "Runs Python code in a fresh, isolated process and returns its exit code, "
-        "stdout, stderr and the files it wrote (keyed by their paths relative to "
-        "the session folder). The working folder starts empty and is private to "
-        f"this task; only it is writable, up to {limits.disk >> 20} MiB. Files of "
-        "the session folder (e.g. from write_file) are readable at "
-        "../../../<path>. The process runs "
-        f"{net}, with {limits.wall_time:g}s of wall time by default (up to "
-        f"{limits.max_wall_time:g}s with timeout), {cpu}{limits.memory >> 20} MiB "
-        f"of memory and {limits.processes} processes. Print what you need to see; "
-        f"stdout and stderr are cut to {limits.output >> 10} KiB each. Code that "
-        "raises, exits non-zero or times out is an error showing the end of "
-        "stderr; with check=false it is returned as a result instead."
-    )
 
 
 def make_python_tool(limits: Limits | None = None, *, check: bool = True) -> Tool:
