@@ -46,7 +46,13 @@ def _run_result(
         killed_by = "wall_time"
     elif exit_code < 0:
         sig = -exit_code
-        over_cpu = float(ex.get("cpu") or 0) >= max(1, math.ceil(cpu)) - 0.05
+        # Sampled CPU time runs a little behind the limit's own clock. And in a
+        # PID namespace nothing but the kernel can SIGKILL the code (it is PID
+        # 1), so a SIGKILL that is neither the wall limit nor the OOM killer
+        # (which run_python tells apart) is the CPU limit.
+        over_cpu = float(ex.get("cpu") or 0) >= 0.8 * max(1, math.ceil(cpu))
+        if iso.get("pid_namespace"):
+            over_cpu = True
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and over_cpu):
             killed_by = "cpu_time"
         else:
