@@ -206,3 +206,39 @@ def test_no_byte_of_the_secret_lands_anywhere(
     planted = ws.path / "memory" / "planted.bin"
     planted.write_bytes(b"\x00" + SECRET[:12].encode() + b"\x00")
     assert scan(ws.path) == [f"memory/planted.bin: {SECRET[:12].encode()!r}"]
+
+
+def test_masking_bytes_frames_and_files(tmp_path: Path) -> None:
+    from argus_lab.redact import Redactor
+
+    red = Redactor([SECRET], environ={})
+    assert red.mask_bytes(f"a {SECRET} b".encode()) == b"a [REDACTED] b"
+    assert red.mask_bytes(b"\xff\x00plain") == b"\xff\x00plain"  # nothing to mask
+    assert red.mask_bytes(b"\xff\x00" + SECRET.encode()) is None  # binary: refuse
+    df = pd.DataFrame({"k": [1]})
+    assert red.frame(df) is df  # nothing to mask: no copy
+    text, blob = tmp_path / "t.txt", tmp_path / "b.bin"
+    text.write_text(f"x={SECRET}\n")
+    blob.write_bytes(b"\x00\xff" + SECRET.encode())
+    assert red.scrub_file(text) == "masked" and SECRET not in text.read_text()
+    assert red.scrub_file(text) == "clean"
+    assert red.scrub_file(blob) == "removed" and not blob.exists()
+
+
+def test_a_pickled_tool_context_carries_no_secret(tmp_path: Path) -> None:
+    import pickle
+
+    from argus_lab.redact import Redactor
+
+    ctx = al.ToolContext(
+        session_id="s",
+        task_id="t",
+        attempt=1,
+        idempotency_key="k",
+        workspace=tmp_path,
+        workdir=tmp_path,
+        redactor=Redactor([SECRET], environ={}),
+    )
+    data = pickle.dumps(ctx)  # e.g. shipped to a Dask worker with the call
+    assert SECRET.encode() not in data
+    assert pickle.loads(data).redactor is None

@@ -48,6 +48,21 @@ class ToolContext:
     """The session's secret masker: what a tool writes into the workspace
     itself (files, memory) goes through it first (invariant 7)."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The redactor holds the secret values themselves: a context pickled
+        # (to a Dask worker, say) travels without it.
+        return (
+            ToolContext,
+            (
+                self.session_id,
+                self.task_id,
+                self.attempt,
+                self.idempotency_key,
+                self.workspace,
+                self.workdir,
+            ),
+        )
+
 
 def _doc_parts(doc: str | None) -> tuple[str, dict[str, str]]:
     """Splits a Google-style docstring into (description, {param: text})."""
