@@ -2,9 +2,10 @@
 
 Stdlib only: the source of these functions is sent to ``python -I -c`` (cut out
 by ``_sandbox_host._sources``), so each must stand alone and import what it uses
-inside its own body. They import little on purpose (``marshal`` rather than
-``json``, ``_signal`` rather than ``signal``, no ``typing`` or ``re``): every
-module imported here is paid on every call of the tool.
+inside its own body. They import little on purpose (no ``json``: the config is
+tab-separated lines and the report ``repr``; ``_signal`` rather than
+``signal``; no ``typing`` or ``re``): every module imported here is paid on
+every call of the tool.
 """
 
 from __future__ import annotations
@@ -32,12 +33,24 @@ def _launcher() -> None:
     """
     import _signal as signal  # type: ignore[import-not-found]  # signal.py imports enum
     import ctypes
-    import marshal
     import os
     import resource
     import sys
 
-    cfg = marshal.loads(bytes.fromhex(sys.argv[1]))  # noqa: S302 - from our parent
+    cfg: dict[str, Any] = {}  # "key<TAB>type<TAB>value" lines (_encode_config)
+    for line in sys.argv[1].split("\n"):
+        key, kind, value = line.split("\t", 2)
+        items = value.split("\x1f") if value else []
+        if kind == "i":
+            cfg[key] = int(value)
+        elif kind == "b":
+            cfg[key] = value == "1"
+        elif kind == "l":
+            cfg[key] = items
+        elif kind == "d":
+            cfg[key] = dict(item.split("=", 1) for item in items)
+        else:
+            cfg[key] = value
     code = sys.argv[2]
     report_fd = int(cfg["report_fd"])
     linux = sys.platform.startswith("linux")
@@ -66,8 +79,8 @@ def _launcher() -> None:
         notes[layer] = f"{what}: {os.strerror(ctypes.get_errno())}"
 
     def say(kind: str, payload: object) -> None:
-        data = marshal.dumps({kind: payload})
-        os.write(report_fd, len(data).to_bytes(4, "little") + data)
+        # One line: repr escapes newlines; the parent reads it as a literal.
+        os.write(report_fd, repr({kind: payload}).encode() + b"\n")
 
     def prctl(option: int, arg: int) -> int:
         return int(libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0))

@@ -7,11 +7,11 @@ probe behind ``sandbox_status``.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import functools
 import inspect
-import marshal
 import math
 import os
 import signal
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from argus_lab.errors import ToolError
 from argus_lab.tools._sandbox_child import _boot, _landlock, _launcher
 from argus_lab.tools._sandbox_kernel import Cgroups, seccomp_filter
 from argus_lab.tools._sandbox_view import _copy_out, _quota, _view
@@ -164,14 +165,39 @@ async def _drain(stream: asyncio.StreamReader | None, cap: _Capture) -> None:
 
 
 def _encode_config(cfg: dict[str, Any]) -> str:
-    """The launcher's argument: ``marshal`` (no import to pay in the sandbox), hex."""
-    return marshal.dumps(cfg).hex()
+    """The launcher's argument: one ``key<TAB>type<TAB>value`` line per entry
+    (str, int, bool, list of str, dict of str), which it parses without an
+    import (``json`` would be paid on every call).
+
+    Raises:
+        ToolError: a path or value holding a tab, a newline or ``\x1f``.
+    """
+    lines = []
+    for key, v in cfg.items():
+        if isinstance(v, bool):
+            kind, items = "b", ["1" if v else "0"]
+        elif isinstance(v, int):
+            kind, items = "i", [str(v)]
+        elif isinstance(v, list):
+            kind, items = "l", [str(x) for x in v]
+        elif isinstance(v, dict):
+            kind, items = "d", [f"{k}={x}" for k, x in v.items()]
+        else:
+            kind, items = "s", [str(v)]
+        bad = [x for x in items if "\t" in x or "\n" in x or "\x1f" in x]
+        if bad:
+            raise ToolError(
+                f"python: {key} holds a tab, newline or \\x1f ({bad[0]!r}); the "
+                "sandbox cannot be set up for such a path"
+            )
+        lines.append(f"{key}\t{kind}\t" + "\x1f".join(items))
+    return "\n".join(lines)
 
 
 class _Report:
-    """The launcher's frames (``setup``, ``child``, ``exit``), read as they come:
-    each a 4-byte little-endian length and a ``marshal``-ed dict. Only the
-    launcher writes them (the code never holds the pipe)."""
+    """The launcher's report lines (``setup``, ``child``, ``exit``), read as they
+    come: each the ``repr`` of a dict, parsed with ``ast.literal_eval``. Only
+    the launcher writes them (the code never holds the pipe)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -189,13 +215,10 @@ class _Report:
             if not chunk:
                 break
             self.buf += chunk
-        while len(self.buf) >= 4:
-            size = int.from_bytes(self.buf[:4], "little")
-            if len(self.buf) < 4 + size:
-                break
-            frame, self.buf = self.buf[4 : 4 + size], self.buf[4 + size :]
-            with contextlib.suppress(ValueError, EOFError, TypeError):
-                self.data.update(marshal.loads(frame))  # noqa: S302 - the launcher's
+        *lines, self.buf = self.buf.split(b"\n")
+        for line in lines:
+            with contextlib.suppress(ValueError, SyntaxError, TypeError):
+                self.data.update(ast.literal_eval(line.decode("utf-8", "replace")))
         return self.data
 
 
