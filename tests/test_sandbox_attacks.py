@@ -337,6 +337,23 @@ def test_6_the_exit_status_cannot_be_forged(ws: al.Workspace) -> None:
     assert res["exit_code"] == -11 and res["killed_by"] == "SIGSEGV"
 
 
+def test_6b_a_tree_too_deep_to_copy_out_does_not_hide_the_exit_status(
+    ws: al.Workspace,
+) -> None:
+    code = (
+        "import os\n"
+        "open('top.txt', 'w').write('kept')\n"
+        "for _ in range(40):  # ~8,000 characters deep: past PATH_MAX\n"
+        "    os.mkdir('d' * 200)\n"
+        "    os.chdir('d' * 200)\n"
+        "open('deep.txt', 'w').write('lost')\n"
+        "os._exit(3)\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 3 and res["killed_by"] is None, res
+    assert [Path(k).name for k in res["files"]] == ["top.txt"]
+
+
 def test_7_other_sessions_the_workspace_and_the_project_are_out_of_reach(
     ws: al.Workspace,
 ) -> None:

@@ -134,7 +134,10 @@ def _launcher() -> None:
             fail("ipc_namespace", "ipc namespace")
         if unshare(new_ns):
             iso["mount_namespace"] = True
-            host_dir = _quota(cfg, iso, notes, libc)
+            if iso["pid_namespace"]:
+                host_dir = _quota(cfg, iso, notes, libc)
+            else:  # copying out is safe only once every process has ended
+                notes["quota"] = "the tmpfs quota needs a PID namespace"
         else:
             fail("mount_namespace", "mount namespace")
     sandbox_uid = int(cfg["uid"]) if privileged else uid

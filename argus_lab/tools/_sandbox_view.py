@@ -157,9 +157,12 @@ def _view(
 def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
     """Copies the task folder's files (from its tmpfs) into the host's folder.
 
-    Runs in the launcher after every process of the code has ended, so nothing
-    changes underneath. Only regular files with one link, outside hidden folders
-    (caches under HOME), at most ``max_files`` of them and ``disk`` bytes.
+    Runs in the launcher after every process of the code has ended (the quota
+    exists only with a PID namespace), so nothing changes underneath. Only
+    regular files with one link, outside hidden folders (caches under HOME), at
+    most ``max_files`` of them and ``disk`` bytes. An entry that cannot be
+    copied (a path too long, say) is skipped: the code's exit status must
+    still reach the host.
     """
     import os
     import stat
@@ -174,28 +177,32 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
             rel = os.path.normpath(os.path.join(rel_top, d))
             try:  # noqa: SIM105 - no contextlib import (see _sandbox_child)
                 os.mkdir(rel, 0o755, dir_fd=host_dir)
-            except FileExistsError:
-                pass
+            except OSError:
+                pass  # exists, or cannot be made: its files are skipped below
         for name in names:
             path = os.path.join(top, name)
-            st = os.lstat(path)
-            if name.startswith(".") or not stat.S_ISREG(st.st_mode):
-                continue
-            if st.st_nlink > 1 or files >= room or size + st.st_size > budget:
+            try:
+                st = os.lstat(path)
+                if name.startswith(".") or not stat.S_ISREG(st.st_mode):
+                    continue
+                if st.st_nlink > 1 or files >= room or size + st.st_size > budget:
+                    skipped += 1
+                    continue
+                rel = os.path.normpath(os.path.join(rel_top, name))
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                fin = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                try:
+                    fout = os.open(rel, flags, 0o644, dir_fd=host_dir)
+                    try:
+                        while chunk := os.read(fin, 1 << 20):
+                            os.write(fout, chunk)
+                    finally:
+                        os.close(fout)
+                finally:
+                    os.close(fin)
+            except OSError:
                 skipped += 1
                 continue
-            rel = os.path.normpath(os.path.join(rel_top, name))
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            fin = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            try:
-                fout = os.open(rel, flags, 0o644, dir_fd=host_dir)
-                try:
-                    while chunk := os.read(fin, 1 << 20):
-                        os.write(fout, chunk)
-                finally:
-                    os.close(fout)
-            finally:
-                os.close(fin)
             files += 1
             size += st.st_size
     os.close(host_dir)
