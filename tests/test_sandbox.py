@@ -519,7 +519,7 @@ def test_warnings_name_each_rule_left_open() -> None:
     )
     # Each layer missing alone opens exactly its own rules.
     for layer, off, rules in (
-        ("seccomp", False, {"unix_sockets", "ptrace", "namespaces"}),
+        ("seccomp", False, {"unix_sockets", "ptrace", "namespaces", "network"}),
         ("view", False, {"metadata"}),
         ("memory", "rlimit", {"memory"}),
         ("quota", False, {"disk"}),

@@ -207,6 +207,7 @@ _DENIED = tuple(
         "ioperm",
     ]
 )
+_AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
 _NEW_NAMESPACES = (
     0x00020000,  # CLONE_NEWNS
     0x02000000,  # CLONE_NEWCGROUP
@@ -241,6 +242,13 @@ def seccomp_filter() -> tuple[bytes, str | None]:
         # Unix sockets by path or abstract name reach past every namespace;
         # socketpair (pipes between the code's own processes) stays allowed.
         f.add_rule(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.EQ, 1))
+        # Every other family but IP and netlink (both per network namespace):
+        # vsock reaches a virtual machine's host, others reach hardware.
+        for family in range(64):
+            if family not in (_AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK):
+                arg = sc.Arg(0, sc.EQ, family)
+                f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", arg)
+        f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.GE, 64))
         with tempfile.TemporaryFile() as out:
             f.export_bpf(out)
             out.seek(0)

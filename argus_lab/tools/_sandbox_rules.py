@@ -21,7 +21,10 @@ RULES: dict[str, str] = {
         "session folder"
     ),
     "uid": "the code runs as an unprivileged uid",
-    "network": "no network: TCP, UDP and DNS fail",
+    "network": (
+        "no network: TCP, UDP and DNS fail, and no socket family but IP and "
+        "netlink opens (vsock would reach a virtual machine's host)"
+    ),
     "unix_sockets": "unix sockets (by path or abstract name) cannot be created",
     "ptrace": "ptrace and process_vm_readv/writev fail",
     "namespaces": "new user (and other) namespaces cannot be created",
@@ -79,8 +82,13 @@ def rules(iso: dict[str, Any], network: bool) -> dict[str, tuple[str | None, str
     net = iso.get("network")
     if network:
         out["network"] = ("allowed by Limits(network=True)", "")
+    elif net == "namespace" and seccomp:
+        out["network"] = ("network namespace + seccomp", "")
     elif net == "namespace":
-        out["network"] = ("network namespace", "")
+        out["network"] = (
+            "network namespace",
+            f"other socket families (vsock) are not blocked ({why('seccomp')})",
+        )
     elif net == "landlock-tcp":
         out["network"] = ("landlock", f"only TCP is blocked ({why('network')})")
     else:
