@@ -90,6 +90,7 @@ class Cgroups:
         name = f"argus-sandbox-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         made: dict[str, tuple[Path, int]] = {}
         for ctrl, (base, version) in _cgroup_parents().items():
+            _sweep(base)
             path = base / name
             try:
                 path.mkdir(exist_ok=version == 2)
@@ -148,6 +149,22 @@ class Cgroups:
                             with contextlib.suppress(OSError):
                                 os.kill(int(pid), signal.SIGKILL)
                     time.sleep(0.005)
+
+
+def _sweep(base: Path) -> None:
+    """Removes empty run folders left by an Argus process that died mid-run
+    (its pid is in the name; seen from another PID namespace, a live one's
+    folder is still safe: not while it is set up, and a folder with a process
+    in it cannot be removed), so they do not pile up."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            parts = entry.name.split("-")
+            if len(parts) == 4 and entry.name.startswith("argus-sandbox-"):
+                pid = int(parts[2]) if parts[2].isdigit() else 0
+                old = time.time() - entry.stat().st_mtime > 60  # not being set up
+                if pid and old and not Path(f"/proc/{pid}").exists():
+                    with contextlib.suppress(OSError):
+                        os.rmdir(entry.path)  # fails while a process is in it
 
 
 # What the code may not call (errno EPERM unless said otherwise). Namespaces,
