@@ -147,6 +147,7 @@ def test_a_4gb_allocation_fails_inside_not_in_the_caller(ctx: al.ToolContext) ->
     assert len(bytearray(64 << 20)) == 64 << 20
 
 
+@pytest.mark.slow
 def test_fork_bomb_is_contained(ctx: al.ToolContext) -> None:
     if STATUS.get("processes") in (None, "none"):
         pytest.skip(missing("process-count"))

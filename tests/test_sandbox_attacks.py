@@ -271,6 +271,7 @@ def test_4b_without_a_memory_cgroup_the_tree_is_watched_and_the_rule_is_weaker(
     assert res["memory_peak"] > limit  # what the watch saw before it struck
 
 
+@pytest.mark.slow
 def test_5_the_task_folder_has_a_quota_and_artifacts_stay_within_it(
     ws: al.Workspace,
 ) -> None:
