@@ -569,11 +569,24 @@ def test_unprivileged_user_gets_the_same_isolation() -> None:
             "    if pid == 0:\n        import signal; signal.pause()\n"
             "    n += 1\n"
             "print('forks', n)\n"
+            "import ctypes, json\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "out = {}\n"
+            "def t(name, fn):\n"
+            "    try:\n        out[name] = repr(fn())\n"
+            "    except OSError as e:\n        out[name] = type(e).__name__\n"
+            "t('chmod', lambda: os.chmod('/usr/bin/env', 0o4755))\n"
+            "t('shadow', lambda: open('/etc/shadow').read())\n"
+            "t('unix', lambda: socket.socket(socket.AF_UNIX))\n"
+            "t('vsock', lambda: socket.socket(40, socket.SOCK_STREAM))\n"
+            "t('ptrace', lambda: libc.ptrace(16, 1, 0, 0) or ctypes.get_errno())\n"
+            "t('userns', lambda: libc.unshare(0x10000000) or ctypes.get_errno())\n"
+            "print(json.dumps(out))\n"
         )
         cfg = sandbox._config(folder, Limits(processes=16), 10, [], SYSTEM_PY)
         launcher = sandbox._sources()[0]
         r, w = os.pipe()
-        cfg["report_fd"], cfg["cgroup_procs"] = w, None
+        cfg["report_fd"] = w
         try:
             proc = subprocess.run(
                 [
@@ -612,5 +625,11 @@ def test_unprivileged_user_gets_the_same_isolation() -> None:
         assert lines[1] in ("write OSError", "write PermissionError")
         assert lines[3].startswith("forks ") and int(lines[3].split()[1]) < 16
         assert not os.path.exists("/tmp/argus-unpriv-escape")
+        # The rules of issue 14 hold in a user namespace too.
+        tries = json.loads(lines[4])
+        assert tries["chmod"] in ("OSError", "PermissionError"), tries
+        assert tries["shadow"] in ("''", "PermissionError")
+        assert tries["unix"] == "PermissionError" and tries["vsock"] == "OSError"
+        assert tries["ptrace"] == tries["userns"] == "-1", tries
     finally:
         shutil.rmtree(folder)
