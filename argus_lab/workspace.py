@@ -90,7 +90,8 @@ class Workspace:
             (each commit fsynced: survives power loss, slower). See BENCHMARKS.md.
         embedder: For vector and hybrid memory search: a callable
             ``list[str] -> list[list[float]]`` (e.g. a sentence-transformers
-            model's ``encode``) or a LanceDB embedding function; None: full text.
+            model's ``encode``) or a LanceDB embedding function; None: the
+            default, WordLlama's bundled model (offline, loaded on first use).
     """
 
     def __init__(
@@ -129,7 +130,8 @@ class Workspace:
     def memory(self) -> Memory:
         """Long-term memory (LanceDB, full-text / vector / hybrid) in <root>/memory/.
 
-        Pass an embedder for vector search: ``Workspace(path, embedder=...)``.
+        Vector and hybrid search use the default embedder unless the workspace
+        was given another: ``Workspace(path, embedder=...)``.
         """
         from argus_lab.store.memory import open_memory
 
