@@ -212,11 +212,12 @@ class Workspace:
             + "-"
             + uuid.uuid4().hex[:8]
         )
+        red = Redactor(opts.secrets)
         if name is None:
-            masked = Redactor(opts.secrets).text(plan.goal)  # a name is a key
+            masked = red.text(plan.goal)  # a name is a key: no secret in it
             base = f"{parent.name}-fork" if parent else _slug(masked)
             name = f"{base}-{sid[-4:]}"
-        if Redactor(opts.secrets).needed(name):
+        if red.needed(name):
             # The name is a key of the index: refused, never masked.
             raise ValueError(
                 "the session name holds a secret (it matches an API key, token or "
