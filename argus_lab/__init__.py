@@ -29,6 +29,7 @@ from argus_lab.model import Budget, Plan, SessionInfo, Task, TaskRecord
 from argus_lab.plan.domain import HTNDomain, Subtask
 from argus_lab.plan.htn import HTNPlanner
 from argus_lab.runtime.session import RunResult, Session
+from argus_lab.runtime.views import VIEWS as _VIEWS
 from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.builtin import builtin_tools
 from argus_lab.tools.registry import Tool, ToolContext, tool
@@ -99,6 +100,29 @@ def __getattr__(name: str) -> Any:
         mod = importlib.import_module(module)
         return mod if attr is None else getattr(mod, attr)
     raise AttributeError(f"module 'argus_lab' has no attribute {name!r}")
+
+
+def _tasks_df(session: Session, **options: Any) -> Any:
+    from argus_lab import analysis
+
+    return analysis.tasks_df(session, **options)
+
+
+def _events_df(session: Session, **options: Any) -> Any:
+    from argus_lab import analysis
+
+    return analysis.events_df(session, **options)
+
+
+def _session_html(session: Session) -> str:
+    from argus_lab.jupyter.display import session_html
+
+    return session_html(session)
+
+
+# The runtime must not import analysis or jupyter (DESIGN.md section 3): this
+# package, above every layer, hands it their views (imported on first use).
+_VIEWS.register(tasks_df=_tasks_df, events_df=_events_df, session_html=_session_html)
 
 
 def load_ipython_extension(ipython: Any) -> None:
