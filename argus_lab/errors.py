@@ -25,8 +25,7 @@ ArgusError                        base of everything raised on purpose
 │                                 allows it (retry a task that succeeded, approve one
 │                                 that is not waiting, skip a running one)
 ├── ConcurrentSessionError        another writer holds the session (lease or version)
-│                                 [ConflictError, a state transaction that lost a race,
-│                                 belongs beside it]
+├── ConflictError                 a state transaction lost to another writer
 ├── StorageError                  a checkpoint cannot be read or written
 │   ├── CorruptCheckpointError    a stored record fails its checksum or cannot be read
 │   ├── SchemaVersionError        a record is newer than this version, or no migration
@@ -42,6 +41,7 @@ __all__ = [
     "ArgusError",
     "BudgetExceeded",
     "ConcurrentSessionError",
+    "ConflictError",
     "CorruptCheckpointError",
     "InDoubtError",
     "MissingDependency",
@@ -228,3 +228,23 @@ class ReplayMiss(ModelError):
     ) -> None:
         super().__init__(message, model=model)
         self.request_hash = request_hash
+
+
+class ConflictError(ArgusError):
+    """A state transaction lost to another writer: nothing was written.
+
+    Raised when another writer committed after the transaction started
+    (optimistic), or holds the state's lock (``transaction(lock=True)``).
+    ``st.update(fn, retries=n)`` re-runs ``fn`` on the latest version.
+
+    Attributes:
+        state: The state's name.
+        version: The state's version when the conflict was seen.
+    """
+
+    def __init__(
+        self, message: str, *, state: str | None = None, version: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.state = state
+        self.version = version

@@ -17,10 +17,10 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from argus_lab.errors import (
     ArgusError,
@@ -28,11 +28,11 @@ from argus_lab.errors import (
     PlanError,
 )
 from argus_lab.events import EventBase, Forked, PlanCreated, SessionCreated, make_event
-from argus_lab.llm.base import Model
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.plan.static import coerce_plan, refuse_literal_secrets
 from argus_lab.redact import Redactor
+from argus_lab.runtime.options import SessionArgs
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import (
@@ -42,38 +42,19 @@ from argus_lab.store.checkpoints import (
     open_cache,
 )
 from argus_lab.store.folders import delete_session, session_folder_ids
-from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
     import diskcache
 
     from argus_lab.store.memory import Memory
+    from argus_lab.store.state import State
 
-__all__ = ["SessionArgs", "Workspace"]
+__all__ = ["Workspace"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ToolsArg = Iterable[Tool | Callable[..., Any]] | None
-
-
-class SessionArgs(TypedDict, total=False):
-    """The keyword options of ``new_session`` and ``open``: SessionOptions' fields
-    (see argus_lab.runtime.options for what each does)."""
-
-    concurrency: int
-    backoff: tuple[float, float]
-    lease_ttl: float
-    inline_result_bytes: int
-    approvals: Sequence[ApprovalPolicy] | None
-    secrets: Sequence[str]
-    max_consecutive_failures: int | None
-    anomaly_factor: float
-    remember: bool | None
-    context_tokens: int
-    models: Model | Mapping[str, Model] | None
-    # Typed by their protocols once runtime/options.py declares them:
-    executor: Any  # a RemoteExecutor (al.DaskExecutor) or None
-    planner: Any  # an HTNPlanner, or an LLMPlanner (a goal and no plan), or None
+M = TypeVar("M")
 
 
 def _slug(text: str) -> str:
@@ -90,7 +71,8 @@ class Workspace:
             (each commit fsynced: survives power loss, slower). See BENCHMARKS.md.
         embedder: For vector and hybrid memory search: a callable
             ``list[str] -> list[list[float]]`` (e.g. a sentence-transformers
-            model's ``encode``) or a LanceDB embedding function; None: full text.
+            model's ``encode``) or a LanceDB embedding function; None: the
+            default, WordLlama's bundled model (offline, loaded on first use).
     """
 
     def __init__(
@@ -131,7 +113,8 @@ class Workspace:
     def memory(self) -> Memory:
         """Long-term memory (LanceDB, full-text / vector / hybrid) in <root>/memory/.
 
-        Pass an embedder for vector search: ``Workspace(path, embedder=...)``.
+        Vector and hybrid search use the default embedder unless the workspace
+        was given another: ``Workspace(path, embedder=...)``.
         """
         from argus_lab.store.memory import open_memory
 
@@ -213,9 +196,18 @@ class Workspace:
             + "-"
             + uuid.uuid4().hex[:8]
         )
+        red = Redactor(opts.secrets)
         if name is None:
-            base = f"{parent.name}-fork" if parent else _slug(plan.goal)
+            masked = red.text(plan.goal)  # a name is a key: no secret in it
+            base = f"{parent.name}-fork" if parent else _slug(masked)
             name = f"{base}-{sid[-4:]}"
+        if red.needed(name):
+            # The name is a key of the index: refused, never masked.
+            raise ValueError(
+                "the session name holds a secret (it matches an API key, token or "
+                "password, or a secret environment variable's value); names are "
+                "stored as keys and cannot be masked. Choose another name"
+            )
         if not _NAME.match(name):
             raise ValueError(
                 f"session name {name!r} must start with a letter or digit and use "
@@ -391,6 +383,31 @@ class Workspace:
             if self._index.get(key) == sid:
                 self._index.delete(key)
         return freed
+
+    # -- typed states (store/state.py) ------------------------------------------
+
+    @overload
+    def state(self, name: str, model: type[M], **options: Any) -> State[M]: ...
+    @overload
+    def state(self, name: str, model: None = None, **options: Any) -> State[Any]: ...
+    def state(self, name: str, model: Any = None, **options: Any) -> State[Any]:
+        """The typed state ``name``: created from ``model()``'s defaults the
+        first time, loaded after. ``model=None``: a plain JSON document.
+
+        Options: schema_version, max_size, growth_window, lock_ttl,
+        snapshot_every (see ``argus_lab.store.state.State``).
+        """
+        from argus_lab.store.state import open_state
+
+        return open_state(
+            self.path / "states", name, model, durability=self.durability, **options
+        )
+
+    def states(self) -> list[str]:
+        """The names of this workspace's states."""
+        from argus_lab.store.state import state_names
+
+        return state_names(self.path / "states")
 
     def close(self) -> None:
         """Closes the workspace index (sessions close on their own)."""

@@ -5,13 +5,11 @@ session options."""
 from __future__ import annotations
 
 import threading
-from typing import get_type_hints
 
 import pytest
 
 import argus_lab as al
-from argus_lab.runtime.options import SessionOptions
-from argus_lab.workspace import SessionArgs
+from argus_lab.runtime.options import SessionArgs, SessionOptions
 from tests.conftest import BASIC_TOOLS
 from tests.waiting import wait_until
 
@@ -80,7 +78,7 @@ def test_delete_refuses_a_running_session(ws: al.Workspace) -> None:
 
 
 def test_session_args_are_the_session_options() -> None:
-    assert set(get_type_hints(SessionArgs)) == set(SessionOptions.__dataclass_fields__)
+    assert SessionArgs.__optional_keys__ == set(SessionOptions.__dataclass_fields__)
 
 
 def test_an_unknown_option_names_the_known_ones(ws: al.Workspace) -> None:

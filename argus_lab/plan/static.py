@@ -39,6 +39,13 @@ def refuse_literal_secrets(plan: Plan, red: Redactor) -> None:
     """Raises PlanError for a task argument holding a secret ``red`` knows."""
     # A secret written into a plan would be stored with it; a reference is not.
     for t in plan.tasks:
+        if red.needed(t.id):
+            # Task ids are keys in the checkpoint: masking would merge tasks.
+            raise PlanError(
+                "a task id holds a secret (it matches an API key, token or "
+                "password, or a secret environment variable's value); ids are "
+                "stored as keys and cannot be masked. Choose another id"
+            )
         for k, v in t.args.items():
             text = json.dumps(v)
             if red.needed(text) and red.value(v) != v:
