@@ -18,7 +18,8 @@ ArgusError                        base of everything raised on purpose
 ├── ModelError                    a model call failed permanently (400, auth, no key)
 │   └── ReplayMiss                a strict replay has no recorded reply for a request
 ├── BudgetExceeded                a budget ran out; the session pauses (resumable)
-├── ApprovalRequired              a task needs a person's decision before it runs
+├── ApprovalRequired              a call needs a person's decision and its caller
+│                                 cannot wait (an LLM task's tool call)
 ├── InDoubtError                  a non-idempotent side effect may or may not have
 │                                 happened; decide with retry() or skip()
 ├── SessionStateError             misuse: the task or session is not in a state that
@@ -139,7 +140,9 @@ class BudgetExceeded(ArgusError):
 
 
 class ApprovalRequired(ArgusError):
-    """Raised when a task needs a person's approval before it may run."""
+    """Raised when a call needs a person's approval and its caller cannot wait
+    for one: a tool an LLM task's model calls (the model reads the message, the
+    ``tool_call`` event records it). A task's own call pauses the session."""
 
 
 class InDoubtError(ArgusError):
