@@ -17,16 +17,12 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from argus_lab.errors import (
-    ArgusError,
-    CorruptCheckpointError,
-    PlanError,
-)
+from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
 from argus_lab.events import EventBase, Forked, PlanCreated, SessionCreated, make_event
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
@@ -35,12 +31,7 @@ from argus_lab.redact import Redactor
 from argus_lab.runtime.options import SessionArgs
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
-from argus_lab.store.checkpoints import (
-    Durability,
-    Loaded,
-    SessionStore,
-    open_cache,
-)
+from argus_lab.store.checkpoints import Durability, Loaded, SessionStore, open_cache
 from argus_lab.store.folders import delete_session, session_folder_ids
 from argus_lab.tools.registry import Tool, as_toolset
 
@@ -111,10 +102,8 @@ class Workspace:
 
     @property
     def memory(self) -> Memory:
-        """Long-term memory (LanceDB, full-text / vector / hybrid) in <root>/memory/.
-
-        Vector and hybrid search use the default embedder unless the workspace
-        was given another: ``Workspace(path, embedder=...)``.
+        """Long-term memory (LanceDB, full-text / vector / hybrid) in <root>/memory/;
+        vector search uses the default embedder unless given another (``embedder=``).
         """
         from argus_lab.store.memory import open_memory
 
@@ -122,13 +111,6 @@ class Workspace:
 
     def _session_dir(self, session_id: str) -> Path:
         return self.path / "sessions" / session_id
-
-    def _options(self, options: Mapping[str, Any]) -> SessionOptions:
-        try:
-            return SessionOptions(**options)
-        except TypeError as e:
-            known = ", ".join(SessionOptions.__dataclass_fields__)
-            raise TypeError(f"{e}; session options are: {known}") from None
 
     # -- creating ------------------------------------------------------------
 
@@ -172,7 +154,7 @@ class Workspace:
         if goal is not None and goal != p.goal:
             p = p.model_copy(update={"goal": goal})
         p = p.validate_against(toolset)
-        opts = self._options(options)
+        opts = SessionOptions.of(options)
         refuse_literal_secrets(p, Redactor(opts.secrets))
         budgets = {"session": budget} if budget is not None else {}
         return self._create(p, toolset, opts, name=name, budgets=budgets)
@@ -191,11 +173,8 @@ class Workspace:
         replays: dict[str, str] | None = None,
     ) -> Session:
         now = time.time()
-        sid = (
-            time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
-            + "-"
-            + uuid.uuid4().hex[:8]
-        )
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+        sid = f"{stamp}-{uuid.uuid4().hex[:8]}"
         red = Redactor(opts.secrets)
         if name is None:
             masked = red.text(plan.goal)  # a name is a key: no secret in it
@@ -247,7 +226,7 @@ class Workspace:
             kept_ids = [r.task_id for r in kept]
             ev.append(Forked(session_id=sid, ts=now, task_id=at, kept=kept_ids, **fork))
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
-        store.redactor = Redactor(opts.secrets)
+        store.redactor = red
         try:
             head = store.create(meta, plan, kept, ev, replays)
             if not self._index.add("name:" + name, sid):
@@ -311,7 +290,9 @@ class Workspace:
         except BaseException:
             store.close()
             raise
-        return Session(self, store, loaded, as_toolset(tools), self._options(options))
+        return Session(
+            self, store, loaded, as_toolset(tools), SessionOptions.of(options)
+        )
 
     def resolve(self, name_or_id: str) -> str:
         """The id of the session with this name (or this id).

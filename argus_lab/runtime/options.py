@@ -170,6 +170,15 @@ class SessionOptions:
         if self.lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be positive, got {self.lease_ttl}")
 
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> SessionOptions:
+        """Options from keyword arguments; an unknown one names the known ones."""
+        try:
+            return cls(**options)
+        except TypeError as e:
+            known = ", ".join(cls.__dataclass_fields__)
+            raise TypeError(f"{e}; session options are: {known}") from None
+
     @property
     def policies(self) -> tuple[ApprovalPolicy, ...]:
         """The approval policies in force (the defaults when none were given)."""
