@@ -7,6 +7,7 @@ traits are asserted. Waits use futures and events with timeouts, never sleeps.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -150,7 +151,11 @@ def test_run_in_background_then_traits_show_the_end(
     assert result.status == "succeeded"
     assert w.status_codes == "sss"
     assert w.summary["done"] == 3 and w.summary["status"] == "succeeded"
-    assert w.message == {"text": "succeeded: 3 succeeded", "level": "info", "n": 1}
+    assert w.message == {
+        "text": "run ended: succeeded, 3/3 done",
+        "level": "info",
+        "n": 1,
+    }
     assert w.busy == ""
 
 
@@ -183,13 +188,20 @@ def test_approve_with_edited_args(make: Callable[..., GraphWidget]) -> None:
     assert w.statuses == {"pub": "awaiting_approval"}
     assert w.approvals["pub"]["tool"] == "publish"
     assert w.approvals["pub"]["args"] == {"text": "draft"}
-    w.act("approve", task="pub", args={"text": "final"}).result(WAIT)
-    assert w.approvals == {} and w.statuses == {"pub": "pending"}
-    assert w.act("run").result(WAIT).status == "succeeded"
-    assert w.session.result("pub") == "published final"
     w.act("select", task="pub").result(WAIT)
+    assert w.detail["resolved_args"] == {"text": "draft"}
+    # The run paused only for this approval: approving resumes it.
+    resumed = w.act("approve", task="pub", args={"text": "final"}).result(WAIT)
+    assert resumed.result(WAIT).status == "succeeded"
+    assert w.approvals == {} and w.statuses == {"pub": "succeeded"}
+    assert w.session.result("pub") == "published final"
     assert w.detail["approval"]["state"] == "approved"
-    assert w.detail["approval"]["edited_args"] == {"text": "final"}
+    # The panel shows the args the task ran with, the edit and who made it.
+    assert w.detail["resolved_args"] == {"text": "final"}
+    assert w.detail["edited_args"] == {"text": "final"}
+    assert w.detail["args"] == {"text": "draft"}
+    assert w.detail["approved_by"] == w.detail["approval"]["by"] != ""
+    assert [a["outcome"] for a in w.detail["attempt_log"]] == ["succeeded"]
 
 
 def test_approve_while_a_run_goes_on(make: Callable[..., GraphWidget]) -> None:
@@ -315,7 +327,10 @@ def test_breakpoint_on_a_ready_task_stops_run_once(
     result = w.act("run").result(WAIT)
     assert result.status == "paused"
     assert result.reason == BREAKPOINT_C.replace("'c'", "'a'")
-    assert w.message["text"] == str(result)
+    assert w.message["text"] == (
+        "run ended: paused, 0/3 done; breakpoint before task 'a'; run() or "
+        "step() goes on from it"
+    )
     assert w.statuses["a"] == "pending"
     assert w.act("run").result(WAIT).status == "succeeded"
     assert w.breakpoints == ["a"]  # it stays set: the next run stops there again
@@ -519,3 +534,136 @@ def test_plan_patches_relayout_the_graph(ws: al.Workspace) -> None:
         keys = {g["key"] for g in w.graph["groups"]}
         assert {"trip", "trip/to_airport"} <= keys
         w.close()
+
+
+def test_detail_shows_resolved_args_attempts_and_no_env_values(
+    make: Callable[..., GraphWidget], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WIDGET_TEST_TOKEN", "sk-secret-value-123")
+    w = make(
+        [
+            *CHAIN,
+            {"id": "e", "tool": "echo", "args": {"value": "${env.WIDGET_TEST_TOKEN}"}},
+        ]
+    )
+    w.act("select", task="b").result(WAIT)
+    # Before it ran: the reference cannot be resolved and is shown as written.
+    assert w.detail["resolved_args"] == {"a": "${a.result.sum}"}
+    assert w.detail["attempt_log"] == [] and w.detail["context"] is None
+    w.act("run").result(WAIT)
+    assert w.detail["args"] == {"a": "${a.result.sum}"}  # the plan's template
+    assert w.detail["resolved_args"] == {"a": 2}  # what the task ran with
+    log = w.detail["attempt_log"]
+    assert [(a["n"], a["outcome"]) for a in log] == [(1, "succeeded")]
+    assert log[0]["duration"] is not None and log[0]["duration"] >= 0
+    assert w.detail["result"] == '{\n  "sum": 3\n}'
+    w.act("select", task="e").result(WAIT)
+    assert "sk-secret" not in json.dumps(w.detail)  # never resolved for display
+    assert w.detail["resolved_args"] == {"value": "${env.WIDGET_TEST_TOKEN}"}
+
+
+def test_detail_of_a_failed_task_has_error_traceback_and_attempts(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make([{"id": "x", "tool": "flaky", "args": {"value": 3}}])
+    w.act("run").result(WAIT)
+    w.act("select", task="x").result(WAIT)
+    d = w.detail
+    assert d["status"] == "failed" and d["error"] == "first call fails"
+    assert d["error_type"] == "ValueError" and "first call fails" in d["traceback"]
+    assert [a["outcome"] for a in d["attempt_log"]] == ["failed"]
+    assert d["attempt_log"][0]["error"] == "first call fails"
+
+
+def test_context_breakdown_of_an_llm_task_reaches_the_panel(
+    ws: al.Workspace,
+) -> None:
+    from tests.test_llm_task import PLAN as LLM_PLAN
+    from tests.test_llm_task import lookup, model, seed
+
+    s = ws.new_session(plan=LLM_PLAN, tools=[seed, lookup], name="ctx", models=model())
+    w = GraphWidget(s)
+    try:
+        w.act("run").result(WAIT)
+        w.act("select", task="explain").result(WAIT)
+        ctx = w.detail["context"]
+        assert ctx == s.context_breakdown("explain")  # a dict, not dropped
+        assert ctx["budget"] == 8000
+        assert any(item["status"] == "included" for item in ctx["items"])
+        assert w.detail["tokens"] > 0
+        w.act("select", task="topic").result(WAIT)
+        assert w.detail["context"] is None  # not an LLM task
+    finally:
+        w.close()
+        s.close()
+
+
+def test_cell_running_while_a_blocking_run_goes_on(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(
+        [{"id": "slow", "tool": "gated", "args": {"value": 1}}], update_interval=0.02
+    )
+    said = threading.Event()
+    cleared = threading.Event()
+
+    def watch(change: dict[str, Any]) -> None:
+        (said if change["new"] else cleared).set()
+
+    w.observe(watch, names="cell_running")
+    # A cell's blocking run(), here on a thread standing in for the kernel.
+    t = threading.Thread(target=w.session.run)
+    t.start()
+    assert STARTED.wait(WAIT) and said.wait(WAIT)
+    assert w.cell_running and w.session.blocking_run
+    GATE.set()
+    t.join(WAIT)
+    assert cleared.wait(WAIT) and not w.cell_running
+    # The widget's own Step is not a cell's run: no banner for it.
+    assert w.act("step").result(WAIT) == []
+    assert not w.cell_running
+
+
+def test_pause_with_nothing_running_says_so(make: Callable[..., GraphWidget]) -> None:
+    w = make(CHAIN)
+    w.act("pause").result(WAIT)
+    assert w.message["text"] == "nothing to pause: no run is going on"
+    w.act("run").result(WAIT)
+    w.act("step").result(WAIT)
+    assert w.message["text"] == "step: nothing to run; every task is done"
+    assert "None" not in w.message["text"]
+
+
+def test_hints_name_the_bound_variable_or_the_magic(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make([{"id": "pub", "tool": "publish", "args": {"text": "draft"}}])
+    w.act("run").result(WAIT)
+    name = w.session.name
+    assert f"%argus approve {name} pub" in w.summary["reason"]
+    assert "s.approve" not in w.summary["reason"]
+    w.hint_var = "r"
+    w.refresh()
+    assert "r.approve('pub')" in w.summary["reason"]
+
+
+def test_fork_breadcrumb_and_compare_with_parent(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(CHAIN)
+    parent = w.session
+    w.act("run").result(WAIT)
+    assert w.family == {"parent": "", "forked_at": "", "forks": []}
+    fork = w.act("fork", at="b").result(WAIT)
+    assert w.family["parent"] == parent.name and w.family["forked_at"] == "b"
+    assert w.act("compare").result(WAIT) == ["b", "c"]  # pending in the fork
+    assert w.differs == ["b", "c"]
+    w.act("run").result(WAIT)
+    assert w.act("compare").result(WAIT) == []  # same tools, same results
+    assert w.message["text"] == f"same as {parent.name}"
+    # Back to the parent, and forward to the fork, through the breadcrumb.
+    assert w.act("open_family", name=parent.name).result(WAIT) is parent
+    assert w.family["forks"] == [fork.name] and w.differs == []
+    with pytest.raises(ValueError, match="not a fork"):
+        w.act("compare")
+    assert w.act("open_family", name=fork.name).result(WAIT) is fork

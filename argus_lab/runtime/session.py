@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RunResult", "Session", "SessionOptions"]
 
+_BLOCKING_LOCK = threading.Lock()
+
 
 class Session(Actions):
     """A plan being executed, durable across crashes; get one from a Workspace.
@@ -187,6 +189,26 @@ class Session(Actions):
             fut.result()
             raise
 
+    _blocking_calls = 0  # blocking run()/step()/rerun_stale() calls waiting now
+
+    def _blocking(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``_call`` for the calls that run tasks while their caller waits."""
+        with _BLOCKING_LOCK:
+            self._blocking_calls += 1
+        try:
+            return self._call(coro)
+        finally:
+            with _BLOCKING_LOCK:
+                self._blocking_calls -= 1
+
+    @property
+    def blocking_run(self) -> bool:
+        """Whether a blocking ``run()``, ``step()`` or ``rerun_stale()`` is in
+        progress: its caller (e.g. a notebook cell) waits until it returns, unlike
+        a background ``start()``. The widget uses it to say its controls act
+        only when the cell is done."""
+        return self._blocking_calls > 0
+
     def close(self) -> None:
         """Stops the loop thread and closes the store (waits for a background run)."""
         if self._bg is not None and not self._bg.done():
@@ -223,12 +245,12 @@ class Session(Actions):
         of the tasks that ran (empty when nothing could run).
         """
         self._pause_requested = None  # here, so a pause() right after counts
-        return self._call(self._guarded(self._step()))
+        return self._blocking(self._guarded(self._step()))
 
     def run(self) -> RunResult:
         """Runs until every task is done, the session pauses, or nothing can run."""
         self._pause_requested = None
-        return self._call(self._guarded(self._run()))
+        return self._blocking(self._guarded(self._run()))
 
     def start(self) -> concurrent.futures.Future[RunResult]:
         """Starts ``run()`` in the background and returns its future at once."""
@@ -380,7 +402,7 @@ class Session(Actions):
     def rerun_stale(self) -> RunResult:
         """Makes exactly the stale tasks pending again, then ``run()``s."""
         self._pause_requested = None
-        return self._call(self._guarded(self._rerun_stale()))
+        return self._blocking(self._guarded(self._rerun_stale()))
 
     def fork(
         self,
