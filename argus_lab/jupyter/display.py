@@ -31,16 +31,18 @@ __all__ = [
 ]
 
 STATUS_COLORS: dict[str, str] = {
-    "pending": "#d0d7de",
-    "running": "#54aeff",
-    "awaiting_approval": "#e3b341",
-    "succeeded": "#4ac26b",
-    "failed": "#f47067",
-    "skipped": "#eef1f4",
-    "blocked": "#9198a1",
-    "in_doubt": "#b083f0",
+    "pending": "#e9ecef",
+    "running": "#8ecae6",
+    "awaiting_approval": "#f6c85f",
+    "succeeded": "#7ccfb0",
+    "failed": "#f4a582",
+    "skipped": "#f7f7f7",
+    "blocked": "#bdbdbd",
+    "in_doubt": "#d9a6c9",
 }
-"""Fill colour of a node per task status (the widget uses the same palette)."""
+"""Fill colour of a node per task status in light themes: Okabe-Ito hues, safe
+for colour-blind readers (widgets/graph.css holds the same values and the dark
+ones; every status also has a glyph there)."""
 
 STATUS_CODES: dict[str, str] = {
     "pending": "p",

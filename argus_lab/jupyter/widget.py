@@ -78,6 +78,17 @@ def asset_path(name: str) -> Path:
     )
 
 
+def _marks(s: Session) -> dict[str, list[str]]:
+    created = s.info.created if s.info.parent else None
+    rejected, cached = [], []
+    for t, r in s.records.items():
+        if r.status == "failed" and r.error_type == "Rejected":
+            rejected.append(t)
+        elif r.status == "succeeded" and created and (r.started or created) < created:
+            cached.append(t)  # finished in the parent, before the fork
+    return {"rejected": rejected, "cached": cached}
+
+
 class GraphWidget(WidgetActions, anywidget.AnyWidget):
     """A live view of a Session's plan that can also drive it.
 
@@ -137,6 +148,9 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
     """The fork's parent (name, forked_at) and the forks made here (names)."""
     differs = traitlets.List(traitlets.Unicode()).tag(sync=True)
     """After "compare with parent": tasks whose status or result differ."""
+    marks = traitlets.Dict().tag(sync=True)
+    """Tasks drawn apart from their status: ``rejected`` (by a person or a
+    policy) and ``cached`` (a fork's results kept from its parent)."""
     fallback_key = traitlets.Unicode("").tag(sync=True)
     """Marks this widget's static fallback output, which the live view hides."""
 
@@ -243,6 +257,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             self.breakpoints = s.breakpoints
             self.approvals = s.pending_approvals()
             self.summary = self._summary()
+            self.marks = _marks(s)
             self.cell_running = s.blocking_run and not self.busy
             self._update_detail()
 
@@ -335,6 +350,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             self.breakpoints = s.breakpoints
             self.approvals = s.pending_approvals()
             self.summary = self._summary()
+            self.marks = _marks(s)
             self.cell_running = blocked = s.blocking_run and not self.busy
             if self.selected in dirty:
                 self._update_detail()
