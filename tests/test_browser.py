@@ -52,7 +52,82 @@ WAIT_MS = 45_000
 """Longest single browser wait (kernel start plus running every cell)."""
 DEPS = "run `bash scripts/browser-deps.sh` (apt-get chromium, pip playwright)"
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+SETUP = """%load_ext argus_lab
+import time
+import argus_lab as al
+
+%config ArgusMagics.session_options = {"concurrency": 1}
+
+
+@al.tool
+def tick(i: int) -> int:
+    \"\"\"A task that takes a while (its work is this sleep).\"\"\"
+    time.sleep(0.4)
+    return i
+
+
+@al.tool(side_effect="write")
+def publish(text: str) -> str:
+    \"\"\"A write: asks for approval.\"\"\"
+    return "published " + text"""
+
+
+def _chains(goal: str, n_chains: int, length: int) -> str:
+    lines = [f"goal: {goal}", "tasks:"]
+    for c in range(n_chains):
+        for i in range(length):
+            lines.append(f"  - id: c{c}_t{i}")
+            lines.append("    tool: tick")
+            lines.append(f"    args: {{i: {i}}}")
+            if i:
+                lines.append(f"    deps: [c{c}_t{i - 1}]")
+    return "\n".join(lines)
+
+
+PUB_PLAN = """goal: publish after a check
+tasks:
+  - id: check
+    tool: tick
+    args: {i: 1}
+  - id: post
+    tool: publish
+    args: {text: draft}
+    deps: [check]
+  - id: after
+    tool: tick
+    args: {i: 2}
+    deps: [post]"""
+
+NOTEBOOKS = {
+    "live.ipynb": [
+        SETUP,
+        "%%argus live -o s --run\n" + _chains("a long chain", 1, 40),
+        "%%argus pub -o r --run\n" + PUB_PLAN,
+        "%%argus keys -o k\n" + _chains("three steps", 1, 3),
+    ],
+    "big.ipynb": [SETUP, "%%argus big -o b\n" + _chains("300 tasks", 30, 10)],
+    "restart.ipynb": [
+        SETUP,
+        "%%argus gone -o g --run\n" + _chains("cut short", 1, 40),
+        "%argus open gone",
+    ],
+}
+"""Notebooks the tests below run (setup cell first)."""
+
+
+def _write_notebook(path: Path, cells: list[str]) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, str(path))
 
 
 def _free_port() -> int:
@@ -89,6 +164,8 @@ def jupyter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = base / "root"
     root.mkdir()
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    for name, cells in NOTEBOOKS.items():
+        _write_notebook(root / name, cells)
     _settings(base / "settings")
     port = _free_port()
     env = {
@@ -303,3 +380,233 @@ def test_quickstart_in_jupyterlab(jupyter: str, browser: Any) -> None:
     page.screenshot(path=str(SHOTS / "quickstart-page.png"), full_page=True)
     assert errors == [], "\n".join(errors)
     page.close()
+
+
+KERNEL_READY = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session &&
+            w.sessionContext.session.kernel;
+  return k && k.connectionStatus === "connected" && k.status === "idle";
+}"""
+
+
+def _open(browser: Any, jupyter: str, name: str) -> tuple[Any, list[str]]:
+    SHOTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    page.set_default_timeout(WAIT_MS)
+    page.goto(f"{jupyter}/lab/tree/{name}")
+    page.wait_for_function(KERNEL_READY)
+    return page, errors
+
+
+def _run_cell(page: Any, index: int) -> None:
+    """Runs one cell and waits until it has finished (its execution count)."""
+    page.evaluate(
+        """async (i) => {
+          const panel = window.jupyterapp.shell.currentWidget;
+          panel.content.activeCellIndex = i;
+          await window.jupyterapp.commands.execute("notebook:run-cell");
+        }""",
+        index,
+    )
+    page.wait_for_function(
+        """(i) => {
+          const cell = window.jupyterapp.shell.currentWidget.content.widgets[i];
+          return cell.model.executionCount !== null &&
+                 cell.model.sharedModel.execution_state !== "running" &&
+                 !cell.node.querySelector(".jp-InputArea-prompt")
+                   .textContent.includes("*");
+        }""",
+        arg=index,
+    )
+    errs = page.evaluate(
+        """(i) => window.jupyterapp.shell.currentWidget.content.widgets[i]
+            .model.outputs.toJSON().filter((o) => o.output_type === "error")
+            .map((o) => o.ename + ": " + o.evalue)""",
+        index,
+    )
+    assert errs == [], errs
+
+
+def test_live_run_pause_approve_and_keyboard(jupyter: str, browser: Any) -> None:
+    page, errors = _open(browser, jupyter, "live.ipynb")
+    _run_cell(page, 0)
+    _run_cell(page, 1)  # %%argus --run returns at once; the run goes on
+    live = page.locator(".argus-graph").nth(0)
+    live.locator('g.argus-node[data-status="succeeded"]').first.wait_for()
+    assert _kernel(page, "import json; print(json.dumps(s.running))") is True
+    pause = live.locator('button[data-action="pause"]')
+    assert pause.is_enabled()
+    assert live.locator('button[data-action="step"]').is_disabled()
+    clicked = page.evaluate("Date.now() / 1000")
+    pause.click()
+    live.locator(".argus-chip.argus-session-paused").wait_for()
+    state = _kernel(
+        page,
+        """import json
+print(json.dumps({"status": s.status, "reason": s.reason, "running": s.running,
+  "starts": [e.ts for e in s.events() if e.kind == "task_started"],
+  "done": s.counts()["succeeded"]}))""",
+    )
+    assert state["status"] == "paused" and state["reason"] == "paused by the user"
+    assert not state["running"]
+    assert [ts for ts in state["starts"] if ts > clicked + 1.0] == []
+    assert 0 < state["done"] < 40
+    live.screenshot(path=str(SHOTS / "live-paused.png"))
+
+    # A run that pauses only for an approval goes on when it is given here.
+    _run_cell(page, 2)
+    pub = page.locator(".argus-graph").nth(1)
+    ask = pub.locator(".argus-approvals button")
+    ask.wait_for()
+    assert "r.approve('post')" in pub.locator(".argus-summary").inner_text()
+    ask.click()
+    panel = pub.locator(".argus-detail")
+    panel.locator("h4").filter(has_text="post").wait_for()
+    pub.screenshot(path=str(SHOTS / "approval-asked.png"))
+    panel.locator("button.argus-approve").click()
+    pub.locator('g.argus-node[data-id="after"][data-status="succeeded"]').wait_for()
+    got = _kernel(
+        page,
+        'import json; print(json.dumps([r.status, r.record("post").approval["state"]]))',
+    )
+    assert got == ["succeeded", "approved"]
+
+    # Keyboard only: Enter on Step, Tab to a node, "s" steps, Enter opens it.
+    _run_cell(page, 3)
+    keys = page.locator(".argus-graph").nth(2)
+    keys.locator('button[data-action="step"]').focus()
+    page.keyboard.press("Enter")
+    keys.locator('g.argus-node[data-id="c0_t0"][data-status="succeeded"]').wait_for()
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(
+            "() => document.activeElement.getAttribute('data-id') || ''"
+        )
+        if focused == "c0_t1":
+            break
+    assert focused == "c0_t1"
+    page.keyboard.press("s")
+    keys.locator('g.argus-node[data-id="c0_t1"][data-status="succeeded"]').wait_for()
+    page.keyboard.press("Enter")
+    keys.locator(".argus-detail h4").filter(has_text="c0_t1").wait_for()
+    text = keys.locator(".argus-detail").inner_text()
+    assert "args as run" in text and '"i": 1' in text
+    keys.screenshot(path=str(SHOTS / "keyboard-step-select.png"))
+    assert errors == [], "\n".join(errors)
+    page.close()
+
+
+LABEL_SIZES = """(el) => [...el.querySelectorAll("g.argus-node text.argus-node-label")]
+  .filter((t) => getComputedStyle(t).display !== "none")
+  .map((t) => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a)"""
+
+
+def test_big_plan_is_readable_and_the_dark_theme(jupyter: str, browser: Any) -> None:
+    page, errors = _open(browser, jupyter, "big.ipynb")
+    _run_cell(page, 0)
+    _run_cell(page, 1)
+    big = page.locator(".argus-graph").nth(0)
+    big.locator("g.argus-node").nth(299).wait_for(state="attached")
+    assert big.locator("g.argus-node").count() == 300
+    sizes = big.evaluate(LABEL_SIZES)
+    assert len(sizes) == 300  # labels are drawn at the default zoom ...
+    assert min(sizes) >= 10.99, min(sizes)  # ... at 11 px or more on screen
+    big.screenshot(path=str(SHOTS / "big-300-default.png"))
+    big.locator('g.argus-node[data-id="c0_t1"]').click()
+    big.locator(".argus-detail h4").filter(has_text="c0_t1").wait_for()
+    # Fit shows the whole graph: labels give way to a summary, never shrink.
+    big.locator("button", has_text="Fit").click()
+    assert big.evaluate(LABEL_SIZES) == []
+    assert big.locator(".argus-canvas-hint").is_visible()
+    big.screenshot(path=str(SHOTS / "big-300-fit.png"))
+
+    page.evaluate(
+        "window.jupyterapp.commands.execute('apputils:change-theme', "
+        "{theme: 'JupyterLab Dark'})"
+    )
+    page.wait_for_function(
+        "() => document.body.dataset.jpThemeLight === 'false' && "
+        "getComputedStyle(document.querySelector('.argus-graph')).backgroundColor"
+        " !== 'rgb(255, 255, 255)'"
+    )
+    dark = big.evaluate(
+        """(el) => {
+          const node = el.querySelector('g.argus-node[data-id="c0_t0"]');
+          const lum = (c) => { const [r, g, b] = c.match(/\\d+/g).map(Number);
+                               return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+          return {
+            bg: lum(getComputedStyle(el).backgroundColor),
+            text: lum(getComputedStyle(node.querySelector("text")).fill),
+            box: lum(getComputedStyle(node.querySelector("rect")).fill),
+          };
+        }"""
+    )
+    assert dark["bg"] < 80 and dark["box"] < 110 and dark["text"] > 180, dark
+    big.screenshot(path=str(SHOTS / "big-300-dark.png"))
+    page.evaluate(
+        "window.jupyterapp.commands.execute('apputils:change-theme', "
+        "{theme: 'JupyterLab Light'})"
+    )
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'")
+    assert errors == [], "\n".join(errors)
+    page.close()
+
+
+def test_kernel_restart_then_reload(jupyter: str, browser: Any) -> None:
+    page, errors = _open(browser, jupyter, "restart.ipynb")
+    _run_cell(page, 0)
+    _run_cell(page, 1)
+    gone = page.locator(".argus-graph").nth(0)
+    gone.locator('g.argus-node[data-status="succeeded"]').first.wait_for()
+    # The static fallback output sits above the live view, hidden while it lives.
+    assert page.locator(".argus-fallback").count() == 1
+    assert not page.locator(".argus-fallback").is_visible()
+    page.evaluate(
+        "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()"
+    )
+    gone.locator(".argus-disconnected-banner").wait_for()
+    banner = gone.locator(".argus-disconnected-banner").inner_text()
+    assert "%argus open gone" in banner and "Last status seen here: running" in banner
+    assert gone.locator("button[data-action]:enabled").count() == 0
+    gone.screenshot(path=str(SHOTS / "restart-disconnected.png"))
+    page.wait_for_function(KERNEL_READY)
+    _run_cell(page, 0)
+    _run_cell(page, 2)  # %argus open gone: exactly what was committed
+    reopened = page.locator(".argus-graph").last
+    reopened.locator(".argus-summary").wait_for()
+    committed = _kernel(
+        page,
+        """import json
+s2 = al.Workspace().open("gone")
+print(json.dumps({t: r.status for t, r in s2.records.items()}))""",
+    )
+    _check_statuses(reopened, committed)
+    assert "succeeded" in committed.values()  # what ran before the restart
+    reopened.screenshot(path=str(SHOTS / "restart-reopened.png"))
+
+    # Save, restart the kernel (no models left), reload: the static view shows.
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function(
+        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty"
+    )
+    page.evaluate(
+        "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()"
+    )
+    page.wait_for_function(KERNEL_READY)
+    page.reload()
+    page.wait_for_function(KERNEL_READY)
+    fallback = page.locator(".argus-fallback").first
+    fallback.wait_for()
+    assert fallback.locator("svg g[data-id]").count() == 40
+    assert "%argus open gone" in fallback.inner_text()
+    page.screenshot(path=str(SHOTS / "reload-static-fallback.png"), full_page=True)
+    assert errors == [], "\n".join(errors)
+    page.close()
+
+
+def _check_statuses(widget: Any, statuses: dict[str, str]) -> None:
+    nodes = _nodes(widget)
+    assert {t: n["status"] for t, n in nodes.items()} == statuses

@@ -98,7 +98,8 @@ function edgePath(a, b) {
 
 function render({ model, el }) {
   let disconnected = false;
-  const root = h("div", { class: "argus-graph", tabindex: "-1" });
+  // Keys typed in the widget are its own, not JupyterLab's notebook shortcuts.
+  const root = h("div", { class: "argus-graph", tabindex: "-1", "data-lm-suppress-shortcuts": "true" });
   const send = (action, extra = {}) => {
     if (disconnected) return;
     try {
