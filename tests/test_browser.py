@@ -470,7 +470,8 @@ print(json.dumps({"status": s.status, "reason": s.reason, "running": s.running,
     pub.locator('g.argus-node[data-id="after"][data-status="succeeded"]').wait_for()
     got = _kernel(
         page,
-        'import json; print(json.dumps([r.status, r.record("post").approval["state"]]))',
+        "import json; "
+        'print(json.dumps([r.status, r.record("post").approval["state"]]))',
     )
     assert got == ["succeeded", "approved"]
 
@@ -602,7 +603,7 @@ print(json.dumps({t: r.status for t, r in s2.records.items()}))""",
     fallback.wait_for()
     assert fallback.locator("svg g[data-id]").count() == 40
     assert "%argus open gone" in fallback.inner_text()
-    page.screenshot(path=str(SHOTS / "reload-static-fallback.png"), full_page=True)
+    fallback.screenshot(path=str(SHOTS / "reload-static-fallback.png"))
     assert errors == [], "\n".join(errors)
     page.close()
 

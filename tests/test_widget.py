@@ -667,3 +667,29 @@ def test_fork_breadcrumb_and_compare_with_parent(
     with pytest.raises(ValueError, match="not a fork"):
         w.act("compare")
     assert w.act("open_family", name=fork.name).result(WAIT) is fork
+
+
+def test_graph_svg_and_argus_show_svg(
+    make: Callable[..., GraphWidget], tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    from argus_lab.cli import main
+
+    w = make([*CHAIN, {"id": "x", "tool": "flaky"}])
+    s = w.session
+    s.run()
+    text = s.graph_svg()
+    root = ET.fromstring(text.split("\n", 1)[1])  # a well-formed SVG document
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    ns = {"svg": "http://www.w3.org/2000/svg"}
+    nodes = {g.get("data-id"): g for g in root.iter("{http://www.w3.org/2000/svg}g")}
+    assert nodes["a"].get("data-status") == "succeeded"
+    assert nodes["x"].get("data-status") == "failed"
+    label = nodes["x"].find("svg:text", ns)
+    assert label is not None and label.text == "✕ x"  # a glyph, not colour alone
+    out = tmp_path / "graph.svg"
+    assert main(["-w", str(s.workspace.path), "show", s.name, "--svg", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == text
+    code = main(["-w", str(s.workspace.path), "show", s.name, "--svg", "/nope/x.svg"])
+    assert code != 0 and "cannot write the SVG" in capsys.readouterr().err

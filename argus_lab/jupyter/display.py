@@ -28,6 +28,7 @@ __all__ = [
     "plan_html",
     "session_html",
     "session_summary",
+    "session_svg",
 ]
 
 STATUS_COLORS: dict[str, str] = {
@@ -56,7 +57,19 @@ STATUS_CODES: dict[str, str] = {
 }
 """One character per status: the widget sends statuses as one short string."""
 
-assert set(STATUS_COLORS) == set(STATUSES) == set(STATUS_CODES)
+STATUS_GLYPHS: dict[str, str] = {
+    "pending": "○",
+    "running": "▶",
+    "awaiting_approval": "?",
+    "succeeded": "✓",
+    "failed": "✕",
+    "skipped": "↷",
+    "blocked": "⊘",
+    "in_doubt": "!",
+}
+"""One glyph per status, so no status is told by colour alone (as in the widget)."""
+
+assert set(STATUS_COLORS) == set(STATUSES) == set(STATUS_CODES) == set(STATUS_GLYPHS)
 
 MAX_STATIC_NODES = 1500
 """Above this many tasks the static view shows the table only (the SVG would be
@@ -166,7 +179,8 @@ def graph_svg(
             status = statuses.get(n["id"], "pending")
         fill = STATUS_COLORS.get(status, STATUS_COLORS["pending"])
         extra = ' stroke-dasharray="3 2"' if n["id"] in stale else ""
-        label = n["label"] if len(n["label"]) <= 22 else n["label"][:21] + "…"
+        label = n["label"] if len(n["label"]) <= 20 else n["label"][:19] + "…"
+        label = f"{STATUS_GLYPHS.get(status, '')} {label}"
         out.append(
             f'<g data-id="{esc(n["id"])}" data-status="{status}">'
             f"<title>{esc(n['id'])}: {status}</title>"
@@ -177,6 +191,22 @@ def graph_svg(
         )
     out.append("</svg>")
     return "".join(out)
+
+
+def session_svg(session: Session) -> str:
+    """A standalone SVG file's text of a session's graph, coloured by status
+    with a glyph per status (what ``s.graph_svg()`` and ``argus show --svg``
+    write, for papers and issue reports). Drawn whatever the plan's size."""
+    statuses = {t: r.status for t, r in session.records.items()}
+    svg = graph_svg(
+        layout_plan(session.plan),
+        statuses,
+        stale=frozenset(session.stale()),
+        max_height=100_000,
+    )
+    title = f"<title>{html.escape(session.name)}: {html.escape(session.goal)}</title>"
+    head, sep, rest = svg.partition(">")
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n{head}{sep}{title}{rest}\n'
 
 
 def _edge_path(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:

@@ -372,6 +372,13 @@ class Session(Actions):
 
         return session_html(self)
 
+    def graph_svg(self) -> str:
+        """The plan's graph as a standalone SVG document, nodes coloured and
+        marked by status (for papers and issue reports; ``argus show --svg``)."""
+        from argus_lab.jupyter.display import session_svg
+
+        return session_svg(self)
+
     def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
         """What the last prompt of an LLM task held: items included, truncated or
         dropped, with why (the latest ``context_built`` event), or None."""
