@@ -522,7 +522,20 @@ def test_big_plan_is_readable_and_the_dark_theme(jupyter: str, browser: Any) -> 
     big.locator("button", has_text="Fit").click()
     assert big.evaluate(LABEL_SIZES) == []
     assert big.locator(".argus-canvas-hint").is_visible()
+    assert big.locator(".argus-layer").count() >= 5  # layer summaries instead
+    assert "300 nodes" in (
+        big.locator("svg.argus-svg").get_attribute("aria-label") or ""
+    )
     big.screenshot(path=str(SHOTS / "big-300-fit.png"))
+    # Selecting in the overview, then "Selected", shows that task readable.
+    big.locator('g.argus-node[data-id="c12_t5"]').click()
+    big.locator(".argus-detail h4").filter(has_text="c12_t5").wait_for()
+    big.locator("button", has_text="Selected").click()
+    sizes = big.evaluate(LABEL_SIZES)
+    assert sizes and min(sizes) >= 10.99
+    assert big.locator(
+        'g.argus-node[data-id="c12_t5"] text.argus-node-label'
+    ).is_visible()
 
     page.evaluate(
         "window.jupyterapp.commands.execute('apputils:change-theme', "

@@ -170,7 +170,8 @@ function render({ model, el }) {
   const gNodes = s("g", { class: "argus-nodes" });
   svg.append(gGroups, gEdges, gNodes);
   const hint = h("div", { class: "argus-canvas-hint", hidden: true });
-  canvas.append(svg, hint);
+  const layerBar = h("div", { class: "argus-layers", hidden: true, "aria-hidden": "true" });
+  canvas.append(svg, layerBar, hint);
   const detail = h("aside", { class: "argus-detail", hidden: true, "aria-label": "task detail" });
   const main = h("div", { class: "argus-main" }, canvas, detail);
   root.append(crumbs, toolbar, banner, summary, approvals, main, legend, message);
@@ -217,7 +218,50 @@ function render({ model, el }) {
     root.classList.toggle("argus-lod", lod);
     root.style.setProperty("--argus-group-font", `${Math.max(FONT, MIN_PX / scale)}px`);
     hint.hidden = !lod;
-    hint.textContent = lod ? "Zoomed out: labels hidden, groups summarised. Zoom in (+, Ctrl+wheel) or select a task." : "";
+    hint.textContent = lod ? "Zoomed out: labels hidden; layers and groups summarised. Zoom in (+, Ctrl+wheel) or select a task." : "";
+    layerBar.hidden = !lod;
+    if (lod) placeLayers(scale);
+  }
+
+  // Layer summaries for the zoomed-out view: one readable label per layer of
+  // the layout (nodes sharing an x), placed over its column, thinned out so
+  // that labels never overlap.
+  let layers = []; // {x, w, ids}
+  function computeLayers() {
+    const byX = new Map();
+    for (const [id, ref] of nodeEls) {
+      const n = ref.node;
+      if (!byX.has(n.x)) byX.set(n.x, { x: n.x, w: n.w, ids: [] });
+      byX.get(n.x).ids.push(id);
+    }
+    layers = [...byX.values()].sort((a, b) => a.x - b.x);
+  }
+  function layerText(ids, st) {
+    let done = 0;
+    let failed = 0;
+    for (const id of ids) {
+      const v = st.get(id);
+      if (v === "succeeded" || v === "skipped") done++;
+      else if (v === "failed") failed++;
+    }
+    return `${ids.length} · ${done}✓${failed ? ` ${failed}✕` : ""}`;
+  }
+  function placeLayers(scale) {
+    const st = statusOf();
+    const spans = [];
+    let lastRight = -Infinity;
+    for (let i = 0; i < layers.length; i++) {
+      const L = layers[i];
+      const width = svg.clientWidth || 800;
+      const cx = Math.min(width - 40, Math.max(40, (L.x + L.w / 2 - view.x) * scale));
+      if ((L.x + L.w - view.x) * scale < 0 || (L.x - view.x) * scale > width) continue;
+      if (cx - 34 < lastRight) continue;
+      lastRight = cx + 34;
+      spans.push(
+        h("span", { class: "argus-layer", style: `left:${cx}px`, title: `layer ${i + 1}: ${L.ids.length} tasks` }, `L${i + 1}: ${layerText(L.ids, st)}`),
+      );
+    }
+    layerBar.replaceChildren(...spans);
   }
 
   function canvasHeight() {
@@ -368,6 +412,7 @@ function render({ model, el }) {
       gNodes.append(g);
       nodeEls.set(n.id, { g, rect, glyph, title, node: n });
     }
+    computeLayers();
     paint();
     marks();
     highlight();
@@ -400,6 +445,7 @@ function render({ model, el }) {
       setStatus(ref, st, tasks[i]);
     }
     lastCodes = codes;
+    if (!layerBar.hidden) placeLayers(scaleOf());
     const lay = model.get("graph");
     if ((lay.groups || []).length) {
       const st = statusOf();
@@ -812,6 +858,9 @@ function render({ model, el }) {
     else if (evt.key === "-") zoom(1.3);
   }
   function onFocus(evt) {
+    // Keyboard focus (Tab) brings the node into view; a click's focus must not
+    // move the graph under the pointer.
+    if (drag) return;
     const node = evt.target.closest && evt.target.closest("g.argus-node");
     if (node) ensureVisible(node.getAttribute("data-id"));
   }
