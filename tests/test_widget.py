@@ -693,3 +693,42 @@ def test_graph_svg_and_argus_show_svg(
     assert out.read_text(encoding="utf-8") == text
     code = main(["-w", str(s.workspace.path), "show", s.name, "--svg", "/nope/x.svg"])
     assert code != 0 and "cannot write the SVG" in capsys.readouterr().err
+
+
+def test_a_forks_elapsed_time_counts_only_its_own_work(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(CHAIN)
+    w.act("run").result(WAIT)
+    parent_elapsed = w.summary["elapsed"]
+    fork = w.act("fork", at="c").result(WAIT)
+    assert w.summary["elapsed"] == 0.0  # nothing ran in the fork yet
+    w.act("step").result(WAIT)
+    rec = fork.record("c")
+    assert rec.started is not None and rec.ended is not None
+    assert w.summary["elapsed"] == round(rec.ended - rec.started, 3)
+    assert parent_elapsed >= 0.0
+
+
+def test_display_shows_a_static_fallback_then_the_live_view(
+    make: Callable[..., GraphWidget],
+) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    w = make(CHAIN)
+    shown: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    shell = InteractiveShell.instance()
+    pub = shell.display_pub
+    original = pub.publish
+    pub.publish = lambda data, metadata=None, **kw: shown.append((data, metadata))  # type: ignore[method-assign]
+    try:
+        w._ipython_display_()
+    finally:
+        pub.publish = original  # type: ignore[method-assign]
+    assert len(shown) == 2
+    fallback, live = shown[0][0], shown[1][0]
+    assert list(fallback) == ["text/html"]
+    html = fallback["text/html"]
+    assert f"argus-fb-{w.fallback_key}" in html and w.fallback_key
+    assert f"%argus open {w.session.name}" in html and "<svg" in html
+    assert "application/vnd.jupyter.widget-view+json" in live

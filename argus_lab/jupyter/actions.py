@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from argus_lab.jupyter.family import differing_tasks
 
 if TYPE_CHECKING:
     from argus_lab.runtime.session import RunResult, Session
@@ -76,9 +79,58 @@ class WidgetActions:
         def _set_busy(self, action: str) -> None: ...
         def refresh(self) -> None: ...
         def _bind(self, session: Session) -> None: ...
-        def _toggle_breakpoint(self, task: str) -> bool: ...
-        def _compare(self) -> list[str]: ...
-        def _open_family(self, name: str) -> Session: ...
+
+        _lock: threading.RLock
+        family: dict[str, Any]
+        differs: list[str]
+        breakpoints: list[str]
+        tasks: list[str]
+        _family: dict[str, Session]
+
+        def _update_detail(self) -> None: ...
+
+    def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict) or "action" not in content:
+            return
+        payload = {k: v for k, v in content.items() if k != "action"}
+        try:
+            self.act(str(content["action"]), **payload)
+        except Exception as e:  # shown in the widget; the kernel must not raise
+            self._say(str(e), "error")
+
+    def _toggle_breakpoint(self, task: str) -> bool:
+        on = task not in self._session.breakpoints
+        self._session.set_breakpoint(task, on=on)
+        with self._lock:
+            self.breakpoints = self._session.breakpoints
+            self._update_detail()
+        return on
+
+    def _open_family(self, name: str) -> Session:
+        """The parent or a fork by name: the object already open here if any."""
+        if name in self._family:
+            return self._family[name]
+        s = self._session
+        if name != self.family.get("parent"):
+            raise ValueError(f"{name!r} is neither the parent nor a fork of {s.name!r}")
+        other = s.workspace.open(name, tools=list(s.tools.values()))
+        self._family[name] = other
+        return other
+
+    def _compare(self) -> list[str]:
+        """Marks tasks whose status or result differ from the parent's."""
+        parent = self.family.get("parent")
+        if not parent:
+            raise ValueError(
+                f"{self._session.name} is not a fork: no parent to compare"
+            )
+        other = self._open_family(parent)
+        differs = differing_tasks(self._session, other, self.tasks)
+        with self._lock:
+            self.differs = differs
+        n = len(differs)
+        self._say(f"{n} task(s) differ from {parent}" if n else f"same as {parent}")
+        return differs
 
     def act(self, action: str, **payload: Any) -> concurrent.futures.Future[Any]:
         """Performs a toolbar action, as a click in the front end does.

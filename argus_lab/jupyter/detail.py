@@ -19,7 +19,14 @@ if TYPE_CHECKING:
     from argus_lab.events import EventBase
     from argus_lab.runtime.session import Session
 
-__all__ = ["PREVIEW_CHARS", "attempts_of", "node_detail", "preview", "resolved_args"]
+__all__ = [
+    "PREVIEW_CHARS",
+    "attempts_of",
+    "node_detail",
+    "preview",
+    "resolved_args",
+    "status_marks",
+]
 
 PREVIEW_CHARS = 2000
 """Longest result or argument preview sent to the front end."""
@@ -112,6 +119,19 @@ def _group_detail(s: Session, key: str, node: str) -> dict[str, Any]:
         counts[recs[t].status] = counts.get(recs[t].status, 0) + 1
     return {"id": node, "kind": "group", "title": key, "members": members,
             "counts": counts}  # fmt: skip
+
+
+def status_marks(s: Session) -> dict[str, list[str]]:
+    """Tasks drawn apart from their status: rejected ones (failed by a person's
+    or a policy's refusal) and, in a fork, results kept from the parent."""
+    created = s.info.created if s.info.parent else None
+    rejected, cached = [], []
+    for t, r in s.records.items():
+        if r.status == "failed" and r.error_type == "Rejected":
+            rejected.append(t)
+        elif r.status == "succeeded" and created and (r.started or created) < created:
+            cached.append(t)  # finished in the parent, before the fork
+    return {"rejected": rejected, "cached": cached}
 
 
 def node_detail(

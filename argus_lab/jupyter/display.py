@@ -93,7 +93,12 @@ def session_summary(session: Session) -> dict[str, Any]:
     tokens = sum(r.tokens for r in recs.values())
     started: float | None = None
     ended: float | None = None
+    # A fork's kept results ran in its parent, before the fork existed: they do
+    # not count towards its elapsed time (nor does the idle time since).
+    since = session.info.created if session.info.parent else None
     for r in recs.values():
+        if since is not None and (r.started is None or r.started < since):
+            continue
         if r.started is not None and (started is None or r.started < started):
             started = r.started
         last = r.ended if r.ended is not None else r.started

@@ -38,14 +38,14 @@ import anywidget
 import traitlets
 
 from argus_lab.jupyter.actions import ACTIONS, WidgetActions, user_terms
-from argus_lab.jupyter.detail import node_detail
+from argus_lab.jupyter.detail import node_detail, status_marks
 from argus_lab.jupyter.display import (
     STATUS_CODES,
     STATUS_COLORS,
     session_html,
     session_summary,
 )
-from argus_lab.jupyter.family import differing_tasks, family_of
+from argus_lab.jupyter.family import family_of
 from argus_lab.jupyter.layout import layout_plan
 
 if TYPE_CHECKING:
@@ -76,17 +76,6 @@ def asset_path(name: str) -> Path:
         f"the widget's front-end file {name!r} is missing (looked in "
         f"{places[0]} and {places[1]}); reinstall argus-lab"
     )
-
-
-def _marks(s: Session) -> dict[str, list[str]]:
-    created = s.info.created if s.info.parent else None
-    rejected, cached = [], []
-    for t, r in s.records.items():
-        if r.status == "failed" and r.error_type == "Rejected":
-            rejected.append(t)
-        elif r.status == "succeeded" and created and (r.started or created) < created:
-            cached.append(t)  # finished in the parent, before the fork
-    return {"rejected": rejected, "cached": cached}
 
 
 class GraphWidget(WidgetActions, anywidget.AnyWidget):
@@ -257,7 +246,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             self.breakpoints = s.breakpoints
             self.approvals = s.pending_approvals()
             self.summary = self._summary()
-            self.marks = _marks(s)
+            self.marks = status_marks(s)
             self.cell_running = s.blocking_run and not self.busy
             self._update_detail()
 
@@ -278,32 +267,6 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         return summ
 
     # -- family: a fork's parent and the forks made here -----------------------
-
-    def _open_family(self, name: str) -> Session:
-        """The parent or a fork by name: the object already open here if any."""
-        if name in self._family:
-            return self._family[name]
-        s = self._session
-        if name != self.family.get("parent"):
-            raise ValueError(f"{name!r} is neither the parent nor a fork of {s.name!r}")
-        other = s.workspace.open(name, tools=list(s.tools.values()))
-        self._family[name] = other
-        return other
-
-    def _compare(self) -> list[str]:
-        """Marks tasks whose status or result differ from the parent's."""
-        parent = self.family.get("parent")
-        if not parent:
-            raise ValueError(
-                f"{self._session.name} is not a fork: no parent to compare"
-            )
-        other = self._open_family(parent)
-        differs = differing_tasks(self._session, other, self.tasks)
-        with self._lock:
-            self.differs = differs
-        n = len(differs)
-        self._say(f"{n} task(s) differ from {parent}" if n else f"same as {parent}")
-        return differs
 
     # -- live updates (on the session's loop thread) --------------------------
 
@@ -350,7 +313,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             self.breakpoints = s.breakpoints
             self.approvals = s.pending_approvals()
             self.summary = self._summary()
-            self.marks = _marks(s)
+            self.marks = status_marks(s)
             self.cell_running = blocked = s.blocking_run and not self.busy
             if self.selected in dirty:
                 self._update_detail()
@@ -359,23 +322,6 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             with self._dirty_lock:
                 if self._flush_handle is None:
                     self._flush_handle = self._schedule(max(self.update_interval, 0.1))
-
-    def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not isinstance(content, dict) or "action" not in content:
-            return
-        payload = {k: v for k, v in content.items() if k != "action"}
-        try:
-            self.act(str(content["action"]), **payload)
-        except Exception as e:  # shown in the widget; the kernel must not raise
-            self._say(str(e), "error")
-
-    def _toggle_breakpoint(self, task: str) -> bool:
-        on = task not in self._session.breakpoints
-        self._session.set_breakpoint(task, on=on)
-        with self._lock:
-            self.breakpoints = self._session.breakpoints
-            self._update_detail()
-        return on
 
     def _set_busy(self, action: str) -> None:
         with self._lock:
