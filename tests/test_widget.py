@@ -732,3 +732,22 @@ def test_display_shows_a_static_fallback_then_the_live_view(
     assert f"argus-fb-{w.fallback_key}" in html and w.fallback_key
     assert f"%argus open {w.session.name}" in html and "<svg" in html
     assert "application/vnd.jupyter.widget-view+json" in live
+
+
+def test_report_of_a_fork_without_at_names_no_missing_marker(
+    make: Callable[..., GraphWidget],
+) -> None:
+    from argus_lab.analysis import report
+
+    w = make(CHAIN)
+    w.act("run").result(WAIT)
+    parent = w.session
+    whole = w.act("fork").result(WAIT)  # at=None: every result kept
+    text = report(whole).to_markdown()
+    assert f"Forked from `{parent.name}` keeping every result" in text
+    assert "<NA>" not in text and "NaN" not in text
+    part = parent.fork(at="b")
+    try:
+        assert f"Forked from `{parent.name}` at `b`" in report(part).to_markdown()
+    finally:
+        part.close()

@@ -265,8 +265,10 @@ def _outcome(f: Frames) -> list[_Block]:
         reused = int(t["reused"].fillna(False).sum())
         forked = f.events[f.events["kind"] == "forked"]["payload"]
         parent = json.loads(forked.iloc[0]).get("parent_name") if len(forked) else None
+        at = s["forked_at"]
+        where = f"at `{at}`" if isinstance(at, str) and at else "keeping every result"
         items.append(
-            f"Forked from `{parent or s['parent_id']}` at `{s['forked_at']}`; "
+            f"Forked from `{parent or s['parent_id']}` {where}; "
             f"reused {reused} finished task(s) from it"
         )
     return [_Block("p", head), _Block("ul", items=items)]
