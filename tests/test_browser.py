@@ -396,7 +396,16 @@ def _open(browser: Any, jupyter: str, name: str) -> tuple[Any, list[str]]:
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
     page.set_default_timeout(WAIT_MS)
-    page.goto(f"{jupyter}/lab/tree/{name}")
+    # ?reset: a clean workspace, so no notebook of an earlier test is restored
+    # (and made current) beside this one.
+    page.goto(f"{jupyter}/lab/tree/{name}?reset")
+    page.wait_for_function(
+        """(name) => {
+          const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+          return w && w.context && w.context.path === name;
+        }""",
+        arg=name,
+    )
     page.wait_for_function(KERNEL_READY)
     return page, errors
 
@@ -440,9 +449,15 @@ def test_live_run_pause_approve_and_keyboard(jupyter: str, browser: Any) -> None
     pause = live.locator('button[data-action="pause"]')
     assert pause.is_enabled()
     assert live.locator('button[data-action="step"]').is_disabled()
+    run_btn = live.locator('button[data-action="run"]')
+    assert run_btn.inner_text() == "Running…"
+    where = pause.bounding_box()
     clicked = page.evaluate("Date.now() / 1000")
     pause.click()
     live.locator(".argus-chip.argus-session-paused").wait_for()
+    # The toolbar did not move when "Running…" went back to "Run".
+    assert run_btn.inner_text() == "Run" and pause.bounding_box() == where
+    assert pause.is_disabled()  # nothing left to pause
     state = _kernel(
         page,
         """import json
@@ -560,6 +575,14 @@ def test_big_plan_is_readable_and_the_dark_theme(jupyter: str, browser: Any) -> 
     )
     assert dark["bg"] < 80 and dark["box"] < 110 and dark["text"] > 180, dark
     big.screenshot(path=str(SHOTS / "big-300-dark.png"))
+    page.evaluate(
+        "window.jupyterapp.commands.execute('apputils:change-theme', "
+        "{theme: 'JupyterLab Dark High Contrast'})"
+    )
+    page.wait_for_function(
+        "() => document.body.dataset.jpThemeName === 'JupyterLab Dark High Contrast'"
+    )
+    big.screenshot(path=str(SHOTS / "big-300-high-contrast.png"))
     page.evaluate(
         "window.jupyterapp.commands.execute('apputils:change-theme', "
         "{theme: 'JupyterLab Light'})"

@@ -140,9 +140,11 @@ class ArgusMagics(Magics):
         default_value="show",
         help="What a %%argus cell does without --run/--step/--plan-only.",
     ).tag(config=True)
-    height = traitlets.Int(440, help="Height of the graph widget in pixels.").tag(
-        config=True
-    )
+    height = traitlets.Int(
+        440,
+        help="Largest height of the graph canvas in pixels (it follows the graph "
+        "up to this; the widget's Expand button goes beyond).",
+    ).tag(config=True)
     session_options = traitlets.Dict(
         help="Options for new and opened sessions (concurrency, approvals, ...)."
     ).tag(config=True)
