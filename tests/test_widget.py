@@ -751,3 +751,23 @@ def test_report_of_a_fork_without_at_names_no_missing_marker(
         assert f"Forked from `{parent.name}` at `b`" in report(part).to_markdown()
     finally:
         part.close()
+
+
+def test_detail_lists_the_memory_a_task_wrote(
+    make: Callable[..., GraphWidget],
+) -> None:
+    from tests.waiting import wait_until
+
+    w = make(CHAIN, remember=True)
+    w.act("run").result(WAIT)
+    s = w.session
+
+    def written() -> bool:
+        w.act("select", task="")
+        w.act("select", task="b").result(WAIT)
+        return bool(w.detail["memories"])
+
+    wait_until(written, "the result memory of task b")  # written in background
+    (m,) = w.detail["memories"]
+    assert m["kind"] == "result" and '"sum": 3' in m["text"]
+    assert s.workspace.memory.get(m["id"]) is not None

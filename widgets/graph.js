@@ -672,7 +672,8 @@ function render({ model, el }) {
     const ran = d.resolved_args;
     if (ran && Object.keys(ran).length) {
       const edited = d.edited_args ? ` (edited at approval${d.approved_by ? ` by ${d.approved_by}` : ""})` : "";
-      parts.push(h("div", { class: "argus-label" }, `args as run${edited}`), h("pre", { class: "argus-resolved" }, json(ran)));
+      const what = d.attempts ? "args as run" : "args (references resolved so far)";
+      parts.push(h("div", { class: "argus-label" }, `${what}${edited}`), h("pre", { class: "argus-resolved" }, json(ran)));
       if (json(ran) !== json(d.args)) {
         parts.push(h("details", {}, h("summary", {}, "args as planned"), h("pre", {}, json(d.args))));
       }
@@ -694,7 +695,7 @@ function render({ model, el }) {
     if (d.context && typeof d.context === "object") parts.push(contextTable(d.context));
     if ((d.memories || []).length) {
       const ul = h("ul", { class: "argus-memories" });
-      for (const m of d.memories) ul.append(h("li", {}, [m.kind, m.key || m.id, m.text].filter(Boolean).join(": ")));
+      for (const m of d.memories) ul.append(h("li", { title: m.id }, `${m.kind}: ${m.text}`));
       parts.push(h("div", { class: "argus-label" }, "memories written"), ul);
     }
     if (d.status === "awaiting_approval") parts.push(approvalForm(d));

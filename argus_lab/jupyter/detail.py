@@ -103,12 +103,27 @@ def attempts_of(events: Iterable[EventBase], task_id: str) -> list[dict[str, Any
     return [rows[n] for n in sorted(rows)]
 
 
-def _memories_of(events: Iterable[EventBase], task_id: str) -> list[dict[str, Any]]:
-    return [
-        {k: v for k, v in e.payload.items() if k in ("id", "kind", "text", "key")}
-        for e in events
-        if e.kind == "memory_written" and e.task_id == task_id
-    ]
+def _memories_of(s: Session, task_id: str, status: str) -> list[dict[str, Any]]:
+    """The result or lesson memory the task wrote (ids derive from provenance).
+
+    Read only when the workspace has a memory store, so a click never creates
+    one; a memory that cannot be read leaves the panel without it."""
+    if status not in ("succeeded", "failed"):
+        return []
+    if not (s.workspace.path / "memory").exists():
+        return []
+    from argus_lab.store.memory_provenance import memory_id
+
+    out = []
+    try:
+        mem = s.workspace.memory
+        for kind in ("result", "lesson"):
+            rec = mem.get(memory_id(kind, session_id=s.id, task_id=task_id))
+            if rec is not None:
+                out.append({"id": rec.id, "kind": rec.kind, "text": rec.text[:300]})
+    except Exception:  # the panel must not break over the memory store
+        return out
+    return out
 
 
 def _group_detail(s: Session, key: str, node: str) -> dict[str, Any]:
@@ -196,7 +211,7 @@ def node_detail(
         "cost": rec.cost_usd,
         "tokens": rec.tokens,
         "context": context if isinstance(context, dict) else None,
-        "memories": _memories_of(events, node),
+        "memories": _memories_of(s, node, rec.status),
         "stale": node in set(stale),
         "breakpoint": node in set(breakpoints),
     }
