@@ -111,6 +111,7 @@ NOTEBOOKS = {
     "restart.ipynb": [
         SETUP,
         "%%argus gone -o g --run\n" + _chains("cut short", 1, 40),
+        "n_done = g.counts()['succeeded']",
         "%argus open gone",
     ],
 }
@@ -603,6 +604,12 @@ def test_kernel_restart_then_reload(jupyter: str, browser: Any) -> None:
     # The static fallback output sits above the live view, hidden while it lives.
     assert page.locator(".argus-fallback").count() == 1
     assert not page.locator(".argus-fallback").is_visible()
+    gone.locator('g.argus-node[data-id="c0_t2"][data-status="succeeded"]').wait_for()
+    _run_cell(page, 2)  # after a cell, the static fallback catches up
+    page.wait_for_function(
+        """() => /gone \\(running\\)/.test(
+             document.querySelector(".argus-fallback").textContent)"""
+    )
     page.evaluate(
         "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()"
     )
@@ -613,7 +620,7 @@ def test_kernel_restart_then_reload(jupyter: str, browser: Any) -> None:
     gone.screenshot(path=str(SHOTS / "restart-disconnected.png"))
     page.wait_for_function(KERNEL_READY)
     _run_cell(page, 0)
-    _run_cell(page, 2)  # %argus open gone: exactly what was committed
+    _run_cell(page, 3)  # %argus open gone: exactly what was committed
     reopened = page.locator(".argus-graph").last
     reopened.locator(".argus-summary").wait_for()
     committed = _kernel(
@@ -641,6 +648,12 @@ print(json.dumps({t: r.status for t, r in s2.records.items()}))""",
     fallback.wait_for()
     assert fallback.locator("svg g[data-id]").count() == 40
     assert "%argus open gone" in fallback.inner_text()
+    assert "gone (running)" in fallback.inner_text()  # as last synced, not "created"
+    # ipywidgets' "model not found" is hidden: the static view says what to do.
+    page.locator(".jp-OutputArea-output.jupyter-widgets").first.wait_for(
+        state="attached"
+    )
+    assert "model not found" not in page.locator(".jp-Notebook").inner_text()
     fallback.screenshot(path=str(SHOTS / "reload-static-fallback.png"))
     assert errors == [], "\n".join(errors)
     page.close()

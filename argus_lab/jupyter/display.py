@@ -148,15 +148,15 @@ def graph_svg(
     statuses: Mapping[str, str],
     *,
     stale: frozenset[str] = frozenset(),
-    max_height: int = 480,
 ) -> str:
-    """An inline SVG of a layout with nodes filled by status (no script)."""
+    """An SVG of a layout at full size, nodes filled and marked by status (no
+    script); HTML views put it in a scrolling box."""
     esc = html.escape
     by_id = {n["id"]: n for n in layout["nodes"]}
     w, h = layout["width"], layout["height"]
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w:g} {h:g}" '
-        f'width="{w:g}" style="max-width:100%;height:auto;max-height:{max_height}px;'
+        f'width="{w:g}" height="{h:g}" style="max-width:none;'
         'font-family:system-ui,sans-serif;font-size:12px" role="img">'
     ]
     for g in layout["groups"]:
@@ -207,7 +207,6 @@ def session_svg(session: Session) -> str:
         layout_plan(session.plan),
         statuses,
         stale=frozenset(session.stale()),
-        max_height=100_000,
     )
     title = f"<title>{html.escape(session.name)}: {html.escape(session.goal)}</title>"
     head, sep, rest = svg.partition(">")
@@ -291,7 +290,11 @@ def _graph_or_note(plan: Plan, statuses: Mapping[str, str]) -> str:
             f"<p>(the graph of {len(plan.tasks)} tasks is drawn by the live widget "
             "only)</p>"
         )
-    return graph_svg(layout_plan(plan), statuses)
+    # Drawn at full size (labels 12 px) in a scrolling box, never shrunk to fit.
+    return (
+        '<div style="overflow:auto;max-height:480px;max-width:100%">'
+        f"{graph_svg(layout_plan(plan), statuses)}</div>"
+    )
 
 
 class PlanView:

@@ -56,7 +56,8 @@ __all__ = ["ACTIONS", "GraphWidget", "asset_path"]
 
 _FALLBACK_NOTE = (
     '<p class="argus-fallback-note" style="color:#57606a;font-size:12px">'
-    "Static view (the live widget is not connected). Reopen the live one with "
+    "Static view as of {when} (the live widget is not connected). Reopen the "
+    "live one, with what was committed since, with "
     "<code>%argus open {name}</code>.</p>"
 )
 
@@ -167,6 +168,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         self._unsubscribe: Callable[[], None] | None = None
         self._family: dict[str, Session] = {}  # name -> parent or fork opened here
         self._hook: Callable[..., None] | None = None
+        self._fallback_seen: tuple[str, int, int] | None = None  # as last shown
         super().__init__(
             height=height, hint_var=hint_var, fallback_key=uuid.uuid4().hex, **kwargs
         )
@@ -362,6 +364,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             s = w._session
             if s.stale() != w.stale or w.cell_running:
                 w.refresh()
+            w._sync_fallback()
 
         ip.events.register("post_run_cell", after_cell)
         self._hook = after_cell
@@ -406,9 +409,20 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         """The static view shown when the live one cannot be (its model is gone
         after a kernel restart and a page reload): the session's SVG and table,
         and how to reopen it. The live view hides it (``fallback_key``)."""
-        note = _FALLBACK_NOTE.format(name=html.escape(self._session.name))
+        note = _FALLBACK_NOTE.format(
+            name=html.escape(self._session.name),
+            when=time.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+        key = f"argus-fb-{self.fallback_key}"
+        # In JupyterLab, the widget output right after this one says "Error
+        # displaying widget: model not found" once its model is gone; this view
+        # says what to do instead, so that message is hidden (only there).
+        hide = (
+            f"<style>.jp-OutputArea-child:has(.{key}) + .jp-OutputArea-child "
+            ".jp-OutputArea-output.jupyter-widgets{display:none}</style>"
+        )
         return (
-            f'<div class="argus-fallback argus-fb-{self.fallback_key}">'
+            f'<div class="argus-fallback {key}">{hide}'
             f"{note}{session_html(self._session)}</div>"
         )
 
@@ -422,6 +436,26 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         from IPython.display import display
 
         show: Any = display  # IPython's display is untyped
-        show({"text/html": self.fallback_html()}, raw=True)
+        self._fallback_seen = self._fallback_state()
+        show(
+            {"text/html": self.fallback_html()}, raw=True, display_id=self.fallback_key
+        )
         data, meta = super()._repr_mimebundle_() or ({}, {})
         show(data, raw=True, metadata=meta)
+
+    def _fallback_state(self) -> tuple[str, int, int]:
+        summ = self.summary
+        return (str(summ.get("status")), summ.get("done", 0), summ.get("failed", 0))
+
+    def _sync_fallback(self) -> None:
+        """Brings the static fallback output up to date (after a cell, on the
+        kernel's main thread, so the front end and the saved notebook get it)."""
+        if self._fallback_seen is None or self._fallback_state() == self._fallback_seen:
+            return
+        from IPython.display import update_display
+
+        self._fallback_seen = self._fallback_state()
+        update: Any = update_display  # untyped
+        update(
+            {"text/html": self.fallback_html()}, raw=True, display_id=self.fallback_key
+        )
