@@ -534,6 +534,16 @@ def test_big_plan_is_readable_and_the_dark_theme(jupyter: str, browser: Any) -> 
     assert len(sizes) == 300  # labels are drawn at the default zoom ...
     assert min(sizes) >= 10.99, min(sizes)  # ... at 11 px or more on screen
     big.screenshot(path=str(SHOTS / "big-300-default.png"))
+    # The minimap shows where the view is; a click there moves the view.
+    minimap = big.locator("canvas.argus-minimap")
+    assert minimap.is_visible()
+    last = big.locator('g.argus-node[data-id="c29_t9"]')
+    assert not _in_view(big, last)
+    box = minimap.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + box["width"] - 6, box["y"] + box["height"] - 6)
+    assert _in_view(big, last)
+    big.locator("button", has_text="Fit").click()
     big.locator('g.argus-node[data-id="c0_t1"]').click()
     big.locator(".argus-detail h4").filter(has_text="c0_t1").wait_for()
     # Fit shows the whole graph: labels give way to a summary, never shrink.
@@ -555,6 +565,26 @@ def test_big_plan_is_readable_and_the_dark_theme(jupyter: str, browser: Any) -> 
         'g.argus-node[data-id="c12_t5"] text.argus-node-label'
     ).is_visible()
 
+    # The wheel scrolls the notebook unless Ctrl is held (or after a click in).
+    svg = big.locator("svg.argus-svg")
+    area = svg.bounding_box()
+    assert area is not None
+    page.mouse.move(5, 5)  # leave the canvas: a click's wheel-zoom ends
+    page.mouse.move(area["x"] + 200, area["y"] + 100)
+    before = svg.get_attribute("viewBox")
+    page.mouse.wheel(0, 300)
+    assert svg.get_attribute("viewBox") == before
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -300)
+    page.keyboard.up("Control")
+    assert svg.get_attribute("viewBox") != before
+    # Zoom has limits: however far out, the whole graph stays a usable size.
+    svg.focus()
+    for _ in range(60):
+        page.keyboard.press("-")
+    width = float((svg.get_attribute("viewBox") or "0 0 0 0").split()[2])
+    assert width <= area["width"] / 0.02 + 1
+    assert not big.locator("canvas.argus-minimap").is_visible()  # all in view
     page.evaluate(
         "window.jupyterapp.commands.execute('apputils:change-theme', "
         "{theme: 'JupyterLab Dark'})"
@@ -577,6 +607,7 @@ def test_big_plan_is_readable_and_the_dark_theme(jupyter: str, browser: Any) -> 
         }"""
     )
     assert dark["bg"] < 80 and dark["box"] < 110 and dark["text"] > 180, dark
+    big.locator("button", has_text="Selected").click()  # readable again
     big.screenshot(path=str(SHOTS / "big-300-dark.png"))
     page.evaluate(
         "window.jupyterapp.commands.execute('apputils:change-theme', "
@@ -657,6 +688,20 @@ print(json.dumps({t: r.status for t, r in s2.records.items()}))""",
     fallback.screenshot(path=str(SHOTS / "reload-static-fallback.png"))
     assert errors == [], "\n".join(errors)
     page.close()
+
+
+def _in_view(widget: Any, node: Any) -> bool:
+    """Whether a node's box lies inside the widget's canvas on screen."""
+    canvas = widget.locator(".argus-canvas").bounding_box()
+    box = node.bounding_box()
+    return bool(
+        canvas
+        and box
+        and box["x"] >= canvas["x"]
+        and box["y"] >= canvas["y"]
+        and box["x"] + box["width"] <= canvas["x"] + canvas["width"]
+        and box["y"] + box["height"] <= canvas["y"] + canvas["height"]
+    )
 
 
 def _check_statuses(widget: Any, statuses: dict[str, str]) -> None:

@@ -171,7 +171,8 @@ function render({ model, el }) {
   svg.append(gGroups, gEdges, gNodes);
   const hint = h("div", { class: "argus-canvas-hint", hidden: true });
   const layerBar = h("div", { class: "argus-layers", hidden: true, "aria-hidden": "true" });
-  canvas.append(svg, layerBar, hint);
+  const mini = h("canvas", { class: "argus-minimap", hidden: true, "aria-hidden": "true", title: "Overview: click or drag to move there" });
+  canvas.append(svg, layerBar, hint, mini);
   const detail = h("aside", { class: "argus-detail", hidden: true, "aria-label": "task detail" });
   const main = h("div", { class: "argus-main" }, canvas, detail);
   root.append(crumbs, toolbar, banner, summary, approvals, main, legend, message);
@@ -221,7 +222,81 @@ function render({ model, el }) {
     hint.textContent = lod ? "Zoomed out: labels hidden; layers and groups summarised. Zoom in (+, Ctrl+wheel) or select a task." : "";
     layerBar.hidden = !lod;
     if (lod) placeLayers(scale);
+    drawMiniSoon();
   }
+
+  // -- minimap: the whole graph, coloured by status, with the visible part
+  // outlined; shown when the graph does not fit at a readable zoom.
+  const MINI_W = 180;
+  const MINI_H = 110;
+  let mini0 = null; // {k, ox, oy}: graph -> minimap pixels
+  let miniQueued = false;
+  function drawMiniSoon() {
+    if (miniQueued) return;
+    miniQueued = true;
+    requestAnimationFrame(() => {
+      miniQueued = false;
+      drawMini();
+    });
+  }
+  function drawMini() {
+    const lay = model.get("graph");
+    const W = Math.max(lay.width || 1, 1);
+    const H = Math.max(lay.height || 1, 1);
+    const cw = svg.clientWidth || 800;
+    const ch = svg.clientHeight || 440;
+    // Only while part of the graph is out of view.
+    const inside = view.x <= 0 && view.y <= 0 && view.x + view.w >= W && view.y + view.h >= H;
+    const show = nodeEls.size > 0 && !inside && (W * LABEL_SCALE > cw + 1 || H * LABEL_SCALE > ch + 1);
+    mini.hidden = !show;
+    if (!show) return;
+    const dpr = window.devicePixelRatio || 1;
+    if (mini.width !== MINI_W * dpr) {
+      mini.width = MINI_W * dpr;
+      mini.height = MINI_H * dpr;
+      mini.style.width = `${MINI_W}px`;
+      mini.style.height = `${MINI_H}px`;
+    }
+    const k = Math.min((MINI_W - 8) / W, (MINI_H - 8) / H);
+    mini0 = { k, ox: (MINI_W - W * k) / 2, oy: (MINI_H - H * k) / 2 };
+    const ctx = mini.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const cs = getComputedStyle(root);
+    ctx.fillStyle = cs.getPropertyValue("--argus-bg").trim() || "#fff";
+    ctx.fillRect(0, 0, MINI_W, MINI_H);
+    const colour = {};
+    for (const st of LEGEND) colour[st] = cs.getPropertyValue(`--argus-st-${st}`).trim() || "#ccc";
+    for (const ref of nodeEls.values()) {
+      const n = ref.node;
+      const st = ref.g.classList.contains("argus-rejected") ? "rejected" : ref.g.getAttribute("data-status");
+      ctx.fillStyle = colour[st] || colour.pending;
+      ctx.fillRect(mini0.ox + n.x * k, mini0.oy + n.y * k, Math.max(1.5, n.w * k), Math.max(1.5, n.h * k));
+    }
+    ctx.strokeStyle = cs.getPropertyValue("--argus-accent").trim() || "#0969da";
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(mini0.ox + view.x * k, mini0.oy + view.y * k, view.w * k, view.h * k);
+  }
+  let miniDrag = false;
+  function miniMove(evt) {
+    if (!mini0) return;
+    const r = mini.getBoundingClientRect();
+    const gx = (evt.clientX - r.left - mini0.ox) / mini0.k;
+    const gy = (evt.clientY - r.top - mini0.oy) / mini0.k;
+    userMoved = true;
+    setView({ ...view, x: gx - view.w / 2, y: gy - view.h / 2 });
+  }
+  mini.addEventListener("pointerdown", (evt) => {
+    evt.stopPropagation();
+    miniDrag = true;
+    miniMove(evt);
+  });
+  mini.addEventListener("pointermove", (evt) => {
+    if (miniDrag) miniMove(evt);
+  });
+  const miniUp = () => {
+    miniDrag = false;
+  };
+  window.addEventListener("pointerup", miniUp);
 
   // Layer summaries for the zoomed-out view: one readable label per layer of
   // the layout (nodes sharing an x), placed over its column, thinned out so
@@ -446,6 +521,7 @@ function render({ model, el }) {
     }
     lastCodes = codes;
     if (!layerBar.hidden) placeLayers(scaleOf());
+    drawMiniSoon();
     const lay = model.get("graph");
     if ((lay.groups || []).length) {
       const st = statusOf();
@@ -953,6 +1029,7 @@ function render({ model, el }) {
     for (const [ev, fn] of Object.entries(handlers)) model.off(ev, fn);
     window.removeEventListener("pointermove", onMove);
     window.removeEventListener("pointerup", onUp);
+    window.removeEventListener("pointerup", miniUp);
     ro.disconnect();
     // This live view is gone: let the static fallback show again.
     for (const f of fallbacks()) f.style.display = "";
