@@ -45,6 +45,7 @@ BLOCKING = ("step", "run", "retry_failed", "rerun_stale", "fork", "open_family")
 _TASK_ACTIONS = ("approve", "reject", "retry", "skip", "toggle_breakpoint")
 _CALL = re.compile(r"\bs\.(approve|reject|retry|skip)\((['\"])([^'\"]*)\2[^)]*\)")
 _OTHER_CALL = re.compile(r"\bs\.(\w+)\(")
+_BARE = re.compile(r"(?<![.\w])(run|step)\(\)")
 
 
 def user_terms(text: str, name: str, var: str = "") -> str:
@@ -53,6 +54,9 @@ def user_terms(text: str, name: str, var: str = "") -> str:
     With a bound variable (``%%argus -o r``) the hint names it (``r.approve('t')``);
     otherwise the line magic that needs no variable (``%argus approve NAME t``).
     """
+    # In the widget, the runtime's bare "run() or step()" are its buttons.
+    text = _BARE.sub(lambda m: m.group(1).capitalize(), text)
+    text = text.replace("call Step or Run", "press Step or Run")
     if var:
         return _OTHER_CALL.sub(lambda m: f"{var}.{m.group(1)}(", text)
 
