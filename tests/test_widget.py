@@ -774,3 +774,24 @@ def test_detail_lists_the_memory_a_task_wrote(
     (m,) = w.detail["memories"]
     assert m["kind"] == "result" and '"sum": 3' in m["text"]
     assert s.workspace.memory.get(m["id"]) is not None
+
+
+def test_a_breakpoint_set_while_a_run_goes_on_pauses_it(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(
+        [
+            {"id": "slow", "tool": "gated", "args": {"value": 1}},
+            {"id": "b", "tool": "add", "args": {"a": 1}, "deps": ["slow"]},
+            {"id": "c", "tool": "add", "args": {"a": 2}, "deps": ["b"]},
+        ],
+        concurrency=1,
+    )
+    run = w.act("run")
+    assert STARTED.wait(WAIT) and w.session.running
+    assert w.act("toggle_breakpoint", task="c").result(WAIT) is True
+    GATE.set()
+    result = run.result(WAIT)
+    assert result.status == "paused"
+    assert w.statuses == {"slow": "succeeded", "b": "succeeded", "c": "pending"}
+    assert "breakpoint before task 'c'" in w.summary["reason"]
