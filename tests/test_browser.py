@@ -106,6 +106,8 @@ NOTEBOOKS = {
         "%%argus live -o s --run\n" + _chains("a long chain", 1, 40),
         "%%argus pub -o r --run\n" + PUB_PLAN,
         "%%argus keys -o k\n" + _chains("three steps", 1, 3),
+        "%%argus blocking -o bl\n" + _chains("a blocking run", 1, 8),
+        "result = bl.run()",
     ],
     "big.ipynb": [SETUP, "%%argus big -o b\n" + _chains("300 tasks", 30, 10)],
     "restart.ipynb": [
@@ -411,16 +413,26 @@ def _open(browser: Any, jupyter: str, name: str) -> tuple[Any, list[str]]:
     return page, errors
 
 
-def _run_cell(page: Any, index: int) -> None:
-    """Runs one cell and waits until it has finished (its execution count)."""
+def _start_cell(page: Any, index: int) -> None:
+    """Starts running one cell (the command's promise ends with the cell, so it
+    is not awaited here)."""
     page.evaluate(
-        """async (i) => {
+        """(i) => {
           const panel = window.jupyterapp.shell.currentWidget;
           panel.content.activeCellIndex = i;
-          await window.jupyterapp.commands.execute("notebook:run-cell");
+          window.jupyterapp.commands.execute("notebook:run-cell");
         }""",
         index,
     )
+
+
+def _run_cell(page: Any, index: int) -> None:
+    """Runs one cell and waits until it has finished (its execution count)."""
+    _start_cell(page, index)
+    _wait_cell(page, index)
+
+
+def _wait_cell(page: Any, index: int) -> None:
     page.wait_for_function(
         """(i) => {
           const cell = window.jupyterapp.shell.currentWidget.content.widgets[i];
@@ -514,6 +526,22 @@ print(json.dumps({"status": s.status, "reason": s.reason, "running": s.running,
     text = keys.locator(".argus-detail").inner_text()
     assert "args as run" in text and '"i": 1' in text
     keys.screenshot(path=str(SHOTS / "keyboard-step-select.png"))
+
+    # A cell running a blocking bl.run(): the widget says so, controls are off.
+    _run_cell(page, 4)
+    blocking = page.locator(".argus-graph").nth(3)
+    _start_cell(page, 5)
+    banner = blocking.locator(".argus-cell-banner")
+    banner.wait_for()
+    assert banner.inner_text().startswith(
+        "The cell is running bl.run(): controls act when it returns; use "
+        "bl.start() or %%argus --run for a live run."
+    )
+    assert blocking.locator("button[data-action]:enabled").count() == 0
+    blocking.screenshot(path=str(SHOTS / "cell-running-banner.png"))
+    _wait_cell(page, 5)
+    banner.wait_for(state="hidden")
+    assert blocking.locator(".argus-chip.argus-session-succeeded").count() == 1
     assert errors == [], "\n".join(errors)
     page.close()
 

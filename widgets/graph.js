@@ -250,20 +250,24 @@ function render({ model, el }) {
     const show = nodeEls.size > 0 && !inside && (W * LABEL_SCALE > cw + 1 || H * LABEL_SCALE > ch + 1);
     mini.hidden = !show;
     if (!show) return;
+    // As small as the graph's shape allows, and never over half the canvas.
+    const mh = Math.min(MINI_H, Math.max(24, Math.round(ch * 0.4)));
+    const k = Math.min((MINI_W - 8) / W, (mh - 8) / H);
+    const mw = Math.max(40, Math.ceil(W * k + 8));
+    const mhh = Math.max(24, Math.ceil(H * k + 8));
     const dpr = window.devicePixelRatio || 1;
-    if (mini.width !== MINI_W * dpr) {
-      mini.width = MINI_W * dpr;
-      mini.height = MINI_H * dpr;
-      mini.style.width = `${MINI_W}px`;
-      mini.style.height = `${MINI_H}px`;
+    if (mini.width !== mw * dpr || mini.height !== mhh * dpr) {
+      mini.width = mw * dpr;
+      mini.height = mhh * dpr;
+      mini.style.width = `${mw}px`;
+      mini.style.height = `${mhh}px`;
     }
-    const k = Math.min((MINI_W - 8) / W, (MINI_H - 8) / H);
-    mini0 = { k, ox: (MINI_W - W * k) / 2, oy: (MINI_H - H * k) / 2 };
+    mini0 = { k, ox: (mw - W * k) / 2, oy: (mhh - H * k) / 2 };
     const ctx = mini.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     const cs = getComputedStyle(root);
     ctx.fillStyle = cs.getPropertyValue("--argus-bg").trim() || "#fff";
-    ctx.fillRect(0, 0, MINI_W, MINI_H);
+    ctx.fillRect(0, 0, mw, mhh);
     const colour = {};
     for (const st of LEGEND) colour[st] = cs.getPropertyValue(`--argus-st-${st}`).trim() || "#ccc";
     for (const ref of nodeEls.values()) {
@@ -645,7 +649,8 @@ function render({ model, el }) {
     const m = model.get("message") || {};
     const reason = (model.get("summary") || {}).reason || "";
     // Each message once: not again when the summary already says it.
-    const text = m.text && !reason.includes(m.text) ? m.text : "";
+    let text = m.text && !reason.includes(m.text) ? m.text : "";
+    if (text && reason && text.includes(reason)) text = text.replace(`; ${reason}`, "").replace(reason, "");
     message.textContent = text;
     message.className = `argus-message argus-${m.level || "info"}`;
   }
@@ -687,9 +692,11 @@ function render({ model, el }) {
     } else if (model.get("cell_running")) {
       banner.hidden = false;
       banner.className = "argus-banner argus-cell-banner";
-      banner.replaceChildren(
-        "The cell is running s.run(): controls act when it returns; use s.start() or %%argus --run for a live run.",
-      );
+      const v = model.get("hint_var");
+      const text = v
+        ? `The cell is running ${v}.run(): controls act when it returns; use ${v}.start() or %%argus --run for a live run.`
+        : `A cell is running a blocking run() of ${name}: controls act when it returns; use start() or %%argus --run for a live run.`;
+      banner.replaceChildren(text);
     } else {
       banner.hidden = true;
       banner.replaceChildren();
@@ -1015,7 +1022,7 @@ function render({ model, el }) {
     if (!cw || !ch) return;
     if (!size0 || !userMoved) frame();
     else {
-      const scale = scaleOf();
+      const scale = size0.w / view.w; // keep the zoom the user chose
       const w = cw / scale;
       const hh = ch / scale;
       setView({ x: view.x + (view.w - w) / 2, y: view.y + (view.h - hh) / 2, w, h: hh });
