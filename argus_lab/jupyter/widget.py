@@ -301,6 +301,8 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             dirty, self._dirty = self._dirty, set()
             self._flush_handle = None
             self._last_flush = time.monotonic()
+        if self._unsubscribe is None:  # closed meanwhile
+            return
         s = self._session
         with self._lock, self.hold_sync():
             if self._plan_dirty:  # tasks were added or removed: lay out again
@@ -316,11 +318,14 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             self.approvals = s.pending_approvals()
             self.summary = self._summary()
             self.marks = status_marks(s)
-            self.cell_running = blocked = s.blocking_run and not self.busy
+            self.cell_running = s.blocking_run and not self.busy
+            # A run's last events come before it ends: look again until it has,
+            # so "Running…" and Pause do not outlive it.
+            again = self.summary.get("live") or self.cell_running
             if self.selected in dirty:
                 self._update_detail()
             self.flushes += 1
-        if blocked:  # poll until the cell's run() returns, to say when it did
+        if again:
             with self._dirty_lock:
                 if self._flush_handle is None:
                     self._flush_handle = self._schedule(max(self.update_interval, 0.1))
@@ -384,6 +389,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        # A flush already scheduled finds the widget closed and does nothing.
         if self._executor is not None:
             # No waiting: close() also runs from __del__ (garbage collection).
             self._executor.shutdown(wait=False)
