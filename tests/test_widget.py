@@ -795,3 +795,26 @@ def test_a_breakpoint_set_while_a_run_goes_on_pauses_it(
     assert result.status == "paused"
     assert w.statuses == {"slow": "succeeded", "b": "succeeded", "c": "pending"}
     assert "breakpoint before task 'c'" in w.summary["reason"]
+
+
+def test_a_run_started_outside_the_widget_ends_in_it_too(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(
+        [{"id": "slow", "tool": "gated", "args": {"value": 1}}], update_interval=0.02
+    )
+    live = threading.Event()
+    ended = threading.Event()
+
+    def watch(change: dict[str, Any]) -> None:
+        (live if change["new"].get("live") else ended).set()
+
+    w.observe(watch, names="summary")
+    fut = w.session.start()  # from a cell, not through the widget
+    assert STARTED.wait(WAIT) and live.wait(WAIT)
+    ended.clear()
+    GATE.set()
+    assert fut.result(WAIT).status == "succeeded"
+    # No action and no cell follows: the widget's own look-again sees the end.
+    assert ended.wait(WAIT)
+    assert w.summary["live"] is False and w.summary["status"] == "succeeded"
