@@ -521,6 +521,9 @@ print(json.dumps({"status": s.status, "reason": s.reason, "running": s.running,
     assert focused == "c0_t1"
     page.keyboard.press("s")
     keys.locator('g.argus-node[data-id="c0_t1"][data-status="succeeded"]').wait_for()
+    page.keyboard.press("ArrowRight")  # arrows move between nodes
+    assert page.evaluate("() => document.activeElement.dataset.id") == "c0_t2"
+    page.keyboard.press("ArrowLeft")
     page.keyboard.press("Enter")
     keys.locator(".argus-detail h4").filter(has_text="c0_t1").wait_for()
     text = keys.locator(".argus-detail").inner_text()

@@ -927,6 +927,13 @@ function render({ model, el }) {
       select(node.getAttribute("data-id"));
       return;
     }
+    if (node && evt.key.startsWith("Arrow")) {
+      // Arrows move to the nearest node that way (layers run left to right).
+      evt.preventDefault();
+      const next = nearest(node.getAttribute("data-id"), evt.key);
+      if (next) nodeEls.get(next).g.focus();
+      return;
+    }
     if (evt.key === "Escape" && model.get("selected")) {
       select("");
       return;
@@ -941,6 +948,34 @@ function render({ model, el }) {
     } else if (evt.key === "+" || evt.key === "=") zoom(1 / 1.3);
     else if (evt.key === "-") zoom(1.3);
   }
+  function nearest(id, key) {
+    const a = nodeEls.get(id).node;
+    const ax = a.x + a.w / 2;
+    const ay = a.y + a.h / 2;
+    let best = null;
+    let bestD = Infinity;
+    for (const [other, ref] of nodeEls) {
+      if (other === id) continue;
+      const n = ref.node;
+      const dx = n.x + n.w / 2 - ax;
+      const dy = n.y + n.h / 2 - ay;
+      const ok =
+        (key === "ArrowRight" && dx > 1) ||
+        (key === "ArrowLeft" && dx < -1) ||
+        (key === "ArrowDown" && dy > 1) ||
+        (key === "ArrowUp" && dy < -1);
+      if (!ok) continue;
+      // Prefer the same row (or column): the cross axis counts four times over.
+      const horizontal = key === "ArrowRight" || key === "ArrowLeft";
+      const d = horizontal ? Math.abs(dx) + 4 * Math.abs(dy) : Math.abs(dy) + 4 * Math.abs(dx);
+      if (d < bestD) {
+        bestD = d;
+        best = other;
+      }
+    }
+    return best;
+  }
+
   function onFocus(evt) {
     // Keyboard focus (Tab) brings the node into view; a click's focus must not
     // move the graph under the pointer.
