@@ -691,6 +691,8 @@ def test_graph_svg_and_argus_show_svg(
     assert nodes["x"].get("data-status") == "failed"
     label = nodes["x"].find("svg:text", ns)
     assert label is not None and label.text == "✕ x"  # a glyph, not colour alone
+    legend = [e.text for e in root.iter("{http://www.w3.org/2000/svg}text")][-4:]
+    assert legend == ["✓", "succeeded", "✕", "failed"]  # the statuses present
     out = tmp_path / "graph.svg"
     assert main(["-w", str(s.workspace.path), "show", s.name, "--svg", str(out)]) == 0
     assert out.read_text(encoding="utf-8") == text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.jupyter.layout import Layout, layout_plan
@@ -203,14 +203,38 @@ def session_svg(session: Session) -> str:
     with a glyph per status (what ``s.graph_svg()`` and ``argus show --svg``
     write, for papers and issue reports). Drawn whatever the plan's size."""
     statuses = {t: r.status for t, r in session.records.items()}
-    svg = graph_svg(
-        layout_plan(session.plan),
-        statuses,
-        stale=frozenset(session.stale()),
-    )
+    lay = layout_plan(session.plan)
+    h = lay["height"]
+    legend, legend_w = _svg_legend(statuses.values(), y=h + 6)
+    # Room for the legend below the graph (and beside it, for a narrow graph).
+    bigger: Layout = {**lay, "height": h + 28, "width": max(lay["width"], legend_w)}
+    svg = graph_svg(bigger, statuses, stale=frozenset(session.stale()))
     title = f"<title>{html.escape(session.name)}: {html.escape(session.goal)}</title>"
     head, sep, rest = svg.partition(">")
-    return f'<?xml version="1.0" encoding="UTF-8"?>\n{head}{sep}{title}{rest}\n'
+    body, _, _ = rest.rpartition("</svg>")
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n{head}{sep}{title}{body}'
+        f"{legend}</svg>\n"
+    )
+
+
+def _svg_legend(statuses: Iterable[str], *, y: float) -> tuple[str, float]:
+    """One swatch with its glyph per status present, left to right; the
+    markup and the width it needs."""
+    present = [s for s in STATUS_COLORS if s in set(statuses)]
+    out, x = ['<g class="legend">'], 16.0
+    for s in present:
+        label = s.replace("_", " ")
+        out.append(
+            f'<rect x="{x:g}" y="{y:g}" width="16" height="16" rx="3" '
+            f'fill="{STATUS_COLORS[s]}" stroke="#57606a"/>'
+            f'<text x="{x + 3:g}" y="{y + 12:g}" fill="#1f2328">'
+            f"{STATUS_GLYPHS[s]}</text>"
+            f'<text x="{x + 21:g}" y="{y + 12:g}" fill="#1f2328">{label}</text>'
+        )
+        x += 30 + 7 * len(label)
+    out.append("</g>")
+    return "".join(out), x + 16
 
 
 def _edge_path(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
