@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
-from argus_lab.jupyter.actions import ACTIONS, WidgetActions, user_terms
-from argus_lab.jupyter.detail import node_detail, status_marks
+from argus_lab.jupyter._actions import ACTIONS, WidgetActions, user_terms
+from argus_lab.jupyter._detail import node_detail, status_marks
+from argus_lab.jupyter._family import family_of
 from argus_lab.jupyter.display import (
     STATUS_CODES,
     STATUS_COLORS,
     session_html,
     session_summary,
 )
-from argus_lab.jupyter.family import family_of
 from argus_lab.jupyter.layout import layout_plan
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.jupyter.family import differing_tasks
+from argus_lab.jupyter._family import differing_tasks
 
 if TYPE_CHECKING:
     from argus_lab.runtime.session import RunResult, Session
