@@ -14,11 +14,20 @@ messages bounded by its duration, not by its task count (``comm_messages``
 counts them; see benchmarks/bench_widget.py).
 
 Long actions never block the kernel: Run uses ``session.start()``; Step,
-approvals and forks run on a one-thread executor; Pause is immediate.
+approvals and forks run on a one-thread executor; Pause is immediate (see
+:mod:`argus_lab.jupyter._actions`). While a run goes on, flushes keep coming
+until it ends; while a *cell* runs a blocking ``s.run()`` (``blocking_run``),
+``cell_running`` tells the front end that clicks wait for the cell.
+
+What no event announces is caught up after each notebook cell (an IPython
+``post_run_cell`` hook): tools redefined with ``s.update_tools`` (stale tasks),
+and the static fallback output, which is displayed before the live view so
+that a page reload without the kernel still shows the graph.
 
 The widget only observes its Session and calls its public methods: breakpoints,
 budgets and whether a run goes on are the Session's (``set_breakpoint`` /
-``breakpoints``, ``set_budget``, ``running``); the traits mirror them.
+``breakpoints``, ``set_budget``, ``running``, ``blocking_run``); the traits
+mirror them.
 """
 
 from __future__ import annotations
