@@ -820,3 +820,19 @@ def test_a_run_started_outside_the_widget_ends_in_it_too(
     # No action and no cell follows: the widget's own look-again sees the end.
     assert ended.wait(WAIT)
     assert w.summary["live"] is False and w.summary["status"] == "succeeded"
+
+
+def test_report_counts_attempts_the_same_way_everywhere(
+    make: Callable[..., GraphWidget],
+) -> None:
+    from argus_lab.analysis import report
+
+    w = make([{"id": "x", "tool": "flaky", "args": {"value": 3}}])
+    s = w.session
+    assert s.run().status == "failed"
+    s.retry("x")  # a new generation: 2 attempts in all
+    assert s.run().status == "succeeded"
+    text = report(s).to_markdown()
+    assert "Attempts: 2 (" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| x | flaky |")]
+    assert row.split("|")[4].strip() == "2", row  # task | tool | status | attempts
