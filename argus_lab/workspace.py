@@ -317,15 +317,29 @@ class Workspace:
             return name_or_id
         return None
 
-    def open(self, name_or_id: str, tools: ToolsArg = None, **options: Any) -> Session:
+    def open(
+        self,
+        name_or_id: str,
+        tools: ToolsArg = None,
+        *,
+        accept_lost_commits: bool = False,
+        **options: Any,
+    ) -> Session:
         """Opens a session to inspect or continue it, exactly where it stopped.
 
         Tools are code, so they are handed in again; a task whose tool is
         missing fails with an error saying so when it comes to run.
 
+        Args:
+            accept_lost_commits: go on after a LostCommitsError: each task the
+                lost commits touched is rerun with the same idempotency key if
+                its tool is idempotent (or has no side effect) and held in
+                doubt otherwise; every surviving result is kept.
+
         Raises:
             KeyError: no such session (the message lists some that exist).
             CorruptCheckpointError: a record of this session is damaged.
+            LostCommitsError: commits this session had made were lost.
         """
         sid = self._lookup(name_or_id)
         if sid is None:
@@ -335,7 +349,7 @@ class Workspace:
             )
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
         try:
-            loaded = store.load()
+            loaded = store.load(accept_lost_commits=accept_lost_commits)
         except BaseException:
             store.close()
             raise

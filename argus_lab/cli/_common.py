@@ -213,7 +213,9 @@ def load_planner(spec: str) -> Any:
     raise UsageError(f"--planner: {spec} is not an HTNDomain or HTNPlanner")
 
 
-def session_setup(ws: Workspace, name: str, args: argparse.Namespace) -> dict[str, Any]:
+def session_setup(
+    ws: Workspace, name: str, args: argparse.Namespace, **open_options: Any
+) -> dict[str, Any]:
     """Options to reopen a session with: its tools (and planner, policies).
 
     Tools are code and are not stored. ``--tools`` (and ``--planner``) name them;
@@ -234,7 +236,7 @@ def session_setup(ws: Workspace, name: str, args: argparse.Namespace) -> dict[st
         return opts
     from argus_lab.demo.runner import is_demo_plan, session_options
 
-    with open_session(ws, name) as s:
+    with open_session(ws, name, **open_options) as s:
         plan = s.plan
     if is_demo_plan(plan):
         return session_options() | opts

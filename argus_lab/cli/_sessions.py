@@ -108,8 +108,9 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
 def cmd_resume(args: argparse.Namespace, out: Out) -> int:
     """Continue a session exactly where it stopped."""
     ws = workspace(args)
-    opts = session_setup(ws, args.name, args)
-    with open_session(ws, args.name, **opts) as s:
+    lost = {"accept_lost_commits": True} if args.accept_lost_commits else {}
+    opts = session_setup(ws, args.name, args, **lost)
+    with open_session(ws, args.name, **opts, **lost) as s:
         res = run_session(s, out, approve_as="argus resume --yes" if args.yes else None)
         return report_run(s, res, out, ws)
 

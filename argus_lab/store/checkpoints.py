@@ -39,6 +39,7 @@ from argus_lab.errors import (
 from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
+from argus_lab.store.witness import Witness, check_witness
 
 __all__ = [
     "MIGRATIONS",
@@ -224,6 +225,8 @@ class SessionStore:
         """How messages name the session (the Session sets "name (id)")."""
         self.redactor: Redactor | None = None
         """Set by the Session: a last scrub of every value before it is written."""
+        self.witness = Witness(self.directory, fsync=durability == "full")
+        """The second record of the latest commit, outside SQLite (witness.py)."""
         try:
             self.cache = open_cache(self.directory, durability)
         except sqlite3.DatabaseError as e:
@@ -232,6 +235,7 @@ class SessionStore:
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
         self.cache.close()
+        self.witness.close()
 
     # -- reading -------------------------------------------------------------
 
@@ -323,10 +327,20 @@ class SessionStore:
             else:
                 yield key, self.cache.disk.fetch(mode, filename, value, False)
 
-    def load(self) -> Loaded:
-        """Loads head, meta, plan and every task record (not the events)."""
+    def load(self, *, accept_lost_commits: bool = False) -> Loaded:
+        """Loads head, meta, plan and every task record (not the events).
+
+        Raises:
+            LostCommitsError: the head is older than its witness (commits were
+                lost), unless ``accept_lost_commits``: then each task they
+                touched is marked as interrupted, for the runtime to rerun
+                (idempotent) or hold in doubt, and the loss is recorded.
+        """
         head = self.read_head()
+        witnessed = self.witness.read()
         if head is None:
+            if witnessed:  # everything was lost, the session's plan included
+                check_witness(self, None, witnessed, accept=accept_lost_commits)
             raise self._corrupt("head", "missing: this folder holds no session")
         meta = self._parse("meta", self._get("meta"), "meta", SessionInfo)
         plan = self._parse("plan", self._get("plan"), "plan", Plan)
@@ -334,7 +348,10 @@ class SessionStore:
         for key, raw in self._scan("t:", "t;"):
             rec = self._parse(key, raw, "task", TaskRecord)
             records[rec.task_id] = rec
-        return Loaded(head=head, meta=meta, plan=plan, records=records)
+        loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
+        if witnessed is not None and head.version < witnessed:
+            check_witness(self, loaded, witnessed, accept=accept_lost_commits)
+        return loaded
 
     def read_meta(self) -> SessionInfo:
         """Reads only the SessionInfo."""
@@ -413,7 +430,9 @@ class SessionStore:
             head = Head(version=1, last_seq=0)
             for key, text in (replays or {}).items():
                 self.cache.set("r:" + key, self._encode(text))
+            records = list(records)
             self._write(head, records, events, meta=meta, plan=plan)
+        self.witness.record(head.version, [r.task_id for r in records])
         return head
 
     # -- the replay cache (invariant 9) -----------------------------------------
@@ -482,6 +501,7 @@ class SessionStore:
         it durable too (same WAL file).
         """
         relax = relaxed and self.durability == "full"
+        records = list(records)
         if relax:
             self.cache._sql("PRAGMA synchronous=1")
         try:
@@ -496,6 +516,9 @@ class SessionStore:
         finally:
             if relax:
                 self.cache._sql("PRAGMA synchronous=2")
+        self.witness.record(
+            head.version, [r.task_id for r in records], sync=False if relax else None
+        )
         return head
 
     def _encode(self, text: str) -> str:
@@ -545,6 +568,7 @@ class SessionStore:
             head.version += 1
             head.lease = make_lease(holder, ttl)
             self.cache.set("head", encode(head.to_json()))
+        self.witness.record(head.version, [])
         return head
 
 
