@@ -87,7 +87,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     from argus_lab.model import Plan
 
     path = Path(args.plan)
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"plan file {args.plan!r} does not exist")
     plan = Plan.from_yaml(path)
     tools = load_tools(args.tools)
