@@ -15,19 +15,21 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
+from argus_lab.errors import ArgusError, PlanError
 from argus_lab.events import make_event
 from argus_lab.model import Budget, Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
-from argus_lab.store.checkpoints import Durability, Loaded, SessionStore, open_cache
+from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
+from argus_lab.store.index import open_index, rebuild_index, scan_sessions
 from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
@@ -114,9 +116,21 @@ class Workspace:
 
     @property
     def _index(self) -> diskcache.Cache:
+        # A cache of the session folders: rebuilt (with a warning) when damaged.
         if self._index_cache is None:
-            self._index_cache = open_cache(self.path / "index", self.durability)
+            self._index_cache = open_index(self.path, self.durability)
         return self._index_cache
+
+    def _index_call(self, fn: Callable[[diskcache.Cache], Any]) -> Any:
+        try:
+            return fn(self._index)
+        except sqlite3.DatabaseError as e:  # damaged after it was opened
+            if self._index_cache is not None:
+                self._index_cache.close()
+            self._index_cache = rebuild_index(
+                self.path, self.durability, why=f"damaged ({e})"
+            )
+            return fn(self._index_cache)
 
     @property
     def memory(self) -> Memory:
@@ -275,7 +289,7 @@ class Workspace:
         store.redactor = Redactor(opts.secrets)
         try:
             head = store.create(meta, plan, kept, ev, replays)
-            if not self._index.add("name:" + name, sid):
+            if not self._index_call(lambda ix: ix.add("name:" + name, sid)):
                 raise ArgusError(f"a session named {name!r} was just created elsewhere")
         except BaseException:
             store.close()
@@ -310,11 +324,16 @@ class Workspace:
     # -- finding and opening -------------------------------------------------
 
     def _lookup(self, name_or_id: str) -> str | None:
-        sid = self._index.get("name:" + name_or_id)
+        # By id first: opening a session by id never depends on the index.
+        if (
+            "/" not in name_or_id
+            and name_or_id not in ("", ".", "..")
+            and (self._session_dir(name_or_id) / "cache.db").exists()
+        ):
+            return name_or_id
+        sid = self._index_call(lambda ix: ix.get("name:" + name_or_id))
         if isinstance(sid, str) and self._session_dir(sid).exists():
             return sid
-        if (self._session_dir(name_or_id) / "cache.db").exists():
-            return name_or_id
         return None
 
     def open(
@@ -356,23 +375,12 @@ class Workspace:
         return Session(self, store, loaded, as_toolset(tools), self._options(options))
 
     def sessions(self) -> list[SessionInfo]:
-        """Every readable session, oldest first (damaged ones are skipped)."""
-        out: list[SessionInfo] = []
-        for d in sorted((self.path / "sessions").iterdir()):
-            if not (d / "cache.db").exists():
-                continue
-            try:
-                store = SessionStore(d, d.name, durability=self.durability)
-            except CorruptCheckpointError:
-                continue
-            try:
-                out.append(store.read_meta())
-            except CorruptCheckpointError:
-                continue
-            finally:
-                store.close()
-        out.sort(key=lambda i: (i.created, i.id))  # ids share a second
-        return out
+        """Every readable session, oldest first (see ``damaged_sessions``)."""
+        return scan_sessions(self.path / "sessions", self.durability)[0]
+
+    def damaged_sessions(self) -> dict[str, str]:
+        """Sessions that cannot be read: id -> the error saying why."""
+        return scan_sessions(self.path / "sessions", self.durability)[1]
 
     def close(self) -> None:
         """Closes the workspace index (sessions close on their own)."""

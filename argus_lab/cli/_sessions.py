@@ -221,7 +221,12 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
             ws.path / "files" / info.id
         )
         rows.append(info.model_dump(mode="json") | {"bytes": size})
-    out.data(rows)
+    # A session that cannot be read is listed with its error; the rest normally.
+    damaged = ws.damaged_sessions()
+    out.data(
+        rows
+        + [{"id": k, "status": "damaged", "error": v} for k, v in damaged.items()]
+    )
     if out.json_mode:
         return EXIT_OK
     from rich.table import Table
@@ -242,8 +247,10 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
             human_bytes(r["bytes"]),
             goal,
         )
+    for sid, why in damaged.items():
+        table.add_row(sid, "[red]damaged", "", "", "", "", why)
     out.table(table)
-    if not rows:
+    if not rows and not damaged:
         out.say("no sessions yet: try `argus demo`")
     return EXIT_OK
 
