@@ -1,4 +1,4 @@
-"""The workspace index is a cache: damaged or missing, it is rebuilt from the folders."""
+"""The workspace index is a cache: damaged or missing, it is rebuilt."""
 
 from __future__ import annotations
 

@@ -224,8 +224,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     # A session that cannot be read is listed with its error; the rest normally.
     damaged = ws.damaged_sessions()
     out.data(
-        rows
-        + [{"id": k, "status": "damaged", "error": v} for k, v in damaged.items()]
+        rows + [{"id": k, "status": "damaged", "error": v} for k, v in damaged.items()]
     )
     if out.json_mode:
         return EXIT_OK
