@@ -29,7 +29,7 @@ from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
-from argus_lab.store.index import open_index, rebuild_index, scan_sessions
+from argus_lab.store.index import open_index, rebuild_or_raise, scan_sessions
 from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
@@ -127,9 +127,8 @@ class Workspace:
         except sqlite3.DatabaseError as e:  # damaged after it was opened
             if self._index_cache is not None:
                 self._index_cache.close()
-            self._index_cache = rebuild_index(
-                self.path, self.durability, why=f"damaged ({e})"
-            )
+                self._index_cache = None
+            self._index_cache = rebuild_or_raise(self.path, self.durability, e)
             return fn(self._index_cache)
 
     @property

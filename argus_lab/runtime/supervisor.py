@@ -14,13 +14,14 @@ import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from argus_lab.errors import PlanError
+from argus_lab.errors import PlanError, StorageFullError
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import EXPAND_TOOL, ReferenceError_
 from argus_lab.runtime.executor import Outcome
 from argus_lab.runtime.llm_task import LlmTasks
 from argus_lab.runtime.scheduler import DONE, Scheduler
+from argus_lab.store.space import with_context
 
 __all__ = ["Supervisor"]
 
@@ -69,6 +70,11 @@ class Supervisor(LlmTasks):
             watch = loop.call_later(limit, self._too_slow, tid, limit)
         try:
             await super()._execute(tid)
+        except StorageFullError as e:  # e.g. an artifact: name session and task
+            label = f"{self.name!r} ({self.id})"
+            raise with_context(
+                e, session_id=self.id, label=label, task_id=tid
+            ) from None
         finally:
             if watch is not None:
                 watch.cancel()

@@ -32,6 +32,7 @@ import diskcache
 from pydantic import ValidationError
 
 from argus_lab.errors import (
+    ArgusError,
     ConcurrentSessionError,
     CorruptCheckpointError,
     SchemaVersionError,
@@ -39,6 +40,7 @@ from argus_lab.errors import (
 from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
+from argus_lab.store.space import full_error, is_disk_full
 from argus_lab.store.witness import Witness, check_witness
 
 __all__ = [
@@ -203,9 +205,21 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_OPEN_HOLDERS: set[str] = set()
+"""Lease holders of this process whose store is still open. A lease of this
+process held by anyone else outlived its Session (closed after a failed
+release, e.g. on a full disk): nobody can renew it, so it does not protect."""
+
+
 def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
     """Whether a lease still protects its holder: not expired and (here) alive."""
     if not lease or lease.get("expires", 0) <= now:
+        return False
+    if (
+        lease.get("host") == HOST
+        and lease.get("pid") == os.getpid()
+        and lease.get("holder") not in _OPEN_HOLDERS
+    ):
         return False
     # A holder on this host whose process is gone cannot renew: take over now
     # rather than making the user wait out the lease.
@@ -225,15 +239,17 @@ class SessionStore:
         """How messages name the session (the Session sets "name (id)")."""
         self.redactor: Redactor | None = None
         """Set by the Session: a last scrub of every value before it is written."""
+        self._holders: set[str] = set()  # leases taken through this store
         self.witness = Witness(self.directory, fsync=durability == "full")
         """The second record of the latest commit, outside SQLite (witness.py)."""
         try:
             self.cache = open_cache(self.directory, durability)
         except sqlite3.DatabaseError as e:
-            raise self._corrupt("cache.db", e) from None
+            raise self._db_error("cache.db", e, what="opening") from None
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
+        _OPEN_HOLDERS.difference_update(self._holders)
         self.cache.close()
         self.witness.close()
 
@@ -244,6 +260,41 @@ class SessionStore:
             f"session {self.session_id}: checkpoint record {key!r} is damaged ({why}). "
             "Other sessions are unaffected; fork from an earlier task or delete "
             "this session's folder to start it over.",
+            key=key,
+            session_id=self.session_id,
+        )
+
+    def _db_error(
+        self,
+        key: str,
+        e: sqlite3.DatabaseError,
+        task_ids: Iterable[str] = (),
+        *,
+        what: str = "committing to",
+    ) -> ArgusError:
+        """A full disk, a damaged file, or another failure to read or write."""
+        if is_disk_full(e, self.directory):
+            tids = list(task_ids)
+            return full_error(
+                self.directory / "cache.db",
+                e,
+                session_id=self.session_id,
+                label=self.label,
+                task_id=tids[0] if tids else None,
+                what=what,
+            )
+        code = getattr(e, "sqlite_errorcode", None)
+        text = str(e)
+        if (code is not None and code & 0xFF in (11, 26)) or (
+            "malformed" in text or "not a database" in text
+        ):
+            return self._corrupt(key, e)  # SQLITE_CORRUPT / SQLITE_NOTADB
+        # Not known to be damaged (locked, read-only, an I/O error): no advice
+        # to delete anything.
+        return CorruptCheckpointError(
+            f"session {self.label}: could not read or write {key!r} in "
+            f"{self.directory} ({e}). Nothing is known to be damaged: check the "
+            "disk, its free space and the folder's permissions, then reopen it.",
             key=key,
             session_id=self.session_id,
         )
@@ -293,7 +344,7 @@ class SessionStore:
         try:
             return self.cache.get(key)
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(key, e) from None
+            raise self._db_error(key, e) from None
 
     def read_head(self) -> Head | None:
         """The current head, or None for a session that was never created."""
@@ -320,7 +371,7 @@ class SessionStore:
                 (lo, hi),
             ).fetchall()
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(f"{lo}*", e) from None
+            raise self._db_error(f"{lo}*", e) from None
         for key, mode, filename, value in rows:
             if mode == diskcache.core.MODE_RAW:
                 yield key, value
@@ -376,12 +427,12 @@ class SessionStore:
     # -- writing -------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _transaction(self, task_ids: Iterable[str] = ()) -> Iterator[None]:
         try:
             with self.cache.transact(retry=True):
                 yield
         except sqlite3.DatabaseError as e:
-            raise self._corrupt("cache.db", e) from None
+            raise self._db_error("cache.db", e, task_ids) from None
 
     def _check(self, head: Head | None, expected: int, holder: str) -> Head:
         if head is None:
@@ -446,7 +497,7 @@ class SessionStore:
         try:
             self.cache.set("r:" + key, self._encode(json.dumps(data)))
         except sqlite3.DatabaseError as e:
-            raise self._corrupt("r:" + key, e) from None
+            raise self._db_error("r:" + key, e) from None
 
     def get_replay(self, key: str) -> dict[str, Any] | None:
         """The reply recorded under ``key``, or None."""
@@ -465,7 +516,7 @@ class SessionStore:
                 (lo, lo + "\uffff"),
             ).fetchone()
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(lo + "*", e) from None
+            raise self._db_error(lo + "*", e) from None
         return row is not None
 
     def replays(self) -> dict[str, str]:
@@ -505,7 +556,7 @@ class SessionStore:
         if relax:
             self.cache._sql("PRAGMA synchronous=1")
         try:
-            with self._transaction():
+            with self._transaction(r.task_id for r in records):
                 head = self._check(self.read_head(), expected_version, holder)
                 head.version += 1
                 if lease != "keep":
@@ -568,6 +619,8 @@ class SessionStore:
             head.version += 1
             head.lease = make_lease(holder, ttl)
             self.cache.set("head", encode(head.to_json()))
+        self._holders.add(holder)
+        _OPEN_HOLDERS.add(holder)
         self.witness.record(head.version, [])
         return head
 

@@ -19,11 +19,18 @@ from typing import TYPE_CHECKING
 from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionError
 from argus_lab.model import SessionInfo
 from argus_lab.store.checkpoints import Durability, SessionStore, open_cache
+from argus_lab.store.space import full_error, is_disk_full
 
 if TYPE_CHECKING:
     import diskcache
 
-__all__ = ["IndexRebuiltWarning", "open_index", "rebuild_index", "scan_sessions"]
+__all__ = [
+    "IndexRebuiltWarning",
+    "open_index",
+    "rebuild_index",
+    "rebuild_or_raise",
+    "scan_sessions",
+]
 
 
 class IndexRebuiltWarning(UserWarning):
@@ -72,17 +79,26 @@ def open_index(root: Path, durability: Durability) -> diskcache.Cache:
         try:
             cache = open_cache(folder, durability)
         except sqlite3.DatabaseError as e:
-            return rebuild_index(root, durability, why=f"damaged ({e})")
+            return rebuild_or_raise(root, durability, e)
         try:
             _usable(cache)
         except sqlite3.DatabaseError as e:
             cache.close()
-            return rebuild_index(root, durability, why=f"damaged ({e})")
+            return rebuild_or_raise(root, durability, e)
         return cache
     has_sessions = any((root / "sessions").glob("*/cache.db"))
     if has_sessions:
         return rebuild_index(root, durability, why="missing")
     return open_cache(folder, durability)
+
+
+def rebuild_or_raise(
+    root: Path, durability: Durability, e: sqlite3.DatabaseError
+) -> diskcache.Cache:
+    """Rebuilds an index that failed with ``e``, unless the disk is just full."""
+    if is_disk_full(e, root / "index"):
+        raise full_error(root / "index" / "cache.db", e, what="writing") from None
+    return rebuild_index(root, durability, why=f"damaged ({e})")
 
 
 def rebuild_index(root: Path, durability: Durability, *, why: str) -> diskcache.Cache:

@@ -20,6 +20,7 @@ possibly lost: the fallback is conservative, never silent.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import time
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from argus_lab.store.checkpoints import Loaded, SessionStore
 
 __all__ = ["Witness", "check_witness"]
+
+log = logging.getLogger("argus_lab")
 
 _SIZE = 32
 
@@ -52,6 +55,7 @@ class Witness:
         self.fsync = fsync
         self._fd: int | None = None
         self._jfd: int | None = None
+        self._warned = False
 
     def read(self) -> int | None:
         """The version last witnessed, or None (no witness, or a damaged one)."""
@@ -78,16 +82,25 @@ class Witness:
             task_ids: The tasks whose records that commit wrote.
             sync: fsync the witness (default: the store's durability).
         """
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            self._jfd = os.open(
-                self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
-            )
-        assert self._jfd is not None
-        os.write(self._jfd, (" ".join([str(version), *task_ids]) + "\n").encode())
-        os.pwrite(self._fd, _line(version), 0)
-        if self.fsync if sync is None else sync:
-            os.fdatasync(self._fd)
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._jfd = os.open(
+                    self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+                )
+            assert self._jfd is not None
+            line = " ".join([str(version), *task_ids]) + "\n"
+            os.write(self._jfd, line.encode())
+            os.pwrite(self._fd, _line(version), 0)
+            if self.fsync if sync is None else sync:
+                os.fdatasync(self._fd)
+        except OSError as e:
+            # The commit itself is already in SQLite: a witness left behind the
+            # head is safe (it can only miss a loss, never invent one), so a
+            # full disk here must not turn a good commit into an error.
+            if not self._warned:
+                log.warning("could not update %s: %s", self.path, e)
+                self._warned = True
 
     def touched(self, after: int, upto: int) -> set[str] | None:
         """Tasks the commits ``after < version <= upto`` touched.
