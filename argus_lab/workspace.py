@@ -29,7 +29,12 @@ from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
-from argus_lab.store.index import open_index, rebuild_or_raise, scan_sessions
+from argus_lab.store.index import (
+    open_index,
+    read_progress,
+    rebuild_or_raise,
+    scan_sessions,
+)
 from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
@@ -376,6 +381,26 @@ class Workspace:
     def sessions(self) -> list[SessionInfo]:
         """Every readable session, oldest first (see ``damaged_sessions``)."""
         return scan_sessions(self.path / "sessions", self.durability)[0]
+
+    def progress(self, name_or_id: str) -> dict[str, Any]:
+        """A session's status and task counts as its records say now.
+
+        Returns ``{"status", "counts", "reason", "runner"}``: the stored status,
+        except "interrupted" for one stored as running whose runner is gone (its
+        process died); counts per task status from the task records; the live
+        runner's pid and host, or None.
+
+        Raises:
+            KeyError: no such session.
+        """
+        sid = self._lookup(name_or_id)
+        if sid is None:
+            raise KeyError(f"no session {name_or_id!r} in {self.path}")
+        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        try:
+            return read_progress(store)
+        finally:
+            store.close()
 
     def damaged_sessions(self) -> dict[str, str]:
         """Sessions that cannot be read: id -> the error saying why."""

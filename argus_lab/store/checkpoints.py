@@ -205,10 +205,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-_OPEN_HOLDERS: set[str] = set()
-"""Lease holders of this process whose store is still open. A lease of this
-process held by anyone else outlived its Session (closed after a failed
-release, e.g. on a full disk): nobody can renew it, so it does not protect."""
+_ABANDONED: set[str] = set()
+"""Lease holders of this process whose release failed (e.g. on a full disk):
+their Session gave the lease up, nobody renews it, so it protects no one and a
+reopen in this process need not wait for it to expire."""
 
 
 def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
@@ -218,7 +218,7 @@ def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
     if (
         lease.get("host") == HOST
         and lease.get("pid") == os.getpid()
-        and lease.get("holder") not in _OPEN_HOLDERS
+        and lease.get("holder") in _ABANDONED
     ):
         return False
     # A holder on this host whose process is gone cannot renew: take over now
@@ -239,7 +239,6 @@ class SessionStore:
         """How messages name the session (the Session sets "name (id)")."""
         self.redactor: Redactor | None = None
         """Set by the Session: a last scrub of every value before it is written."""
-        self._holders: set[str] = set()  # leases taken through this store
         self.witness = Witness(self.directory, fsync=durability == "full")
         """The second record of the latest commit, outside SQLite (witness.py)."""
         try:
@@ -249,7 +248,6 @@ class SessionStore:
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
-        _OPEN_HOLDERS.difference_update(self._holders)
         self.cache.close()
         self.witness.close()
 
@@ -556,6 +554,8 @@ class SessionStore:
         if relax:
             self.cache._sql("PRAGMA synchronous=1")
         try:
+            if lease is None:
+                _ABANDONED.add(holder)  # until the release below is committed
             with self._transaction(r.task_id for r in records):
                 head = self._check(self.read_head(), expected_version, holder)
                 head.version += 1
@@ -567,6 +567,7 @@ class SessionStore:
         finally:
             if relax:
                 self.cache._sql("PRAGMA synchronous=2")
+        _ABANDONED.discard(holder)
         self.witness.record(
             head.version, [r.task_id for r in records], sync=False if relax else None
         )
@@ -619,8 +620,7 @@ class SessionStore:
             head.version += 1
             head.lease = make_lease(holder, ttl)
             self.cache.set("head", encode(head.to_json()))
-        self._holders.add(holder)
-        _OPEN_HOLDERS.add(holder)
+        _ABANDONED.discard(holder)
         self.witness.record(head.version, [])
         return head
 

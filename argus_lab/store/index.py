@@ -14,11 +14,16 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionError
 from argus_lab.model import SessionInfo
-from argus_lab.store.checkpoints import Durability, SessionStore, open_cache
+from argus_lab.store.checkpoints import (
+    Durability,
+    SessionStore,
+    lease_is_live,
+    open_cache,
+)
 from argus_lab.store.space import full_error, is_disk_full
 
 if TYPE_CHECKING:
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IndexRebuiltWarning",
     "open_index",
+    "read_progress",
     "rebuild_index",
     "rebuild_or_raise",
     "scan_sessions",
@@ -135,3 +141,32 @@ def rebuild_index(root: Path, durability: Durability, *, why: str) -> diskcache.
         text += f"; the old index was moved to {aside}"
     warnings.warn(text, IndexRebuiltWarning, stacklevel=4)
     return cache
+
+
+def read_progress(store: SessionStore) -> dict[str, Any]:
+    """A session's status and task counts as its records say now.
+
+    The stored status is written when a run starts and ends, so a process that
+    died mid-run leaves "running" behind: when no live runner holds the
+    session's lease, the status is "interrupted". Counts come from the task
+    records (a run's progress, a fork's kept results), never from the summary.
+    """
+    loaded = store.load()
+    counts: dict[str, int] = {}
+    for t in loaded.plan.tasks:
+        rec = loaded.records.get(t.id)
+        st = rec.status if rec is not None else "pending"
+        counts[st] = counts.get(st, 0) + 1
+    status: str = loaded.meta.status
+    lease = loaded.head.lease
+    live = lease_is_live(lease, time.time())
+    if status == "running" and not live:
+        status = "interrupted"
+    return {
+        "status": status,
+        "counts": counts,
+        "reason": loaded.meta.reason,
+        "runner": {"pid": lease.get("pid"), "host": lease.get("host")}
+        if lease and live
+        else None,
+    }
