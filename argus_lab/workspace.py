@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ArgusError, PlanError
+from argus_lab.errors import ArgusError, ConcurrentSessionError, PlanError
 from argus_lab.events import make_event
 from argus_lab.model import Budget, Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
@@ -35,6 +35,7 @@ from argus_lab.store.index import (
     rebuild_or_raise,
     scan_sessions,
 )
+from argus_lab.tools.approval import policies_from_data, policies_to_data
 from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
@@ -244,6 +245,9 @@ class Workspace:
             forked_at=at,
             n_tasks=len(plan.tasks),
             budgets=budgets if budgets is not None else {},
+            approvals=None
+            if opts.approvals is None
+            else policies_to_data(opts.approvals),
         )
         ev = [
             make_event(
@@ -373,10 +377,36 @@ class Workspace:
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
         try:
             loaded = store.load(accept_lost_commits=accept_lost_commits)
+            options = self._policies(store, loaded, options)
         except BaseException:
             store.close()
             raise
         return Session(self, store, loaded, as_toolset(tools), self._options(options))
+
+    def _policies(
+        self, store: SessionStore, loaded: Loaded, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Restores the stored approval policies, or stores the ones handed in."""
+        stored = loaded.meta.approvals
+        if "approvals" not in options:
+            if stored is not None:
+                label = loaded.meta.name
+                options = options | {
+                    "approvals": policies_from_data(stored, session=label)
+                }
+            return options
+        given = options["approvals"]
+        data = None if given is None else policies_to_data(tuple(given))
+        if data != stored:  # replaced explicitly: they travel with the session
+            meta = loaded.meta.model_copy(update={"approvals": data})
+            try:
+                loaded.head = store.commit(
+                    loaded.head.version, "ws.open", meta=meta, lease="keep"
+                )
+                loaded.meta = meta
+            except ConcurrentSessionError:
+                pass  # another process runs it: they apply here, stored next open
+        return options
 
     def sessions(self) -> list[SessionInfo]:
         """Every readable session, oldest first (see ``damaged_sessions``)."""
