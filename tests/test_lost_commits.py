@@ -152,3 +152,46 @@ def test_without_the_journal_every_unfinished_task_is_suspect(
     with ws.open("ledger", tools=lw.TOOLS, accept_lost_commits=True) as s:
         c = s.counts()
         assert c["running"] == N - c["succeeded"] > 0
+
+
+def test_argus_resume_follows_the_advice(
+    damaged: Callable[[str], al.Workspace], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from argus_lab.cli import main
+
+    ws = damaged("flip")
+    tools = str(Path(lw.__file__))
+    before = Counter(line.split()[0] for line in lw.ledger_lines())
+    argv = ["-w", str(ws.path), "resume", "ledger", "--tools", tools, "--yes"]
+    assert main(argv) == 4  # LostCommitsError: an Argus error, said in full
+    err = capsys.readouterr().err
+    assert err.startswith("argus resume: session 'ledger' (")
+    assert "--accept-lost-commits --tools MODULE_OR_FILE" in err
+    assert main([*argv, "--accept-lost-commits"]) == 3  # paused: in doubt
+    out = capsys.readouterr().out
+    assert "in doubt" in out
+    assert Counter(line.split()[0] for line in lw.ledger_lines()) == before
+
+
+def test_under_full_durability_the_witness_is_flushed_and_matches_the_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from argus_lab.store.checkpoints import SessionStore
+    from argus_lab.store.witness import Witness
+
+    ws = al.Workspace(tmp_path / "ws", durability="full")
+    s = ws.new_session(plan=lw.plan(6), tools=lw.TOOLS, approvals=lw.APPROVE_ALL)
+    monkeypatch.setenv("ARGUS_TEST_LEDGER", str(tmp_path / "ledger.txt"))
+    with s:
+        assert s.run().status == "succeeded"
+    assert not [t for t in threading.enumerate() if t.name == "argus-witness"]
+    folder = ws.path / "sessions" / s.id
+    store = SessionStore(folder, s.id)
+    head = store.read_head()
+    store.close()
+    assert head is not None and Witness(folder, fsync=False).read() == head.version
+    # A damaged witness proves nothing: it is ignored, never a false alarm.
+    (folder / "witness").write_bytes(b"AW1 9999999999999999 00000000\n")
+    ws.open(s.id, tools=lw.TOOLS).close()

@@ -381,6 +381,7 @@ def task_rows(s: Session) -> list[dict[str, Any]]:
 STATUS_COLORS = {
     "interrupted": "red",
     "damaged": "red",
+    "lost_commits": "red",
     "succeeded": "green",
     "failed": "red",
     "blocked": "yellow",

@@ -28,7 +28,7 @@ from argus_lab.cli._common import (
     workspace,
     workspace_path,
 )
-from argus_lab.errors import ArgusError
+from argus_lab.errors import ArgusError, LostCommitsError
 
 if TYPE_CHECKING:
     from argus_lab.runtime.session import RunResult, Session
@@ -227,7 +227,8 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
         try:  # the records' word, not the summary written when a run began
             prog = ws.progress(info.id)
         except ArgusError as e:
-            row |= {"status": "damaged", "error": e.message}
+            lost = isinstance(e, LostCommitsError)
+            row |= {"status": "lost_commits" if lost else "damaged", "error": e.message}
         else:
             row |= {"status": prog["status"], "counts": prog["counts"]}
         rows.append(row)

@@ -12,17 +12,20 @@ session back to an older version without an error. Two small files beside
 
 Both are written after the SQLite transaction commits (a crash in between
 leaves the witness behind the head, which is harmless), at the session's
-durability: fsynced (the witness; the journal rides on the same fsync's
-ordering only loosely) under "full", left to the page cache under "normal".
+durability: under "full" a flusher thread fdatasyncs both right after each
+commit (group commit, off the commit's critical path), under "normal" they are
+left to the page cache, as SQLite's WAL is.
 If the journal does not cover a lost version, every unfinished task counts as
 possibly lost: the fallback is conservative, never silent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -56,6 +59,9 @@ class Witness:
         self._fd: int | None = None
         self._jfd: int | None = None
         self._warned = False
+        self._flusher: threading.Thread | None = None
+        self._dirty = threading.Event()
+        self._stop = False
 
     def read(self) -> int | None:
         """The version last witnessed, or None (no witness, or a damaged one)."""
@@ -93,7 +99,7 @@ class Witness:
             os.write(self._jfd, line.encode())
             os.pwrite(self._fd, _line(version), 0)
             if self.fsync if sync is None else sync:
-                os.fdatasync(self._fd)
+                self._flush_soon()
         except OSError as e:
             # The commit itself is already in SQLite: a witness left behind the
             # head is safe (it can only miss a loss, never invent one), so a
@@ -101,6 +107,33 @@ class Witness:
             if not self._warned:
                 log.warning("could not update %s: %s", self.path, e)
                 self._warned = True
+
+    def _flush_soon(self) -> None:
+        # Group commit off the critical path: a flusher thread fdatasyncs the
+        # witness and journal right after the commit, without the commit
+        # waiting (one fsync covers every commit made meanwhile). Until it
+        # lands the witness can only lag the head, which is safe.
+        if self._flusher is None:
+            self._flusher = threading.Thread(
+                target=self._flush_loop, name="argus-witness", daemon=True
+            )
+            self._flusher.start()
+        self._dirty.set()
+
+    def _flush_loop(self) -> None:
+        while True:
+            self._dirty.wait()
+            self._dirty.clear()
+            if self._stop:
+                return
+            try:
+                for fd in (self._jfd, self._fd):
+                    if fd is not None:
+                        os.fdatasync(fd)
+            except OSError as e:
+                if not self._warned:
+                    log.warning("could not flush %s: %s", self.path, e)
+                    self._warned = True
 
     def touched(self, after: int, upto: int) -> set[str] | None:
         """Tasks the commits ``after < version <= upto`` touched.
@@ -127,7 +160,18 @@ class Witness:
         return tasks
 
     def close(self) -> None:
-        """Closes the files (the data stays on disk)."""
+        """Flushes (under "full") and closes the files (the data stays on disk)."""
+        if self._flusher is not None:
+            self._stop = True
+            self._dirty.set()
+            self._flusher.join()
+            self._flusher = None
+            self._stop = False
+            for fd in (self._jfd, self._fd):
+                # As in the loop: a lagging witness is safe.
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.fdatasync(fd)
         for fd in (self._fd, self._jfd):
             if fd is not None:
                 os.close(fd)
