@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from argus_lab.errors import ArgusError, ConcurrentSessionError, PlanError
 from argus_lab.events import make_event
@@ -42,11 +42,13 @@ if TYPE_CHECKING:
     import diskcache
 
     from argus_lab.store.memory import Memory
+    from argus_lab.store.state import State
 
 __all__ = ["Workspace"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ToolsArg = Iterable[Tool | Callable[..., Any]] | None
+M = TypeVar("M")
 
 
 def _slug(text: str) -> str:
@@ -91,7 +93,8 @@ class Workspace:
             (each commit fsynced: survives power loss, slower). See BENCHMARKS.md.
         embedder: For vector and hybrid memory search: a callable
             ``list[str] -> list[list[float]]`` (e.g. a sentence-transformers
-            model's ``encode``) or a LanceDB embedding function; None: full text.
+            model's ``encode``) or a LanceDB embedding function; None: the
+            default, WordLlama's bundled model (offline, loaded on first use).
     """
 
     def __init__(
@@ -141,7 +144,8 @@ class Workspace:
     def memory(self) -> Memory:
         """Long-term memory (LanceDB, full-text / vector / hybrid) in <root>/memory/.
 
-        Pass an embedder for vector search: ``Workspace(path, embedder=...)``.
+        Vector and hybrid search use the default embedder unless the workspace
+        was given another: ``Workspace(path, embedder=...)``.
         """
         from argus_lab.store.memory import open_memory
 
@@ -435,6 +439,31 @@ class Workspace:
     def damaged_sessions(self) -> dict[str, str]:
         """Sessions that cannot be read: id -> the error saying why."""
         return scan_sessions(self.path / "sessions", self.durability)[1]
+
+    # -- typed states (store/state.py) ------------------------------------------
+
+    @overload
+    def state(self, name: str, model: type[M], **options: Any) -> State[M]: ...
+    @overload
+    def state(self, name: str, model: None = None, **options: Any) -> State[Any]: ...
+    def state(self, name: str, model: Any = None, **options: Any) -> State[Any]:
+        """The typed state ``name``: created from ``model()``'s defaults the
+        first time, loaded after. ``model=None``: a plain JSON document.
+
+        Options: schema_version, max_size, growth_window, lock_ttl,
+        snapshot_every (see ``argus_lab.store.state.State``).
+        """
+        from argus_lab.store.state import open_state
+
+        return open_state(
+            self.path / "states", name, model, durability=self.durability, **options
+        )
+
+    def states(self) -> list[str]:
+        """The names of this workspace's states."""
+        from argus_lab.store.state import state_names
+
+        return state_names(self.path / "states")
 
     def close(self) -> None:
         """Closes the workspace index (sessions close on their own)."""
