@@ -195,3 +195,15 @@ def test_under_full_durability_the_witness_is_flushed_and_matches_the_head(
     # A damaged witness proves nothing: it is ignored, never a false alarm.
     (folder / "witness").write_bytes(b"AW1 9999999999999999 00000000\n")
     ws.open(s.id, tools=lw.TOOLS).close()
+
+
+def test_a_long_journal_starts_afresh_once_no_wal_is_left(ws: al.Workspace) -> None:
+    s = ws.new_session(plan=lw.plan(2), tools=lw.TOOLS, name="j")
+    s.close()  # the last connection checkpoints the WAL into cache.db
+    journal = ws.path / "sessions" / s.id / "journal"
+    assert not (journal.parent / "cache.db-wal").exists()
+    with journal.open("a") as f:  # as after a long life
+        f.write("".join(f"{v} t000\n" for v in range(1, 9000)))
+    assert journal.stat().st_size > 1 << 16
+    ws.open("j", tools=lw.TOOLS).close()
+    assert journal.stat().st_size == 0

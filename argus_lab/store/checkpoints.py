@@ -240,6 +240,10 @@ class SessionStore:
         self.redactor: Redactor | None = None
         """Set by the Session: a last scrub of every value before it is written."""
         self.witness = Witness(self.directory, fsync=durability == "full")
+        wal = self.directory / "cache.db-wal"
+        # No WAL before we open: every commit is in cache.db itself, so the
+        # journal of which task each version touched can start afresh.
+        self._settled = not wal.exists() or wal.stat().st_size == 0
         """The second record of the latest commit, outside SQLite (witness.py)."""
         try:
             self.cache = open_cache(self.directory, durability)
@@ -400,6 +404,9 @@ class SessionStore:
         loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
         if witnessed is not None and head.version < witnessed:
             check_witness(self, loaded, witnessed, accept=accept_lost_commits)
+        elif self._settled and witnessed == head.version:
+            self.witness.compact()
+        self._settled = False  # later loads (a lease handover) find a live WAL
         return loaded
 
     def read_meta(self) -> SessionInfo:

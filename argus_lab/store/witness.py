@@ -135,6 +135,20 @@ class Witness:
                     log.warning("could not flush %s: %s", self.path, e)
                     self._warned = True
 
+    def compact(self, limit: int = 1 << 16) -> None:
+        """Empties a journal over ``limit`` bytes; call only when no WAL is left.
+
+        With every commit in cache.db itself, no version can be lost to a
+        damaged WAL any more, so the journal's lines name nothing worth naming.
+        A line a concurrent writer appends meanwhile may go too: a loss it would
+        have named is then reported as "any unfinished task" (conservative).
+        """
+        try:
+            if self.journal_path.stat().st_size > limit:
+                os.truncate(self.journal_path, 0)
+        except OSError:
+            pass  # no journal yet, or read-only: nothing to gain
+
     def touched(self, after: int, upto: int) -> set[str] | None:
         """Tasks the commits ``after < version <= upto`` touched.
 
