@@ -72,6 +72,13 @@ def _coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
 def _refuse_literal_secrets(plan: Plan, red: Redactor) -> None:
     # A secret written into a plan would be stored with it; a reference is not.
     for t in plan.tasks:
+        if red.needed(t.id):
+            # Task ids are keys in the checkpoint: masking would merge tasks.
+            raise PlanError(
+                "a task id holds a secret (it matches an API key, token or "
+                "password, or a secret environment variable's value); ids are "
+                "stored as keys and cannot be masked. Choose another id"
+            )
         for k, v in t.args.items():
             text = json.dumps(v)
             if red.needed(text) and red.value(v) != v:
@@ -226,9 +233,18 @@ class Workspace:
             + "-"
             + uuid.uuid4().hex[:8]
         )
+        red = Redactor(opts.secrets)
         if name is None:
-            base = f"{parent.name}-fork" if parent else _slug(plan.goal)
+            masked = red.text(plan.goal)  # a name is a key: no secret in it
+            base = f"{parent.name}-fork" if parent else _slug(masked)
             name = f"{base}-{sid[-4:]}"
+        if red.needed(name):
+            # The name is a key of the index: refused, never masked.
+            raise ValueError(
+                "the session name holds a secret (it matches an API key, token or "
+                "password, or a secret environment variable's value); names are "
+                "stored as keys and cannot be masked. Choose another name"
+            )
         if not _NAME.match(name):
             raise ValueError(
                 f"session name {name!r} must start with a letter or digit and use "
