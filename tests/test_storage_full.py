@@ -35,6 +35,12 @@ def big(n: int) -> str:
     return "x" * 200_000 + str(n)
 
 
+@al.tool
+def blob(n: int) -> bytes:
+    CALLS.append(n)
+    return b"x" * 200_000 + str(n).encode()  # bytes become an artifact at once
+
+
 def _plan(tool: str, n: int = 6) -> dict[str, Any]:
     return {
         "goal": "fill the disk",
@@ -55,10 +61,10 @@ def _assert_full(e: al.StorageFullError, s: al.Session, task: str | None) -> Non
 
 
 def _resume(ws: al.Workspace, name: str, n: int = 6) -> None:
-    with ws.open(name, tools=[small, big]) as s:
+    with ws.open(name, tools=[small, big, blob]) as s:
         res = s.run()
         assert res.status == "succeeded", res
-        assert [s.result(f"t{i}") for i in range(n)][:1] in ([0], ["x" * 200_000 + "0"])
+        assert s.result("t0") in (0, "x" * 200_000 + "0", b"x" * 200_000 + b"0")
         assert s.counts()["succeeded"] == n
 
 
@@ -135,8 +141,11 @@ def test_an_io_error_with_space_left_is_not_called_damage(
     s.close()
 
 
-def test_artifact_full(ws: al.Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    s = ws.new_session(plan=_plan("big"), tools=[big], name="artifacts")
+@pytest.mark.parametrize("tool", ["big", "blob"])  # stored at settle / in the call
+def test_artifact_full(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch, tool: str
+) -> None:
+    s = ws.new_session(plan=_plan(tool), tools=[big, blob], name="artifacts")
     real = os.replace
     seen: list[str] = []
 
