@@ -169,3 +169,16 @@ def test_tools_that_fail_to_import_show_file_line_and_error(
         f"argus resume: --tools: cannot import {str(boom)!r}: {boom}:2: "
         "RuntimeError: boom\n    raise RuntimeError('boom')\n"
     )
+
+
+def test_the_widget_summary_says_interrupted_too(killed: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from argus_lab.jupyter.display import session_summary
+
+    shutil.copytree(killed, tmp_path / "ws")
+    with al.Workspace(tmp_path / "ws").open("ledger", tools=lw.TOOLS) as s:
+        assert s.status == "running"  # as the dead process stored it
+        summary = session_summary(s)
+        assert summary["status"] == "interrupted"
+        assert summary["done"] == K
