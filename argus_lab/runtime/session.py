@@ -373,9 +373,7 @@ class Session:
     def graph_svg(self) -> str:
         """The plan's graph as a standalone SVG document, nodes coloured and
         marked by status (for papers and issue reports; ``argus show --svg``)."""
-        from argus_lab.jupyter.display import session_svg
-
-        return session_svg(self)
+        return str(VIEWS.get("graph_svg")(self))
 
     # -- change: tools, staleness, forks ---------------------------------------
 
