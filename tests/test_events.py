@@ -147,3 +147,38 @@ def test_what_the_model_budget_plan_and_htn_layers_hand_in_fits_the_fields() -> 
     for dec in planner.decisions:
         ev = make_event("htn_decision", dec, session_id="s", ts=1)
         assert ev.payload == {**dict.fromkeys(ev.payload), **dec}
+
+
+def test_every_event_the_package_builds_names_declared_fields() -> None:
+    """Scans argus_lab for make_event / .event calls with a literal kind: each
+    keyword and each key of a literal payload dict is a field of that kind (a
+    new key without a field would make the runtime's commit raise)."""
+    import ast
+
+    package = Path(events.__file__).parent.parent
+    bad: list[tuple[str, int, str, list[str]]] = []
+    for path in package.rglob("*.py"):
+        if "events" in path.relative_to(package).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+            first = node.args[0]
+            if name not in ("make_event", "event", "_event") or not (
+                isinstance(first, ast.Constant) and isinstance(first.value, str)
+            ):
+                continue
+            cls = event_class(first.value)
+            keys = [k.arg for k in node.keywords if k.arg not in (None, "payload")]
+            for k in node.keywords:
+                if k.arg == "payload" and isinstance(k.value, ast.Dict):
+                    keys += [
+                        c.value for c in k.value.keys if isinstance(c, ast.Constant)
+                    ]
+            fields = cls.model_fields
+            unknown = [k for k in keys if cls.RENAMED.get(k, k) not in fields]
+            if unknown:
+                bad.append((str(path), node.lineno, first.value, unknown))
+    assert bad == []

@@ -208,13 +208,21 @@ class Paused(EventBase):
 
 
 class Resumed(EventBase):
-    """A run began or resumed; with a task, an interrupted attempt is rerun."""
+    """A run began or resumed; with a task, an interrupted attempt is rerun; with
+    ``recovered="lost_commits"``, a session went on past commits SQLite lost."""
 
     kind: Literal["resumed"] = "resumed"
     recovered: str | None = None
-    """"rerun" for an interrupted idempotent attempt run again."""
+    """"rerun" for an interrupted idempotent attempt run again; "lost_commits"
+    when ``ws.open(..., accept_lost_commits=True)`` went on past lost commits."""
     key: str | None = None
     """Its idempotency key (the same on the rerun)."""
+    head_version: int | None = None
+    """lost_commits: the version the checkpoint held."""
+    witness_version: int | None = None
+    """lost_commits: the latest version that had been committed."""
+    tasks: list[str] | None = None
+    """lost_commits: the tasks those commits touched (None: not known, any)."""
 
 
 class Forked(EventBase):
