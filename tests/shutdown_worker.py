@@ -99,6 +99,54 @@ def open_or_create(ws: al.Workspace, **options: Any) -> al.Session:
         return ws.new_session(plan=plan(), tools=TOOLS, name=NAME, **options)
 
 
+def resume(ws: al.Workspace) -> dict[str, Any]:
+    """Opens the session after a shutdown and runs it to the end, as a user
+    would: run(), settle the tasks in doubt by looking at the ledger (skip one
+    whose key is there: it took effect; retry one whose key is not), run().
+
+    Returns what happened, JSON-ready: ``before`` (status and key of each
+    task as opened), ``doubted`` (tasks in doubt after the first run),
+    ``opened`` (status and reason as opened), ``rerun`` (task -> key of each "resumed ... rerun" event), ``settled``
+    (task -> "skip" or "retry"), ``status`` and ``final`` (status and key).
+    """
+    s = open_or_create(ws)
+    try:
+        opened = [s.status, s.reason]
+        before = {t: [r.status, r.idempotency_key] for t, r in s.records.items()}
+        since = s.events()[-1].seq
+        first = s.run()
+        doubted = sorted(t for t, r in s.records.items() if r.status == "in_doubt")
+        rerun = {
+            e.task_id: e.payload["key"]
+            for e in s.events(since)
+            if e.kind == "resumed" and e.payload.get("recovered") == "rerun"
+        }
+        done = {k for k, _ in ledger(ws.path)}
+        settled: dict[str, str] = {}
+        for t in doubted:
+            if s.record(t).idempotency_key in done:
+                s.skip(t, "took effect before the shutdown (its key is in the ledger)")
+                settled[t] = "skip"
+            else:
+                s.retry(t)
+                settled[t] = "retry"
+        result = s.run() if doubted else first
+        final = {t: [r.status, r.idempotency_key] for t, r in s.records.items()}
+        return {
+            "opened": opened,
+            "before": before,
+            "first": first.status,
+            "doubted": doubted,
+            "rerun": rerun,
+            "settled": settled,
+            "status": result.status,
+            "final": final,
+            "failed_events": [e.task_id for e in s.events() if e.kind == "task_failed"],
+        }
+    finally:
+        s.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("workspace", type=Path)
