@@ -104,10 +104,12 @@ def resume(ws: al.Workspace) -> dict[str, Any]:
     would: run(), settle the tasks in doubt by looking at the ledger (skip one
     whose key is there: it took effect; retry one whose key is not), run().
 
-    Returns what happened, JSON-ready: ``before`` (status and key of each
-    task as opened), ``doubted`` (tasks in doubt after the first run),
-    ``opened`` (status and reason as opened), ``rerun`` (task -> key of each "resumed ... rerun" event), ``settled``
-    (task -> "skip" or "retry"), ``status`` and ``final`` (status and key).
+    Returns what happened, JSON-ready: ``opened`` (the session's status and
+    reason as opened), ``before`` (status and key of each task as opened),
+    ``first`` (how the first run ended), ``doubted`` (tasks in doubt after
+    it), ``rerun`` (task -> key of each "resumed ... rerun" event),
+    ``settled`` (task -> "skip" or "retry"), ``status`` and ``final`` (status
+    and key of each task), ``failed_events`` (tasks of task_failed events).
     """
     s = open_or_create(ws)
     try:
