@@ -14,6 +14,7 @@ from argus_lab.errors import (
     ArgusError,
     BudgetExceeded,
     ConcurrentSessionError,
+    ConflictError,
     CorruptCheckpointError,
     InDoubtError,
     MissingDependency,
@@ -37,6 +38,7 @@ from argus_lab.workspace import Workspace
 
 if TYPE_CHECKING:
     from argus_lab import analysis, llm
+    from argus_lab.client import connect
     from argus_lab.llm.anthropic import AnthropicModel
     from argus_lab.plan.llm import LLMPlanner
     from argus_lab.runtime.dask import DaskExecutor
@@ -51,6 +53,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "ConcurrentSessionError",
+    "ConflictError",
     "CorruptCheckpointError",
     "DaskExecutor",
     "Event",
@@ -77,6 +80,7 @@ __all__ = [
     "Workspace",
     "analysis",
     "builtin_tools",
+    "connect",
     "llm",
     "tool",
 ]
@@ -88,6 +92,7 @@ _LAZY = {
     "AnthropicModel": ("argus_lab.llm.anthropic", "AnthropicModel"),
     "LLMPlanner": ("argus_lab.plan.llm", "LLMPlanner"),
     "DaskExecutor": ("argus_lab.runtime.dask", "DaskExecutor"),
+    "connect": ("argus_lab.client", "connect"),
 }
 
 

@@ -6,8 +6,9 @@ another's private names)::
 
     Session (session.py)  public methods, argument checks; runs everything
       │                   on its private loop thread (loop.py)
-      ├─▶ RunLoop (engine.py)        lease around each call, crash recovery,
-      │     │                        the run/step loops, how a run ends
+      ├─▶ RunLoop (engine.py)        lease around each call, crash recovery
+      │     │                        (FailurePolicy.after_interrupt), the
+      │     │                        run/step loops, how a run ends
       │     ├─▶ Scheduler (scheduler.py)   ready tasks, critical path first (pure)
       │     ├─▶ Supervisor.expand (supervisor.py)   lazy HTN compounds
       │     └─▶ AttemptRunner (attempt.py)   ONE attempt: gate, intent, call
@@ -21,6 +22,7 @@ another's private names)::
       │                 ├─▶ Supervisor remedies   repair / fallback / replan
       │                 └─▶ MemoryFeed (remember.py)  results and lessons
       ├─▶ Actions (actions.py)       a person's retry / skip / approve / reject
+      │                              (a rejection goes to the Settler too)
       ├─▶ Closer (shutdown.py)       close() and the process's exit (atexit of
       │                              threads, SIGTERM, a kernel's shutdown):
       │                              stop, a grace period, then RunLoop.abandon
@@ -42,5 +44,6 @@ another's private names)::
 Views that live above the runtime (DataFrames, static HTML) are registered in
 views.py by the root package, so the runtime never imports them. Executors
 that run sync tools elsewhere (``DaskExecutor``, dask.py) implement the
-``RemoteExecutor`` protocol (executor.py).
+``RemoteExecutor`` protocol; models, executors and planners are typed by the
+protocols in options.py (``Model`` from ``argus_lab.llm``).
 """

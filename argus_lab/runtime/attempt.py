@@ -89,6 +89,7 @@ class AttemptRunner:
             idempotency_key=key,
             workspace=self._root,
             workdir=self._workdir,
+            redactor=self._state.redactor,
         )
 
     def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -188,7 +189,7 @@ class AttemptRunner:
                 timeout=task.timeout or tool.timeout,
                 success=task.success,
                 pool=self._thread_pool(),
-                artifacts=st.artifacts,
+                artifacts=st.artifacts.redacting(st.redactor, tid),
                 remote=self._options.executor,
             )
         except asyncio.CancelledError:

@@ -8,13 +8,13 @@ import functools
 import json
 import time
 import traceback
-from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic_core import to_jsonable_python
 
 from argus_lab.errors import ArgusError, BudgetExceeded, InDoubtError, TransientError
+from argus_lab.runtime.options import RemoteExecutor
 from argus_lab.runtime.outcome import (
     Failed,
     FailureKind,
@@ -27,30 +27,7 @@ from argus_lab.runtime.outcome import (
 from argus_lab.store.artifacts import ArtifactStore, to_stored
 from argus_lab.tools.registry import Tool, ToolContext
 
-__all__ = ["RemoteExecutor", "check_success", "run_attempt"]
-
-
-class RemoteExecutor(Protocol):
-    """Runs sync tool calls elsewhere (e.g. ``al.DaskExecutor`` on a cluster).
-
-    ``call`` must raise TransientError for failures worth retrying (a worker
-    lost, a timeout) and re-raise the tool's own exception otherwise. Results
-    come back to the session's process, which stores them (never pickled into
-    a checkpoint).
-    """
-
-    async def call(
-        self,
-        fn: Callable[..., Any],
-        kwargs: dict[str, Any],
-        *,
-        timeout: float | None,
-        key: str,
-        idempotent: bool,
-    ) -> Any:
-        """Runs ``fn(**kwargs)`` remotely and returns its result; raises
-        InDoubtError when a non-idempotent call was lost mid-way."""
-        ...
+__all__ = ["check_success", "run_attempt"]
 
 
 def _failed(
@@ -183,6 +160,8 @@ async def _attempt(
         # DataFrames, Figures, bytes and produced files become artifacts.
         jsonable = to_jsonable_python(to_stored(result, artifacts))
         text = json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
+    except ArgusError as e:  # e.g. binary data holding a secret: refused
+        return _failed(e, "bad_result", tb=False)
     except (ValueError, TypeError) as e:
         return Failed(
             "bad_result",

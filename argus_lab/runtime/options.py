@@ -17,10 +17,10 @@ from argus_lab.tools.registry import Tool
 if TYPE_CHECKING:
     from argus_lab.llm.base import Model
     from argus_lab.plan.patch import PlanPatch
-    from argus_lab.runtime.executor import RemoteExecutor
 
 __all__ = [
     "HTNPlanning",
+    "RemoteExecutor",
     "Replanning",
     "RunResult",
     "SessionOptions",
@@ -33,6 +33,29 @@ __all__ = [
 log = logging.getLogger("argus_lab")
 T = TypeVar("T")
 Subscriber = Callable[[EventBase], None]
+
+
+class RemoteExecutor(Protocol):
+    """Runs sync tool calls elsewhere (e.g. ``al.DaskExecutor`` on a cluster).
+
+    ``call`` must raise TransientError for failures worth retrying (a worker
+    lost, a timeout) and re-raise the tool's own exception otherwise. Results
+    come back to the session's process, which stores them (never pickled into
+    a checkpoint).
+    """
+
+    async def call(
+        self,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        *,
+        timeout: float | None,
+        key: str,
+        idempotent: bool,
+    ) -> Any:
+        """Runs ``fn(**kwargs)`` remotely and returns its result; raises
+        InDoubtError when a non-idempotent call was lost mid-way."""
+        ...
 
 
 @runtime_checkable
