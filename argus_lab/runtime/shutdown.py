@@ -24,6 +24,9 @@ process shuts down:
 
 Sessions and workspaces are registered weakly, so they can still be
 garbage-collected; a session with a background run is held until it ends.
+A sync tool's thread cannot be killed: one left in flight runs to its end
+before the interpreter exits (Python joins tool pool threads), its result
+dropped; after SIGTERM the process dies at once, ending it wherever it is.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
     from argus_lab.runtime.loop import LoopThread
     from argus_lab.runtime.signals import Signals
 
-__all__ = ["Closer", "hold", "shut_down", "shutting_down", "stop_all", "track"]
+__all__ = ["Closer", "hold", "shut_down", "stop_all", "track"]
 
 
 class Closer:
@@ -114,12 +117,9 @@ _others: weakref.WeakSet[Any] = weakref.WeakSet()
 _held: set[Closer] = set()
 _lock = threading.Lock()
 _hooked = False
+_shell_seen = False
+_sigterm_set = False
 _why: str | None = None
-
-
-def shutting_down() -> str | None:
-    """Why the process is shutting down, or None while it is not."""
-    return _why
 
 
 def track(closer: Closer | _Closeable) -> None:
@@ -128,28 +128,31 @@ def track(closer: Closer | _Closeable) -> None:
     Sessions' Closers are closed first (all stop at once, then each waits out
     its grace), then everything else (workspaces).
     """
-    global _hooked
+    global _hooked, _shell_seen, _sigterm_set
     with _lock:
         if isinstance(closer, Closer):
             _closers.add(closer)
         else:
             _others.add(closer)
-        if _hooked:
-            return
-        _hooked = True
-    try:
-        threading._register_atexit(_at_exit)  # type: ignore[attr-defined]
-    except (AttributeError, RuntimeError):  # not CPython, or exiting already
-        import atexit
+        hook, _hooked = not _hooked, True
+    if hook:
+        try:
+            threading._register_atexit(_at_exit)  # type: ignore[attr-defined]
+        except (AttributeError, RuntimeError):  # not CPython, or exiting already
+            import atexit
 
-        atexit.register(_at_exit)
-    shell = _ipython_shell()
-    if shell is not None:
+            atexit.register(_at_exit)
+    if not _shell_seen and (shell := _ipython_shell()) is not None:
+        _shell_seen = True
         shell.observe(_on_kernel_exit, names="exit_now")
+    # Only the main thread may set a handler: a session made elsewhere first
+    # (a server's worker thread) leaves it to the next one made there.
     if (
-        threading.current_thread() is threading.main_thread()
+        not _sigterm_set
+        and threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     ):
+        _sigterm_set = True
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
