@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from argus_lab.workspace import Workspace
 
 __all__ = ["RunResult", "Session", "SessionOptions"]
+
+_BLOCKING_LOCK = threading.Lock()
 
 
 class Session:
@@ -210,6 +213,26 @@ class Session:
             self._runner.guarded(coro), lambda: self.pause("interrupted by the user")
         )
 
+    _blocking_calls = 0  # blocking run()/step()/rerun_stale() calls waiting now
+
+    def _blocking(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``_call`` for the calls that run tasks while their caller waits."""
+        with _BLOCKING_LOCK:
+            self._blocking_calls += 1
+        try:
+            return self._call(coro)
+        finally:
+            with _BLOCKING_LOCK:
+                self._blocking_calls -= 1
+
+    @property
+    def blocking_run(self) -> bool:
+        """Whether a blocking ``run()``, ``step()`` or ``rerun_stale()`` is in
+        progress: its caller (e.g. a notebook cell) waits until it returns, unlike
+        a background ``start()``. The widget uses it to say its controls act
+        only when the cell is done."""
+        return self._blocking_calls > 0
+
     def close(self) -> None:
         """Closes the session; idempotent, and done for you at interpreter exit.
 
@@ -233,12 +256,12 @@ class Session:
         of the tasks that ran (empty when nothing could run).
         """
         self._signals.go()  # here, so a pause() right after counts
-        return self._call(self._runner.step())
+        return self._blocking(self._runner.step())
 
     def run(self) -> RunResult:
         """Runs until every task is done, the session pauses, or nothing can run."""
         self._signals.go()
-        return self._call(self._runner.run())
+        return self._blocking(self._runner.run())
 
     def start(self) -> concurrent.futures.Future[RunResult]:
         """Starts ``run()`` in the background and returns its future at once."""
@@ -345,6 +368,11 @@ class Session:
         self._state.need_task(task_id)
         self._call(self._actions.set_breakpoint(task_id, on))
 
+    def graph_svg(self) -> str:
+        """The plan's graph as a standalone SVG document, nodes coloured and
+        marked by status (for papers and issue reports; ``argus show --svg``)."""
+        return str(VIEWS.get("graph_svg")(self))
+
     # -- change: tools, staleness, forks ---------------------------------------
 
     def update_tools(self, *tools: Tool | Callable[..., Any]) -> None:
@@ -366,7 +394,7 @@ class Session:
     def rerun_stale(self) -> RunResult:
         """Makes exactly the stale tasks pending again, then ``run()``s."""
         self._signals.go()
-        return self._call(self._rerun_stale())
+        return self._blocking(self._rerun_stale())
 
     async def _rerun_stale(self) -> RunResult:
         await self._actions.mark_stale()
