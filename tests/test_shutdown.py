@@ -460,3 +460,40 @@ def test_kernel_shutdown_mid_run_fails_nothing(
         km.shutdown_kernel(now=True)
     assert "the kernel was asked to shut down" in report["opened"][1]
     check_resumed(report, root, left=grace == 0.0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_child_exits_without_closing_the_parents_sessions(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import os, sys\n"
+        "import argus_lab as al\n"
+        "@al.tool\n"
+        "def x() -> int:\n"
+        "    return 1\n"
+        "ws = al.Workspace(sys.argv[1])\n"
+        "s = ws.new_session(plan={'tasks': [{'id': 'a', 'tool': 'x'}]}, tools=[x])\n"
+        "s.run()  # its loop thread runs in this process only\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    sys.exit(0)  # a normal exit: the exit hook runs in the child\n"
+        "import signal, time\n"
+        "end = time.monotonic() + 30\n"
+        "while not (done := os.waitpid(pid, os.WNOHANG))[0]:\n"
+        "    if time.monotonic() > end:  # hung: end it, leave no orphan\n"
+        "        os.kill(pid, signal.SIGKILL)\n"
+        "        done = os.waitpid(pid, 0)\n"
+        "        print('hung')\n"
+        "        break\n"
+        "    time.sleep(0.01)\n"
+        "print(os.waitstatus_to_exitcode(done[1]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "ws")],
+        env=_env(),
+        capture_output=True,
+        timeout=DEADLINE,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.split() == [b"0"]

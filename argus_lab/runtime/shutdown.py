@@ -204,6 +204,17 @@ def _on_kernel_exit(change: dict[str, Any]) -> None:
         stop_all("the kernel was asked to shut down or restart")
 
 
+def _forget() -> None:
+    # A forked child has none of the parent's threads: closing the parent's
+    # sessions there would wait forever for their loop threads.
+    _closers.clear()
+    _others.clear()
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_forget)
+
+
 def _at_exit() -> None:
     shut_down("the interpreter is exiting: a kernel restart or shutdown, or exit")
 
