@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from argus_lab.runtime.actions import Actions
 from argus_lab.runtime.attempt import AttemptRunner
 from argus_lab.runtime.budget import BudgetChecker
+from argus_lab.runtime.driver import RunDriver
 from argus_lab.runtime.engine import RunLoop
 from argus_lab.runtime.lease import Lease
 from argus_lab.runtime.llm_task import LlmTaskRunner
@@ -40,8 +41,8 @@ class Parts:
     """What the session knows; the store's only writer."""
     signals: Signals
     """Pause requests and the run loop's wake-up."""
-    runner: RunLoop
-    """The lease around calls, recovery, the run and step loops."""
+    driver: RunDriver
+    """Carries calls to the loop thread; the run loop's step, run and start."""
     attempts: AttemptRunner
     """One attempt of a task (its tool threads are closed with the session)."""
     actions: Actions
@@ -79,12 +80,13 @@ def assemble(
     llm = LlmTaskRunner(state, budget, options, workspace)
     attempts = AttemptRunner(state, settler, budget, llm, options, workspace.path)
     runner = RunLoop(state, signals, attempts, supervisor, settler, policy, options)
+    actions = Actions(state, settler, signals)
     memory.prepare()
     return Parts(
         state=state,
         signals=signals,
-        runner=runner,
+        driver=RunDriver(loaded.meta.name, runner, signals, actions),
         attempts=attempts,
-        actions=Actions(state, settler, signals),
+        actions=actions,
         memories=memories,
     )
