@@ -58,10 +58,9 @@ class Session:
         parts = assemble(workspace, store, loaded, tools, options)
         self._state = parts.state
         self._signals = parts.signals
-        self._attempts = parts.attempts
         self._actions = parts.actions
-        self._memories = parts.memories
         self._driver = parts.driver
+        self._closer = parts.closer
 
     # -- what it is ----------------------------------------------------------
 
@@ -210,13 +209,14 @@ class Session:
         return self._driver.blocking_run
 
     def close(self) -> None:
-        """Stops the loop thread and closes the store (waits for a background run)."""
-        # diskcache keeps one SQLite connection per thread: close the loop
-        # thread's own, so SQLite can checkpoint and drop its WAL file.
-        self._driver.close(self._state.close)
-        self._attempts.close()
-        self._memories.close()  # the queued memories are written before we go
-        self._state.close()
+        """Closes the session; idempotent, and done for you at interpreter exit.
+
+        No task starts from now on. Attempts in flight get
+        ``shutdown_grace`` seconds to finish and commit; any still running then
+        are left as their committed intents, decided on the next open exactly
+        as after a crash. Nothing is marked failed by closing.
+        """
+        self._closer.close("session closed")
 
     def __enter__(self) -> Session:
         return self
