@@ -31,6 +31,7 @@ from argus_lab.plan.static import coerce_plan, refuse_literal_secrets
 from argus_lab.redact import Redactor
 from argus_lab.runtime.options import SessionArgs
 from argus_lab.runtime.session import Session, SessionOptions
+from argus_lab.runtime.shutdown import track
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
 from argus_lab.store.folders import delete_session, session_folder_ids
@@ -97,6 +98,7 @@ class Workspace:
         self._index_cache: diskcache.Cache | None = None
         self._index_lock = threading.Lock()
         self.embedder = embedder
+        track(self)  # weakly: its index is closed at interpreter exit
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r})"
@@ -474,7 +476,8 @@ class Workspace:
         return state_names(self.path / "states")
 
     def close(self) -> None:
-        """Closes the workspace index (sessions close on their own)."""
+        """Closes the workspace index (idempotent; done for you at interpreter
+        exit; sessions close on their own)."""
         if self._index_cache is not None:
             self._index_cache.close()
             self._index_cache = None

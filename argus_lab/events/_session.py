@@ -214,7 +214,10 @@ class Resumed(EventBase):
     kind: Literal["resumed"] = "resumed"
     recovered: str | None = None
     """"rerun" for an interrupted idempotent attempt run again; "lost_commits"
-    when ``ws.open(..., accept_lost_commits=True)`` went on past lost commits."""
+    when ``ws.open(..., accept_lost_commits=True)`` went on past lost commits;
+    "not started: shutting down" for a call a shutdown kept from starting."""
+    why: str | None = None
+    """Why (a shutdown's reason)."""
     key: str | None = None
     """Its idempotency key (the same on the rerun)."""
     head_version: int | None = None

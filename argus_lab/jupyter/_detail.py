@@ -59,14 +59,15 @@ def resolved_args(args: Any, result_of: Callable[[str], Any]) -> Any:
     secret, and secrets never reach the front end. A reference that cannot be
     resolved (its task has not succeeded) stays as written too.
     """
-    from argus_lab.plan.graph import ReferenceError_, resolve_args
+    from argus_lab.errors import UnresolvedReferenceError
+    from argus_lab.plan.graph import resolve_args
 
     if isinstance(args, str):
         if "${" not in args or _ENV_REF in args:
             return args
         try:
             return resolve_args(args, result_of)
-        except (ReferenceError_, KeyError, LookupError, TypeError):
+        except (UnresolvedReferenceError, KeyError, LookupError, TypeError):
             return args
     if isinstance(args, dict):
         return {k: resolved_args(v, result_of) for k, v in args.items()}

@@ -12,7 +12,7 @@ from typing import Any
 from argus_lab.model import Task
 from argus_lab.plan._decompose import _Node, _Search
 from argus_lab.plan._model import Plan
-from argus_lab.plan.domain import Subtask, call_text
+from argus_lab.plan._subtask import Subtask, call_text
 from argus_lab.plan.graph import EXPAND_TOOL
 
 

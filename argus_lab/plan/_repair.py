@@ -13,7 +13,7 @@ from argus_lab.model import Task
 from argus_lab.plan._build import CompoundInfo, _Build
 from argus_lab.plan._decompose import _Node, _NoPlan
 from argus_lab.plan._model import Plan
-from argus_lab.plan.domain import Subtask, call_text
+from argus_lab.plan._subtask import Subtask, call_text
 from argus_lab.plan.patch import PlanPatch
 
 

@@ -224,11 +224,6 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
     return plan.model_copy(update={"tasks": new_tasks})
 
 
-ReferenceError_ = UnresolvedReferenceError
-"""Its old name. TEMPORARY: the runtime still imports it from here; arch-runtime
-switches to argus_lab.errors.UnresolvedReferenceError, then this line goes."""
-
-
 def _walk(value: Any, ref: Reference) -> Any:
     if ref.is_env:
         name = ref.path[0]
@@ -273,7 +268,7 @@ def resolve_args(args: Any, result_of: Callable[[str], Any]) -> Any:
     type; references inside longer strings are interpolated as text.
 
     Raises:
-        ReferenceError_: naming the reference and what was missing.
+        UnresolvedReferenceError: naming the reference and what was missing.
     """
     if isinstance(args, str):
         if "${" not in args:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from argus_lab.errors import SessionStateError
+from argus_lab.errors import SessionStateError, UnresolvedReferenceError
 from argus_lab.events import EventBase
 from argus_lab.model import Budget, Status, TaskRecord
-from argus_lab.plan.graph import ReferenceError_, resolve_args
+from argus_lab.plan.graph import resolve_args
 from argus_lab.runtime.options import input_hash
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.scheduler import DONE
@@ -57,7 +57,7 @@ class Actions:
                 continue
             try:
                 args = resolve_args(task.args, st.result_of)
-            except ReferenceError_:
+            except UnresolvedReferenceError:
                 stale.add(tid)
                 continue
             if (
