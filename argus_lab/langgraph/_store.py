@@ -1,0 +1,306 @@
+"""One LangGraph thread's records in its own diskcache folder (no LangGraph import).
+
+A thread lives in ``<workspace>/sessions/lg-<slug>-<hash>/`` beside native sessions,
+in the same SQLite-backed diskcache with the same no-pickle Disk. Keys:
+
+- ``head``, ``meta``: Argus's own records (version counter and runner lease; the
+  SessionInfo), so the thread is listed like a session.
+- ``lg:thread``: the thread id.
+- ``c<US>ns<US>checkpoint_id``: a checkpoint record (``_delta.py``).
+- ``b<US>ns<US>channel<US>version``: a channel's value at one version.
+- ``w<US>ns<US>checkpoint_id<US>task_id<US>idx``: one pending write.
+
+(``<US>`` is the ASCII unit separator, which no namespace or channel contains.)
+Every value is ``"<schema_version>|<crc32>|<json>"`` text; a record that fails its
+checksum raises CorruptCheckpointError naming the thread and the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import diskcache
+
+from argus_lab.errors import (
+    ConcurrentSessionError,
+    CorruptCheckpointError,
+    SchemaVersionError,
+)
+from argus_lab.store.checkpoints import (
+    Durability,
+    Head,
+    lease_is_live,
+    make_lease,
+    open_cache,
+)
+from argus_lab.store.checkpoints import encode as encode_argus
+
+__all__ = [
+    "LG_MIGRATIONS",
+    "LG_SCHEMA_VERSION",
+    "US",
+    "ThreadStore",
+    "thread_session_id",
+]
+
+US = "\x1f"
+LG_SCHEMA_VERSION = 1
+"""Version of the checkpoint, blob and write records this module writes."""
+LG_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+"""from_version -> function upgrading a LangGraph record's JSON data one version."""
+
+
+def thread_session_id(thread_id: str) -> str:
+    """The session id (and folder name) of a LangGraph thread: stable, path-safe."""
+    slug = "-".join(re.findall(r"[a-z0-9]+", thread_id.lower()))[:32] or "thread"
+    digest = hashlib.sha256(thread_id.encode()).hexdigest()[:10]
+    return f"lg-{slug}-{digest}"
+
+
+def lg_encode(data: Any) -> str:
+    """Wraps JSON data in the versioned, checksummed envelope."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return f"{LG_SCHEMA_VERSION}|{zlib.crc32(text.encode()):08x}|{text}"
+
+
+class ThreadStore:
+    """The records of one LangGraph thread; every write is one transaction."""
+
+    def __init__(
+        self,
+        directory: Path,
+        thread_id: str,
+        *,
+        durability: Durability,
+        holder: str,
+        lease_ttl: float,
+    ) -> None:
+        self.directory = directory
+        self.thread_id = thread_id
+        self.session_id = directory.name
+        self.holder = holder
+        self.lease_ttl = lease_ttl
+        self.lock = threading.RLock()
+        self.expected_version: int | None = None
+        """The head version of our last commit: a different one at the next
+        commit means another writer got in between (ConcurrentSessionError)."""
+        try:
+            self.cache = open_cache(directory, durability)
+        except sqlite3.DatabaseError as e:
+            raise self.corrupt("cache.db", e) from None
+
+    def close(self) -> None:
+        self.cache.close()
+
+    # -- reading ------------------------------------------------------------
+
+    def corrupt(self, key: str, why: object) -> CorruptCheckpointError:
+        readable = key.replace(US, " / ")
+        return CorruptCheckpointError(
+            f"LangGraph thread {self.thread_id!r} (session {self.session_id}): "
+            f"record {readable!r} is damaged ({why}). Other threads are "
+            "unaffected; resume from an earlier checkpoint (graph.get_state_history) "
+            "or delete the thread to start it over.",
+            key=key,
+            session_id=self.session_id,
+        )
+
+    def parse(self, key: str, raw: Any) -> Any:
+        """Checks the envelope of a LangGraph record and returns its data."""
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", "replace")
+        if not isinstance(raw, str):
+            raise self.corrupt(key, f"unexpected {type(raw).__name__} value")
+        try:
+            sv_s, crc, body = raw.split("|", 2)
+            sv = int(sv_s)
+        except ValueError:
+            raise self.corrupt(key, "no version/checksum envelope") from None
+        if f"{zlib.crc32(body.encode()):08x}" != crc:
+            raise self.corrupt(key, "checksum mismatch")
+        if sv > LG_SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"LangGraph thread {self.thread_id!r}: record has schema_version "
+                f"{sv}, newer than this argus-lab understands ({LG_SCHEMA_VERSION}); "
+                "upgrade argus-lab to open it",
+                session_id=self.session_id,
+            )
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as e:
+            raise self.corrupt(key, f"invalid JSON: {e}") from None
+        for v in range(sv, LG_SCHEMA_VERSION):
+            fn = LG_MIGRATIONS.get(v)
+            if fn is None:
+                raise SchemaVersionError(
+                    f"LangGraph thread {self.thread_id!r}: no migration for records "
+                    f"from schema_version {v}",
+                    session_id=self.session_id,
+                )
+            data = fn(data)
+        return data
+
+    def get(self, key: str) -> Any:
+        """The data of one LangGraph record, or None."""
+        try:
+            raw = self.cache.get(key)
+        except sqlite3.DatabaseError as e:
+            raise self.corrupt(key, e) from None
+        return None if raw is None else self.parse(key, raw)
+
+    def scan_raw(self, prefix: str) -> list[tuple[str, Any]]:
+        """(key, stored text) of every record whose key starts with ``prefix``."""
+        # One range query instead of a get() per key (diskcache has no range read).
+        try:
+            rows = self.cache._sql(
+                "SELECT key, mode, filename, value FROM Cache "
+                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
+                (prefix, prefix + "\uffff"),
+            ).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise self.corrupt(prefix + "*", e) from None
+        out = []
+        for key, mode, filename, value in rows:
+            if mode != diskcache.core.MODE_RAW:
+                value = self.cache.disk.fetch(mode, filename, value, False)
+            out.append((key, value))
+        return out
+
+    def get_many(self, keys: list[str]) -> dict[str, Any]:
+        """The data of the LangGraph records among ``keys`` that exist."""
+        out: dict[str, Any] = {}
+        for i in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+            chunk = keys[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            try:
+                rows = self.cache._sql(
+                    "SELECT key, mode, filename, value FROM Cache "
+                    f"WHERE raw = 1 AND key IN ({marks})",
+                    chunk,
+                ).fetchall()
+            except sqlite3.DatabaseError as e:
+                raise self.corrupt(chunk[0], e) from None
+            for key, mode, filename, value in rows:
+                if mode != diskcache.core.MODE_RAW:
+                    value = self.cache.disk.fetch(mode, filename, value, False)
+                out[key] = self.parse(key, value)
+        return out
+
+    def last_key(self, prefix: str) -> str | None:
+        """The greatest key starting with ``prefix``, or None."""
+        row = self.cache._sql(
+            "SELECT key FROM Cache WHERE key >= ? AND key < ? AND raw = 1 "
+            "ORDER BY key DESC LIMIT 1",
+            (prefix, prefix + "\uffff"),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def scan(self, prefix: str) -> Iterator[tuple[str, Any]]:
+        """(key, data) of every LangGraph record under ``prefix``, in key order."""
+        for key, raw in self.scan_raw(prefix):
+            yield key, self.parse(key, raw)
+
+    def namespaces(self) -> list[str]:
+        """The checkpoint namespaces that hold checkpoints."""
+        out: set[str] = set()
+        for key, _ in self.scan_raw("c" + US):
+            out.add(key.split(US)[1])
+        return sorted(out)
+
+    def read_head(self) -> Head | None:
+        raw = self.cache.get("head")
+        if raw is None:
+            return None
+        try:
+            _, crc, body = raw.split("|", 2)
+            if f"{zlib.crc32(body.encode()):08x}" != crc:
+                raise ValueError("checksum mismatch")
+            d = json.loads(body)
+        except ValueError as e:
+            raise self.corrupt("head", e) from None
+        return Head(d.get("version", 0), d.get("last_seq", 0), d.get("lease"))
+
+    # -- writing ------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Head]:
+        """One SQLite transaction that checks and takes the runner lease.
+
+        Yields the head (version already bumped); it is written at the end with
+        the other records. Raises ConcurrentSessionError, writing nothing, while
+        another live process holds the thread or wrote it since our last commit.
+        """
+        with self.lock:
+            try:
+                with self.cache.transact(retry=True):
+                    head = self.read_head() or Head()
+                    self._check(head)
+                    head.version += 1
+                    head.lease = make_lease(self.holder, self.lease_ttl)
+                    yield head
+                    self.cache.set("head", encode_argus(head.to_json()))
+            except sqlite3.DatabaseError as e:
+                raise self.corrupt("cache.db", e) from None
+            self.expected_version = head.version
+
+    def _check(self, head: Head) -> None:
+        lease = head.lease
+        if (
+            lease
+            and lease.get("holder") != self.holder
+            and lease_is_live(lease, time.time())
+        ):
+            left = max(0.0, lease.get("expires", 0) - time.time())
+            raise ConcurrentSessionError(
+                f"LangGraph thread {self.thread_id!r} is being written by process "
+                f"{lease.get('pid')} on {lease.get('host')} (lease valid {left:.0f}s "
+                "more); nothing was written. Wait for that run to end, or copy the "
+                "thread (saver.copy_thread) and continue the copy.",
+                session_id=self.session_id,
+            )
+        expected = self.expected_version
+        if expected is not None and head.version != expected:
+            # Re-read from here on: the next commit starts from what is stored.
+            self.expected_version = None
+            raise ConcurrentSessionError(
+                f"LangGraph thread {self.thread_id!r} was changed by another writer "
+                f"(version {head.version}, expected {expected}); "
+                "nothing was written. Invoke the graph again to continue from the "
+                "latest checkpoint.",
+                session_id=self.session_id,
+            )
+
+    def set(self, key: str, data: Any) -> int:
+        """Writes a LangGraph record (inside ``transaction``); returns its size."""
+        text = lg_encode(data)
+        self.cache.set(key, text)
+        return len(text)
+
+    def set_raw(self, key: str, text: str) -> None:
+        self.cache.set(key, text)
+
+    def delete(self, key: str) -> None:
+        self.cache.delete(key)
+
+    def release(self) -> None:
+        """Gives up the runner lease so another process may write at once."""
+        with self.lock, self.cache.transact(retry=True):
+            head = self.read_head()
+            if head is None or not head.lease:
+                return
+            if head.lease.get("holder") != self.holder:
+                return
+            head.lease = None
+            head.version += 1
+            self.cache.set("head", encode_argus(head.to_json()))
+            self.expected_version = head.version
