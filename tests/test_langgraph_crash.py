@@ -17,11 +17,9 @@ from pathlib import Path
 import pytest
 
 import argus_lab as al
+from argus_lab.langgraph import ArgusSaver
 from tests import langgraph_worker as lw
 from tests.waiting import wait_until
-
-pytest.importorskip("langgraph")
-from argus_lab.langgraph import ArgusSaver  # noqa: E402
 
 WORKER = Path(__file__).resolve().parent / "langgraph_worker.py"
 
@@ -102,9 +100,7 @@ def test_sigkill_at_seeded_moments_then_resume_equals_an_uninterrupted_run(
     assert isinstance(log, list)
     # Every node's write is in the state exactly once.
     names = [x.split(":")[0] for x in log]
-    assert sorted(names) == sorted(
-        f"{p}{k}" for k in range(lw.ROUNDS) for p in "abc"
-    )
+    assert sorted(names) == sorted(f"{p}{k}" for k in range(lw.ROUNDS) for p in "abc")
 
 
 @pytest.mark.slow

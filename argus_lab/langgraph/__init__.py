@@ -14,8 +14,7 @@ try:
     import langgraph.checkpoint.base  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise MissingDependency(
-        "argus_lab.langgraph needs LangGraph: pip install 'argus-lab[langgraph]' "
-        f"({e})"
+        f"argus_lab.langgraph needs LangGraph: pip install 'argus-lab[langgraph]' ({e})"
     ) from e
 
 from argus_lab.langgraph._codec import UnsafeValueError

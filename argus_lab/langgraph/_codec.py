@@ -28,6 +28,7 @@ import math
 import pathlib
 import uuid
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from argus_lab.errors import ArgusError
@@ -82,7 +83,7 @@ class _Encoder:
     def refuse(self, obj: Any, where: str) -> UnsafeValueError:
         return UnsafeValueError(self.channel, _path(type(obj)).replace(":", "."), where)
 
-    def enc(self, obj: Any, where: str = "") -> Any:  # noqa: C901 - one dispatch
+    def enc(self, obj: Any, where: str = "") -> Any:
         t = type(obj)
         if obj is None or t is bool or t is int or t is str:
             return obj
@@ -102,7 +103,7 @@ class _Encoder:
             return {k: self.enc(v, f"{where}[{k!r}]") for k, v in obj.items()}
         return self.enc_other(obj, where)
 
-    def enc_other(self, obj: Any, where: str) -> Any:  # noqa: C901 - one dispatch
+    def enc_other(self, obj: Any, where: str) -> Any:
         from langgraph.checkpoint.serde.types import _DeltaSnapshot
         from langgraph.types import Send
 
@@ -190,7 +191,7 @@ def encode(value: Any, channel: str) -> Any:
     return _Encoder(channel).enc(value)
 
 
-_SIMPLE = {
+_SIMPLE: dict[str, Callable[[Any], Any]] = {
     "float": float,
     "uuid": uuid.UUID,
     "decimal": decimal.Decimal,
@@ -201,7 +202,7 @@ _SIMPLE = {
 }
 
 
-def decode(data: Any) -> Any:  # noqa: C901 - one dispatch
+def decode(data: Any) -> Any:
     """Rebuilds a value from what ``encode`` produced."""
     t = type(data)
     if t is list:

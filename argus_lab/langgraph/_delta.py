@@ -80,7 +80,9 @@ def checkpoint_record(
     and whether the record is a delta.
     """
     cv = dict(checkpoint["channel_versions"])
-    vs = {k: dict(v) for k, v in checkpoint["versions_seen"].items()}
+    # The inner dicts are kept as they are, not copied: LangGraph hands put() a
+    # copy of its checkpoint (copy_checkpoint) and never changes it afterwards.
+    vs = dict(checkpoint["versions_seen"])
     known = {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen"}
     rec: dict[str, Any] = {
         "id": checkpoint["id"],
@@ -93,23 +95,22 @@ def checkpoint_record(
         ),
     }
     if memo is not None and memo.id == parent and memo.chain < memo.full:
-        dcv = {k: v for k, v in cv.items() if memo.cv.get(k) != v}
-        ucv = {k: memo.cv.get(k) for k in dcv}
-        for k in memo.cv.keys() - cv.keys():
-            dcv[k], ucv[k] = None, memo.cv[k]
-        dvs = {k: v for k, v in vs.items() if memo.vs.get(k) != v}
-        uvs = {k: memo.vs.get(k) for k in dvs}
-        for k in memo.vs.keys() - vs.keys():
-            dvs[k], uvs[k] = None, memo.vs[k]
+        mcv, mvs = memo.cv, memo.vs
+        dcv: dict[str, Any] = {k: v for k, v in cv.items() if mcv.get(k) != v}
+        ucv = {k: mcv.get(k) for k in dcv}
+        for k in mcv.keys() - cv.keys():
+            dcv[k], ucv[k] = None, mcv[k]
+        dvs: dict[str, Any] = {k: v for k, v in vs.items() if mvs.get(k) != v}
+        uvs = {k: mvs.get(k) for k in dvs}
+        for k in mvs.keys() - vs.keys():
+            dvs[k], uvs[k] = None, mvs[k]
         rec.update(base=parent, dcv=dcv, ucv=ucv, dvs=dvs, uvs=uvs)
         return rec, CkptMemo(checkpoint["id"], cv, vs, 0, 0), True
     rec.update(cv=cv, vs=vs)
     return rec, CkptMemo(checkpoint["id"], cv, vs, 0, 0), False
 
 
-def apply_record(
-    rec: dict[str, Any], cv: dict[str, Any], vs: dict[str, Any]
-) -> None:
+def apply_record(rec: dict[str, Any], cv: dict[str, Any], vs: dict[str, Any]) -> None:
     """Moves (cv, vs) from the base's state to ``rec``'s, in place."""
     for k, v in rec["dcv"].items():
         if v is None:
@@ -123,9 +124,7 @@ def apply_record(
             vs[k] = dict(v)
 
 
-def undo_record(
-    rec: dict[str, Any], cv: dict[str, Any], vs: dict[str, Any]
-) -> None:
+def undo_record(rec: dict[str, Any], cv: dict[str, Any], vs: dict[str, Any]) -> None:
     """Moves (cv, vs) from ``rec``'s state back to its base's, in place."""
     for k, v in rec["ucv"].items():
         if v is None:

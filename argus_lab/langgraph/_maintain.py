@@ -42,9 +42,7 @@ def copy_records(src: ThreadStore, dst: ThreadStore) -> None:
 
     Records name no thread, so they are copied as stored (checksums and all).
     """
-    rows = [
-        row for p in ("c", "b", "w") for row in src.scan_raw(p + US)
-    ]
+    rows = [row for p in ("c", "b", "w") for row in src.scan_raw(p + US)]
     with dst.transaction():
         for key, text in rows:
             dst.set_raw(key, text)
@@ -97,14 +95,14 @@ def _encoded_value(st: ThreadStore, key: str, rec: dict[str, Any]) -> Any:
 def prune(st: ThreadStore, *, keep_latest: bool) -> None:
     """Keeps each namespace's latest checkpoint (whole) and its writes and
     values, or (``keep_latest=False``) deletes every checkpoint."""
-    plans = []
+    plans: list[tuple[str, str | None, dict[str, Any], dict[str, Any]]] = []
     for ns in st.namespaces():
         records = _records(st, ns)
         if not keep_latest or not records:
             plans.append((ns, None, {}, {}))
             continue
-        cid = max(records)
-        cv, vs = materialize(st, ns, records[cid], records)
+        latest = max(records)
+        cv, vs = materialize(st, ns, records[latest], records)
         blobs: dict[str, Any] = {}
         for ch, ver in cv.items():
             key = blob_key(ns, ch, ver)
@@ -114,7 +112,7 @@ def prune(st: ThreadStore, *, keep_latest: bool) -> None:
             if "base" in rec:
                 rec = {"full": _encoded_value(st, key, rec)}
             blobs[key] = rec
-        plans.append((ns, cid, _full(records[cid], cv, vs), blobs))
+        plans.append((ns, latest, _full(records[latest], cv, vs), blobs))
     with st.transaction():
         for ns, cid, rec, blobs in plans:
             keep = set(blobs)

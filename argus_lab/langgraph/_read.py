@@ -162,9 +162,7 @@ def iter_tuples(
     back from a checkpoint to its parent undoes one record instead of rebuilding
     the parent from its full ancestor: listing a history is linear in its length.
     """
-    records = {
-        key.split(US)[2]: data for key, data in st.scan(f"c{US}{ns}{US}")
-    }
+    records = {key.split(US)[2]: data for key, data in st.scan(f"c{US}{ns}{US}")}
     state: tuple[str, dict[str, Any], dict[str, Any]] | None = None
     for rid in sorted(records, reverse=True):
         rec = records[rid]

@@ -152,9 +152,7 @@ class ArgusSaver(BaseCheckpointSaver[str]):
         for d in sorted(self._root.glob("lg-*")):
             if not (d / "cache.db").exists():
                 continue
-            st = ThreadStore(
-                d, "?", durability=self.durability, holder="", lease_ttl=0
-            )
+            st = ThreadStore(d, "?", durability=self.durability, holder="", lease_ttl=0)
             try:
                 data = st.get("lg:thread")
             finally:

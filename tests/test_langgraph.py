@@ -1,0 +1,341 @@
+"""ArgusSaver, the LangGraph checkpointer: conformance, codec, integrity, deltas."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import operator
+import pickle
+import shutil
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel
+
+import argus_lab as al
+from argus_lab.langgraph import ArgusSaver, UnsafeValueError
+from argus_lab.langgraph._codec import decode, encode
+from argus_lab.langgraph._serde import ArgusSerde
+from argus_lab.langgraph._store import US, thread_session_id
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class Acc(TypedDict):
+    results: Annotated[list[str], operator.add]
+    i: int
+
+
+def chain(n: int, payload: int = 512) -> Any:
+    """N no-op nodes in a row, each appending ``payload`` characters."""
+    g = StateGraph(Acc)
+    for k in range(n):
+        g.add_node(
+            f"n{k}",
+            lambda s, k=k: {"results": [f"{k:06d}" * (payload // 6)], "i": s["i"] + 1},
+        )
+    g.add_edge(START, "n0")
+    for k in range(n - 1):
+        g.add_edge(f"n{k}", f"n{k + 1}")
+    g.add_edge(f"n{n - 1}", END)
+    return g
+
+
+def cfg(thread: str, n: int = 100) -> Any:
+    return {"configurable": {"thread_id": thread}, "recursion_limit": n + 10}
+
+
+def test_import_argus_lab_does_not_import_langgraph() -> None:
+    code = (
+        "import sys, argus_lab\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('langgraph', 'langchain_core', 'argus_lab.langgraph'))\n"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+class _SyncPath(ArgusSaver):
+    """The conformance suite awaits the async methods; this saver's async
+    methods call the sync ones directly, so the suite checks the sync path."""
+
+    async def aget_tuple(self, config: Any) -> Any:
+        return self.get_tuple(config)
+
+    async def alist(self, config: Any, **kw: Any) -> AsyncIterator[Any]:
+        for t in self.list(config, **kw):
+            yield t
+
+    async def aput(self, *a: Any) -> Any:
+        return self.put(*a)
+
+    async def aput_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = ""
+    ) -> None:
+        self.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.delete_thread(thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.delete_for_runs(run_ids)
+
+    async def acopy_thread(self, a: str, b: str) -> None:
+        self.copy_thread(a, b)
+
+    async def aprune(
+        self, ids: Sequence[str], *, strategy: str = "keep_latest"
+    ) -> None:
+        self.prune(ids, strategy=strategy)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", [ArgusSaver, _SyncPath], ids=["async", "sync"])
+def test_conformance_every_capability(cls: type[ArgusSaver], tmp_path: Path) -> None:
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+    from langgraph.checkpoint.conformance.report import ProgressCallbacks
+
+    made: list[Path] = []
+
+    @checkpointer_test(name=f"ArgusSaver ({'sync' if cls is _SyncPath else 'async'})")
+    async def factory() -> AsyncIterator[ArgusSaver]:
+        d = tmp_path / f"ws{len(made)}"
+        made.append(d)
+        saver = cls(al.Workspace(d))
+        yield saver
+        saver.close()
+
+    report = asyncio.run(validate(factory, progress=ProgressCallbacks.verbose()))
+    report.print_report()  # in the CI log
+    caps = report.results
+    assert set(caps) == {
+        "put",
+        "put_writes",
+        "get_tuple",
+        "list",
+        "delete_thread",
+        "delete_for_runs",
+        "copy_thread",
+        "prune",
+    }
+    failed = {k: r.failures for k, r in caps.items() if not r.passed}
+    assert not failed
+    assert sum(r.tests_passed for r in caps.values()) >= 80
+
+
+def test_a_graph_resumes_from_a_fresh_saver_with_its_whole_history(
+    ws: al.Workspace,
+) -> None:
+    app = chain(30).compile(checkpointer=ArgusSaver(ws))
+    out = app.invoke({"results": [], "i": 0}, cfg("t"))
+    assert out["i"] == 30 and len(out["results"]) == 30
+
+    again = chain(30).compile(checkpointer=ArgusSaver(ws))
+    assert again.get_state(cfg("t")).values == out
+    history = list(again.get_state_history(cfg("t")))
+    assert [len(h.values.get("results", [])) for h in history] == [
+        *range(30, -1, -1),
+        0,
+    ]
+    assert [h.values.get("i") for h in history[:3]] == [30, 29, 28]
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Point(BaseModel):
+    x: int
+    when: dt.datetime
+
+
+@dataclasses.dataclass
+class Box:
+    items: tuple[int, ...]
+    tag: str = "t"
+
+
+def test_the_codec_round_trips_what_graphs_keep_as_plain_json() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.types import Interrupt, Send
+
+    value = {
+        "tuple": (1, "a"),
+        "set": {1, 2},
+        "bytes": b"\x00\xff",
+        "when": dt.datetime(2026, 12, 1, tzinfo=dt.UTC),
+        "day": dt.date(2026, 12, 1),
+        "id": uuid.UUID(int=7),
+        "money": decimal.Decimal("1.10"),
+        "color": Color.RED,
+        "model": Point(x=1, when=dt.datetime(2026, 1, 1)),
+        "box": Box(items=(1, 2)),
+        "msgs": [HumanMessage("hi", id="1"), AIMessage("yo", id="2")],
+        "send": Send("node", {"k": 1}),
+        "interrupt": Interrupt(value={"q": "ok?"}, id="abc"),
+        "dollar": {"$": "not a tag"},
+        "int_keys": {1: "one"},
+        "nan": float("inf"),
+    }
+    data = encode(value, "state")
+    import json
+
+    back = decode(json.loads(json.dumps(data)))
+    assert back == value
+    assert type(back["tuple"]) is tuple and type(back["msgs"][1]) is AIMessage
+
+
+class Opaque:
+    """A class only pickle could store."""
+
+
+def test_a_value_only_pickle_could_store_is_refused_naming_channel_and_type(
+    ws: al.Workspace,
+) -> None:
+    class S(TypedDict):
+        n: int
+        thing: Any
+
+    g = StateGraph(S)
+    g.add_node("ok", lambda s: {"n": 1})
+    g.add_node("bad", lambda s: {"thing": Opaque()})
+    g.add_edge(START, "ok")
+    g.add_edge("ok", "bad")
+    g.add_edge("bad", END)
+    app = g.compile(checkpointer=ArgusSaver(ws))
+    with pytest.raises(UnsafeValueError) as e:
+        app.invoke({"n": 0}, cfg("p"), durability="sync")
+    assert "channel 'thing'" in str(e.value)
+    assert "test_langgraph.Opaque" in str(e.value)
+    assert "never pickles" in str(e.value)
+    assert isinstance(e.value, al.ArgusError)
+    # What was committed before stays; the refused write left nothing behind.
+    state = app.get_state(cfg("p"))
+    assert state.values == {"n": 1}
+    assert state.next == ("bad",)
+    with pytest.raises(ValueError, match="never unpickles"):
+        ArgusSerde().loads_typed(("pickle", pickle.dumps(1)))
+
+
+def test_nothing_is_pickled_and_every_record_is_checksummed_json(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no(*a: Any, **k: Any) -> Any:
+        raise AssertionError("pickle was called")
+
+    for name in ("dumps", "loads", "dump", "load"):
+        monkeypatch.setattr(pickle, name, no)
+    saver = ArgusSaver(ws)
+    app = chain(8).compile(checkpointer=saver)
+    app.invoke({"results": [], "i": 0}, cfg("j"))
+    assert app.get_state(cfg("j")).values["i"] == 8
+    folder = ws.path / "sessions" / thread_session_id("j")
+    con = sqlite3.connect(folder / "cache.db")
+    rows = con.execute("SELECT key, mode, value FROM Cache").fetchall()
+    con.close()
+    assert len(rows) > 30
+    import json
+    import zlib
+
+    for key, mode, value in rows:
+        assert mode == 1 and isinstance(value, str), key  # diskcache MODE_RAW text
+        sv, crc, body = value.split("|", 2)
+        assert int(sv) >= 1 and f"{zlib.crc32(body.encode()):08x}" == crc
+        json.loads(body)
+
+
+def test_a_damaged_record_names_the_thread_and_the_checkpoint(
+    ws: al.Workspace,
+) -> None:
+    saver = ArgusSaver(ws)
+    app = chain(5).compile(checkpointer=saver)
+    app.invoke({"results": [], "i": 0}, cfg("dmg"))
+    latest = app.get_state(cfg("dmg")).config["configurable"]["checkpoint_id"]
+    saver.close()
+    folder = ws.path / "sessions" / thread_session_id("dmg")
+    con = sqlite3.connect(folder / "cache.db")
+    key = f"c{US}{US}{latest}"
+    (text,) = con.execute("SELECT value FROM Cache WHERE key = ?", (key,)).fetchone()
+    con.execute(
+        "UPDATE Cache SET value = ? WHERE key = ?", (text.replace('"n', '"N', 1), key)
+    )
+    con.commit()
+    con.close()
+    fresh = chain(5).compile(checkpointer=ArgusSaver(ws))
+    with pytest.raises(al.CorruptCheckpointError) as e:
+        fresh.get_state(cfg("dmg"))
+    assert "'dmg'" in e.value.message and latest in e.value.message
+    assert "checksum" in e.value.message
+    # The other threads of the workspace still load.
+    fresh.invoke({"results": [], "i": 0}, cfg("other"))
+    assert fresh.get_state(cfg("other")).values["i"] == 5
+
+
+def test_a_v1_thread_keeps_loading(ws: al.Workspace) -> None:
+    from tests.fixtures import make_langgraph_v1_fixture as fx
+
+    src = FIXTURES / "langgraph_v1"
+    for folder in src.iterdir():
+        shutil.copytree(folder, ws.path / "sessions" / folder.name)
+    saver = ArgusSaver(ws)
+    app = fx.build().compile(checkpointer=saver)
+    c = cfg(fx.THREAD)
+    state = app.get_state(c)
+    assert state.next == ("ask",)
+    assert state.interrupts[0].value == {"question": "go on?"}
+    assert [n[:6] for n in state.values["notes"]] == [f"note {k}" for k in range(6)]
+    assert state.values["pair"] == (7, "seven") and state.values["when"] == fx.WHEN
+    assert len(list(app.get_state_history(c))) == 9  # input + 8 steps
+    from langgraph.types import Command
+
+    out = app.invoke(Command(resume="yes"), c)
+    assert out["answer"] == "yes" and len(out["notes"]) == 6
+
+
+def _record_bytes(ws: al.Workspace, thread: str) -> int:
+    folder = ws.path / "sessions" / thread_session_id(thread)
+    con = sqlite3.connect(folder / "cache.db")
+    (n,) = con.execute("SELECT sum(length(key) + length(value)) FROM Cache").fetchone()
+    con.close()
+    return int(n)
+
+
+@pytest.mark.slow
+def test_bytes_per_step_stay_flat_while_a_reducer_list_grows(
+    ws: al.Workspace,
+) -> None:
+    per_step = {}
+    for n in (50, 400):
+        saver = ArgusSaver(ws)
+        chain(n).compile(checkpointer=saver).invoke(
+            {"results": [], "i": 0}, cfg(f"flat{n}", n)
+        )
+        saver.close()
+        per_step[n] = _record_bytes(ws, f"flat{n}") / n
+    # A whole-list rewrite would be ~100 KB per step at n = 400 (200 x 512 B).
+    assert per_step[400] < 1.3 * per_step[50], per_step
+    assert per_step[400] < 6000, per_step
+    print(per_step)
+
+
+def test_copy_thread_forks_and_the_copy_goes_its_own_way(ws: al.Workspace) -> None:
+    saver = ArgusSaver(ws)
+    app = chain(6).compile(checkpointer=saver)
+    app.invoke({"results": [], "i": 0}, cfg("src"))
+    saver.copy_thread("src", "fork")
+    assert app.get_state(cfg("fork")).values == app.get_state(cfg("src")).values
+    app.update_state(cfg("fork"), {"results": ["extra"]})
+    assert app.get_state(cfg("fork")).values["results"][-1] == "extra"
+    assert len(app.get_state(cfg("src")).values["results"]) == 6
+    assert set(saver.thread_ids()) == {"src", "fork"}
