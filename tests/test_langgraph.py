@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import json
 import operator
 import pickle
 import shutil
@@ -14,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+import zlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -189,7 +191,6 @@ def test_the_codec_round_trips_what_graphs_keep_as_plain_json() -> None:
         "nan": float("inf"),
     }
     data = encode(value, "state")
-    import json
 
     back = decode(json.loads(json.dumps(data)))
     assert back == value
@@ -242,17 +243,22 @@ def test_nothing_is_pickled_and_every_record_is_checksummed_json(
     assert app.get_state(cfg("j")).values["i"] == 8
     folder = ws.path / "sessions" / thread_session_id("j")
     con = sqlite3.connect(folder / "cache.db")
-    rows = con.execute("SELECT key, mode, value FROM Cache").fetchall()
+    argus = con.execute("SELECT key, mode, value FROM Cache").fetchall()
+    rows = con.execute("SELECT key, value FROM LangGraph").fetchall()
     con.close()
+    assert [k for k, _, _ in argus] == ["head"] and argus[0][1] == 1  # raw text
     assert len(rows) > 30
-    import json
-    import zlib
-
-    for key, mode, value in rows:
-        assert mode == 1 and isinstance(value, str), key  # diskcache MODE_RAW text
+    for key, value in [*rows, (argus[0][0], argus[0][2])]:
+        assert isinstance(value, str), key
         sv, crc, body = value.split("|", 2)
         assert int(sv) >= 1 and f"{zlib.crc32(body.encode()):08x}" == crc
         json.loads(body)
+    # The table itself refuses anything but text.
+    con = sqlite3.connect(folder / "cache.db")
+    with pytest.raises(sqlite3.IntegrityError):
+        # (a pickled 1, as bytes)
+        con.execute("INSERT INTO LangGraph VALUES ('x', ?)", (b"\x80\x04K\x01.",))
+    con.close()
 
 
 def test_a_damaged_record_names_the_thread_and_the_checkpoint(
@@ -266,9 +272,12 @@ def test_a_damaged_record_names_the_thread_and_the_checkpoint(
     folder = ws.path / "sessions" / thread_session_id("dmg")
     con = sqlite3.connect(folder / "cache.db")
     key = f"c{US}{US}{latest}"
-    (text,) = con.execute("SELECT value FROM Cache WHERE key = ?", (key,)).fetchone()
+    (text,) = con.execute(
+        "SELECT value FROM LangGraph WHERE key = ?", (key,)
+    ).fetchone()
     con.execute(
-        "UPDATE Cache SET value = ? WHERE key = ?", (text.replace('"n', '"N', 1), key)
+        "UPDATE LangGraph SET value = ? WHERE key = ?",
+        (text.replace('"n', '"N', 1), key),
     )
     con.commit()
     con.close()
@@ -306,7 +315,9 @@ def test_a_v1_thread_keeps_loading(ws: al.Workspace) -> None:
 def _record_bytes(ws: al.Workspace, thread: str) -> int:
     folder = ws.path / "sessions" / thread_session_id(thread)
     con = sqlite3.connect(folder / "cache.db")
-    (n,) = con.execute("SELECT sum(length(key) + length(value)) FROM Cache").fetchone()
+    (n,) = con.execute(
+        "SELECT sum(length(key) + length(value)) FROM LangGraph"
+    ).fetchone()
     con.close()
     return int(n)
 

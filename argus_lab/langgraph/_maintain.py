@@ -71,7 +71,7 @@ def delete_runs(st: ThreadStore, run_ids: set[str]) -> bool:
                 st.set(ckpt_key(ns, cid), rec)
             for cid in doomed:
                 st.delete(ckpt_key(ns, cid))
-                _delete_prefix(st, write_prefix(ns, cid))
+                st.delete_prefix(write_prefix(ns, cid))
         changed = True
     return changed
 

@@ -1,10 +1,11 @@
 """One LangGraph thread's records in its own diskcache folder (no LangGraph import).
 
 A thread lives in ``<workspace>/sessions/lg-<slug>-<hash>/`` beside native sessions,
-in the same SQLite-backed diskcache with the same no-pickle Disk. Keys:
+in a diskcache database like theirs (same settings, same no-pickle Disk). Argus's
+own ``head`` record (version counter and runner lease) is in diskcache's table;
+LangGraph's records are in a table of their own, ``LangGraph`` (key, JSON text),
+written in the same transactions. Its keys:
 
-- ``head``, ``meta``: Argus's own records (version counter and runner lease; the
-  SessionInfo), so the thread is listed like a session.
 - ``lg:thread``: the thread id.
 - ``c<US>ns<US>checkpoint_id``: a checkpoint record (``_delta.py``).
 - ``b<US>ns<US>channel<US>version``: a channel's value at one version.
@@ -28,8 +29,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import diskcache
 
 from argus_lab.errors import (
     ConcurrentSessionError,
@@ -58,6 +57,18 @@ LG_SCHEMA_VERSION = 1
 """Version of the checkpoint, blob and write records this module writes."""
 LG_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 """from_version -> function upgrading a LangGraph record's JSON data one version."""
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS LangGraph ("
+    " key TEXT PRIMARY KEY,"
+    " value TEXT NOT NULL CHECK (typeof(value) = 'text')"
+    ") WITHOUT ROWID"
+)
+"""LangGraph records live in their own table of the thread's diskcache database:
+no triggers or extra indexes, so a commit writes ~3 pages instead of ~9, and the
+CHECK makes "JSON text only" a property of the table (nothing else, and so no
+pickle, can be stored)."""
 
 
 def thread_session_id(thread_id: str) -> str:
@@ -94,13 +105,25 @@ class ThreadStore:
         self.expected_version: int | None = None
         """The head version of our last commit: a different one at the next
         commit means another writer got in between (ConcurrentSessionError)."""
+        self._head_text: str | None = None
+        self._head: Head | None = None
+        self._pending: list[tuple[str, str]] = []
+        self._pending_keep: list[tuple[str, str]] = []
         try:
             self.cache = open_cache(directory, durability)
+            self.cache._sql(_SCHEMA)
         except sqlite3.DatabaseError as e:
             raise self.corrupt("cache.db", e) from None
 
     def close(self) -> None:
         self.cache.close()
+
+    def _sql(self, statement: str, args: Any = ()) -> sqlite3.Cursor:
+        try:
+            cur: sqlite3.Cursor = self.cache._sql(statement, args)
+        except sqlite3.DatabaseError as e:
+            raise self.corrupt("cache.db", e) from None
+        return cur
 
     # -- reading ------------------------------------------------------------
 
@@ -117,8 +140,6 @@ class ThreadStore:
 
     def parse(self, key: str, raw: Any) -> Any:
         """Checks the envelope of a LangGraph record and returns its data."""
-        if isinstance(raw, bytes):
-            raw = raw.decode("utf-8", "replace")
         if not isinstance(raw, str):
             raise self.corrupt(key, f"unexpected {type(raw).__name__} value")
         try:
@@ -152,29 +173,16 @@ class ThreadStore:
 
     def get(self, key: str) -> Any:
         """The data of one LangGraph record, or None."""
-        try:
-            raw = self.cache.get(key)
-        except sqlite3.DatabaseError as e:
-            raise self.corrupt(key, e) from None
-        return None if raw is None else self.parse(key, raw)
+        row = self._sql("SELECT value FROM LangGraph WHERE key = ?", (key,)).fetchone()
+        return None if row is None else self.parse(key, row[0])
 
-    def scan_raw(self, prefix: str) -> list[tuple[str, Any]]:
+    def scan_raw(self, prefix: str) -> list[tuple[str, str]]:
         """(key, stored text) of every record whose key starts with ``prefix``."""
-        # One range query instead of a get() per key (diskcache has no range read).
-        try:
-            rows = self.cache._sql(
-                "SELECT key, mode, filename, value FROM Cache "
-                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
-                (prefix, prefix + "\uffff"),
-            ).fetchall()
-        except sqlite3.DatabaseError as e:
-            raise self.corrupt(prefix + "*", e) from None
-        out = []
-        for key, mode, filename, value in rows:
-            if mode != diskcache.core.MODE_RAW:
-                value = self.cache.disk.fetch(mode, filename, value, False)
-            out.append((key, value))
-        return out
+        rows = self._sql(
+            "SELECT key, value FROM LangGraph WHERE key >= ? AND key < ? ORDER BY key",
+            (prefix, prefix + "\uffff"),
+        ).fetchall()
+        return [(str(k), v) for k, v in rows]
 
     def get_many(self, keys: list[str]) -> dict[str, Any]:
         """The data of the LangGraph records among ``keys`` that exist."""
@@ -182,24 +190,25 @@ class ThreadStore:
         for i in range(0, len(keys), 500):  # SQLite's bound-parameter limit
             chunk = keys[i : i + 500]
             marks = ",".join("?" * len(chunk))
-            try:
-                rows = self.cache._sql(
-                    "SELECT key, mode, filename, value FROM Cache "
-                    f"WHERE raw = 1 AND key IN ({marks})",
-                    chunk,
-                ).fetchall()
-            except sqlite3.DatabaseError as e:
-                raise self.corrupt(chunk[0], e) from None
-            for key, mode, filename, value in rows:
-                if mode != diskcache.core.MODE_RAW:
-                    value = self.cache.disk.fetch(mode, filename, value, False)
+            rows = self._sql(
+                f"SELECT key, value FROM LangGraph WHERE key IN ({marks})", chunk
+            ).fetchall()
+            for key, value in rows:
                 out[key] = self.parse(key, value)
         return out
 
+    def keys(self, prefix: str) -> set[str]:
+        """The keys that start with ``prefix``."""
+        rows = self._sql(
+            "SELECT key FROM LangGraph WHERE key >= ? AND key < ?",
+            (prefix, prefix + "\uffff"),
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
     def last_key(self, prefix: str) -> str | None:
         """The greatest key starting with ``prefix``, or None."""
-        row = self.cache._sql(
-            "SELECT key FROM Cache WHERE key >= ? AND key < ? AND raw = 1 "
+        row = self._sql(
+            "SELECT key FROM LangGraph WHERE key >= ? AND key < ? "
             "ORDER BY key DESC LIMIT 1",
             (prefix, prefix + "\uffff"),
         ).fetchone()
@@ -218,6 +227,7 @@ class ThreadStore:
         return sorted(out)
 
     def read_head(self) -> Head | None:
+        """The Argus head record (version counter and runner lease), or None."""
         raw = self.cache.get("head")
         if raw is None:
             return None
@@ -236,22 +246,70 @@ class ThreadStore:
     def transaction(self) -> Iterator[Head]:
         """One SQLite transaction that checks and takes the runner lease.
 
-        Yields the head (version already bumped); it is written at the end with
-        the other records. Raises ConcurrentSessionError, writing nothing, while
-        another live process holds the thread or wrote it since our last commit.
+        Records written with ``set`` inside it go in with one statement at its
+        end, with the head. Raises ConcurrentSessionError, writing nothing,
+        while another live process holds the thread or wrote it since our last
+        commit (the head is compared and swapped in one UPDATE).
         """
         with self.lock:
+            self._pending, self._pending_keep = [], []
             try:
                 with self.cache.transact(retry=True):
-                    head = self.read_head() or Head()
-                    self._check(head)
-                    head.version += 1
-                    head.lease = make_lease(self.holder, self.lease_ttl)
+                    head = self._take_head()
                     yield head
-                    self.cache.set("head", encode_argus(head.to_json()))
+                    if self._pending:
+                        self._sql_many(
+                            "INSERT OR REPLACE INTO LangGraph (key, value) "
+                            "VALUES (?, ?)",
+                            self._pending,
+                        )
+                    if self._pending_keep:
+                        self._sql_many(
+                            "INSERT OR IGNORE INTO LangGraph (key, value) "
+                            "VALUES (?, ?)",
+                            self._pending_keep,
+                        )
+                    self._put_head(head)
             except sqlite3.DatabaseError as e:
                 raise self.corrupt("cache.db", e) from None
+            finally:
+                self._pending, self._pending_keep = [], []
             self.expected_version = head.version
+
+    def _sql_many(self, statement: str, rows: list[tuple[str, str]]) -> None:
+        con = self.cache._con
+        con.executemany(statement, rows)
+
+    def _take_head(self) -> Head:
+        head: Head | None = None
+        if self._head_text is not None and self.expected_version is not None:
+            # Our last head still there means nobody wrote in between: no need
+            # to read and parse it (the UPDATE at the end compares it again).
+            row = self._sql(
+                "SELECT 1 FROM Cache WHERE key = 'head' AND raw = 1 AND value = ?",
+                (self._head_text,),
+            ).fetchone()
+            if row is not None and self._head is not None:
+                head = Head(self._head.version, self._head.last_seq, None)
+        if head is None:
+            head = self.read_head() or Head()
+            self._check(head)
+        head.version += 1
+        head.lease = make_lease(self.holder, self.lease_ttl)
+        return head
+
+    def _put_head(self, head: Head) -> None:
+        text = encode_argus(head.to_json())
+        self.cache.set("head", text)
+        self._head_text, self._head = text, head
+
+    def ensure_thread_record(self) -> None:
+        """Writes ``lg:thread`` (the thread id) once, so the folder can be listed."""
+        if self.get("lg:thread") is None:
+            self._sql(
+                "INSERT OR IGNORE INTO LangGraph (key, value) VALUES (?, ?)",
+                ("lg:thread", lg_encode({"thread_id": self.thread_id})),
+            )
 
     def _check(self, head: Head) -> None:
         lease = head.lease
@@ -280,17 +338,26 @@ class ThreadStore:
                 session_id=self.session_id,
             )
 
-    def set(self, key: str, data: Any) -> int:
-        """Writes a LangGraph record (inside ``transaction``); returns its size."""
+    def set(self, key: str, data: Any, *, keep: bool = False) -> int:
+        """Writes a LangGraph record (inside ``transaction``); returns its size.
+
+        ``keep``: an existing record under ``key`` stays as it is.
+        """
         text = lg_encode(data)
-        self.cache.set(key, text)
+        (self._pending_keep if keep else self._pending).append((key, text))
         return len(text)
 
     def set_raw(self, key: str, text: str) -> None:
-        self.cache.set(key, text)
+        self._pending.append((key, text))
 
     def delete(self, key: str) -> None:
-        self.cache.delete(key)
+        self._sql("DELETE FROM LangGraph WHERE key = ?", (key,))
+
+    def delete_prefix(self, prefix: str) -> None:
+        self._sql(
+            "DELETE FROM LangGraph WHERE key >= ? AND key < ?",
+            (prefix, prefix + "\uffff"),
+        )
 
     def release(self) -> None:
         """Gives up the runner lease so another process may write at once."""
@@ -302,5 +369,5 @@ class ThreadStore:
                 return
             head.lease = None
             head.version += 1
-            self.cache.set("head", encode_argus(head.to_json()))
+            self._put_head(head)
             self.expected_version = head.version

@@ -50,7 +50,6 @@ from argus_lab.langgraph._serde import ArgusSerde
 from argus_lab.langgraph._store import (
     US,
     ThreadStore,
-    lg_encode,
     thread_session_id,
 )
 from argus_lab.store.checkpoints import Durability
@@ -128,8 +127,8 @@ class ArgusSaver(BaseCheckpointSaver[str]):
                 holder=self.holder,
                 lease_ttl=self.lease_ttl,
             )
-            if st.cache.get("lg:thread") is None:
-                st.cache.set("lg:thread", lg_encode({"thread_id": thread_id}))
+            if create:
+                st.ensure_thread_record()
             self._stores[thread_id] = st
             return st
 
@@ -252,13 +251,13 @@ class ArgusSaver(BaseCheckpointSaver[str]):
         st = self._thread(tid, create=True)
         assert st is not None
         with st.transaction():
+            # A regular write is kept as first stored (a retried task must not
+            # change what was recorded); special writes (errors, interrupts,
+            # resumes) replace the earlier one.
+            have = st.keys(f"w{US}{ns}{US}{cid}{US}{task_id}{US}")
             for key, idx, data in rows:
-                # A regular write is kept as first stored (a retried task must not
-                # change what was recorded); special writes (errors, interrupts,
-                # resumes) replace the earlier one.
-                if idx >= 0 and key in st.cache:
-                    continue
-                st.set(key, data)
+                if idx < 0 or key not in have:
+                    st.set(key, data, keep=idx >= 0)
 
     # -- reading -----------------------------------------------------------
 
