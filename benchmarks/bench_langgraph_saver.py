@@ -153,9 +153,11 @@ def table(
     ]
     for s in SAVERS:
         for n in ns:
+            ms, cpu = med(s, n, "wall") * 1000, med(s, n, "cpu") * 1000
+            kb = med(s, n, "bytes") / 1024
             lines.append(
-                f"| {s} | {n:,} | {len(runs[(s, n)])} | {med(s, n, 'wall') * 1000:.3f} | "
-                f"{med(s, n, 'cpu') * 1000:.3f} | {med(s, n, 'bytes') / 1024:,.1f} KB |"
+                f"| {s} | {n:,} | {len(runs[(s, n)])} | {ms:.3f} | {cpu:.3f} | "
+                f"{kb:,.1f} KB |"
             )
     lo, hi = ns[0], ns[-1]
     mid = 1000 if 1000 in ns else ns[len(ns) // 2]
@@ -178,17 +180,19 @@ def table(
     ok = {True: "met", False: "**missed**"}
     lines += [
         "",
-        f"| target | measured | result |",
+        "| target | measured | result |",
         "|---|--:|---|",
         f"| ArgusSaver >= 2x faster per step than SqliteSaver at N = {mid:,} | "
-        f"{v['time_ratio']:.2f}x (CPU {v['cpu_ratio']:.2f}x) | {ok[v['time_ratio'] >= 2]} |",
+        f"{v['time_ratio']:.2f}x (CPU {v['cpu_ratio']:.2f}x) | "
+        f"{ok[v['time_ratio'] >= 2]} |",
         f"| ArgusSaver bytes/step flat, N = {hi:,} / N = {lo:,} <= 1.5x | "
         f"{v['argus_growth']:.2f}x (SqliteSaver {v['sqlite_growth']:.1f}x) | "
         f"{ok[v['argus_growth'] <= 1.5]} |",
         f"| >= 20x fewer bytes per step at N = {mid:,} | {v['bytes_ratio']:.1f}x | "
         f"{ok[v['bytes_ratio'] >= 20]} |",
         f"| (time per step, N = {hi:,} / N = {lo:,}) | ArgusSaver "
-        f"{v['argus_time_growth']:.2f}x, SqliteSaver {v['sqlite_time_growth']:.2f}x | — |",
+        f"{v['argus_time_growth']:.2f}x, SqliteSaver "
+        f"{v['sqlite_time_growth']:.2f}x | — |",
     ]
     return "\n".join(lines), v
 
@@ -219,7 +223,7 @@ def main() -> None:
         t0 = time.time()
         runs = measure(ns, repeats, tmp)
         load1 = os.getloadavg()
-    text, v = table(runs, ns)
+    text, _ = table(runs, ns)
     sync = {r["synchronous"] for rs in runs.values() for r in rs}
     modes = {r["journal_mode"] for rs in runs.values() for r in rs}
     head = (
