@@ -350,3 +350,18 @@ def test_copy_thread_forks_and_the_copy_goes_its_own_way(ws: al.Workspace) -> No
     assert app.get_state(cfg("fork")).values["results"][-1] == "extra"
     assert len(app.get_state(cfg("src")).values["results"]) == 6
     assert set(saver.thread_ids()) == {"src", "fork"}
+
+
+def test_two_savers_never_lose_an_update(ws: al.Workspace) -> None:
+    first, second = ArgusSaver(ws), ArgusSaver(ws)
+    app1 = chain(4).compile(checkpointer=first)
+    app2 = chain(4).compile(checkpointer=second)
+    app1.invoke({"results": [], "i": 0}, cfg("both"))
+    with pytest.raises(al.ConcurrentSessionError, match="being written by process"):
+        app2.update_state(cfg("both"), {"i": 100})
+    first.release("both")
+    app2.update_state(cfg("both"), {"i": 100})  # free now: the second takes it
+    # The first saver's next commit finds the head changed and writes nothing.
+    with pytest.raises(al.ConcurrentSessionError):
+        app1.update_state(cfg("both"), {"i": -1})
+    assert app1.get_state(cfg("both")).values["i"] == 100

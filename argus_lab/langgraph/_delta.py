@@ -96,7 +96,10 @@ def checkpoint_record(
     }
     if memo is not None and memo.id == parent and memo.chain < memo.full:
         mcv, mvs = memo.cv, memo.vs
-        dcv: dict[str, Any] = {k: v for k, v in cv.items() if mcv.get(k) != v}
+        try:  # versions are str/int/float: a set difference runs in C
+            dcv: dict[str, Any] = dict(cv.items() - mcv.items())
+        except TypeError:
+            dcv = {k: v for k, v in cv.items() if mcv.get(k) != v}
         ucv = {k: mcv.get(k) for k in dcv}
         for k in mcv.keys() - cv.keys():
             dcv[k], ucv[k] = None, mcv[k]

@@ -281,26 +281,40 @@ class ThreadStore:
         con.executemany(statement, rows)
 
     def _take_head(self) -> Head:
-        head: Head | None = None
-        if self._head_text is not None and self.expected_version is not None:
-            # Our last head still there means nobody wrote in between: no need
-            # to read and parse it (the UPDATE at the end compares it again).
-            row = self._sql(
-                "SELECT 1 FROM Cache WHERE key = 'head' AND raw = 1 AND value = ?",
-                (self._head_text,),
-            ).fetchone()
-            if row is not None and self._head is not None:
-                head = Head(self._head.version, self._head.last_seq, None)
-        if head is None:
-            head = self.read_head() or Head()
-            self._check(head)
+        if self._head_text is not None and self._head is not None:
+            # Our last head is assumed still there; ``_put_head`` swaps it only
+            # if it is (compare and swap), so no read is needed here.
+            return Head(self._head.version + 1, self._head.last_seq, None)
+        head = self.read_head() or Head()
+        self._check(head)
         head.version += 1
-        head.lease = make_lease(self.holder, self.lease_ttl)
         return head
 
-    def _put_head(self, head: Head) -> None:
+    def _put_head(self, head: Head, *, hold: bool = True) -> None:
+        head.lease = make_lease(self.holder, self.lease_ttl) if hold else None
         text = encode_argus(head.to_json())
-        self.cache.set("head", text)
+        old = self._head_text
+        if old is not None:
+            cur = self._sql(
+                "UPDATE Cache SET value = ? WHERE key = 'head' AND raw = 1 "
+                "AND value = ?",
+                (text, old),
+            )
+            if cur.rowcount != 1:
+                # Another writer changed the head since our last commit: the
+                # check below raises, and the transaction rolls back.
+                self._head_text = self._head = None
+                stored = self.read_head() or Head()
+                self.expected_version = head.version - 1
+                self._check(stored)
+                raise ConcurrentSessionError(
+                    f"LangGraph thread {self.thread_id!r} was changed by another "
+                    "writer; nothing was written. Invoke the graph again to "
+                    "continue from the latest checkpoint.",
+                    session_id=self.session_id,
+                )
+        else:
+            self.cache.set("head", text)
         self._head_text, self._head = text, head
 
     def ensure_thread_record(self) -> None:
@@ -367,7 +381,6 @@ class ThreadStore:
                 return
             if head.lease.get("holder") != self.holder:
                 return
-            head.lease = None
             head.version += 1
-            self._put_head(head)
+            self._put_head(head, hold=False)
             self.expected_version = head.version
