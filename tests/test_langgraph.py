@@ -365,3 +365,18 @@ def test_two_savers_never_lose_an_update(ws: al.Workspace) -> None:
     with pytest.raises(al.ConcurrentSessionError):
         app1.update_state(cfg("both"), {"i": -1})
     assert app1.get_state(cfg("both")).values["i"] == 100
+
+
+def test_a_thread_is_listed_like_a_session_until_it_is_deleted(
+    ws: al.Workspace,
+) -> None:
+    saver = ArgusSaver(ws)
+    chain(3).compile(checkpointer=saver).invoke({"results": [], "i": 0}, cfg("lst"))
+    (info,) = ws.sessions()
+    assert info.id == info.name == thread_session_id("lst")
+    assert info.goal == "LangGraph thread 'lst'"
+    # The workspace's frames read it too (a plan of no tasks, no events yet).
+    assert len(al.analysis.sessions_df(ws)) == 1
+    assert al.analysis.tasks_df(ws).empty
+    saver.delete_thread("lst")
+    assert ws.sessions() == []

@@ -318,12 +318,25 @@ class ThreadStore:
         self._head_text, self._head = text, head
 
     def ensure_thread_record(self) -> None:
-        """Writes ``lg:thread`` (the thread id) once, so the folder can be listed."""
-        if self.get("lg:thread") is None:
+        """Writes ``lg:thread`` (the thread id) once, with Argus's ``meta`` and
+        ``plan`` records, so the thread is listed like a session (``ws.sessions()``,
+        ``argus ls``) and the analysis frames read it (as a plan of no tasks)."""
+        if self.get("lg:thread") is not None:
+            return
+        from argus_lab.model import Plan, SessionInfo
+
+        now = time.time()
+        goal = f"LangGraph thread {self.thread_id!r}"
+        meta = SessionInfo(
+            id=self.session_id, name=self.session_id, goal=goal, created=now, updated=now
+        )
+        with self.lock, self.cache.transact(retry=True):
             self._sql(
                 "INSERT OR IGNORE INTO LangGraph (key, value) VALUES (?, ?)",
                 ("lg:thread", lg_encode({"thread_id": self.thread_id})),
             )
+            self.cache.add("meta", encode_argus(meta.model_dump_json()))
+            self.cache.add("plan", encode_argus(Plan(goal=goal).model_dump_json()))
 
     def _check(self, head: Head) -> None:
         lease = head.lease
