@@ -328,7 +328,11 @@ class ThreadStore:
         now = time.time()
         goal = f"LangGraph thread {self.thread_id!r}"
         meta = SessionInfo(
-            id=self.session_id, name=self.session_id, goal=goal, created=now, updated=now
+            id=self.session_id,
+            name=self.session_id,
+            goal=goal,
+            created=now,
+            updated=now,
         )
         with self.lock, self.cache.transact(retry=True):
             self._sql(
