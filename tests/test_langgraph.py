@@ -374,9 +374,31 @@ def test_a_thread_is_listed_like_a_session_until_it_is_deleted(
     chain(3).compile(checkpointer=saver).invoke({"results": [], "i": 0}, cfg("lst"))
     (info,) = ws.sessions()
     assert info.id == info.name == thread_session_id("lst")
-    assert info.goal == "LangGraph thread 'lst'"
+    assert info.goal == "LangGraph thread 'lst'" and info.status == "succeeded"
     # The workspace's frames read it too (a plan of no tasks, no events yet).
     assert len(al.analysis.sessions_df(ws)) == 1
     assert al.analysis.tasks_df(ws).empty
     saver.delete_thread("lst")
     assert ws.sessions() == []
+
+
+def test_an_interrupt_shows_as_awaiting_approval_until_it_is_answered(
+    ws: al.Workspace,
+) -> None:
+    from langgraph.types import Command, interrupt
+
+    class S(TypedDict):
+        answer: str
+
+    g = StateGraph(S)
+    g.add_node("ask", lambda s: {"answer": interrupt("ship it?")})
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    app = g.compile(checkpointer=ArgusSaver(ws))
+    app.invoke({"answer": ""}, cfg("ask"))
+    (info,) = ws.sessions()
+    assert info.status == "paused"
+    assert info.reason == "awaiting approval: ship it?"
+    assert app.invoke(Command(resume="yes"), cfg("ask"))["answer"] == "yes"
+    (info,) = ws.sessions()
+    assert info.status == "succeeded" and info.reason is None

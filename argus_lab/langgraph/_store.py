@@ -107,6 +107,8 @@ class ThreadStore:
         commit means another writer got in between (ConcurrentSessionError)."""
         self._head_text: str | None = None
         self._head: Head | None = None
+        self.status: str | None = None
+        """The session status last written to ``meta`` by this process."""
         self._pending: list[tuple[str, str]] = []
         self._pending_keep: list[tuple[str, str]] = []
         try:
@@ -341,6 +343,30 @@ class ThreadStore:
             )
             self.cache.add("meta", encode_argus(meta.model_dump_json()))
             self.cache.add("plan", encode_argus(Plan(goal=goal).model_dump_json()))
+
+    def set_status(self, status: str, reason: str | None) -> None:
+        """Rewrites the session status in ``meta`` (inside ``transaction``).
+
+        Only on a change (an interrupt, an error, the run going on after one), so
+        a step of a running thread does not pay for it.
+        """
+        from argus_lab.model import SessionInfo
+
+        raw = self.cache.get("meta")
+        if raw is None:
+            return
+        try:
+            _, crc, body = raw.split("|", 2)
+            if f"{zlib.crc32(body.encode()):08x}" != crc:
+                raise ValueError("checksum mismatch")
+            info = SessionInfo.model_validate_json(body)
+        except ValueError as e:
+            raise self.corrupt("meta", e) from None
+        info = info.model_copy(
+            update={"status": status, "reason": reason, "updated": time.time()}
+        )
+        self.cache.set("meta", encode_argus(info.model_dump_json()))
+        self.status = status
 
     def _check(self, head: Head) -> None:
         lease = head.lease

@@ -30,6 +30,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
 from argus_lab.langgraph import _maintain
 from argus_lab.langgraph._codec import encode
@@ -58,6 +59,30 @@ if TYPE_CHECKING:
     from argus_lab.workspace import Workspace
 
 __all__ = ["ArgusSaver"]
+
+
+def _status_of(writes: Sequence[tuple[str, Any]]) -> tuple[str, str] | None:
+    """The session status a task's writes call for: an ``interrupt()`` is a
+    question awaiting a person's answer, an error a failure."""
+    for ch, value in writes:
+        if ch == INTERRUPT:
+            first = value[0] if isinstance(value, list | tuple) and value else value
+            shown = getattr(first, "value", first)
+            return "paused", f"awaiting approval: {str(shown)[:200]}"
+        if ch == ERROR:
+            return "failed", f"{type(value).__name__}: {str(value)[:200]}"
+    return None
+
+
+def _triggers_more(values: dict[str, Any]) -> bool:
+    """Whether a checkpoint holds a trigger for another node (a StateGraph's
+    edges set ``branch:to:<node>`` channels, ``Send`` sets ``__pregel_tasks``;
+    a node consumes its trigger). If not, the run has ended: best effort, for
+    the status that ``ws.sessions()`` and ``argus ls`` show."""
+    return any(
+        ch.startswith("branch:to:") or ch in ("__start__", "__pregel_tasks")
+        for ch in values
+    )
 
 
 class ArgusSaver(BaseCheckpointSaver[str]):
@@ -207,6 +232,9 @@ class ArgusSaver(BaseCheckpointSaver[str]):
         with st.transaction():
             sizes = [st.set(key, rec) for _, key, rec, _, _ in blobs]
             csize = st.set(ckpt_key(ns, checkpoint["id"]), crec)
+            status = "running" if _triggers_more(values) else "succeeded"
+            if st.status != status and not ns:
+                st.set_status(status, None)
         self._ckpt_memo[(tid, ns)] = next_memo(
             self._ckpt_memo.get((tid, ns)), cmemo, cdelta, csize
         )
@@ -258,6 +286,9 @@ class ArgusSaver(BaseCheckpointSaver[str]):
             for key, idx, data in rows:
                 if idx < 0 or key not in have:
                     st.set(key, data, keep=idx >= 0)
+            status = _status_of(writes)
+            if status is not None:
+                st.set_status(*status)
 
     # -- reading -----------------------------------------------------------
 
