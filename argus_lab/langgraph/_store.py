@@ -109,11 +109,23 @@ class ThreadStore:
         self._head: Head | None = None
         self.status: str | None = None
         """The session status last written to ``meta`` by this process."""
+        self.status_at = ""
+        """The checkpoint whose writes set that status (an interrupt, an error):
+        only a newer checkpoint changes it again."""
         self._pending: list[tuple[str, str]] = []
         self._pending_keep: list[tuple[str, str]] = []
+        new = not (directory / "cache.db").exists()
         try:
-            self.cache = open_cache(directory, durability)
+            # A new thread's database is set up (diskcache's tables, ours, the
+            # thread's first records: ~20 small commits) without an fsync each,
+            # then switched to "full"; its first fsynced commit makes all of
+            # that durable too (one WAL, written in order).
+            self.cache = open_cache(directory, "normal" if new else durability)
             self.cache._sql(_SCHEMA)
+            if new:
+                self.ensure_thread_record()
+                if durability == "full":
+                    self.cache.reset("sqlite_synchronous", 2)
         except sqlite3.DatabaseError as e:
             raise self.corrupt("cache.db", e) from None
 
@@ -344,7 +356,7 @@ class ThreadStore:
             self.cache.add("meta", encode_argus(meta.model_dump_json()))
             self.cache.add("plan", encode_argus(Plan(goal=goal).model_dump_json()))
 
-    def set_status(self, status: str, reason: str | None) -> None:
+    def set_status(self, status: str, reason: str | None, at: str = "") -> None:
         """Rewrites the session status in ``meta`` (inside ``transaction``).
 
         Only on a change (an interrupt, an error, the run going on after one), so
@@ -366,7 +378,7 @@ class ThreadStore:
             update={"status": status, "reason": reason, "updated": time.time()}
         )
         self.cache.set("meta", encode_argus(info.model_dump_json()))
-        self.status = status
+        self.status, self.status_at = status, at
 
     def _check(self, head: Head) -> None:
         lease = head.lease

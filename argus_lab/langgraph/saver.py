@@ -152,8 +152,6 @@ class ArgusSaver(BaseCheckpointSaver[str]):
                 holder=self.holder,
                 lease_ttl=self.lease_ttl,
             )
-            if create:
-                st.ensure_thread_record()
             self._stores[thread_id] = st
             return st
 
@@ -233,8 +231,10 @@ class ArgusSaver(BaseCheckpointSaver[str]):
             sizes = [st.set(key, rec) for _, key, rec, _, _ in blobs]
             csize = st.set(ckpt_key(ns, checkpoint["id"]), crec)
             status = "running" if _triggers_more(values) else "succeeded"
-            if st.status != status and not ns:
-                st.set_status(status, None)
+            # Puts and writes may arrive out of order (durability="async"): a
+            # pause belongs to its checkpoint, and only a newer one ends it.
+            if st.status != status and not ns and checkpoint["id"] > st.status_at:
+                st.set_status(status, None, checkpoint["id"])
         self._ckpt_memo[(tid, ns)] = next_memo(
             self._ckpt_memo.get((tid, ns)), cmemo, cdelta, csize
         )
@@ -288,7 +288,7 @@ class ArgusSaver(BaseCheckpointSaver[str]):
                     st.set(key, data, keep=idx >= 0)
             status = _status_of(writes)
             if status is not None:
-                st.set_status(*status)
+                st.set_status(*status, at=cid)
 
     # -- reading -----------------------------------------------------------
 
