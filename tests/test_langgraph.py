@@ -404,3 +404,37 @@ def test_an_interrupt_shows_as_awaiting_approval_until_it_is_answered(
     assert app.invoke(Command(resume="yes"), cfg("ask"))["answer"] == "yes"
     (info,) = ws.sessions()
     assert info.status == "succeeded" and info.reason is None
+
+
+def test_a_task_s_writes_and_the_next_checkpoint_share_one_commit(
+    ws: al.Workspace,
+) -> None:
+    import threading
+
+    from argus_lab.langgraph._group import GroupCommit
+    from argus_lab.langgraph._store import ThreadStore
+    from tests.waiting import wait_until
+
+    st = ThreadStore(
+        ws.path / "sessions" / "lg-g", "g", durability="full", holder="h", lease_ttl=30
+    )
+    group = GroupCommit(st, linger=30.0)
+    group.run(lambda: st.set("k0", 0), linger=False)
+    before = st.read_head()
+    assert before is not None
+    done = threading.Event()
+
+    def writes() -> None:  # put_writes: waits for a partner (here, up to 30 s)
+        group.run(lambda: st.set("k1", 1), linger=True)
+        done.set()
+
+    t = threading.Thread(target=writes)
+    t.start()
+    wait_until(lambda: len(group._queue) == 1, "the writes to be queued")
+    group.run(lambda: st.set("k2", 2), linger=False)  # put: commits both at once
+    assert done.wait(10), "the lingering writes were not committed with the put"
+    t.join()
+    after = st.read_head()
+    assert after is not None and after.version == before.version + 1
+    assert st.get("k1") == 1 and st.get("k2") == 2
+    st.close()

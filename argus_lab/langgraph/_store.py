@@ -53,6 +53,9 @@ __all__ = [
 ]
 
 US = "\x1f"
+LINGER = 0.01
+"""Seconds a task's writes wait, under durability "full", for the checkpoint that
+usually follows them, to share its fsync (``_group.py``)."""
 LG_SCHEMA_VERSION = 1
 """Version of the checkpoint, blob and write records this module writes."""
 LG_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
@@ -109,6 +112,10 @@ class ThreadStore:
         self._head: Head | None = None
         self.status: str | None = None
         """The session status last written to ``meta`` by this process."""
+        from argus_lab.langgraph._group import GroupCommit
+
+        self.group = GroupCommit(self, LINGER if durability == "full" else 0.0)
+        """Concurrent puts and writes share one transaction (``_group.py``)."""
         self.status_at = ""
         """The checkpoint whose writes set that status (an interrupt, an error):
         only a newer checkpoint changes it again."""

@@ -1,9 +1,11 @@
 """ArgusSaver: a LangGraph checkpointer on an Argus Workspace.
 
 Each LangGraph thread is stored in its own diskcache folder of the workspace
-(``_store.py``), with Argus's invariants: one SQLite transaction per ``put`` and
-per ``put_writes``; every record checksummed JSON with a ``schema_version``; no
-pickle (``_codec.py``); one writer per thread (a runner lease plus a version
+(``_store.py``), with Argus's invariants: each ``put`` and each ``put_writes`` is
+one SQLite transaction, committed before the call returns (a task's writes and
+the checkpoint that follows them share one, and so one fsync: ``_group.py``);
+every record checksummed JSON with a ``schema_version``; no pickle
+(``_codec.py``); one writer per thread (a runner lease plus a version
 counter checked on every commit); and flat bytes per step (``_delta.py``).
 """
 
@@ -227,14 +229,19 @@ class ArgusSaver(BaseCheckpointSaver[str]):
         )
         st = self._thread(tid, create=True)
         assert st is not None
-        with st.transaction():
-            sizes = [st.set(key, rec) for _, key, rec, _, _ in blobs]
-            csize = st.set(ckpt_key(ns, checkpoint["id"]), crec)
+        sizes: list[int] = []
+
+        def work() -> None:
+            sizes[:] = [st.set(key, rec) for _, key, rec, _, _ in blobs]
+            sizes.append(st.set(ckpt_key(ns, checkpoint["id"]), crec))
             status = "running" if _triggers_more(values) else "succeeded"
             # Puts and writes may arrive out of order (durability="async"): a
             # pause belongs to its checkpoint, and only a newer one ends it.
             if st.status != status and not ns and checkpoint["id"] > st.status_at:
                 st.set_status(status, None, checkpoint["id"])
+
+        st.group.run(work, linger=False)
+        csize = sizes.pop()
         self._ckpt_memo[(tid, ns)] = next_memo(
             self._ckpt_memo.get((tid, ns)), cmemo, cdelta, csize
         )
@@ -278,7 +285,9 @@ class ArgusSaver(BaseCheckpointSaver[str]):
             rows.append((f"w{US}{ns}{US}{cid}{US}{task_id}{US}{idx}", idx, data))
         st = self._thread(tid, create=True)
         assert st is not None
-        with st.transaction():
+        status = _status_of(writes)
+
+        def work() -> None:
             # A regular write is kept as first stored (a retried task must not
             # change what was recorded); special writes (errors, interrupts,
             # resumes) replace the earlier one.
@@ -286,9 +295,11 @@ class ArgusSaver(BaseCheckpointSaver[str]):
             for key, idx, data in rows:
                 if idx < 0 or key not in have:
                     st.set(key, data, keep=idx >= 0)
-            status = _status_of(writes)
             if status is not None:
                 st.set_status(*status, at=cid)
+
+        # Lingers for the checkpoint that usually follows, to share its fsync.
+        st.group.run(work, linger=True)
 
     # -- reading -----------------------------------------------------------
 
