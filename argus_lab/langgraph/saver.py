@@ -298,8 +298,9 @@ class ArgusSaver(BaseCheckpointSaver[str]):
             if status is not None:
                 st.set_status(*status, at=cid)
 
-        # Lingers for the checkpoint that usually follows, to share its fsync.
-        st.group.run(work, linger=True)
+        # Lingers for the checkpoint that usually follows, to share its fsync;
+        # no checkpoint follows an interrupt or an error, so those do not wait.
+        st.group.run(work, linger=status is None)
 
     # -- reading -----------------------------------------------------------
 
