@@ -11,13 +11,12 @@ counter checked on every commit); and flat bytes per step (``_delta.py``).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import shutil
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
 from argus_lab.langgraph import _maintain
+from argus_lab.langgraph._async import AsyncMethods
 from argus_lab.langgraph._codec import encode
 from argus_lab.langgraph._delta import (
     BlobMemo,
@@ -87,7 +87,7 @@ def _triggers_more(values: dict[str, Any]) -> bool:
     )
 
 
-class ArgusSaver(BaseCheckpointSaver[str]):
+class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer that stores threads in an Argus Workspace.
 
     ``graph.compile(checkpointer=ArgusSaver(ws))``; both the sync and the async
@@ -406,56 +406,3 @@ class ArgusSaver(BaseCheckpointSaver[str]):
         else:
             n = int(str(current).split(".")[0])
         return f"{n + 1:012d}.{random.getrandbits(32):08x}"
-
-    # -- async: the same work on a worker thread (diskcache is synchronous) --
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        items = await asyncio.to_thread(
-            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
-        )
-        for item in items:
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return await asyncio.to_thread(
-            self.put, config, checkpoint, metadata, new_versions
-        )
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
-    ) -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
