@@ -339,52 +339,17 @@ class ThreadStore:
         self._head_text, self._head = text, head
 
     def ensure_thread_record(self) -> None:
-        """Writes ``lg:thread`` (the thread id) once, with Argus's ``meta`` and
-        ``plan`` records, so the thread is listed like a session (``ws.sessions()``,
-        ``argus ls``) and the analysis frames read it (as a plan of no tasks)."""
-        if self.get("lg:thread") is not None:
-            return
-        from argus_lab.model import Plan, SessionInfo
+        """Writes ``lg:thread`` and the session records once (``_session.py``)."""
+        from argus_lab.langgraph._session import write_session_records
 
-        now = time.time()
-        goal = f"LangGraph thread {self.thread_id!r}"
-        meta = SessionInfo(
-            id=self.session_id,
-            name=self.session_id,
-            goal=goal,
-            created=now,
-            updated=now,
-        )
-        with self.lock, self.cache.transact(retry=True):
-            self._sql(
-                "INSERT OR IGNORE INTO LangGraph (key, value) VALUES (?, ?)",
-                ("lg:thread", lg_encode({"thread_id": self.thread_id})),
-            )
-            self.cache.add("meta", encode_argus(meta.model_dump_json()))
-            self.cache.add("plan", encode_argus(Plan(goal=goal).model_dump_json()))
+        if self.get("lg:thread") is None:
+            write_session_records(self)
 
     def set_status(self, status: str, reason: str | None, at: str = "") -> None:
-        """Rewrites the session status in ``meta`` (inside ``transaction``).
+        """Rewrites the session status in ``meta`` (inside ``transaction``)."""
+        from argus_lab.langgraph._session import write_status
 
-        Only on a change (an interrupt, an error, the run going on after one), so
-        a step of a running thread does not pay for it.
-        """
-        from argus_lab.model import SessionInfo
-
-        raw = self.cache.get("meta")
-        if raw is None:
-            return
-        try:
-            _, crc, body = raw.split("|", 2)
-            if f"{zlib.crc32(body.encode()):08x}" != crc:
-                raise ValueError("checksum mismatch")
-            info = SessionInfo.model_validate_json(body)
-        except ValueError as e:
-            raise self.corrupt("meta", e) from None
-        info = info.model_copy(
-            update={"status": status, "reason": reason, "updated": time.time()}
-        )
-        self.cache.set("meta", encode_argus(info.model_dump_json()))
+        write_status(self, status, reason)
         self.status, self.status_at = status, at
 
     def _check(self, head: Head) -> None:
