@@ -14,13 +14,16 @@ from argus_lab.errors import (
     ArgusError,
     BudgetExceeded,
     ConcurrentSessionError,
+    ConflictError,
     CorruptCheckpointError,
     InDoubtError,
+    LostCommitsError,
     MissingDependency,
     ModelError,
     PlanError,
     ReplayMiss,
     SchemaVersionError,
+    StorageFullError,
     ToolError,
     TransientError,
 )
@@ -29,6 +32,7 @@ from argus_lab.model import Budget, Plan, SessionInfo, Task, TaskRecord
 from argus_lab.plan.domain import HTNDomain, Subtask
 from argus_lab.plan.htn import HTNPlanner
 from argus_lab.runtime.session import RunResult, Session
+from argus_lab.runtime.views import VIEWS as _VIEWS
 from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.builtin import builtin_tools
 from argus_lab.tools.registry import Tool, ToolContext, tool
@@ -36,6 +40,7 @@ from argus_lab.workspace import Workspace
 
 if TYPE_CHECKING:
     from argus_lab import analysis, llm
+    from argus_lab.client import connect
     from argus_lab.llm.anthropic import AnthropicModel
     from argus_lab.plan.llm import LLMPlanner
     from argus_lab.runtime.dask import DaskExecutor
@@ -50,6 +55,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "ConcurrentSessionError",
+    "ConflictError",
     "CorruptCheckpointError",
     "DaskExecutor",
     "Event",
@@ -57,6 +63,7 @@ __all__ = [
     "HTNPlanner",
     "InDoubtError",
     "LLMPlanner",
+    "LostCommitsError",
     "MissingDependency",
     "ModelError",
     "Plan",
@@ -66,6 +73,7 @@ __all__ = [
     "SchemaVersionError",
     "Session",
     "SessionInfo",
+    "StorageFullError",
     "Subtask",
     "Task",
     "TaskRecord",
@@ -76,6 +84,7 @@ __all__ = [
     "Workspace",
     "analysis",
     "builtin_tools",
+    "connect",
     "llm",
     "tool",
 ]
@@ -87,6 +96,7 @@ _LAZY = {
     "AnthropicModel": ("argus_lab.llm.anthropic", "AnthropicModel"),
     "LLMPlanner": ("argus_lab.plan.llm", "LLMPlanner"),
     "DaskExecutor": ("argus_lab.runtime.dask", "DaskExecutor"),
+    "connect": ("argus_lab.client", "connect"),
 }
 
 
@@ -99,6 +109,40 @@ def __getattr__(name: str) -> Any:
         mod = importlib.import_module(module)
         return mod if attr is None else getattr(mod, attr)
     raise AttributeError(f"module 'argus_lab' has no attribute {name!r}")
+
+
+def _tasks_df(session: Session, **options: Any) -> Any:
+    from argus_lab import analysis
+
+    return analysis.tasks_df(session, **options)
+
+
+def _events_df(session: Session, **options: Any) -> Any:
+    from argus_lab import analysis
+
+    return analysis.events_df(session, **options)
+
+
+def _session_html(session: Session) -> str:
+    from argus_lab.jupyter.display import session_html
+
+    return session_html(session)
+
+
+def _graph_svg(session: Session) -> str:
+    from argus_lab.jupyter.display import session_svg
+
+    return session_svg(session)
+
+
+# The runtime must not import analysis or jupyter (DESIGN.md section 3): this
+# package, above every layer, hands it their views (imported on first use).
+_VIEWS.register(
+    tasks_df=_tasks_df,
+    events_df=_events_df,
+    session_html=_session_html,
+    graph_svg=_graph_svg,
+)
 
 
 def load_ipython_extension(ipython: Any) -> None:

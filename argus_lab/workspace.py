@@ -15,30 +15,40 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
+from argus_lab.errors import ArgusError, ConcurrentSessionError, PlanError
 from argus_lab.events import make_event
 from argus_lab.model import Budget, Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
-from argus_lab.store.checkpoints import Durability, Loaded, SessionStore, open_cache
+from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
+from argus_lab.store.index import (
+    open_index,
+    read_progress,
+    rebuild_or_raise,
+    scan_sessions,
+)
+from argus_lab.tools.approval import policies_from_data, policies_to_data
 from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
     import diskcache
 
     from argus_lab.store.memory import Memory
+    from argus_lab.store.state import State
 
 __all__ = ["Workspace"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ToolsArg = Iterable[Tool | Callable[..., Any]] | None
+M = TypeVar("M")
 
 
 def _slug(text: str) -> str:
@@ -62,6 +72,13 @@ def _coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
 def _refuse_literal_secrets(plan: Plan, red: Redactor) -> None:
     # A secret written into a plan would be stored with it; a reference is not.
     for t in plan.tasks:
+        if red.needed(t.id):
+            # Task ids are keys in the checkpoint: masking would merge tasks.
+            raise PlanError(
+                "a task id holds a secret (it matches an API key, token or "
+                "password, or a secret environment variable's value); ids are "
+                "stored as keys and cannot be masked. Choose another id"
+            )
         for k, v in t.args.items():
             text = json.dumps(v)
             if red.needed(text) and red.value(v) != v:
@@ -83,7 +100,8 @@ class Workspace:
             (each commit fsynced: survives power loss, slower). See BENCHMARKS.md.
         embedder: For vector and hybrid memory search: a callable
             ``list[str] -> list[list[float]]`` (e.g. a sentence-transformers
-            model's ``encode``) or a LanceDB embedding function; None: full text.
+            model's ``encode``) or a LanceDB embedding function; None: the
+            default, WordLlama's bundled model (offline, loaded on first use).
     """
 
     def __init__(
@@ -114,15 +132,27 @@ class Workspace:
 
     @property
     def _index(self) -> diskcache.Cache:
+        # A cache of the session folders: rebuilt (with a warning) when damaged.
         if self._index_cache is None:
-            self._index_cache = open_cache(self.path / "index", self.durability)
+            self._index_cache = open_index(self.path, self.durability)
         return self._index_cache
+
+    def _index_call(self, fn: Callable[[diskcache.Cache], Any]) -> Any:
+        try:
+            return fn(self._index)
+        except sqlite3.DatabaseError as e:  # damaged after it was opened
+            if self._index_cache is not None:
+                self._index_cache.close()
+                self._index_cache = None
+            self._index_cache = rebuild_or_raise(self.path, self.durability, e)
+            return fn(self._index_cache)
 
     @property
     def memory(self) -> Memory:
         """Long-term memory (LanceDB, full-text / vector / hybrid) in <root>/memory/.
 
-        Pass an embedder for vector search: ``Workspace(path, embedder=...)``.
+        Vector and hybrid search use the default embedder unless the workspace
+        was given another: ``Workspace(path, embedder=...)``.
         """
         from argus_lab.store.memory import open_memory
 
@@ -203,9 +233,18 @@ class Workspace:
             + "-"
             + uuid.uuid4().hex[:8]
         )
+        red = Redactor(opts.secrets)
         if name is None:
-            base = f"{parent.name}-fork" if parent else _slug(plan.goal)
+            masked = red.text(plan.goal)  # a name is a key: no secret in it
+            base = f"{parent.name}-fork" if parent else _slug(masked)
             name = f"{base}-{sid[-4:]}"
+        if red.needed(name):
+            # The name is a key of the index: refused, never masked.
+            raise ValueError(
+                "the session name holds a secret (it matches an API key, token or "
+                "password, or a secret environment variable's value); names are "
+                "stored as keys and cannot be masked. Choose another name"
+            )
         if not _NAME.match(name):
             raise ValueError(
                 f"session name {name!r} must start with a letter or digit and use "
@@ -226,6 +265,9 @@ class Workspace:
             forked_at=at,
             n_tasks=len(plan.tasks),
             budgets=budgets if budgets is not None else {},
+            approvals=None
+            if opts.approvals is None
+            else policies_to_data(opts.approvals),
         )
         ev = [
             make_event(
@@ -275,7 +317,7 @@ class Workspace:
         store.redactor = Redactor(opts.secrets)
         try:
             head = store.create(meta, plan, kept, ev, replays)
-            if not self._index.add("name:" + name, sid):
+            if not self._index_call(lambda ix: ix.add("name:" + name, sid)):
                 raise ArgusError(f"a session named {name!r} was just created elsewhere")
         except BaseException:
             store.close()
@@ -310,22 +352,41 @@ class Workspace:
     # -- finding and opening -------------------------------------------------
 
     def _lookup(self, name_or_id: str) -> str | None:
-        sid = self._index.get("name:" + name_or_id)
+        # By id first: opening a session by id never depends on the index.
+        if (
+            "/" not in name_or_id
+            and name_or_id not in ("", ".", "..")
+            and (self._session_dir(name_or_id) / "cache.db").exists()
+        ):
+            return name_or_id
+        sid = self._index_call(lambda ix: ix.get("name:" + name_or_id))
         if isinstance(sid, str) and self._session_dir(sid).exists():
             return sid
-        if (self._session_dir(name_or_id) / "cache.db").exists():
-            return name_or_id
         return None
 
-    def open(self, name_or_id: str, tools: ToolsArg = None, **options: Any) -> Session:
+    def open(
+        self,
+        name_or_id: str,
+        tools: ToolsArg = None,
+        *,
+        accept_lost_commits: bool = False,
+        **options: Any,
+    ) -> Session:
         """Opens a session to inspect or continue it, exactly where it stopped.
 
         Tools are code, so they are handed in again; a task whose tool is
         missing fails with an error saying so when it comes to run.
 
+        Args:
+            accept_lost_commits: go on after a LostCommitsError: each task the
+                lost commits touched is rerun with the same idempotency key if
+                its tool is idempotent (or has no side effect) and held in
+                doubt otherwise; every surviving result is kept.
+
         Raises:
             KeyError: no such session (the message lists some that exist).
             CorruptCheckpointError: a record of this session is damaged.
+            LostCommitsError: commits this session had made were lost.
         """
         sid = self._lookup(name_or_id)
         if sid is None:
@@ -335,30 +396,90 @@ class Workspace:
             )
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
         try:
-            loaded = store.load()
+            loaded = store.load(accept_lost_commits=accept_lost_commits)
+            options = self._policies(store, loaded, options)
         except BaseException:
             store.close()
             raise
         return Session(self, store, loaded, as_toolset(tools), self._options(options))
 
+    def _policies(
+        self, store: SessionStore, loaded: Loaded, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Restores the stored approval policies, or stores the ones handed in."""
+        stored = loaded.meta.approvals
+        if "approvals" not in options:
+            if stored is not None:
+                label = loaded.meta.name
+                options = options | {
+                    "approvals": policies_from_data(stored, session=label)
+                }
+            return options
+        given = options["approvals"]
+        data = None if given is None else policies_to_data(tuple(given))
+        if data != stored:  # replaced explicitly: they travel with the session
+            meta = loaded.meta.model_copy(update={"approvals": data})
+            try:
+                loaded.head = store.commit(
+                    loaded.head.version, "ws.open", meta=meta, lease="keep"
+                )
+                loaded.meta = meta
+            except ConcurrentSessionError:
+                pass  # another process runs it: they apply here, stored next open
+        return options
+
     def sessions(self) -> list[SessionInfo]:
-        """Every readable session, oldest first (damaged ones are skipped)."""
-        out: list[SessionInfo] = []
-        for d in sorted((self.path / "sessions").iterdir()):
-            if not (d / "cache.db").exists():
-                continue
-            try:
-                store = SessionStore(d, d.name, durability=self.durability)
-            except CorruptCheckpointError:
-                continue
-            try:
-                out.append(store.read_meta())
-            except CorruptCheckpointError:
-                continue
-            finally:
-                store.close()
-        out.sort(key=lambda i: (i.created, i.id))  # ids share a second
-        return out
+        """Every readable session, oldest first (see ``damaged_sessions``)."""
+        return scan_sessions(self.path / "sessions", self.durability)[0]
+
+    def progress(self, name_or_id: str) -> dict[str, Any]:
+        """A session's status and task counts as its records say now.
+
+        Returns ``{"status", "counts", "reason", "runner"}``: the stored status,
+        except "interrupted" for one stored as running whose runner is gone (its
+        process died); counts per task status from the task records; the live
+        runner's pid and host, or None.
+
+        Raises:
+            KeyError: no such session.
+        """
+        sid = self._lookup(name_or_id)
+        if sid is None:
+            raise KeyError(f"no session {name_or_id!r} in {self.path}")
+        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        try:
+            return read_progress(store)
+        finally:
+            store.close()
+
+    def damaged_sessions(self) -> dict[str, str]:
+        """Sessions that cannot be read: id -> the error saying why."""
+        return scan_sessions(self.path / "sessions", self.durability)[1]
+
+    # -- typed states (store/state.py) ------------------------------------------
+
+    @overload
+    def state(self, name: str, model: type[M], **options: Any) -> State[M]: ...
+    @overload
+    def state(self, name: str, model: None = None, **options: Any) -> State[Any]: ...
+    def state(self, name: str, model: Any = None, **options: Any) -> State[Any]:
+        """The typed state ``name``: created from ``model()``'s defaults the
+        first time, loaded after. ``model=None``: a plain JSON document.
+
+        Options: schema_version, max_size, growth_window, lock_ttl,
+        snapshot_every (see ``argus_lab.store.state.State``).
+        """
+        from argus_lab.store.state import open_state
+
+        return open_state(
+            self.path / "states", name, model, durability=self.durability, **options
+        )
+
+    def states(self) -> list[str]:
+        """The names of this workspace's states."""
+        from argus_lab.store.state import state_names
+
+        return state_names(self.path / "states")
 
     def close(self) -> None:
         """Closes the workspace index (sessions close on their own)."""

@@ -8,7 +8,7 @@ frames, export/load, and the ways of parsing the stored JSON it chose between.
 Trajectories: per task, ``task_started``, an ``llm_call``, a ``tool_call``, a second
 ``llm_call`` and ``task_succeeded`` (every tenth task also fails once first:
 ``task_started`` + ``retry_scheduled``), with the payloads the runtime and the model
-layer write. They are committed through ``Session._commit`` in batches (the real
+layer write. They are committed through ``Session.emit`` in batches (the real
 store path: redaction, envelope, checksum), which is much faster than running
 100,000 events' worth of tasks, and what is measured is the read, not the write.
 
@@ -102,7 +102,7 @@ def make_session(ws: al.Workspace, name: str, n_events: int) -> al.Session:
     s = ws.new_session(plan=plan, tools=[noop], name=name)
     evs = _events(s.id, n_events, time.time())
     for i in range(0, len(evs), 5000):
-        s._commit(events=evs[i : i + 5000])
+        s.emit(*evs[i : i + 5000])
     return s
 
 
@@ -166,7 +166,7 @@ def run(quick: bool) -> dict[str, Any]:
         for n in sizes:
             s = make_session(ws, f"s{n}", n)
             n_ev = len(s.events_df())
-            bodies = list(s._store.iter_event_json())
+            bodies = list(s.event_json())
             rows = parse_events(bodies)
             add(
                 "events_df(session)", n_ev, measure(lambda s=s: an.events_df(s), repeat)
@@ -179,7 +179,7 @@ def run(quick: bool) -> dict[str, Any]:
             add(
                 "  of which: store read (iter_event_json)",
                 n_ev,
-                measure(lambda s=s: list(s._store.iter_event_json()), repeat),
+                measure(lambda s=s: list(s.event_json()), repeat),
             )
             add(
                 "  of which: parse",

@@ -10,6 +10,7 @@ session's own commit path by ``emit``.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pandas as pd
@@ -53,11 +54,6 @@ def make_work_v2(clock: Clock, slow: dict[str, float]) -> al.Tool:
     return work
 
 
-def clocked(s: al.Session, clock: Clock) -> al.Session:
-    s._now = clock  # type: ignore[method-assign]
-    return s
-
-
 def emit(
     s: al.Session,
     kind: str,
@@ -71,13 +67,13 @@ def emit(
     ev = make_event(
         kind,
         session_id=s.id,
-        ts=s._now(),
+        ts=(s.options.clock or time.time)(),
         task_id=task_id,
         attempt=attempt,
         duration=duration,
         payload=payload,
     )
-    s._commit(events=[ev])
+    s.emit(ev)
 
 
 def w(tid: str, secs: float, deps: list[str] | None = None, out: str = "") -> dict:
@@ -89,8 +85,7 @@ def run_clocked(ws: al.Workspace, name: str, tasks: list[dict], **kw: Any) -> An
     clock = Clock()
     tools = [make_work(clock), *BASIC_TOOLS]
     s = ws.new_session(plan={"tasks": tasks}, tools=tools, name=name, concurrency=1,
-                       **FAST, **kw)  # fmt: skip
-    clocked(s, clock)
+                       clock=clock, **FAST, **kw)  # fmt: skip
     s.run()
     return s, clock
 
@@ -246,7 +241,7 @@ def test_compare_finds_exactly_the_tasks_a_fork_changed(ws: al.Workspace) -> Non
         {"id": "e", "tool": "echo", "args": {"value": "${b.result}"}},
     ]  # fmt: skip
     parent, clock = run_clocked(ws, "parent", tasks)
-    fork = clocked(parent.fork(at="b", name="fork"), clock)
+    fork = parent.fork(at="b", name="fork")
     # v2 of the tool: upper-cases its output, and "b" now takes three times longer.
     fork.update_tools(make_work_v2(clock, slow={"b": 3.0}))
     assert fork.run().status == "succeeded"
@@ -357,8 +352,8 @@ def test_helpers_take_frames_too_and_refuse_several_sessions(ws: al.Workspace) -
 
 def test_a_fork_that_replays_its_parent_changes_nothing(ws: al.Workspace) -> None:
     tasks = [w("a", 1, out="a"), w("b", 2, ["a"], out="b"), w("c", 1, ["b"])]
-    parent, clock = run_clocked(ws, "p", tasks)
-    fork = clocked(parent.fork(at="b", name="replay"), clock)
+    parent, _ = run_clocked(ws, "p", tasks)
+    fork = parent.fork(at="b", name="replay")
     assert fork.run().status == "succeeded"  # same code, same inputs: replayed
     with parent, fork:
         assert an.compare(parent, fork).empty

@@ -90,7 +90,21 @@ def sigkill(p: subprocess.Popen[bytes]) -> None:
 
 
 def head(s: al.Session) -> Any:
-    return s._store.read_head()
+    """The stored head, read like another process would."""
+    store = SessionStore(s.path, s.id)
+    try:
+        return store.read_head()
+    finally:
+        store.close()
+
+
+def foreign_commit(s: al.Session, version: int, holder: str, **kw: Any) -> None:
+    """Commits to ``s``'s store as another writer would."""
+    store = SessionStore(s.path, s.id)
+    try:
+        store.commit(version, holder, **kw)
+    finally:
+        store.close()
 
 
 def open_slow(root: Path, **options: Any) -> tuple[al.Workspace, al.Session]:
@@ -306,7 +320,7 @@ def test_foreign_lease_can_be_taken_once_it_expires(tmp_path: Path) -> None:
     try:
         h = head(s)
         lease = {**make_lease("foreign", 2.5), "host": "elsewhere"}
-        s._store.commit(h.version, "foreign", lease=lease)
+        foreign_commit(s, h.version, "foreign", lease=lease)
         with pytest.raises(al.ConcurrentSessionError):
             s.run()
         wait_until(lambda: time.time() > lease["expires"], "the lease to expire")
@@ -327,7 +341,8 @@ def test_refused_call_is_clean(tmp_path: Path) -> None:
     )
     try:
         h = head(s)
-        s._store.commit(
+        foreign_commit(
+            s,
             h.version,
             "foreign",
             lease={**make_lease("foreign", 60), "host": "elsewhere"},
@@ -383,6 +398,7 @@ def test_stale_session_gets_concurrent_error_instead_of_overwriting(
         assert entered.wait(DEADLINE)
         s2 = ws.open("v", tools=[cw.quick, slow_quick], lease_ttl=5, **cw.NO_APPROVALS)
         assert s2.record("slow").status == "running"
+        s1_holder = head(s2).lease["holder"]  # s1 holds it (for now)
         wait_until(
             lambda: time.time() > head(s2).lease["expires"], "s1's lease to lapse"
         )
@@ -402,14 +418,14 @@ def test_stale_session_gets_concurrent_error_instead_of_overwriting(
 
         # The store's version check itself: a commit on a stale version is
         # refused whole, lease or no lease.
-        stale = s1._version
+        stale = s1.version
         assert stale < head_after.version
         bogus = s1.record("slow").model_copy(
             update={"status": "succeeded", "result": {"by": "s1"}}
         )
-        for holder in (s1._holder, "nobody"):
+        for holder in (s1_holder, "nobody"):
             with pytest.raises(al.ConcurrentSessionError, match="expected"):
-                s1._store.commit(stale, holder, records=[bogus], lease=None)
+                foreign_commit(s1, stale, holder, records=[bogus], lease=None)
 
         ws2 = al.Workspace(tmp_path / "ws")
         s3 = ws2.open("v", tools=[cw.quick, slow_quick], **cw.NO_APPROVALS)

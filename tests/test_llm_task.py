@@ -9,6 +9,7 @@ import pytest
 import argus_lab as al
 from argus_lab.llm import AnthropicModel, ModelRequest, Price, Usage
 from argus_lab.llm.testing import FunctionModel, tool_call
+from argus_lab.store.checkpoints import SessionStore
 from tests.fixtures.llm.fake_api import FakeAPI, block_network, message, text, tool_use
 
 LOOKUPS: list[str] = []
@@ -212,11 +213,13 @@ def test_context_breakdown_of_an_llm_task(ws: al.Workspace) -> None:
 
 def test_an_llm_task_interrupted_by_a_crash_reruns(ws: al.Workspace) -> None:
     s = ws.new_session(plan=PLAN, tools=[seed, lookup], name="crashed")
-    head = s._store.read_head()
+    s.close()
+    dead = SessionStore(s.path, s.id)  # a process that died mid-attempt
+    head = dead.read_head()
     assert head is not None
     running = al.TaskRecord(task_id="explain", status="running", attempts=1)
-    s._store.commit(head.version, "a-dead-process", records=[running], lease=None)
-    s.close()
+    dead.commit(head.version, "a-dead-process", records=[running], lease=None)
+    dead.close()
     with ws.open("crashed", tools=[seed, lookup], models=model()) as again:
         assert again.record("explain").status == "running"
         assert again.run().status == "succeeded"  # rerun, not left in doubt

@@ -5,12 +5,18 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import diskcache
 import pytest
 
 import argus_lab as al
-from argus_lab.store.checkpoints import SCHEMA_VERSION, JsonOnlyDisk, encode
+from argus_lab.store.checkpoints import (
+    SCHEMA_VERSION,
+    JsonOnlyDisk,
+    SessionStore,
+    encode,
+)
 from tests.conftest import BASIC_TOOLS, add
 
 CHAIN = {
@@ -118,7 +124,7 @@ def test_no_pickle_in_the_package_source() -> None:
 
 
 def test_each_commit_writes_only_the_changed_record_and_new_events(
-    ws: al.Workspace,
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     n = 40
     plan = {
@@ -135,22 +141,25 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
     }
     s = ws.new_session(plan=plan, tools=[add], name="delta")
     writes: list[list[str]] = []
-    real_commit = s._store.commit
-    real_set = s._store.cache.set
+    real_commit = SessionStore.commit
+    real_set = diskcache.Cache.set
     current: list[str] = []
 
-    def spy_set(key: str, value: str, *a: object, **k: object) -> bool:
+    def spy_set(
+        cache: diskcache.Cache, key: str, value: str, *a: Any, **k: Any
+    ) -> bool:
         current.append(key)
-        return real_set(key, value, *a, **k)
+        return real_set(cache, key, value, *a, **k)
 
-    def spy_commit(*a: object, **k: object) -> object:
+    def spy_commit(store: SessionStore, *a: Any, **k: Any) -> Any:
         current.clear()
-        out = real_commit(*a, **k)
+        out = real_commit(store, *a, **k)
         writes.append(list(current))
         return out
 
-    s._store.cache.set = spy_set  # type: ignore[method-assign]
-    s._store.commit = spy_commit  # type: ignore[method-assign]
+    # Every SessionStore and cache of this test is the session's own.
+    monkeypatch.setattr(diskcache.Cache, "set", spy_set)
+    monkeypatch.setattr(SessionStore, "commit", spy_commit)
     assert s.run().status == "succeeded"
     s.close()
     task_commits = [w for w in writes if any(k.startswith("t:") for k in w)]
@@ -166,15 +175,17 @@ def test_envelope_round_trip_and_checksum(ws: al.Workspace) -> None:
     text = encode('{"x": 1}')
     assert text.startswith(f"{SCHEMA_VERSION}|")
     s = finished(ws, "env")
-    with ws.open("env") as o:
-        assert o._store.decode("k", text, "task") == (SCHEMA_VERSION, '{"x": 1}')
+    store = SessionStore(s.path, s.id)
+    try:
+        assert store.decode("k", text, "task") == (SCHEMA_VERSION, '{"x": 1}')
         with pytest.raises(al.CorruptCheckpointError, match="checksum"):
-            o._store.decode("k", text.replace("1}", "2}"), "task")
-    assert s.id
+            store.decode("k", text.replace("1}", "2}"), "task")
+    finally:
+        store.close()
 
 
 def test_full_durability_relaxes_only_the_intent_of_tools_without_effects(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     @al.tool(side_effect="write", idempotent=True)
     def save(x: int) -> int:
@@ -186,18 +197,18 @@ def test_full_durability_relaxes_only_the_intent_of_tools_without_effects(
         "tasks": [*CHAIN["tasks"], {"id": "w", "tool": "save", "args": {"x": 1}}],
     }
     s = ws.new_session(plan=plan, tools=[*BASIC_TOOLS, save], name="f", approvals=[])
-    real = s._store.commit
+    real = SessionStore.commit
     seen: list[tuple[str, bool, int]] = []
 
-    def spy(*args: object, **kwargs: object) -> object:
-        head = real(*args, **kwargs)  # type: ignore[arg-type]
+    def spy(store: SessionStore, *args: Any, **kwargs: Any) -> Any:
+        head = real(store, *args, **kwargs)
         events = kwargs.get("events") or []
-        kind = events[0].kind if events else "-"  # type: ignore[union-attr,index]
-        level = s._store.cache._sql("PRAGMA synchronous").fetchone()[0]
+        kind = events[0].kind if events else "-"
+        level = store.cache._sql("PRAGMA synchronous").fetchone()[0]
         seen.append((kind, bool(kwargs.get("relaxed")), level))
         return head
 
-    s._store.commit = spy  # type: ignore[method-assign]
+    monkeypatch.setattr(SessionStore, "commit", spy)
     assert s.run().status == "succeeded"
     starts = [(r, lvl) for k, r, lvl in seen if k == "task_started"]
     # add/add/add relax their intents; the write tool's intent is fsynced.

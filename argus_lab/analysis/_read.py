@@ -132,7 +132,7 @@ class SessionData:
 
 
 def _from_session(s: Session) -> SessionData:
-    bodies = list(s._store.iter_event_json())
+    bodies = list(s.event_json())
     return SessionData(
         info=s.info, plan=s.plan, records=s.records, events=parse_events(bodies)
     )

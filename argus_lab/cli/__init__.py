@@ -65,6 +65,7 @@ Command = Callable[[argparse.Namespace, Out], int]
 def _commands() -> dict[str, Command]:
     from argus_lab.cli._cleanup import cmd_gc, cmd_rm
     from argus_lab.cli._demo import cmd_demo
+    from argus_lab.cli._serve import cmd_serve
     from argus_lab.cli._sessions import (
         cmd_approve,
         cmd_export,
@@ -88,6 +89,7 @@ def _commands() -> dict[str, Command]:
         "export": cmd_export,
         "rm": cmd_rm,
         "gc": cmd_gc,
+        "serve": cmd_serve,
     }
 
 
@@ -206,9 +208,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("name", help="session name or id")
     s.add_argument("--events", action="store_true", help="list its events too")
     s.add_argument("--limit", type=int, metavar="N", help="only the last N events")
+    s.add_argument(
+        "--svg", metavar="FILE", help="also write the graph as a standalone SVG file"
+    )
 
     rs = add("resume", "continue a session exactly where it stopped")
     rs.add_argument("name", help="session name or id")
+    rs.add_argument(
+        "--accept-lost-commits",
+        action="store_true",
+        help="go on after commits were lost (see the error that said so)",
+    )
     _tool_options(rs)
 
     f = add("fork", "branch a session: keep results before a task, redo the rest")
@@ -283,6 +293,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--dry-run", action="store_true", help="only say what would go")
     g.add_argument("-y", "--yes", action="store_true", help="do not ask")
+    from argus_lab.cli._serve import add_serve
+
+    add_serve(add("serve", "serve the workspace over HTTP (needs the serve extra)"))
     return p
 
 

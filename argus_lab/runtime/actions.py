@@ -2,24 +2,35 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from argus_lab.errors import ArgusError
-from argus_lab.model import Budget, TaskRecord
+from argus_lab.events import EventBase
+from argus_lab.model import Budget, Status, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, resolve_args
-from argus_lab.runtime.engine import Engine
-from argus_lab.runtime.executor import Outcome
-from argus_lab.runtime.options import RunResult, input_hash
+from argus_lab.runtime.options import input_hash
+from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.scheduler import DONE
-
-if TYPE_CHECKING:
-    pass
+from argus_lab.runtime.settle import Settler
+from argus_lab.runtime.signals import Signals
+from argus_lab.runtime.state import SessionState
 
 __all__ = ["Actions"]
 
 
-class Actions(Engine):
-    """What a person decides about tasks, applied on the loop thread."""
+class Actions:
+    """What a person decides about tasks, applied on the loop thread.
+
+    Args:
+        state: The session state (the only writer).
+        settler: Fails a rejected task like any failure.
+        signals: Wakes the run loop after a decision.
+    """
+
+    def __init__(self, state: SessionState, settler: Settler, signals: Signals) -> None:
+        self._state = state
+        self._settler = settler
+        self._signals = signals
 
     def stale(self) -> list[str]:
         """Succeeded tasks whose tool code or inputs changed, and their dependents.
@@ -28,25 +39,24 @@ class Actions(Engine):
         when it succeeded, when its arguments resolve differently now (an
         upstream result changed), or when a dependency is stale or not done.
         """
+        st = self._state
         stale: set[str] = set()
-        for tid in self._sched.topo:
-            rec = self._records[tid]
+        for tid in st.sched.topo:
+            rec = st.records[tid]
             if rec.status != "succeeded":
                 continue
-            task = self._tasks[tid]
-            if any(
-                d in stale or self._records[d].status not in DONE for d in task.deps
-            ):
+            task = st.tasks[tid]
+            if any(d in stale or st.records[d].status not in DONE for d in task.deps):
                 stale.add(tid)
                 continue
-            tool = self._tools.get(task.tool or "")
+            tool = st.tools.get(task.tool or "")
             if tool is None:
                 continue  # unknown now: nothing to compare against
             if rec.tool_hash is not None and rec.tool_hash != tool.code_hash:
                 stale.add(tid)
                 continue
             try:
-                args = resolve_args(task.args, self._result_of)
+                args = resolve_args(task.args, st.result_of)
             except ReferenceError_:
                 stale.add(tid)
                 continue
@@ -55,13 +65,25 @@ class Actions(Engine):
                 and input_hash(tool.name, args) != rec.input_hash
             ):
                 stale.add(tid)
-        return [t for t in self._tasks if t in stale]
+        return [t for t in st.tasks if t in stale]
 
-    def _unblock_downstream(self, tid: str) -> list[TaskRecord]:
-        """Blocked descendants whose dependencies no longer fail become pending."""
-        status = {t: r.status for t, r in self._records.items()}
+    def pending_approvals(self) -> dict[str, dict[str, Any]]:
+        """Tasks waiting for a decision -> what was asked (tool, args, policy)."""
+        st = self._state
+        return {
+            t: {"tool": st.tasks[t].tool, **(r.approval or {})}
+            for t, r in st.records.items()
+            if r.status == "awaiting_approval"
+        }
+
+    def _unblock_downstream(self, tid: str, now: Status) -> list[TaskRecord]:
+        """Blocked descendants whose dependencies no longer fail (``tid`` being
+        ``now``) become pending."""
+        st = self._state
+        status = {t: r.status for t, r in st.records.items()}
+        status[tid] = now
         changed: list[TaskRecord] = []
-        order = self._sched.descendants(tid)
+        order = st.sched.descendants(tid)
         # Repeat until stable: descendants() is breadth-first, not topological.
         progress = True
         while progress:
@@ -71,25 +93,34 @@ class Actions(Engine):
                     continue
                 if not any(
                     status[p] in ("failed", "blocked", "in_doubt")
-                    for p in self._tasks[d].deps
+                    for p in st.tasks[d].deps
                 ):
                     status[d] = "pending"
                     changed.append(
-                        self._records[d].model_copy(
+                        st.records[d].model_copy(
                             update={"status": "pending", "reason": None}
                         )
                     )
                     progress = True
         return changed
 
-    async def _retry(self, tid: str) -> None:
-        rec = self._records[tid]
+    def _misuse(self, tid: str, what: str) -> ArgusError:
+        st = self._state
+        return ArgusError(
+            f"task {tid!r} of session {st.info.name!r} is {what}",
+            session_id=st.info.id,
+            task_id=tid,
+        )
+
+    async def retry(self, tid: str) -> None:
+        """Makes a failed or in-doubt task (and what it blocked) pending again."""
+        st = self._state
+        rec = st.records[tid]
         if rec.status not in ("failed", "in_doubt", "blocked", "skipped"):
-            raise ArgusError(
-                f"task {tid!r} of session {self.name!r} is {rec.status}; only failed, "
-                "in-doubt, blocked or skipped tasks can be retried",
-                session_id=self.id,
-                task_id=tid,
+            raise self._misuse(
+                tid,
+                f"{rec.status}; only failed, in-doubt, blocked or skipped tasks can "
+                "be retried",
             )
         # A failed attempt gets a fresh idempotency key; an in-doubt one keeps
         # its key so a remote that deduplicates can still recognise it.
@@ -103,15 +134,11 @@ class Actions(Engine):
                 "approval": None if gen != rec.generation else rec.approval,
             }
         )
-        self._records[tid] = new
-        try:
-            changed = [new, *self._unblock_downstream(tid)]
-        finally:
-            self._records[tid] = rec
-        self._commit(
+        changed = [new, *self._unblock_downstream(tid, "pending")]
+        st.commit(
             changed,
             [
-                self._event(
+                st.event(
                     "task_retried",
                     tid,
                     payload={"from": rec.status, "unblocked": len(changed) - 1},
@@ -119,23 +146,20 @@ class Actions(Engine):
             ],
         )
         for r in changed:
-            self._sched.set(r.task_id, "pending")
-        self._wake_up()
+            st.sched.set(r.task_id, "pending")
+        self._signals.wake_up()
 
     def _waiting_for_approval(self, tid: str) -> TaskRecord:
-        rec = self._records[tid]
+        rec = self._state.records[tid]
         if rec.status != "awaiting_approval":
-            raise ArgusError(
-                f"task {tid!r} of session {self.name!r} is {rec.status}, not waiting "
-                "for approval",
-                session_id=self.id,
-                task_id=tid,
-            )
+            raise self._misuse(tid, f"{rec.status}, not waiting for approval")
         return rec
 
-    async def _approve(self, tid: str, args: dict[str, Any] | None, by: str) -> None:
+    async def approve(self, tid: str, args: dict[str, Any] | None, by: str) -> None:
+        """Lets a task waiting for approval run, maybe with edited arguments."""
+        st = self._state
         rec = self._waiting_for_approval(tid)
-        tool = self._tools.get(self._tasks[tid].tool or "")
+        tool = st.tools.get(st.tasks[tid].tool or "")
         if args is not None and tool is not None:
             tool.validate(args)  # fail now, naming the field, not at run time
         asked = rec.approval or {}
@@ -146,21 +170,23 @@ class Actions(Engine):
                     **asked,
                     "state": "approved",
                     "by": by,
-                    "at": self._now(),
+                    "at": st.now(),
                     "edited_args": args,
                 },
             }
         )
-        ev = self._event(
+        ev = st.event(
             "approval_granted",
             tid,
             payload={"by": by, "args": asked.get("args"), "edited_args": args},
         )
-        self._commit([new], [ev])
-        self._sched.set(tid, "pending")
-        self._wake_up()
+        st.commit([new], [ev])
+        st.sched.set(tid, "pending")
+        self._signals.wake_up()
 
-    async def _reject(self, tid: str, reason: str, by: str) -> None:
+    async def reject(self, tid: str, reason: str, by: str) -> None:
+        """Refuses a task waiting for approval: it fails like any failure."""
+        st = self._state
         rec = self._waiting_for_approval(tid)
         asked = rec.approval or {}
         rec = rec.model_copy(
@@ -169,86 +195,91 @@ class Actions(Engine):
                     **asked,
                     "state": "rejected",
                     "by": by,
-                    "at": self._now(),
+                    "at": st.now(),
                     "reason": reason,
                 }
             }
         )
-        self._fail(
+        self._settler.settle(
             tid,
             rec,
-            Outcome(
-                ok=False, error_type="Rejected", error=f"rejected by {by}: {reason}"
-            ),
+            Rejected(f"rejected by {by}: {reason}", by=by),
             extra=[
-                self._event(
+                st.event(
                     "approval_rejected",
                     tid,
                     payload={"by": by, "reason": reason, "args": asked.get("args")},
                 )
             ],
         )
-        self._wake_up()
+        self._signals.wake_up()
 
-    async def _rerun_stale(self) -> RunResult:
+    async def mark_stale(self) -> None:
+        """Makes exactly the stale tasks pending again (a new generation each)."""
+        st = self._state
         stale = self.stale()
-        if stale:
-            changed = [
-                self._records[t].model_copy(
-                    update={
-                        "status": "pending",
-                        "generation": self._records[t].generation + 1,
-                        "approval": None,
-                        "reason": None,
-                    }
-                )
-                for t in stale
-            ]
-            events = [
-                self._event(
-                    "task_retried", t, payload={"from": "succeeded", "why": "stale"}
-                )
-                for t in stale
-            ]
-            self._commit(changed, events)
-            for t in stale:
-                self._sched.set(t, "pending")
-        return await self._run()
-
-    async def _skip(self, tid: str, reason: str) -> None:
-        rec = self._records[tid]
-        if rec.status in ("succeeded", "skipped", "running"):
-            raise ArgusError(
-                f"task {tid!r} of session {self.name!r} is {rec.status} and cannot "
-                "be skipped",
-                session_id=self.id,
-                task_id=tid,
+        if not stale:
+            return
+        changed = [
+            st.records[t].model_copy(
+                update={
+                    "status": "pending",
+                    "generation": st.records[t].generation + 1,
+                    "approval": None,
+                    "reason": None,
+                }
             )
+            for t in stale
+        ]
+        events = [
+            st.event("task_retried", t, payload={"from": "succeeded", "why": "stale"})
+            for t in stale
+        ]
+        st.commit(changed, events)
+        for t in stale:
+            st.sched.set(t, "pending")
+
+    async def skip(self, tid: str, reason: str) -> None:
+        """Marks a task skipped; what it blocked may run."""
+        st = self._state
+        rec = st.records[tid]
+        if rec.status in ("succeeded", "skipped", "running"):
+            raise self._misuse(tid, f"{rec.status} and cannot be skipped")
         new = rec.model_copy(
-            update={"status": "skipped", "reason": reason, "ended": self._now()}
+            update={"status": "skipped", "reason": reason, "ended": st.now()}
         )
-        self._records[tid] = new
-        try:
-            changed = [new, *self._unblock_downstream(tid)]
-        finally:
-            self._records[tid] = rec
-        timer = self._timers.pop(tid, None)
+        changed = [new, *self._unblock_downstream(tid, "skipped")]
+        timer = st.timers.pop(tid, None)
         if timer is not None:
             timer.cancel()
-        self._commit(
+        st.commit(
             changed,
             [
-                self._event(
+                st.event(
                     "task_skipped", tid, payload={"reason": reason, "from": rec.status}
                 )
             ],
         )
         for r in changed:
-            self._sched.set(r.task_id, r.status)
-        self._wake_up()
+            st.sched.set(r.task_id, r.status)
+        self._signals.wake_up()
 
-    async def _set_budget(self, scope: str, budget: Budget) -> None:
-        await self._set_meta(budgets={**self._info.budgets, scope: budget})
+    async def set_budget(self, scope: str, budget: Budget) -> None:
+        """Sets the limits of one scope (committed with the session)."""
+        await self.set_meta(budgets={**self._state.info.budgets, scope: budget})
 
-    async def _set_meta(self, **fields: Any) -> None:
-        self._commit(meta=self._info.model_copy(update=fields))
+    async def set_breakpoint(self, tid: str, on: bool) -> None:
+        """Adds or removes a breakpoint before ``tid`` (committed)."""
+        bps = [t for t in self._state.info.breakpoints if t != tid]
+        if on:
+            bps.append(tid)
+        await self.set_meta(breakpoints=bps)
+
+    async def emit(self, events: list[EventBase]) -> None:
+        """Commits events of the user's own (``Session.emit``)."""
+        self._state.commit(events=events)
+
+    async def set_meta(self, **fields: Any) -> None:
+        """Commits changed session metadata (budgets, breakpoints)."""
+        st = self._state
+        st.commit(meta=st.info.model_copy(update=fields))

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from argus_lab.model import Budget, TaskRecord
 
-__all__ = ["LIMITS", "BudgetHit", "check", "merge"]
+if TYPE_CHECKING:
+    from argus_lab.runtime.state import SessionState
+
+__all__ = ["LIMITS", "BudgetChecker", "BudgetHit", "budget_scope", "check", "merge"]
 
 LIMITS: tuple[tuple[str, str], ...] = (
     ("max_cost_usd", "cost_usd"),
@@ -103,6 +107,47 @@ def check(
             if u + n > limit or (n == 0 and key == "wall_s" and u >= limit):
                 return BudgetHit(scope, field, float(limit), u, n)
     return None
+
+
+class BudgetChecker:
+    """Checks the next step of a task against the session's current limits.
+
+    Args:
+        state: The session state (limits, usage counters, records).
+    """
+
+    def __init__(self, state: SessionState) -> None:
+        self._state = state
+
+    def check(self, task_id: str | None, need: Mapping[str, float]) -> BudgetHit | None:
+        """The first limit that ``need`` more would cross for ``task_id``, or None."""
+        st = self._state
+        task = st.tasks.get(task_id) if task_id is not None else None
+        return check(
+            st.info.budgets,
+            st.usage,
+            st.records,
+            task_id,
+            need,
+            task.budget if task is not None else None,
+        )
+
+
+def budget_scope(scope: str) -> tuple[str, str]:
+    """Splits "session", "task:<id>" or "subtree:<id>" into (kind, target).
+
+    Raises:
+        ValueError: any other shape, saying which are allowed.
+    """
+    kind, _, target = scope.partition(":")
+    if kind not in ("session", "task", "subtree") or (kind != "session") != bool(
+        target
+    ):
+        raise ValueError(
+            f"budget scope must be 'session', 'task:<id>' or 'subtree:<id>', "
+            f"got {scope!r}"
+        )
+    return kind, target
 
 
 def merge(old: Budget | None, **limits: float | int | None) -> Budget:

@@ -6,7 +6,7 @@ one Dask task under a fresh key, awaited on the Dask client's own event loop and
 bridged back to the session's loop, so neither loop ever blocks on the other::
 
     session loop (its thread)                 client loop (distributed's thread)
-    call(fn, kwargs) ── run_coroutine_threadsafe ──▶ submit(_on_worker, fn, kwargs)
+    call(fn, kwargs) ── run_coroutine_threadsafe ──▶ submit(on_worker, fn, kwargs)
          ▲                                           await it
          └──────────── wrap_future ◀──────────── result | tool's error | lost
 
@@ -43,22 +43,29 @@ imported only when a DaskExecutor is made.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import logging
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import (
     ArgusError,
     InDoubtError,
-    MissingDependency,
     ToolError,
     TransientError,
+)
+from argus_lab.runtime.dask_call import (
+    Lost,
+    Raised,
+    Returned,
+    cancel,
+    collect,
+    describe,
+    import_distributed,
+    on_worker,
 )
 
 if TYPE_CHECKING:
@@ -70,47 +77,6 @@ log = logging.getLogger("argus_lab")
 
 _OPEN = ("running", "connecting", "newly-created")
 """Client statuses in which a submitted task will be sent to the scheduler."""
-
-
-def _import_distributed() -> Any:
-    try:
-        import distributed
-    except ImportError as e:
-        raise MissingDependency(
-            "DaskExecutor needs dask's distributed scheduler, which is not "
-            f'installed ({e}); install it with: pip install "argus-lab[dask]"'
-        ) from None
-    return distributed
-
-
-def _on_worker(
-    topic: str | None, fn: Callable[..., Any], kwargs: dict[str, Any]
-) -> Any:
-    """The Dask task: says it started (the timeout's clock), then calls the tool."""
-    if topic is not None:
-        from distributed import get_worker
-
-        try:
-            worker = get_worker()
-        except ValueError:  # not on a worker (dask's local schedulers): no clock
-            pass
-        else:
-            worker.log_event(topic, worker.get_current_task())
-    return fn(**kwargs)
-
-
-@dataclass(frozen=True, slots=True)
-class _Returned:
-    value: Any
-
-
-@dataclass(frozen=True, slots=True)
-class _Raised:
-    error: BaseException
-
-
-class _Lost(Exception):
-    """The cluster lost a call (not the tool's doing); worth resubmitting."""
 
 
 class DaskExecutor:
@@ -165,7 +131,7 @@ class DaskExecutor:
     def __init__(
         self, client_or_address: Client | str | Any, *, retries_on_lost_worker: int = 2
     ) -> None:
-        distributed = _import_distributed()
+        distributed = import_distributed()
         if retries_on_lost_worker < 0:
             raise ValueError(
                 f"retries_on_lost_worker must be >= 0, got {retries_on_lost_worker}"
@@ -271,7 +237,7 @@ class DaskExecutor:
         # Cancelling this await (the session closing) cancels the coroutine on
         # the client's loop, which cancels the Dask future.
         out = await asyncio.wrap_future(cf)
-        if isinstance(out, _Raised):
+        if isinstance(out, Raised):
             raise out.error
         return out.value
 
@@ -306,13 +272,13 @@ class DaskExecutor:
         timeout: float | None,
         key: str,
         idempotent: bool = True,
-    ) -> _Returned | _Raised:
-        what = _describe(fn, kwargs)
+    ) -> Returned | Raised:
+        what = describe(fn, kwargs)
         resubmits = 0
         while True:
             try:
                 return await self._run_once(fn, kwargs, timeout, key, what)
-            except _Lost as e:
+            except Lost as e:
                 self.lost += 1
                 if not idempotent:
                     raise InDoubtError(
@@ -341,7 +307,7 @@ class DaskExecutor:
         timeout: float | None,
         key: str,
         what: str,
-    ) -> _Returned | _Raised:
+    ) -> Returned | Raised:
         # The prefix names the task group on the dashboard; the token keeps a
         # restarted driver's keys apart from its predecessor's orphans.
         name = re.sub(r"[^A-Za-z0-9_]", "_", getattr(fn, "__name__", "tool"))
@@ -355,7 +321,7 @@ class DaskExecutor:
         except BaseException:
             self._started.pop(dkey, None)
             raise
-        outcome = asyncio.ensure_future(self._outcome(fut, what))
+        outcome = asyncio.ensure_future(collect(fut, what))
         waiter = asyncio.ensure_future(started.wait())
         try:
             # Queued for a worker thread: no clock yet.
@@ -373,7 +339,7 @@ class DaskExecutor:
             return outcome.result()
         except asyncio.CancelledError:
             outcome.cancel()
-            await self._cancel(fut)
+            await cancel(fut)
             raise
         finally:
             waiter.cancel()
@@ -393,7 +359,7 @@ class DaskExecutor:
         # (key, priority, workers, ...) cannot clash, and nothing in them is
         # read as part of a Dask graph.
         topic = self._topic if clock else None
-        call = functools.partial(_on_worker, topic, fn, kwargs)
+        call = functools.partial(on_worker, topic, fn, kwargs)
         try:
             fut: Future[Any] = self._c.submit(call, key=dkey, pure=False, retries=0)
         except Exception as e:
@@ -406,49 +372,6 @@ class DaskExecutor:
         self.submitted += 1
         return fut
 
-    async def _outcome(self, fut: Future[Any], what: str) -> _Returned | _Raised:
-        """Waits for the task and fetches its result, then releases its future.
-
-        Raises _Lost; on cancellation (a timeout, the session closing) the
-        future is left to the caller.
-        """
-        try:
-            out = await self._fetch(fut, what)
-        except _Lost:
-            # Released, or the scheduler would recompute it for us while we
-            # resubmit it under a new key.
-            fut.release()  # type: ignore[no-untyped-call]
-            raise
-        fut.release()  # type: ignore[no-untyped-call]
-        return out
-
-    async def _fetch(self, fut: Future[Any], what: str) -> _Returned | _Raised:
-        from distributed import KilledWorker
-        from distributed.client import FutureCancelledError
-
-        try:
-            # On the client's loop a Future's result() is a coroutine.
-            return _Returned(await fut.result())
-        except KilledWorker as e:
-            raise _Lost(f"KilledWorker: {e}") from e
-        except FutureCancelledError as e:
-            raise _Lost(f"the future was cancelled: {e}") from e
-        except Exception as e:
-            if fut.status == "error":  # raised by the tool itself
-                return _Raised(e)
-            if isinstance(e, OSError):
-                # Fetching the result failed: the worker holding it or the
-                # scheduler went away (CommClosedError, a reset, a timeout).
-                raise _Lost(f"{type(e).__name__}: {e}") from e
-            # The tool returned, but its result cannot come back (it does not
-            # pickle, or not here): as permanent as a result that is not JSON.
-            error = ToolError(
-                f"{what} returned a result that could not be sent back from the "
-                f"Dask worker: {type(e).__name__}: {e}"
-            )
-            error.__cause__ = e
-            return _Raised(error)
-
     def _abandon(self, fut: Future[Any]) -> None:
         """Keeps a timed-out future until its task ends, then releases it."""
         self.timed_out += 1
@@ -459,16 +382,3 @@ class DaskExecutor:
             f.release()  # type: ignore[no-untyped-call]
 
         fut.add_done_callback(ended)  # type: ignore[no-untyped-call]
-
-    async def _cancel(self, fut: Future[Any]) -> None:
-        # On the client's loop cancel() returns a coroutine; a closing client
-        # may refuse, and then there is nothing left to cancel.
-        with contextlib.suppress(Exception):
-            await fut.cancel(reason="argus-cancelled")  # type: ignore[no-untyped-call]
-
-
-def _describe(fn: Callable[..., Any], kwargs: dict[str, Any]) -> str:
-    name = getattr(fn, "__name__", repr(fn))
-    ctx = kwargs.get("ctx")
-    task = getattr(ctx, "task_id", None)
-    return f"tool {name!r}" + (f" of task {task!r}" if task else "")

@@ -11,22 +11,27 @@ are checked before each one. The final answer (text, or the input of a forced
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import BudgetExceeded, ToolError
 from argus_lab.model import Task
-from argus_lab.runtime.attempts import Attempts
+from argus_lab.runtime.budget import BudgetChecker, BudgetHit
+from argus_lab.runtime.options import SessionOptions
+from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import decide
 from argus_lab.tools.registry import Tool, ToolContext
 
 if TYPE_CHECKING:
     from argus_lab.llm.base import Model, ModelRequest, ModelResponse
+    from argus_lab.workspace import Workspace
 
-__all__ = ["FINAL_ANSWER", "LlmTasks"]
+__all__ = ["FINAL_ANSWER", "LlmTaskRunner"]
 
 log = logging.getLogger("argus_lab")
 
@@ -38,14 +43,41 @@ SYSTEM = (
 )
 
 
-class LlmTasks(Attempts):
-    """Runs tasks of kind "llm" through the session's models."""
+class LlmTaskRunner:
+    """Runs tasks of kind "llm" through the session's models.
 
-    _in_flight: tuple[float, float] = (0.0, 0.0)  # expected cost, tokens
+    An LLM task is run like any other: this part hands the attempt runner a
+    tool whose call is the model loop (``tool_for``).
 
-    def _tool_for(self, task: Task) -> Tool | None:
-        if task.kind != "llm":
-            return super()._tool_for(task)
+    Args:
+        state: The session state (the only writer).
+        budget: Checks cost and tokens before each model call.
+        options: models, context_tokens, approvals.
+        workspace: Where memories are searched for the prompt.
+    """
+
+    def __init__(
+        self,
+        state: SessionState,
+        budget: BudgetChecker,
+        options: SessionOptions,
+        workspace: Workspace,
+    ) -> None:
+        self._state = state
+        self._budget = budget
+        self._options = options
+        self._workspace = workspace
+        self._in_flight = (0.0, 0.0)  # expected cost, tokens of calls under way
+        self._seen_costs: dict[str, list[tuple[float, int]]] = {}  # model -> calls
+        self._budget_hits: dict[str, BudgetHit] = {}  # task -> hit mid-attempt
+
+    def take_budget_hit(self, task_id: str) -> BudgetHit | None:
+        """The budget limit a model call of ``task_id`` stopped at (once)."""
+        return self._budget_hits.pop(task_id, None)
+
+    def tool_for(self, task: Task) -> Tool:
+        """The tool an LLM task calls: its model loop, with a code hash of
+        what shapes its answers."""
 
         async def llm(*, ctx: ToolContext, **inputs: Any) -> Any:
             return await self._llm_loop(task, inputs, ctx)
@@ -67,23 +99,22 @@ class LlmTasks(Attempts):
                 "title",
             },
         )
-        spec["tools"] = {
-            n: self._tools[n].code_hash for n in task.llm_tools if n in self._tools
-        }
+        tools = self._state.tools
+        spec["tools"] = {n: tools[n].code_hash for n in task.llm_tools if n in tools}
         tool.__dict__["code_hash"] = hashlib.sha256(
             json.dumps(spec, sort_keys=True).encode()
         ).hexdigest()[:16]
         return tool
 
     def _model_for(self, task: Task) -> Model:
-        models = self.options.models
+        models = self._options.models
         if models is None:
             raise ToolError(
                 f"LLM task {task.id!r} needs a model: pass models=al.AnthropicModel() "
                 "(or al.llm.testing.FunctionModel / ReplayModel offline) to "
                 "ws.new_session or ws.open"
             )
-        if not isinstance(models, dict):
+        if not isinstance(models, Mapping):
             models = {"default": models}
         name = task.model or "default"
         if name not in models:
@@ -98,22 +129,23 @@ class LlmTasks(Attempts):
         """The task's prompt under the token budget, and what went in or not."""
         from argus_lab.runtime.context import build_context
 
-        deps = {d: self._result_of(d) for d in task.deps if d in self._records}
+        st = self._state
+        deps = {d: st.result_of(d) for d in task.deps if d in st.records}
         memories: list[Any] = []
-        if (self.workspace.path / "memory").exists():  # what earlier steps learned
+        if (self._workspace.path / "memory").exists():  # what earlier steps learned
             query = " ".join(p for p in (task.title, task.description) if p) or task.id
             try:
-                memories = self.workspace.memory.search(query, k=8)
+                memories = self._workspace.memory.search(query, k=8)
             except Exception:  # memory helps a task; it must never fail one
                 log.exception("memory search failed for LLM task %s", task.id)
         ctx = build_context(
             task=task,
-            goal=self._plan.goal,
-            constraints=self._plan.constraints,
+            goal=st.plan.goal,
+            constraints=st.plan.constraints,
             dep_results={**deps, **{f"arg:{k}": v for k, v in inputs.items()}},
             memories=memories,
-            session_id=self.id,
-            budget_tokens=self.options.context_tokens,
+            session_id=st.info.id,
+            budget_tokens=self._options.context_tokens,
         )
         return ctx.prompt, ctx.event_payload()
 
@@ -122,8 +154,9 @@ class LlmTasks(Attempts):
     ) -> Any:
         from argus_lab.llm.base import Message, ModelRequest, ToolResultBlock
 
+        st = self._state
         model = self._model_for(task)
-        tools = {n: self._tools[n] for n in task.llm_tools if n in self._tools}
+        tools = {n: st.tools[n] for n in task.llm_tools if n in st.tools}
         schemas = [t.schema() for t in tools.values()]
         choice: dict[str, Any] | None = None
         if task.output_schema is not None:
@@ -137,11 +170,9 @@ class LlmTasks(Attempts):
             if not tools:
                 choice = {"type": "tool", "name": FINAL_ANSWER}
         prompt, context = self._prompt(task, inputs)
-        self._commit(
+        st.commit(
             events=[
-                self._event(
-                    "context_built", task.id, attempt=ctx.attempt, payload=context
-                )
+                st.event("context_built", task.id, attempt=ctx.attempt, payload=context)
             ]
         )
         messages = [Message.user(prompt)]
@@ -185,8 +216,7 @@ class LlmTasks(Attempts):
     async def _llm_tool_call(
         self, task: Task, tools: dict[str, Tool], use: Any, ctx: ToolContext
     ) -> tuple[str, bool]:
-        import asyncio
-
+        st = self._state
         tool = tools.get(use.name)
         args = dict(use.input or {})
         if tool is None:
@@ -195,7 +225,7 @@ class LlmTasks(Attempts):
                 False,
             )
         else:
-            decision, _ = decide(self._policies, tool, args)
+            decision, _ = decide(self._options.policies, tool, args)
             if decision != "approve":
                 content, ok = (
                     f"calling {tool.name!r} needs a person's approval, which an LLM "
@@ -207,7 +237,7 @@ class LlmTasks(Attempts):
                 # all: a write that already ran is answered from the record.
                 once = tool.side_effect == "write" and not tool.idempotent
                 done_key = f"llmtool:{ctx.idempotency_key}:{use.id}"
-                done = self._store.get_replay(done_key) if once else None
+                done = st.get_replay(done_key) if once else None
                 if done is not None:
                     content, ok = done["content"], done["ok"]
                 else:
@@ -225,10 +255,10 @@ class LlmTasks(Attempts):
                     except Exception as e:  # the model reads the error and adapts
                         content, ok = f"{type(e).__name__}: {e}", False
                     if once:
-                        self._store.put_replay(done_key, {"content": content, "ok": ok})
-        self._commit(
+                        st.put_replay(done_key, {"content": content, "ok": ok})
+        st.commit(
             events=[
-                self._event(
+                st.event(
                     "tool_call",
                     task.id,
                     attempt=ctx.attempt,
@@ -249,8 +279,9 @@ class LlmTasks(Attempts):
         """One model request: replay cache, budget check, event, usage."""
         from argus_lab.llm.base import ModelResponse
 
-        key = f"model:{getattr(model, 'name', '')}:{req.hash()}"
-        cached = self._store.get_replay(key)
+        st = self._state
+        key = f"model:{model.name}:{req.hash()}"
+        cached = st.get_replay(key)
         t0 = time.perf_counter()
         if cached is not None:
             resp = ModelResponse.model_validate(cached).model_copy(
@@ -263,7 +294,7 @@ class LlmTasks(Attempts):
         else:
             need = self._expected_cost(model)
             # Calls already in flight (concurrent LLM tasks) count as spent.
-            hit = self._check_budget(
+            hit = self._budget.check(
                 tid,
                 {
                     "cost_usd": need[0] + self._in_flight[0],
@@ -272,7 +303,7 @@ class LlmTasks(Attempts):
             )
             if hit is not None:
                 self._budget_hits[tid] = hit
-                raise BudgetExceeded(hit.message(), session_id=self.id, task_id=tid)
+                raise BudgetExceeded(hit.message(), session_id=st.info.id, task_id=tid)
             self._in_flight = (
                 self._in_flight[0] + need[0],
                 self._in_flight[1] + need[1],
@@ -284,33 +315,31 @@ class LlmTasks(Attempts):
                     self._in_flight[0] - need[0],
                     self._in_flight[1] - need[1],
                 )
-            self._store.put_replay(key, resp.model_dump(mode="json"))
+            st.put_replay(key, resp.model_dump(mode="json"))
         spent = 0.0 if resp.cached else (resp.cost_usd or 0.0)
         tokens = 0 if resp.cached else resp.usage.total_tokens
-        self._usage["cost_usd"] = self._usage.get("cost_usd", 0.0) + spent
-        self._usage["tokens"] = self._usage.get("tokens", 0.0) + tokens
+        st.usage["cost_usd"] = st.usage.get("cost_usd", 0.0) + spent
+        st.usage["tokens"] = st.usage.get("tokens", 0.0) + tokens
         if not resp.cached:
-            self._seen_costs.setdefault(getattr(model, "name", ""), []).append(
-                (spent, tokens)
-            )
-        rec = self._records[tid]
+            self._seen_costs.setdefault(model.name, []).append((spent, tokens))
+        rec = st.records[tid]
         rec = rec.model_copy(
             update={"cost_usd": rec.cost_usd + spent, "tokens": rec.tokens + tokens}
         )
-        ev = self._event(
+        ev = st.event(
             "llm_call",
             tid,
             attempt=attempt,
             duration=time.perf_counter() - t0,
             payload=resp.event_payload("llm_task"),
         )
-        self._commit([rec], [ev])
+        st.commit([rec], [ev])
         return resp
 
     def _expected_cost(self, model: Model) -> tuple[float, float]:
         """What the next call of ``model`` will likely cost: the dearest seen so far
         in this session (nothing known yet: 0, so the first call always runs)."""
-        seen = self._seen_costs.get(getattr(model, "name", ""), [])
+        seen = self._seen_costs.get(model.name, [])
         if not seen:
             return 0.0, 0.0
         return max(c for c, _ in seen), float(max(t for _, t in seen))

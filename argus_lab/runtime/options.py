@@ -5,18 +5,23 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from argus_lab.events import EventBase
-from argus_lab.model import SessionStatus
-from argus_lab.tools.approval import ApprovalPolicy
+from argus_lab.model import Plan, SessionStatus
+from argus_lab.tools.approval import DEFAULT_POLICIES, ApprovalPolicy
+from argus_lab.tools.registry import Tool
 
 if TYPE_CHECKING:
-    pass
+    from argus_lab.llm.base import Model
+    from argus_lab.plan.patch import PlanPatch
 
 __all__ = [
+    "HTNPlanning",
+    "RemoteExecutor",
+    "Replanning",
     "RunResult",
     "SessionOptions",
     "Subscriber",
@@ -28,6 +33,86 @@ __all__ = [
 log = logging.getLogger("argus_lab")
 T = TypeVar("T")
 Subscriber = Callable[[EventBase], None]
+
+
+class RemoteExecutor(Protocol):
+    """Runs sync tool calls elsewhere (e.g. ``al.DaskExecutor`` on a cluster).
+
+    ``call`` must raise TransientError for failures worth retrying (a worker
+    lost, a timeout) and re-raise the tool's own exception otherwise. Results
+    come back to the session's process, which stores them (never pickled into
+    a checkpoint).
+    """
+
+    async def call(
+        self,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        *,
+        timeout: float | None,
+        key: str,
+        idempotent: bool,
+    ) -> Any:
+        """Runs ``fn(**kwargs)`` remotely and returns its result; raises
+        InDoubtError when a non-idempotent call was lost mid-way."""
+        ...
+
+
+@runtime_checkable
+class HTNPlanning(Protocol):
+    """A planner that works on the plan while it runs (``al.HTNPlanner``):
+    expands lazy compound tasks and backtracks a failed subtree."""
+
+    on_decision: Callable[[dict[str, Any]], None] | None
+    """Called with each decision's payload (the session records them)."""
+
+    def expand(
+        self,
+        plan: Plan,
+        task_id: str,
+        dep_results: Mapping[str, Any],
+        *,
+        reserved: Collection[str] = (),
+    ) -> PlanPatch:
+        """Decomposes the lazy compound ``task_id`` now that it is ready."""
+        ...
+
+    def repair(
+        self,
+        plan: Plan,
+        failed_task_id: str,
+        *,
+        reason: str = "",
+        dep_results: Mapping[str, Any] | None = None,
+        protected: Collection[str] = (),
+        reserved: Collection[str] = (),
+    ) -> PlanPatch | None:
+        """A patch trying the next method of the nearest compound, or None."""
+        ...
+
+    def restore(self, decisions: Iterable[Mapping[str, Any]]) -> None:
+        """Relearns the decisions made before a restart (from the trajectory)."""
+        ...
+
+
+@runtime_checkable
+class Replanning(Protocol):
+    """A planner that replaces a failed task by new ones (``al.LLMPlanner``)."""
+
+    rounds: list[dict[str, Any]]
+    """Its model calls of the last planning round (recorded as llm_call)."""
+
+    def replan(
+        self,
+        plan: Plan,
+        failed_task_id: str,
+        *,
+        error: str,
+        finished: Iterable[str],
+        tools: dict[str, Tool],
+    ) -> PlanPatch:
+        """A patch removing the failed task (and what follows) and adding others."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -58,16 +143,20 @@ class SessionOptions:
     memory tools (plain tool pipelines stay as fast as they are)."""
     context_tokens: int = 8000
     """Token budget of an LLM task's prompt (see runtime/context.py)."""
-    models: Any = None
+    models: Model | Mapping[str, Model] | None = None
     """Models for LLM tasks: one Model, or a dict of name -> Model where
     "default" serves tasks that name none (``Task.model`` picks another)."""
-    executor: Any = None
+    executor: RemoteExecutor | None = None
     """Where sync tool calls run: None for this process's thread pool, or a
     RemoteExecutor such as ``al.DaskExecutor(client)`` (async tools and the
     session itself always stay here)."""
-    planner: Any = None
+    clock: Callable[[], float] | None = None
+    """Wall-clock time stamped on records and events (default ``time.time``);
+    a seam for tests and simulations that need a reproducible trajectory."""
+    planner: HTNPlanning | Replanning | None = None
     """An HTNPlanner: expands lazy compound tasks when they become ready and
-    backtracks a failed subtree to the next method (code: hand it in again on
+    backtracks a failed subtree to the next method; or an LLMPlanner, which
+    replaces tasks whose ``on_failure`` is "replan" (code: hand it in again on
     ``ws.open``, like tools)."""
 
     def __post_init__(self) -> None:
@@ -78,6 +167,11 @@ class SessionOptions:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be positive, got {self.lease_ttl}")
+
+    @property
+    def policies(self) -> tuple[ApprovalPolicy, ...]:
+        """The approval policies in force (the defaults when none were given)."""
+        return DEFAULT_POLICIES if self.approvals is None else self.approvals
 
 
 @dataclass(frozen=True)
@@ -101,7 +195,8 @@ class RunResult:
         return f"{self.status}: {done}" + (f" — {self.reason}" if self.reason else "")
 
 
-def _user() -> str:
+def current_user() -> str:
+    """Who is deciding (the OS user name), for approvals."""
     import getpass
 
     try:

@@ -15,9 +15,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from argus_lab.model import Plan
+    from argus_lab.runtime.state import SessionState
     from argus_lab.store.memory import Memory
 
-__all__ = ["Rememberer"]
+__all__ = ["MemoryFeed", "Rememberer"]
 
 log = logging.getLogger("argus_lab")
 
@@ -66,3 +68,79 @@ class Rememberer:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+
+
+class MemoryFeed:
+    """Decides what a session remembers, and queues it with its provenance.
+
+    Args:
+        state: The session state (plan, records, the seq of the last commit).
+        rememberer: The queue the memories go to.
+        remember: ``SessionOptions.remember`` (None: only when the plan has
+            LLM tasks or uses memory tools).
+    """
+
+    def __init__(
+        self, state: SessionState, rememberer: Rememberer, remember: bool | None
+    ) -> None:
+        self._state = state
+        self._rememberer = rememberer
+        self._remember = remember
+        self._auto_for: Plan | None = None
+        self._auto = False
+
+    def wanted(self) -> bool:
+        """Whether this session writes memories (decided once per plan)."""
+        if self._remember is not None:
+            return self._remember
+        plan = self._state.plan
+        if self._auto_for is not plan:  # once per plan, not per step
+            self._auto_for = plan
+            self._auto = any(
+                t.kind == "llm" or (t.tool or "").startswith("memory_")
+                for t in plan.tasks
+            )
+        return self._auto
+
+    def prepare(self) -> None:
+        """Imports the memory stack in the thread that makes the session."""
+        if self.wanted():
+            # The memory writer thread importing numpy while user code does
+            # too can see a half-initialised module: import it here first.
+            import lancedb  # noqa: F401
+
+            import argus_lab.store.memory  # noqa: F401
+
+    def result(self, task_id: str) -> None:
+        """Remembers a task's result, just committed."""
+        if not self.wanted():
+            return
+        st = self._state
+        done = st.records[task_id]
+        self._rememberer.put(
+            "result",
+            session_id=st.info.id,
+            task_id=task_id,
+            seq=st.last_seq,
+            result=done.result
+            if done.result_ref is None
+            else f"(a large result, stored as {done.result_ref})",
+            title=st.tasks[task_id].title or task_id,
+        )
+
+    def lesson(self, task_id: str, attempts: int, seq: int) -> None:
+        """Remembers why a task failed for good, for the next session that tries."""
+        if not self.wanted():
+            return
+        st = self._state
+        task = st.tasks[task_id]
+        self._rememberer.put(
+            "lesson",
+            session_id=st.info.id,
+            task_id=task_id,
+            seq=seq,
+            error=st.records[task_id].error or "",
+            attempts=attempts,
+            tool=task.tool,
+            title=task.title or None,
+        )

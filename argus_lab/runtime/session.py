@@ -1,132 +1,194 @@
 """Session: runs a plan step by step on a private event loop, checkpointing each step.
 
-Every mutation happens on the session's own loop thread, so the state needs no
-locks; public methods submit coroutines to it and wait (``step``/``run``), or
-return at once (``start``, ``pause``). See DESIGN.md sections 4-6; the machinery
-is layered in core.py, attempts.py, engine.py and actions.py.
+A thin facade: public methods check their arguments and hand the work to the
+parts drawn in runtime/__init__.py, on the session's own loop thread (loop.py),
+so the state needs no locks. See DESIGN.md sections 4-6.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, SessionStatus, TaskRecord
-from argus_lab.runtime.actions import Actions
+from argus_lab.runtime.assembly import assemble
+from argus_lab.runtime.budget import budget_scope
 from argus_lab.runtime.budget import merge as merge_budget
+from argus_lab.runtime.loop import LoopThread
 from argus_lab.runtime.options import (
     RunResult,
     SessionOptions,
     Subscriber,
     T,
-    _user,
-    tool_replay_key,
+    current_user,
 )
-from argus_lab.tools.registry import Tool
+from argus_lab.runtime.views import VIEWS
+from argus_lab.store.checkpoints import Loaded, SessionStore
+from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
     import networkx as nx
     import pandas as pd
 
+    from argus_lab.workspace import Workspace
 
 __all__ = ["RunResult", "Session", "SessionOptions"]
 
+_BLOCKING_LOCK = threading.Lock()
 
-class Session(Actions):
+
+class Session:
     """A plan being executed, durable across crashes; get one from a Workspace.
 
     Attributes:
-        id: Unique session id. name: Unique name in the workspace.
         workspace: The Workspace holding this session's checkpoints.
+        options: How it runs (not stored: pass them again to ``ws.open``).
     """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        store: SessionStore,
+        loaded: Loaded,
+        tools: dict[str, Tool],
+        options: SessionOptions,
+    ) -> None:
+        self.workspace = workspace
+        self.options = options
+        parts = assemble(workspace, store, loaded, tools, options)
+        self._state = parts.state
+        self._signals = parts.signals
+        self._runner = parts.runner
+        self._attempts = parts.attempts
+        self._actions = parts.actions
+        self._memories = parts.memories
+        self._loop = LoopThread(f"argus-{loaded.meta.name}")
+        self._bg: concurrent.futures.Future[RunResult] | None = None
+
+    # -- what it is ----------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._state.info.id
+
+    @property
+    def name(self) -> str:
+        """The session name (unique in its workspace)."""
+        return self._state.info.name
 
     @property
     def goal(self) -> str:
         """The goal."""
-        return self._info.goal
+        return self._state.info.goal
 
     @property
     def plan(self) -> Plan:
         """The plan being run."""
-        return self._plan
+        return self._state.plan
 
     @property
     def info(self) -> SessionInfo:
         """The stored SessionInfo (status, reason, counts, parent)."""
-        return self._info
+        return self._state.info
 
     @property
     def status(self) -> SessionStatus:
         """created, running, paused, succeeded or failed."""
-        return self._info.status
+        return self._state.info.status
 
     @property
     def reason(self) -> str | None:
         """Why the session paused or failed."""
-        return self._info.reason
+        return self._state.info.reason
 
     @property
     def tools(self) -> dict[str, Tool]:
         """The tools this session was given, by name."""
-        return dict(self._tools)
+        return dict(self._state.tools)
+
+    @property
+    def path(self) -> Path:
+        """The folder of this session's checkpoint store."""
+        return self._state.path
+
+    @property
+    def version(self) -> int:
+        """The store's version counter as this Session object last wrote or read
+        it (each commit adds one; a writer on an older version is refused)."""
+        return self._state.version
+
+    # -- the trajectory ------------------------------------------------------
 
     @property
     def records(self) -> dict[str, TaskRecord]:
         """A snapshot of every task's record, by task id."""
-        return dict(self._records)
+        return dict(self._state.records)
 
     def record(self, task_id: str) -> TaskRecord:
         """The record of one task."""
-        self._need_task(task_id)
-        return self._records[task_id]
+        self._state.need_task(task_id)
+        return self._state.records[task_id]
 
     def result(self, task_id: str) -> Any:
         """The result of a task (loaded from its artifact if it was large)."""
-        self._need_task(task_id)
-        return self._stored_result(self._records[task_id])
+        self._state.need_task(task_id)
+        return self._state.stored_result(self._state.records[task_id])
+
+    def counts(self) -> dict[str, int]:
+        """Tasks per status (every status, zeros included)."""
+        return self._state.counts()
 
     def ready(self) -> list[str]:
         """Tasks that could start now, most urgent first."""
-        return self._sched.peek_all()
+        return self._state.sched.peek_all()
 
     def events(self, since: int = 0) -> list[EventBase]:
         """Committed events with seq > since, in order (read from the store)."""
-        return self._store.read_events(since)
+        return self._state.read_events(since)
+
+    def event_json(self, since: int = 0) -> Iterator[str]:
+        """Committed events with seq > since as their stored JSON, in order
+        (for readers that parse many at once, like ``analysis``)."""
+        return self._state.iter_event_json(since)
 
     @property
     def graph(self) -> nx.DiGraph:
         """The plan DAG with live node attributes: status, attempts, error, times."""
-        g = self._plan.graph
-        for tid, rec in self._records.items():
-            node = g.nodes[tid]
-            node.update(
-                status=rec.status,
-                attempts=rec.attempts,
-                error=rec.error,
-                started=rec.started,
-                ended=rec.ended,
-                duration=(rec.ended - rec.started)
-                if rec.ended is not None and rec.started is not None
-                else None,
-            )
-        return g
+        return self._state.live_graph()
 
     def tasks_df(self, **options: Any) -> pd.DataFrame:
         """One row per task; options as ``argus_lab.analysis.tasks_df``."""
-        from argus_lab import analysis
-
-        return analysis.tasks_df(self, **options)
+        return VIEWS.get("tasks_df")(self, **options)  # type: ignore[no-any-return]
 
     def events_df(self, **options: Any) -> pd.DataFrame:
         """One row per committed event; options as ``argus_lab.analysis.events_df``."""
-        from argus_lab import analysis
+        return VIEWS.get("events_df")(self, **options)  # type: ignore[no-any-return]
 
-        return analysis.events_df(self, **options)
+    def _repr_html_(self) -> str:
+        return str(VIEWS.get("session_html")(self))
+
+    def emit(self, *events: EventBase) -> None:
+        """Adds events of your own to the trajectory (a score, a note, steps
+        imported from elsewhere) in one commit, redacted and numbered like the
+        runtime's own. Callable from a subscriber too (on the loop thread).
+        """
+        if self._loop.is_current():
+            self._state.commit(events=list(events))
+        else:
+            self._call(self._actions.emit(list(events)))
+
+    def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
+        """What the last prompt of an LLM task held: items included, truncated or
+        dropped, with why (the latest ``context_built`` event), or None."""
+        self._state.need_task(task_id)
+        last = self._state.last_event("context_built", task_id)
+        return None if last is None else last.payload
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Calls ``callback(event)`` for every event as it is committed.
@@ -134,81 +196,55 @@ class Session(Actions):
         Callbacks run on the session's loop thread and must be quick; exceptions
         they raise are logged, never propagated. Returns an unsubscribe function.
         """
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
+        return self._state.subscribe(callback)
 
     def __repr__(self) -> str:
         c = self.counts()
         return (
             f"<Session {self.name!r} {self.status}: "
-            f"{c['succeeded']}/{len(self._records)} succeeded, {c['failed']} failed>"
+            f"{c['succeeded']}/{len(self._state.records)} succeeded, "
+            f"{c['failed']} failed>"
         )
 
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            loop = asyncio.new_event_loop()
-            started = threading.Event()
-
-            def main() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(started.set)
-                loop.run_forever()
-
-            self._thread = threading.Thread(
-                target=main, name=f"argus-{self.name}", daemon=True
-            )
-            self._thread.start()
-            started.wait()
-            self._loop = loop
-        return self._loop
-
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError(
-                "a Session method was called from the session's own thread (from a "
-                "subscriber or a tool); call it from another thread"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+    # -- running -------------------------------------------------------------
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        fut = self._submit(coro)
+        """Runs ``coro`` on the loop thread, holding the lease, and waits."""
+        return self._loop.call(
+            self._runner.guarded(coro), lambda: self.pause("interrupted by the user")
+        )
+
+    _blocking_calls = 0  # blocking run()/step()/rerun_stale() calls waiting now
+
+    def _blocking(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``_call`` for the calls that run tasks while their caller waits."""
+        with _BLOCKING_LOCK:
+            self._blocking_calls += 1
         try:
-            return fut.result()
-        except KeyboardInterrupt:
-            # Ctrl-C / the kernel's interrupt: stop cleanly rather than abandon
-            # work half-committed; running attempts finish and commit first.
-            self.pause("interrupted by the user")
-            fut.result()
-            raise
+            return self._call(coro)
+        finally:
+            with _BLOCKING_LOCK:
+                self._blocking_calls -= 1
+
+    @property
+    def blocking_run(self) -> bool:
+        """Whether a blocking ``run()``, ``step()`` or ``rerun_stale()`` is in
+        progress: its caller (e.g. a notebook cell) waits until it returns, unlike
+        a background ``start()``. The widget uses it to say its controls act
+        only when the cell is done."""
+        return self._blocking_calls > 0
 
     def close(self) -> None:
         """Stops the loop thread and closes the store (waits for a background run)."""
         if self._bg is not None and not self._bg.done():
             self.pause("session closed")
             concurrent.futures.wait([self._bg])  # its error stays in the future
-        if self._loop is not None:
-            # diskcache keeps one SQLite connection per thread: close the loop
-            # thread's own, so SQLite can checkpoint and drop its WAL file.
-            asyncio.run_coroutine_threadsafe(self._close_store(), self._loop).result()
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if self._thread is not None:
-                self._thread.join()
-            self._loop.close()
-            self._loop = None
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
+        # diskcache keeps one SQLite connection per thread: close the loop
+        # thread's own, so SQLite can checkpoint and drop its WAL file.
+        self._loop.stop(self._state.close)
+        self._attempts.close()
         self._memories.close()  # the queued memories are written before we go
-        self._store.close()
-
-    async def _close_store(self) -> None:
-        self._store.close()
+        self._state.close()
 
     def __enter__(self) -> Session:
         return self
@@ -222,20 +258,20 @@ class Session(Actions):
         Waits for a scheduled retry if that is all there is. Returns the records
         of the tasks that ran (empty when nothing could run).
         """
-        self._pause_requested = None  # here, so a pause() right after counts
-        return self._call(self._guarded(self._step()))
+        self._signals.pause_requested = None  # here, so a pause() right after counts
+        return self._blocking(self._runner.step())
 
     def run(self) -> RunResult:
         """Runs until every task is done, the session pauses, or nothing can run."""
-        self._pause_requested = None
-        return self._call(self._guarded(self._run()))
+        self._signals.pause_requested = None
+        return self._blocking(self._runner.run())
 
     def start(self) -> concurrent.futures.Future[RunResult]:
         """Starts ``run()`` in the background and returns its future at once."""
         if self._bg is not None and not self._bg.done():
             return self._bg
-        self._pause_requested = None
-        self._bg = self._submit(self._guarded(self._run()))
+        self._signals.pause_requested = None
+        self._bg = self._loop.submit(self._runner.guarded(self._runner.run()))
         return self._bg
 
     async def arun(self) -> RunResult:
@@ -248,19 +284,24 @@ class Session(Actions):
 
     def pause(self, reason: str = "paused by the user") -> None:
         """Asks a run to stop: no new task starts; running ones finish and commit."""
-        self._pause_requested = reason
-        if self._loop is not None and self._wake is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
+        self._signals.pause(reason)
+
+    @property
+    def running(self) -> bool:
+        """Whether a step or run of this Session object is in progress."""
+        return self._state.lease.held
+
+    # -- a person's decisions ------------------------------------------------
 
     def retry(self, task_id: str) -> None:
         """Makes a failed or in-doubt task (and what it blocked) pending again."""
-        self._need_task(task_id)
-        self._call(self._guarded(self._retry(task_id)))
+        self._state.need_task(task_id)
+        self._call(self._actions.retry(task_id))
 
     def skip(self, task_id: str, reason: str = "skipped by the user") -> None:
         """Marks a task skipped: its dependents may run (they get no result from it)."""
-        self._need_task(task_id)
-        self._call(self._guarded(self._skip(task_id, reason)))
+        self._state.need_task(task_id)
+        self._call(self._actions.skip(task_id, reason))
 
     def approve(
         self,
@@ -278,15 +319,19 @@ class Session(Actions):
             ArgusError: the task is not waiting, or the edited args do not fit
                 the tool's signature (nothing is committed then).
         """
-        self._need_task(task_id)
-        self._call(self._guarded(self._approve(task_id, args, by or _user())))
+        self._state.need_task(task_id)
+        self._call(self._actions.approve(task_id, args, by or current_user()))
 
     def reject(
         self, task_id: str, reason: str = "rejected", *, by: str | None = None
     ) -> None:
         """Refuses a task waiting for approval: it fails and blocks its dependents."""
-        self._need_task(task_id)
-        self._call(self._guarded(self._reject(task_id, reason, by or _user())))
+        self._state.need_task(task_id)
+        self._call(self._actions.reject(task_id, reason, by or current_user()))
+
+    def pending_approvals(self) -> dict[str, dict[str, Any]]:
+        """Tasks waiting for a decision -> what was asked (tool, args, policy)."""
+        return self._actions.pending_approvals()
 
     def set_budget(self, scope: str = "session", **limits: float | int | None) -> None:
         """Sets or raises limits, committed with the session (they survive restarts).
@@ -299,39 +344,22 @@ class Session(Actions):
         Example: ``s.set_budget(max_cost_usd=2.0); s.run()`` goes on after a
         pause for budget.
         """
-        kind, _, target = scope.partition(":")
-        if kind not in ("session", "task", "subtree") or (kind != "session") != bool(
-            target
-        ):
-            raise ValueError(
-                f"budget scope must be 'session', 'task:<id>' or 'subtree:<id>', "
-                f"got {scope!r}"
-            )
+        kind, target = budget_scope(scope)
         if kind == "task":
-            self._need_task(target)
-        budget = merge_budget(self._info.budgets.get(scope), **limits)
-        self._call(self._guarded(self._set_budget(scope, budget)))
-
-    @property
-    def breakpoints(self) -> list[str]:
-        """Tasks a run pauses before."""
-        return list(self._info.breakpoints)
+            self._state.need_task(target)
+        budget = merge_budget(self._state.info.budgets.get(scope), **limits)
+        self._call(self._actions.set_budget(scope, budget))
 
     @property
     def usage(self) -> dict[str, float]:
         """What budgets are checked against: steps, cost_usd, tokens, wall_s."""
-        return {
-            "steps": 0.0,
-            "cost_usd": 0.0,
-            "tokens": 0.0,
-            "wall_s": 0.0,
-            **self._usage,
-        }
+        zero = {"steps": 0.0, "cost_usd": 0.0, "tokens": 0.0, "wall_s": 0.0}
+        return {**zero, **self._state.usage}
 
     @property
-    def running(self) -> bool:
-        """Whether a step or run of this Session object is in progress."""
-        return self._active > 0
+    def breakpoints(self) -> list[str]:
+        """Tasks a run pauses before."""
+        return list(self._state.info.breakpoints)
 
     def set_breakpoint(self, task_id: str, on: bool = True) -> None:
         """Pauses runs before ``task_id`` (a debugger's breakpoint; committed).
@@ -339,48 +367,40 @@ class Session(Actions):
         When a run reaches it, the session pauses; the next ``run()`` or
         ``step()`` goes on from it.
         """
-        self._need_task(task_id)
-        bps = [t for t in self._info.breakpoints if t != task_id]
-        if on:
-            bps.append(task_id)
-        self._call(self._guarded(self._set_meta(breakpoints=bps)))
+        self._state.need_task(task_id)
+        self._call(self._actions.set_breakpoint(task_id, on))
 
-    def _repr_html_(self) -> str:
-        from argus_lab.jupyter.display import session_html
+    def graph_svg(self) -> str:
+        """The plan's graph as a standalone SVG document, nodes coloured and
+        marked by status (for papers and issue reports; ``argus show --svg``)."""
+        return str(VIEWS.get("graph_svg")(self))
 
-        return session_html(self)
-
-    def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
-        """What the last prompt of an LLM task held: items included, truncated or
-        dropped, with why (the latest ``context_built`` event), or None."""
-        self._need_task(task_id)
-        found = None
-        for e in self._store.read_events():
-            if e.kind == "context_built" and e.task_id == task_id:
-                found = e.payload
-        return found
-
-    def pending_approvals(self) -> dict[str, dict[str, Any]]:
-        """Tasks waiting for a decision -> what was asked (tool, args, policy)."""
-        return {
-            t: {"tool": self._tasks[t].tool, **(r.approval or {})}
-            for t, r in self._records.items()
-            if r.status == "awaiting_approval"
-        }
+    # -- change: tools, staleness, forks ---------------------------------------
 
     def update_tools(self, *tools: Tool | Callable[..., Any]) -> None:
         """Replaces tools by name (e.g. after redefining one in a notebook cell).
 
         Tasks that used an old version show up in ``stale()``.
         """
-        from argus_lab.tools.registry import as_toolset
+        self._state.tools = {**self._state.tools, **as_toolset(tools)}
 
-        self._tools = {**self._tools, **as_toolset(tools)}
+    def stale(self) -> list[str]:
+        """Succeeded tasks whose tool code or inputs changed, and their dependents.
+
+        A task is stale when its tool's code hash differs from the one recorded
+        when it succeeded, when its arguments resolve differently now (an
+        upstream result changed), or when a dependency is stale or not done.
+        """
+        return self._actions.stale()
 
     def rerun_stale(self) -> RunResult:
         """Makes exactly the stale tasks pending again, then ``run()``s."""
-        self._pause_requested = None
-        return self._call(self._guarded(self._rerun_stale()))
+        self._signals.pause_requested = None
+        return self._blocking(self._rerun_stale())
+
+    async def _rerun_stale(self) -> RunResult:
+        await self._actions.mark_stale()
+        return await self._runner.run()
 
     def fork(
         self,
@@ -399,27 +419,10 @@ class Session(Actions):
                 "none" keeps nothing, re-executing every task.
         """
         if at is not None:
-            self._need_task(at)
+            self._state.need_task(at)
         if reuse not in ("cached", "none"):
             raise ValueError(f"reuse must be 'cached' or 'none', got {reuse!r}")
-        redo = set() if at is None else {at, *self._sched.descendants(at)}
-        kept = [
-            r.model_copy()
-            for t, r in self._records.items()
-            if reuse == "cached" and t not in redo and r.status == "succeeded"
-        ]
-        replays: dict[str, str] = {}
-        if reuse == "cached":
-            # Invariant 9: what reruns in the fork is served from what the parent
-            # recorded (model replies, and tool results for the same inputs and
-            # code), so replaying a branch costs nothing and repeats no effect.
-            replays = self._store.replays()
-            for t in redo:
-                r = self._records[t]
-                if r.status == "succeeded" and r.input_hash and r.tool_hash:
-                    replays[tool_replay_key(t, r.input_hash, r.tool_hash)] = json.dumps(
-                        {"result": r.result, "result_ref": r.result_ref}
-                    )
+        kept, replays = self._state.fork_seed(at, reuse)
         return self.workspace._fork_session(
             self, at=at, kept=kept, name=name, replays=replays
         )

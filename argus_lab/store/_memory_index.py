@@ -10,21 +10,31 @@ LanceDB and pyarrow are imported on first use, not with this module.
 from __future__ import annotations
 
 import importlib
+import json
+import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
 from argus_lab.store._memory_query import _COLUMNS, _SELECT, _canonical
+from argus_lab.store.embedding import EmbedderMismatchError, describe
 
 if TYPE_CHECKING:
+    from argus_lab.store._memory_records import MemoryRecord
     from argus_lab.store.embedding import _Embedding
-    from argus_lab.store.memory import MemoryRecord
 
 TABLE = "memories"
 _SMALL_INDEX = "vector_onepart_idx"
+_SPACE_KEY = "argus.embedder"
+"""Field metadata of the vector column: the JSON name/version/dim of its embedder."""
+
+log = logging.getLogger("argus_lab")
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while memories are (re-)embedded."""
 
 
 def _pa() -> Any:
@@ -47,6 +57,9 @@ class _MemoryIndex:
     if TYPE_CHECKING:
         path: Path
         vector_index_min_rows: int
+        on_mismatch: str
+        progress: Progress | None
+        _space_ok: bool
         _lock: threading.RLock
         _db: Any
         _table: Any
@@ -81,7 +94,7 @@ class _MemoryIndex:
                 return None
         return self._table
 
-    def _schema(self, dim: int | None) -> Any:
+    def _schema(self, dim: int | None, *, space: bool = False) -> Any:
         pa = _pa()
 
         fields = [pa.field("id", pa.string(), nullable=False)]
@@ -92,8 +105,19 @@ class _MemoryIndex:
             pa.field("created_at", pa.float64()),
         ]
         if dim is not None:
-            fields.append(pa.field("vector", pa.list_(pa.float32(), dim)))
+            fields.append(self._vector_field(dim) if space else self._vector_type(dim))
         return pa.schema(fields)
+
+    def _vector_type(self, dim: int) -> Any:
+        pa = _pa()
+        return pa.field("vector", pa.list_(pa.float32(), dim))
+
+    def _vector_field(self, dim: int) -> Any:
+        """The vector column, its metadata naming the embedder that fills it."""
+        field = self._vector_type(dim)
+        if self._embedding is None:
+            return field
+        return field.with_metadata({_SPACE_KEY: json.dumps(self._embedding.space())})
 
     def _dim(self) -> int | None:
         t = self._open()
@@ -104,7 +128,9 @@ class _MemoryIndex:
     def _create(self, dim: int | None) -> Any:
         from lancedb.index import FTS, BTree
 
-        t = self._connect().create_table(TABLE, schema=self._schema(dim), exist_ok=True)
+        t = self._connect().create_table(
+            TABLE, schema=self._schema(dim, space=True), exist_ok=True
+        )
         names = {i.name for i in t.list_indices()}
         for column, config in (("text", FTS()), ("id", BTree())):
             if f"{column}_idx" not in names:
@@ -123,9 +149,7 @@ class _MemoryIndex:
         t = self._open() or self._create(dim)
         have = self._dim()
         if dim is not None and have is None:
-            pa = _pa()
-
-            t.add_columns(pa.field("vector", pa.list_(pa.float32(), dim)))
+            t.add_columns(self._vector_field(dim))
             self._vectors_checked = False
         elif dim is not None and have != dim:
             raise ArgusError(
@@ -153,6 +177,56 @@ class _MemoryIndex:
                 )
             )
         return pa.table(cols, schema=self._schema(dim))
+
+    # -- which embedder made the vectors -------------------------------------
+
+    def embedder_record(self) -> dict[str, Any] | None:
+        """The name, version and dim of the embedder that made the stored vectors.
+
+        None when there are no vectors yet (or they predate the record).
+        """
+        t = self._open()
+        if t is None or "vector" not in t.schema.names:
+            return None
+        meta = t.schema.field("vector").metadata or {}
+        raw = meta.get(_SPACE_KEY.encode())
+        return None if raw is None else dict(json.loads(raw))
+
+    def _ensure_space(self) -> None:
+        """Refuses, or re-embeds, when the vectors came from another embedder."""
+        if self._embedding is None or self._space_ok:
+            return
+        with self._lock:
+            t = self._open()
+            if t is None or self._dim() is None:
+                return  # the vector column is made with this embedder's record
+            want = self._embedding.space()
+            have = self.embedder_record()
+            if have is None and t.count_rows("vector IS NOT NULL") == 0:
+                meta = {_SPACE_KEY: json.dumps(want)}
+                t.replace_field_metadata("vector", meta)
+                have = want
+            if have != want:
+                n = t.count_rows()
+                if self.on_mismatch != "reembed":
+                    raise EmbedderMismatchError(
+                        f"memory at {self.path} holds vectors made by "
+                        f"{describe(have)}, but its embedder is {describe(want)}: "
+                        "vectors of different models are not comparable, so "
+                        "nothing was searched or written. Use the embedder the "
+                        f"memory was built with, or re-embed its {n} memories "
+                        "with this one: memory.reembed() (or "
+                        "Memory(..., on_mismatch='reembed'))"
+                    )
+                log.warning(
+                    "memory at %s: re-embedding %d memories made by %s with %s",
+                    self.path,
+                    n,
+                    describe(have),
+                    describe(want),
+                )
+                self.reembed(progress=self.progress)
+            self._space_ok = True
 
     def delete(self, where: str) -> int:
         """Deletes the memories matching a SQL filter; returns how many."""
@@ -248,10 +322,16 @@ class _MemoryIndex:
             self._vector_index = bool(self._vector_index_names())
         return self._vector_index
 
-    def backfill_vectors(self, *, batch: int = 1024) -> int:
+    def backfill_vectors(
+        self, *, batch: int = 1024, progress: Progress | None = None
+    ) -> int:
         """Embeds the memories written without a vector; returns how many.
 
         Search does this by itself the first time it needs vectors.
+
+        Args:
+            batch: Memories embedded and written per step.
+            progress: Called as ``progress(done, total)`` after each step.
         """
         if self._embedding is None:
             return 0
@@ -259,11 +339,12 @@ class _MemoryIndex:
         with self._lock:
             if self._open() is None:
                 return 0
+            self._ensure_space()
             dim = self._dim()
             if dim is None:
-                dim = int(self._embedding.query("dimension probe").shape[0])
+                dim = int(self._embedding.space()["dim"])
             t = self._table_for(dim)
-            total = t.count_rows()
+            total = t.count_rows("vector IS NULL")
             while done <= total:
                 rows = (
                     t.search()
@@ -281,11 +362,25 @@ class _MemoryIndex:
                     self._arrow(recs, vectors, self._dim())
                 )
                 done += len(recs)
+                if progress is not None:
+                    progress(done, total)
+                if total > 10 * batch:
+                    log.info("memory at %s: embedded %d of %d", self.path, done, total)
             self._vectors_checked = True
         return done
 
-    def reembed(self) -> int:
-        """Recomputes every vector with the current embedder (e.g. a new model)."""
+    def reembed(self, *, progress: Progress | None = None) -> int:
+        """Recomputes every vector with the current embedder (e.g. a new model).
+
+        Searches and writes wait until it is done (~2-5 s per 100k memories with
+        the default embedder, plus the ANN index rebuild at the next optimize).
+
+        Args:
+            progress: Called as ``progress(done, total)`` as batches are written.
+
+        Returns:
+            How many memories were embedded.
+        """
         if self._embedding is None:
             raise ArgusError("reembed() needs an embedder: set memory.embedder first")
         with self._lock:
@@ -297,4 +392,8 @@ class _MemoryIndex:
                     t.drop_index(name)
                 t.drop_columns(["vector"])
                 self._vector_index = False
-            return self.backfill_vectors()
+            self._space_ok = True  # the column is remade with this embedder's record
+            n = self.backfill_vectors(progress=progress)
+            if n >= self.vector_index_min_rows:
+                self.create_vector_index()
+            return n

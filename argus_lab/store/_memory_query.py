@@ -8,18 +8,35 @@ and fuse rankings (``_fuse``); ``_MemoryQuery`` holds Memory's search methods
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
 
 if TYPE_CHECKING:
+    from argus_lab.store._memory_records import HitMode, MemoryHit, SearchMode
     from argus_lab.store.embedding import _Embedding
-    from argus_lab.store.memory import MemoryHit, SearchMode
 
-RRF_K = 60
-"""The constant of reciprocal rank fusion (the usual 60 of Cormack et al.)."""
+RRF_K = 10
+"""The rank constant of hybrid's reciprocal rank fusion (see FTS_WEIGHT)."""
+FTS_WEIGHT = 0.3
+VECTOR_WEIGHT = 1.0
+"""Hybrid's weights: ``score = FTS_WEIGHT / (RRF_K + fts_rank) + VECTOR_WEIGHT /
+(RRF_K + vector_rank)``, a rank missing from one list adding nothing; each list
+is fetched 20 deep (or k, if more).
+
+Why not the textbook equal weights and k=60: when a query shares words with a
+memory, both lists rank it high and it wins under any weights; when the query
+is a paraphrase, full-text hits are memories that happen to share a word
+(noise) and only the vector list knows. With k=60 the scores of ranks 1-10 are
+within 15% of each other, so a vector rank-2 answer loses to anything ranked
+by both lists; on datasets/memory_eval's paraphrases that halved vector's
+MRR@10 (0.22 -> 0.10). k=10 makes a top rank count, and 0.3 makes a full-text
+rank 1 worth a vector rank ~24: full text reorders what the vector side found
+and adds exact-term matches, without outvoting it. The sweep over k and the
+weight is in BENCHMARKS.md (benchmarks/bench_memory_eval.py)."""
 _COLUMNS = ("id", "kind", "text", "session_id", "task_id", "seq", "metadata")
 _SELECT = [*_COLUMNS, "created_at"]
 _NO_EMBEDDER = (
@@ -50,8 +67,39 @@ def _like_meta(key: str, value: Any) -> str:
     return f"metadata LIKE '%{pattern}%'"
 
 
-def _fuse(fts: list[MemoryHit], vec: list[MemoryHit]) -> list[MemoryHit]:
-    """Reciprocal rank fusion of two rankings into hybrid hits, best first."""
+# English stop words, as LanceDB's full-text index leaves them out.
+_STOP_TEXT = (
+    "a an and are as at be by can do does for from has have how i in into is it "
+    "its me my no not of on or our so such that the their then there these they "
+    "this to was we were what when where which who why will with you your"
+)
+_STOPWORDS = frozenset(_STOP_TEXT.split())
+_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
+
+
+def _terms(text: str) -> set[str]:
+    """Crude stems of a text's content words (close to what BM25 indexes)."""
+    out = set()
+    for w in re.findall(r"\w+", text.lower()):
+        if w in _STOPWORDS:
+            continue
+        for suf in _SUFFIXES:
+            if w.endswith(suf) and len(w) - len(suf) >= 3:
+                w = w[: -len(suf)]
+                break
+        if len(w) > 3 and w[-1] == w[-2]:  # running -> runn -> run
+            w = w[:-1]
+        out.add(w)
+    return out
+
+
+def _fuse(query: str, fts: list[MemoryHit], vec: list[MemoryHit]) -> list[MemoryHit]:
+    """Weighted reciprocal rank fusion of two rankings into hybrid hits, best first.
+
+    A full-text hit's part is scaled by its ``term_coverage``, the share of the
+    query's terms it contains: a memory matching one word of a five-word
+    paraphrase is what BM25 returns when nothing matches, not evidence.
+    """
     merged: dict[str, MemoryHit] = {}
     for h in fts:
         merged[h.id] = h.model_copy(update={"mode": "hybrid", "score": 0.0})
@@ -60,8 +108,15 @@ def _fuse(fts: list[MemoryHit], vec: list[MemoryHit]) -> list[MemoryHit]:
             merged[h.id].distance, merged[h.id].vector_rank = h.distance, h.vector_rank
         else:
             merged[h.id] = h.model_copy(update={"mode": "hybrid", "score": 0.0})
+    want = _terms(query)
     for h in merged.values():
-        h.score = sum(1.0 / (RRF_K + r) for r in (h.fts_rank, h.vector_rank) if r)
+        if h.fts_rank and want:
+            h.term_coverage = len(want & _terms(h.text)) / len(want)
+        h.score = (
+            FTS_WEIGHT * (h.term_coverage or 0.0) / (RRF_K + h.fts_rank)
+            if h.fts_rank
+            else 0.0
+        ) + (VECTOR_WEIGHT / (RRF_K + h.vector_rank) if h.vector_rank else 0.0)
     big = 1 << 30
     return sorted(
         merged.values(),
@@ -78,17 +133,23 @@ class _MemoryQuery:
         refine_factor: int
 
         def _open(self) -> Any | None: ...
+        def _ensure_space(self) -> None: ...
         def _has_vector_index(self, *, refresh: bool = False) -> bool: ...
-        def backfill_vectors(self, *, batch: int = 1024) -> int: ...
+        def backfill_vectors(
+            self,
+            *,
+            batch: int = 1024,
+            progress: Callable[[int, int], None] | None = None,
+        ) -> int: ...
         def _hits(
-            self, rows: list[dict[str, Any]], mode: SearchMode
+            self, rows: list[dict[str, Any]], mode: HitMode
         ) -> list[MemoryHit]: ...
 
     def search(
         self,
         query: str,
         k: int = 5,
-        mode: SearchMode = "hybrid",
+        mode: SearchMode = "auto",
         where: str | None = None,
         *,
         session_id: str | Sequence[str] | None = None,
@@ -101,7 +162,9 @@ class _MemoryQuery:
         Args:
             query: Words to look for (a question or a task description).
             k: How many hits at most.
-            mode: "hybrid" (default), "fts" (BM25) or "vector".
+            mode: "auto" (default: "hybrid" with an embedder, else "fts"),
+                "hybrid" (weighted reciprocal rank fusion of the two), "fts"
+                (BM25) or "vector" (cosine).
             where: A SQL filter over the columns (``"seq > 10"``).
             session_id: Only from this session (or these); default: all sessions.
             kind: Only of this kind (or these).
@@ -112,8 +175,12 @@ class _MemoryQuery:
             ArgusError: mode "vector" without an embedder.
             ValueError: an unknown mode, or k < 1.
         """
-        if mode not in ("hybrid", "fts", "vector"):
-            raise ValueError(f"mode must be 'hybrid', 'fts' or 'vector', got {mode!r}")
+        if mode not in ("auto", "hybrid", "fts", "vector"):
+            raise ValueError(
+                f"mode must be 'auto', 'hybrid', 'fts' or 'vector', got {mode!r}"
+            )
+        if mode == "auto":
+            mode = "fts" if self._embedding is None else "hybrid"
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if mode == "vector" and self._embedding is None:
@@ -136,7 +203,9 @@ class _MemoryQuery:
         else:
             depth = max(want, 2 * k, 20)
             hits = _fuse(
-                self._fts(t, query, depth, filt), self._vector(t, query, depth, filt)
+                query,
+                self._fts(t, query, depth, filt),
+                self._vector(t, query, depth, filt),
             )
         if metadata:
             hits = [
@@ -188,6 +257,7 @@ class _MemoryQuery:
 
     def _vector(self, t: Any, query: str, n: int, filt: str | None) -> list[MemoryHit]:
         assert self._embedding is not None
+        self._ensure_space()
         if not self._vectors_checked:
             self.backfill_vectors()
             t = self._open()

@@ -1,9 +1,12 @@
 """Embedding functions for :mod:`argus_lab.store.memory`.
 
-:class:`HashEmbedder` is a small deterministic offline embedder; ``_Embedding``
-adapts any embedder (a callable ``list[str] -> list[list[float]]`` or a LanceDB
-embedding-registry function) to the batch-of-documents and single-query calls
-memory makes, checking the vectors it returns.
+:class:`Embedder` is what memory accepts: any callable ``list[str] -> vectors``,
+optionally naming itself (``name``, ``version``, ``dim``: recorded with the
+vectors so that two models' spaces are never mixed) and embedding queries apart
+(``embed_query``). :class:`HashEmbedder` is a small deterministic lexical one;
+the default semantic one lives in :mod:`argus_lab.store.memory_embedders`.
+``_Embedding`` adapts any of them (or a raw LanceDB registry function) to the
+batch-of-documents and single-query calls memory makes, checking the vectors.
 
 numpy is imported on first use, not with this module.
 """
@@ -12,8 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from argus_lab.errors import ArgusError
 
@@ -21,11 +24,35 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Embedder", "HashEmbedder"]
+__all__ = ["Embedder", "EmbedderMismatchError", "HashEmbedder"]
 
-Embedder = Callable[[list[str]], "Sequence[Sequence[float]] | npt.NDArray[Any]"]
-"""A function embedding a batch of texts: one vector per text, all one size
-(a list of lists or a 2-d numpy array)."""
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Embeds a batch of texts: one vector per text, all one size.
+
+    Only the call is required; the optional attributes make an embedder
+    recognisable when a memory is reopened:
+
+    - ``name`` (str) and ``version`` (str): which model and which release
+      (default: the class's or function's qualified name, no version);
+    - ``dim`` (int): the vector size (default: found by embedding one text);
+    - ``embed_query(text) -> vector``: for models that embed queries
+      differently from documents (default: the call on ``[text]``).
+    """
+
+    def __call__(
+        self, texts: list[str], /
+    ) -> Sequence[Sequence[float]] | npt.NDArray[Any]: ...
+
+
+class EmbedderMismatchError(ArgusError):
+    """A memory's vectors came from another embedder than the one configured.
+
+    Vectors of two models live in different spaces: comparing them ranks
+    nonsense. Use the embedder the memory was built with, or re-embed
+    (``memory.reembed()``, or ``Memory(..., on_mismatch="reembed")``).
+    """
 
 
 class HashEmbedder:
@@ -41,6 +68,11 @@ class HashEmbedder:
     Args:
         dim: Vector size (fewer slots, more collisions: keep it >= 256).
     """
+
+    name = "argus_lab/hash"
+    """Recorded with the vectors (with :attr:`version` and :attr:`dim`)."""
+    version = "1"
+    """Bumped whenever the same text would hash to a different vector."""
 
     def __init__(self, dim: int = 512) -> None:
         if dim < 8:
@@ -84,32 +116,59 @@ class HashEmbedder:
         return out.astype(np.float32)
 
 
+def _qualified(obj: Any) -> str:
+    target = obj if hasattr(obj, "__qualname__") else type(obj)
+    return f"{target.__module__}.{target.__qualname__}"
+
+
 class _Embedding:
-    """Adapts a callable or a LanceDB embedding function to docs/query calls."""
+    """Adapts an embedder (or a LanceDB embedding function) to docs/query calls."""
 
     def __init__(self, fn: Any) -> None:
+        if isinstance(fn, str) and fn == "default":
+            from argus_lab.store.memory_embedders import default_embedder
+
+            fn = default_embedder()
+        elif isinstance(fn, str):
+            raise TypeError(
+                f'embedder must be "default", None, a callable or a LanceDB '
+                f"embedding function, got the string {fn!r}"
+            )
         self.fn = fn
-        self.registry = hasattr(fn, "compute_source_embeddings")
-        if not (self.registry or callable(fn)):
+        self.call = fn
+        if hasattr(fn, "compute_source_embeddings"):  # a raw registry function
+            from argus_lab.store.memory_embedders import LanceDBEmbedder
+
+            self.call = LanceDBEmbedder(fn)
+        elif not callable(fn):
             raise TypeError(
                 "embedder must be a callable list[str] -> list[list[float]] or a "
                 f"LanceDB embedding function, got {type(fn).__name__}"
             )
+        self._dim: int | None = None
 
     def docs(self, texts: list[str]) -> Any:
-        out = (
-            self.fn.compute_source_embeddings(texts)
-            if self.registry
-            else self.fn(texts)
-        )
-        return self._matrix(out, len(texts))
+        m = self._matrix(self.call(texts), len(texts))
+        self._dim = int(m.shape[1])
+        return m
 
     def query(self, text: str) -> Any:
-        if self.registry:
-            out = self.fn.compute_query_embeddings(text)
-        else:
-            out = self.fn([text])
+        q = getattr(self.call, "embed_query", None)
+        out = [q(text)] if q is not None else self.call([text])
         return self._matrix(out, 1)[0]
+
+    def space(self) -> dict[str, Any]:
+        """Which embedder this is: name, version and dim (as recorded)."""
+        name = getattr(self.call, "name", None)
+        version = getattr(self.call, "version", None)
+        dim = getattr(self.call, "dim", None)
+        if not isinstance(dim, int):
+            dim = self._dim or int(self.docs(["dimension probe"]).shape[1])
+        return {
+            "name": name if isinstance(name, str) else _qualified(self.call),
+            "version": str(version) if isinstance(version, str | int) else "",
+            "dim": dim,
+        }
 
     def _matrix(self, out: Any, n: int) -> Any:
         import numpy as np
@@ -128,3 +187,11 @@ class _Embedding:
         if not np.isfinite(m).all():
             raise ArgusError("embedder returned NaN or infinite values")
         return m
+
+
+def describe(space: dict[str, Any] | None) -> str:
+    """An embedder's record as text, for messages."""
+    if space is None:
+        return "an unrecorded embedder (vectors written before Argus recorded it)"
+    version = f" {space['version']}" if space.get("version") else ""
+    return f"{space['name']}{version} ({space['dim']}-d)"

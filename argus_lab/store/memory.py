@@ -16,14 +16,23 @@ embedding function is configured, a ``vector``.
   folds them into the indexes, compacts small fragments and deletes table
   versions older than 10 minutes, so that scan stays short and the folder small;
   it takes ~0.5 s at 10k rows and ~2-5 s at 100k (see BENCHMARKS.md).
-- **Vector** search needs an embedding function: any callable
-  ``list[str] -> list[list[float]]`` or a LanceDB embedding-registry function.
-  None by default; :class:`HashEmbedder` is a small deterministic offline one.
-  Distances are cosine. From ``vector_index_min_rows`` rows an IVF_RQ (RaBitQ)
+- **Vector** search uses an embedder: by default
+  :class:`~argus_lab.store.memory_embedders.WordLlamaEmbedder`, a small semantic
+  model bundled in the ``wordllama`` wheel, loaded offline on first use (never at
+  import); or any callable ``list[str] -> list[list[float]]`` (see
+  :class:`~argus_lab.store.embedding.Embedder`), a LanceDB embedding-registry
+  function, :class:`HashEmbedder` (lexical, for tests), or None (full-text
+  only). The vector column records which embedder (name, version, dim) made it;
+  another embedder is refused with a message naming both, or re-embeds
+  everything with ``on_mismatch="reembed"``: spaces are never mixed. Distances
+  are cosine. From ``vector_index_min_rows`` rows an IVF_RQ (RaBitQ)
   ANN index is built (about 2 s at 100k x 384) and queried with a refine step
   that re-ranks 10x the candidates on the full vectors (recall@10 ~0.9).
-- **Hybrid** fuses the full-text and vector rankings by reciprocal rank
-  (``sum 1 / (60 + rank)``). With no embedding function it falls back to
+- **Hybrid** fuses the full-text and vector rankings by weighted reciprocal
+  rank: ``score = FTS_WEIGHT / (RRF_K + fts_rank) + VECTOR_WEIGHT / (RRF_K +
+  vector_rank)`` (see :mod:`argus_lab.store._memory_query` for the weights and
+  why). ``mode="auto"``, the default, is hybrid when there is an embedder and
+  full-text otherwise; an explicit ``"hybrid"`` with no embedder falls back to
   full-text and says so in each hit's ``note``.
 
 LanceDB, pyarrow and numpy are imported on first use, not with this module.
@@ -39,22 +48,41 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from argus_lab.store._memory_index import _SMALL_INDEX as _SMALL_INDEX
 from argus_lab.store._memory_index import TABLE as TABLE
-from argus_lab.store._memory_index import _MemoryIndex
+from argus_lab.store._memory_index import Progress, _MemoryIndex
 from argus_lab.store._memory_index import _pa as _pa
 from argus_lab.store._memory_query import _COLUMNS as _COLUMNS
 from argus_lab.store._memory_query import _NO_EMBEDDER as _NO_EMBEDDER
 from argus_lab.store._memory_query import _SELECT, _MemoryQuery, _sql
+from argus_lab.store._memory_query import FTS_WEIGHT as FTS_WEIGHT
 from argus_lab.store._memory_query import RRF_K as RRF_K
+from argus_lab.store._memory_query import VECTOR_WEIGHT as VECTOR_WEIGHT
 from argus_lab.store._memory_query import _canonical as _canonical
 from argus_lab.store._memory_query import _fuse as _fuse
 from argus_lab.store._memory_query import _in as _in
 from argus_lab.store._memory_query import _like_meta as _like_meta
+from argus_lab.store._memory_records import (
+    KINDS,
+    HitMode,
+    MemoryHit,
+    MemoryKind,
+    MemoryRecord,
+    OnMismatch,
+    SearchMode,
+)
 from argus_lab.store.chunking import Format, document_records
-from argus_lab.store.embedding import Embedder, HashEmbedder, _Embedding
+from argus_lab.store.embedding import (
+    Embedder,
+    EmbedderMismatchError,
+    HashEmbedder,
+    _Embedding,
+)
+from argus_lab.store.memory_embedders import (
+    LanceDBEmbedder,
+    WordLlamaEmbedder,
+    default_embedder,
+)
 from argus_lab.store.memory_provenance import (
     _clip as _clip,
 )
@@ -63,16 +91,21 @@ from argus_lab.store.memory_provenance import (
     remember_lesson,
     remember_result,
 )
+from argus_lab.store.space import full_error, is_disk_full
 
 __all__ = [
     "KINDS",
     "Embedder",
+    "EmbedderMismatchError",
     "HashEmbedder",
+    "LanceDBEmbedder",
     "Memory",
     "MemoryHit",
     "MemoryKind",
     "MemoryRecord",
     "SearchMode",
+    "WordLlamaEmbedder",
+    "default_embedder",
     "memory_id",
     "open_memory",
     "remember_lesson",
@@ -81,61 +114,8 @@ __all__ = [
 
 log = logging.getLogger("argus_lab")
 
-MemoryKind = Literal["result", "note", "document", "lesson"]
-KINDS: tuple[str, ...] = ("result", "note", "document", "lesson")
-SearchMode = Literal["hybrid", "fts", "vector"]
-
 _PARTITION_ROWS = 32_768
 """From this many rows the ANN index gets real IVF partitions (LanceDB's default)."""
-
-
-class MemoryRecord(BaseModel):
-    """One memory as stored."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = ""
-    """Stable id; writing the same id again replaces the memory (upsert)."""
-    kind: MemoryKind = "note"
-    """result (a task's output), note, document (an ingested chunk) or lesson
-    (what a failed task taught)."""
-    text: str
-    """What is remembered; what full-text and vector search look at."""
-    session_id: str | None = None
-    """Provenance: the session that wrote it."""
-    task_id: str | None = None
-    """Provenance: the task that wrote it."""
-    seq: int | None = None
-    """Provenance: the seq of the event that wrote it (``session.events()``)."""
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    """Free JSON; filterable with ``search(metadata={...})``."""
-    created_at: float = 0.0
-    """When it was (last) written, epoch seconds."""
-
-
-class MemoryHit(MemoryRecord):
-    """A memory found by :meth:`Memory.search`, with its scores."""
-
-    score: float
-    """Higher is better: BM25 (fts), cosine similarity (vector) or the reciprocal
-    rank fusion score (hybrid)."""
-    mode: SearchMode
-    """The search that produced the hit ("fts" when hybrid fell back)."""
-    fts_score: float | None = None
-    """BM25 score, when full-text search found it."""
-    distance: float | None = None
-    """Cosine distance to the query, when vector search found it."""
-    fts_rank: int | None = None
-    """1-based rank in the full-text results."""
-    vector_rank: int | None = None
-    """1-based rank in the vector results."""
-    note: str | None = None
-    """Why the search was not what was asked for (e.g. hybrid without embedder)."""
-
-    @property
-    def provenance(self) -> dict[str, Any]:
-        """Where the memory came from: session_id, task_id and event seq."""
-        return {"session_id": self.session_id, "task_id": self.task_id, "seq": self.seq}
 
 
 class Memory(_MemoryQuery, _MemoryIndex):
@@ -147,8 +127,13 @@ class Memory(_MemoryQuery, _MemoryIndex):
 
     Args:
         path: The folder holding the LanceDB database (created if missing).
-        embedder: Embedding function for vector and hybrid search (see module
-            docstring); None: full-text only.
+        embedder: For vector and hybrid search: "default" (the bundled
+            WordLlama model, loaded on first use), any :class:`Embedder`, a
+            LanceDB embedding function, or None for full-text only.
+        on_mismatch: When the stored vectors were made by another embedder:
+            "error" (refuse, naming both) or "reembed" (recompute them all, with
+            ``progress`` reports, at the first use).
+        progress: Called as ``progress(done, total)`` while re-embedding.
         optimize_every: Writes after which :meth:`optimize` runs by itself.
         optimize_rows: Rows written after which :meth:`optimize` runs by itself.
         vector_index_min_rows: Build the ANN index once this many rows exist.
@@ -160,13 +145,21 @@ class Memory(_MemoryQuery, _MemoryIndex):
         self,
         path: str | Path,
         *,
-        embedder: Embedder | Any | None = None,
+        embedder: Embedder | Literal["default"] | Any | None = "default",
+        on_mismatch: OnMismatch = "error",
+        progress: Progress | None = None,
         optimize_every: int = 64,
         optimize_rows: int = 4096,
         vector_index_min_rows: int = 4096,
         refine_factor: int = 10,
     ) -> None:
+        if on_mismatch not in ("error", "reembed"):
+            raise ValueError(
+                f"on_mismatch must be 'error' or 'reembed', got {on_mismatch!r}"
+            )
         self.path = Path(path).expanduser().resolve()
+        self.on_mismatch: OnMismatch = on_mismatch
+        self.progress = progress
         self.optimize_every = optimize_every
         self.optimize_rows = optimize_rows
         self.vector_index_min_rows = vector_index_min_rows
@@ -176,6 +169,7 @@ class Memory(_MemoryQuery, _MemoryIndex):
         self._table: Any = None
         self._embedding: _Embedding | None = None
         self._vectors_checked = False
+        self._space_ok = False
         self._vector_index: bool | None = None
         self._pending_writes = 0
         self._pending_rows = 0
@@ -190,9 +184,9 @@ class Memory(_MemoryQuery, _MemoryIndex):
         return self._embedding.fn if self._embedding else None
 
     @embedder.setter
-    def embedder(self, fn: Embedder | Any | None) -> None:
+    def embedder(self, fn: Embedder | Literal["default"] | Any | None) -> None:
         self._embedding = None if fn is None else _Embedding(fn)
-        self._vectors_checked = False
+        self._vectors_checked = self._space_ok = False
 
     # -- writing -------------------------------------------------------------
 
@@ -254,6 +248,7 @@ class Memory(_MemoryQuery, _MemoryIndex):
         if not by_id:
             return []
         recs = list(by_id.values())
+        self._ensure_space()
         vectors = (
             self._embedding.docs([r.text for r in recs]) if self._embedding else None
         )
@@ -263,7 +258,18 @@ class Memory(_MemoryQuery, _MemoryIndex):
             merge = t.merge_insert("id").when_matched_update_all()
             # Rows of an instance without embedder carry null vectors on purpose
             # (backfilled later); sizes were checked above.
-            merge.when_not_matched_insert_all().execute(data, on_bad_vectors="null")
+            try:
+                merge.when_not_matched_insert_all().execute(data, on_bad_vectors="null")
+            except Exception as e:
+                if not is_disk_full(e):
+                    raise
+                raise full_error(
+                    Path(self.path),
+                    e,
+                    session_id=recs[0].session_id,
+                    task_id=recs[0].task_id,
+                    what=f"writing {len(recs)} memory record(s) to",
+                ) from None
             self._pending_writes += 1
             self._pending_rows += len(recs)
             if (
@@ -297,7 +303,7 @@ class Memory(_MemoryQuery, _MemoryIndex):
         d["metadata"] = json.loads(d["metadata"] or "{}")
         return MemoryRecord.model_validate(d)
 
-    def _hits(self, rows: list[dict[str, Any]], mode: SearchMode) -> list[MemoryHit]:
+    def _hits(self, rows: list[dict[str, Any]], mode: HitMode) -> list[MemoryHit]:
         out = []
         for rank, row in enumerate(rows, 1):
             d = {k: row[k] for k in _SELECT}
@@ -371,13 +377,14 @@ def open_memory(path: str | Path, *, embedder: Embedder | Any | None = None) -> 
 
     Args:
         path: The memory folder (``<workspace>/memory``).
-        embedder: If given, set as the instance's embedder.
+        embedder: If given, set as the instance's embedder; else a new instance
+            gets the default one (set ``memory.embedder = None`` for full text).
     """
     key = Path(path).expanduser().resolve()
     with _OPEN_LOCK:
         mem = _OPEN.get(key)
         if mem is None:
             mem = _OPEN[key] = Memory(key)
-    if embedder is not None:
+    if embedder is not None and mem.embedder is not embedder:
         mem.embedder = embedder
     return mem

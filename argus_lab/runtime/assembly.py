@@ -1,0 +1,90 @@
+"""How a Session's parts are made and wired (drawn in runtime/__init__.py).
+
+Each part gets, in its constructor, the parts it calls; this is the one place
+that knows them all, so session.py stays a facade and a test can assemble the
+same parts around a real store without a Session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from argus_lab.runtime.actions import Actions
+from argus_lab.runtime.attempt import AttemptRunner
+from argus_lab.runtime.budget import BudgetChecker
+from argus_lab.runtime.engine import RunLoop
+from argus_lab.runtime.lease import Lease
+from argus_lab.runtime.llm_task import LlmTaskRunner
+from argus_lab.runtime.options import SessionOptions
+from argus_lab.runtime.policy import FailurePolicy
+from argus_lab.runtime.remember import MemoryFeed, Rememberer
+from argus_lab.runtime.settle import Settler
+from argus_lab.runtime.signals import Signals
+from argus_lab.runtime.state import SessionState
+from argus_lab.runtime.supervisor import Supervisor
+from argus_lab.store.checkpoints import Loaded, SessionStore
+from argus_lab.tools.registry import Tool
+
+if TYPE_CHECKING:
+    from argus_lab.workspace import Workspace
+
+__all__ = ["Parts", "assemble"]
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The parts a Session calls directly."""
+
+    state: SessionState
+    """What the session knows; the store's only writer."""
+    signals: Signals
+    """Pause requests and the run loop's wake-up."""
+    runner: RunLoop
+    """The lease around calls, recovery, the run and step loops."""
+    attempts: AttemptRunner
+    """One attempt of a task (its tool threads are closed with the session)."""
+    actions: Actions
+    """A person's decisions."""
+    memories: Rememberer
+    """The memory writer thread (flushed when the session closes)."""
+
+
+def assemble(
+    workspace: Workspace,
+    store: SessionStore,
+    loaded: Loaded,
+    tools: dict[str, Tool],
+    options: SessionOptions,
+) -> Parts:
+    """Makes a session's parts over ``store``, wired to one another."""
+    import time
+
+    state = SessionState(
+        store,
+        loaded,
+        tools=tools,
+        options=options,
+        lease=Lease(options.lease_ttl),
+        artifacts=workspace.artifacts,
+        clock=options.clock or time.time,
+    )
+    signals = Signals()
+    policy = FailurePolicy(options.backoff)
+    budget = BudgetChecker(state)
+    memories = Rememberer(lambda: workspace.memory)
+    memory = MemoryFeed(state, memories, options.remember)
+    supervisor = Supervisor(state, options.planner)
+    settler = Settler(state, policy, supervisor, signals, memory, options)
+    llm = LlmTaskRunner(state, budget, options, workspace)
+    attempts = AttemptRunner(state, settler, budget, llm, options, workspace.path)
+    runner = RunLoop(state, signals, attempts, supervisor, settler, policy, options)
+    memory.prepare()
+    return Parts(
+        state=state,
+        signals=signals,
+        runner=runner,
+        attempts=attempts,
+        actions=Actions(state, settler, signals),
+        memories=memories,
+    )

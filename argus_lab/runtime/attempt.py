@@ -1,0 +1,303 @@
+"""The attempt runner: one attempt of one task, from its gate to its outcome.
+
+In order: find the tool (an LLM task's is its model loop), resolve the
+arguments, serve a fork's recorded result, ask the approval policies, check
+the step budget, commit the intent (invariant 2: before any side effect), call
+the tool (executor.py), and hand the typed outcome to the settler, which asks
+the failure policy what it means.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.model import Task, TaskRecord
+from argus_lab.plan.graph import ReferenceError_, iter_references, resolve_args
+from argus_lab.runtime.budget import BudgetChecker
+from argus_lab.runtime.executor import run_attempt
+from argus_lab.runtime.llm_task import LlmTaskRunner
+from argus_lab.runtime.options import (
+    SessionOptions,
+    idempotency_key,
+    input_hash,
+    tool_replay_key,
+)
+from argus_lab.runtime.outcome import Failed, OverBudget, Rejected
+from argus_lab.runtime.settle import Settler
+from argus_lab.runtime.state import SessionState
+from argus_lab.tools.approval import ApprovalPolicy, decide
+from argus_lab.tools.registry import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["AttemptRunner"]
+
+
+class AttemptRunner:
+    """Runs one attempt of a task and settles its outcome.
+
+    Args:
+        state: The session state (the only writer).
+        settler: Carries out what an outcome means.
+        budget: Checks the step budget before the intent.
+        llm: Supplies the tool of LLM tasks.
+        options: concurrency, approvals, executor.
+        root: The workspace folder (tools get a working folder under it).
+    """
+
+    def __init__(
+        self,
+        state: SessionState,
+        settler: Settler,
+        budget: BudgetChecker,
+        llm: LlmTaskRunner,
+        options: SessionOptions,
+        root: Path,
+    ) -> None:
+        self._state = state
+        self._settler = settler
+        self._budget = budget
+        self._llm = llm
+        self._options = options
+        self._root = root
+        self._workdir: Path | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def tool_for(self, task: Task) -> Tool | None:
+        """The tool a task calls (None: not registered in this session)."""
+        if task.kind == "llm":
+            return self._llm.tool_for(task)
+        return self._state.tools.get(task.tool or "")
+
+    def _ctx(self, task_id: str, attempt: int, key: str) -> ToolContext:
+        sid = self._state.info.id
+        if self._workdir is None:
+            self._workdir = self._root / "files" / sid
+            self._workdir.mkdir(parents=True, exist_ok=True)
+        return ToolContext(
+            session_id=sid,
+            task_id=task_id,
+            attempt=attempt,
+            idempotency_key=key,
+            workspace=self._root,
+            workdir=self._workdir,
+            redactor=self._state.redactor,
+        )
+
+    def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self._options.concurrency, thread_name_prefix="argus-tool"
+            )
+        return self._pool
+
+    def close(self) -> None:
+        """Lets go of the tool threads (a sync tool past its timeout runs on)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    async def run(self, tid: str) -> None:
+        """One attempt of ``tid``, committed: intent, call, settled outcome."""
+        st = self._state
+        task = st.tasks[tid]
+        rec = st.records[tid]
+        st.sched.set(tid, "running")
+        tool = self.tool_for(task)
+        if tool is None:
+            known = ", ".join(sorted(st.tools)) or "none"
+            error = (
+                f"tool {task.tool!r} of task {tid!r} is not registered in this "
+                f"session (tools: {known}); reopen with "
+                f"ws.open({st.info.name!r}, tools=[...]) and retry the task"
+            )
+            self._settler.settle(tid, rec, Failed("missing_tool", error, "ToolError"))
+            return
+        for _, ref in iter_references(task.args):  # ${env.NAME}: never stored
+            if ref is not None and ref.is_env and ref.path[0] in os.environ:
+                st.redactor.add(os.environ[ref.path[0]])
+        try:
+            args = resolve_args(task.args, st.result_of)
+        except ReferenceError_ as e:
+            self._settler.settle(tid, rec, Failed("bad_reference", str(e), "PlanError"))
+            return
+        in_hash = input_hash(tool.name, args)
+        cached = (
+            st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
+            if st.tool_replays
+            else None
+        )
+        if cached is not None:  # a fork re-running what its parent already did
+            self._replayed(tid, rec, cached, in_hash, tool)
+            return
+        approval = rec.approval or {}
+        if approval.get("state") == "approved":
+            if approval.get("edited_args") is not None:
+                args = approval["edited_args"]
+        else:
+            decision, policy = decide(self._options.policies, tool, args)
+            if decision != "approve":
+                self._gate(tid, rec, tool, args, decision, policy)
+                return
+        key = idempotency_key(st.info.id, tid, rec.generation)
+        attempt = rec.attempts + 1
+        hit = self._budget.check(tid, {"steps": 1})
+        if hit is not None:
+            self._settler.budget_stop(tid, hit)
+            return
+        st.usage["steps"] = st.usage.get("steps", 0) + 1
+        # Invariant 2: the intent is durable before the side effect can happen.
+        rec = rec.model_copy(
+            update={
+                "status": "running",
+                "attempts": attempt,
+                "started": st.now(),
+                "ended": None,
+                "idempotency_key": key,
+                "input_hash": in_hash,
+                "next_attempt_at": None,
+            }
+        )
+        # A tool without side effects loses nothing if this intent is lost to a
+        # power cut (the attempt just runs again): no fsync for it under "full".
+        st.commit(
+            [rec],
+            [
+                st.event(
+                    "task_started", tid, attempt=attempt, payload={"tool": tool.name}
+                )
+            ],
+            relaxed=tool.side_effect != "write",
+        )
+        out = await run_attempt(
+            tool,
+            args,
+            self._ctx(tid, attempt, key),
+            timeout=task.timeout or tool.timeout,
+            success=task.success,
+            pool=self._thread_pool(),
+            artifacts=st.artifacts.redacting(st.redactor, tid),
+            remote=self._options.executor,
+        )
+        hit = self._llm.take_budget_hit(tid)
+        if hit is not None and isinstance(out, Failed) and out.kind == "budget":
+            out = OverBudget(hit, out.error, duration=out.duration)
+        self._settler.settle(
+            tid,
+            st.records[tid],  # an LLM task's calls added their cost to it
+            out,
+            tool_hash=tool.code_hash,
+            retries=task.retries if task.retries is not None else tool.retries,
+        )
+
+    def _replayed(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        cached: dict[str, Any],
+        in_hash: str,
+        tool: Tool,
+    ) -> None:
+        st = self._state
+        now = st.now()
+        rec = rec.model_copy(
+            update={
+                "status": "succeeded",
+                "result": cached.get("result"),
+                "result_ref": cached.get("result_ref"),
+                "input_hash": in_hash,
+                "tool_hash": tool.code_hash,
+                "started": now,
+                "ended": now,
+                "error": None,
+                "error_type": None,
+                "traceback": None,
+                "reason": None,
+            }
+        )
+        ev = st.event(
+            "task_succeeded",
+            tid,
+            attempt=rec.attempts,
+            duration=0.0,
+            payload={"cached": True},
+        )
+        st.commit([rec], [ev])
+        st.sched.set(tid, "succeeded")
+
+    def _gate(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        tool: Tool,
+        args: dict[str, Any],
+        decision: str,
+        policy: ApprovalPolicy | None,
+    ) -> None:
+        """A policy said "ask" or "reject" for this call."""
+        st = self._state
+        rule = policy.describe() if policy else None
+        if decision == "reject":
+            reason = (policy.reason if policy else "") or "refused by policy"
+            rec = rec.model_copy(
+                update={
+                    "approval": {
+                        "state": "rejected",
+                        "by": "policy",
+                        "at": st.now(),
+                        "args": args,
+                        "policy": rule,
+                        "reason": reason,
+                    }
+                }
+            )
+            self._settler.settle(
+                tid,
+                rec,
+                Rejected(f"rejected by policy {rule}", by="policy"),
+                extra=[
+                    st.event(
+                        "approval_rejected",
+                        tid,
+                        payload={
+                            "by": "policy",
+                            "reason": reason,
+                            "tool": tool.name,
+                            "args": args,
+                            "policy": rule,
+                        },
+                    )
+                ],
+            )
+            return
+        rec = rec.model_copy(
+            update={
+                "status": "awaiting_approval",
+                "approval": {
+                    "state": "asked",
+                    "at": st.now(),
+                    "args": args,
+                    "policy": rule,
+                    "reason": policy.reason if policy else "",
+                },
+            }
+        )
+        st.commit(
+            [rec],
+            [
+                st.event(
+                    "approval_requested",
+                    tid,
+                    payload={
+                        "tool": tool.name,
+                        "args": args,
+                        "policy": rule,
+                        "reason": policy.reason if policy else "",
+                    },
+                )
+            ],
+        )
+        st.sched.set(tid, "awaiting_approval")

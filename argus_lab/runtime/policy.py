@@ -1,0 +1,223 @@
+"""The failure policy: what happens after an attempt, decided from its outcome.
+
+Pure: no I/O, no clock, no randomness of its own (the caller hands in the
+jitter), so every rule here is a unit test away. The settler (settle.py)
+carries out the decision; this module only makes it.
+
+=================  ============================================================
+outcome            decision
+=================  ============================================================
+Succeeded          Accept
+InDoubt            AskInDoubt: the task waits for a person, the run pauses
+OverBudget         StopForBudget: the task waits (pending), the run pauses
+TimedOut, Failed   RetryLater while attempts are left, then GiveUp
+(transient)
+Failed             GiveUp: try the remedies (HTN repair, fallback tool, replan)
+                   in order, then fail or skip as ``Task.on_failure`` says
+Rejected           GiveUp with no remedy: a person's (or a policy's) no stands
+Interrupted        ``after_interrupt``: Rerun if repeating the call is safe,
+                   else AskInDoubt (invariant 2)
+=================  ============================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from argus_lab.model import Task
+from argus_lab.runtime.budget import BudgetHit
+from argus_lab.runtime.outcome import (
+    Failed,
+    Failure,
+    InDoubt,
+    Interrupted,
+    Outcome,
+    OverBudget,
+    Rejected,
+    Succeeded,
+    TimedOut,
+)
+from argus_lab.tools.registry import Tool
+
+__all__ = [
+    "Accept",
+    "AskInDoubt",
+    "Decision",
+    "FailurePolicy",
+    "GiveUp",
+    "Remedy",
+    "Rerun",
+    "RetryLater",
+    "StopForBudget",
+]
+
+Remedy = Literal["repair", "fallback", "replan"]
+
+
+@dataclass(frozen=True, slots=True)
+class Accept:
+    """Keep the result: the task succeeded."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryLater:
+    """Try again after ``delay`` seconds (same idempotency key)."""
+
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rerun:
+    """An interrupted attempt is safe to repeat: make the task pending again."""
+
+
+@dataclass(frozen=True, slots=True)
+class AskInDoubt:
+    """The task may have taken effect: mark it in doubt and pause for a person."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StopForBudget:
+    """A budget ran out: the task waits (pending) and the run pauses."""
+
+    hit: BudgetHit
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """No more attempts. Try ``remedies`` in order; if none applies, ``then``."""
+
+    outcome: Failure
+    """The failure to record (a transient one says how many attempts it took)."""
+    remedies: tuple[Remedy, ...]
+    """What may still save the task, first that works wins."""
+    then: Literal["fail", "skip"]
+    """What becomes of the task when no remedy applies."""
+    ask: bool
+    """Pause the run for a person after failing (``on_failure="ask"``)."""
+    counted: bool
+    """Counts towards ``max_consecutive_failures`` and leaves a lesson in
+    memory (a rejection is a decision, not a failure to learn from)."""
+
+
+Decision = Accept | RetryLater | Rerun | AskInDoubt | StopForBudget | GiveUp
+"""What happens after an attempt."""
+
+
+class FailurePolicy:
+    """Turns outcomes into decisions.
+
+    Args:
+        backoff: (first delay, largest delay) in seconds between transient
+            retries; each delay doubles, with jitter.
+    """
+
+    def __init__(self, backoff: tuple[float, float]) -> None:
+        self.backoff = backoff
+
+    def decide(
+        self,
+        task: Task,
+        out: Outcome,
+        *,
+        attempt: int,
+        retries: int,
+        jitter: float,
+        can_repair: bool = False,
+        can_replan: bool = False,
+    ) -> Decision:
+        """The decision for ``out``, the outcome of attempt number ``attempt``.
+
+        Args:
+            task: The task the attempt was for.
+            out: How the attempt ended.
+            attempt: 1 for the first attempt of this generation.
+            retries: Transient failures retried before giving up.
+            jitter: A number in [0, 1) that spreads retry delays.
+            can_repair: The planner can backtrack the task's HTN compound.
+            can_replan: The planner can replace a failed task by a patch.
+        """
+        match out:
+            case Succeeded():
+                return Accept()
+            case InDoubt():
+                return AskInDoubt(
+                    f"task {task.id!r} is in doubt: {out.error}; check, then "
+                    f"s.retry({task.id!r}) or s.skip({task.id!r})"
+                )
+            case OverBudget():
+                return StopForBudget(out.hit)
+            case Rejected():
+                return GiveUp(out, (), "fail", ask=False, counted=False)
+            case TimedOut() | Failed(kind="transient"):
+                if attempt <= retries:
+                    return RetryLater(
+                        self.retry_delay(attempt, out.retry_after, jitter)
+                    )
+                out = replace(
+                    out, error=f"{out.error} (gave up after {attempt} attempt(s))"
+                )
+        remedies: list[Remedy] = []
+        if can_repair and task.parent:
+            remedies.append("repair")
+        if (
+            task.on_failure == "fallback"
+            and task.fallback
+            and task.fallback != task.tool
+        ):
+            remedies.append("fallback")
+        if task.on_failure == "replan" and can_replan:
+            remedies.append("replan")
+        return GiveUp(
+            out,
+            tuple(remedies),
+            "skip" if task.on_failure == "skip" else "fail",
+            ask=task.on_failure == "ask",
+            counted=True,
+        )
+
+    def retry_delay(
+        self, attempt: int, retry_after: float | None, jitter: float
+    ) -> float:
+        """Exponential backoff with jitter, never shorter than a server asked."""
+        base, cap = self.backoff
+        delay = min(cap, base * 2.0 ** (attempt - 1)) * (0.5 + jitter / 2)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return delay
+
+    def after_interrupt(
+        self,
+        task: Task,
+        out: Interrupted,
+        tool: Tool | None,
+        tools: Mapping[str, Tool],
+    ) -> Rerun | AskInDoubt:
+        """What to do about an attempt a dead process left RUNNING (invariant 2).
+
+        Rerun when the call may be repeated (read-only or idempotent, with the
+        same idempotency key); otherwise a person decides.
+        """
+        risky = any(  # an LLM task that may have been making a write
+            (t := tools.get(n)) is not None
+            and t.side_effect == "write"
+            and not t.idempotent
+            for n in task.llm_tools
+        )
+        if (
+            tool is not None
+            and not risky
+            and (tool.idempotent or tool.side_effect != "write")
+        ):
+            return Rerun()
+        return AskInDoubt(
+            f"task {task.id!r} was interrupted during attempt {out.attempt} of "
+            f"tool {task.tool!r}, which has side effects and is "
+            "not idempotent (or is not registered): it may or may not have "
+            f"taken effect. Check, then call s.retry({task.id!r}) to run it "
+            f"again or s.skip({task.id!r}) if it took effect."
+        )

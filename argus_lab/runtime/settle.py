@@ -1,0 +1,313 @@
+"""The settler: carries out what the failure policy decided about an outcome.
+
+``Settler.settle`` asks the policy (policy.py) for a decision and writes what
+it means for the task, as one commit each: the result kept (inline or as an
+artifact), a retry scheduled, the task in doubt or waiting for budget, or the
+task given up (after the replanner's remedies had their chance), failed with
+its dependents blocked, or skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import TYPE_CHECKING
+
+from argus_lab.events import EventBase
+from argus_lab.model import TaskRecord
+from argus_lab.runtime.budget import BudgetHit
+from argus_lab.runtime.outcome import (
+    Failure,
+    Outcome,
+    Succeeded,
+    ended_record,
+    failure_payload,
+)
+from argus_lab.runtime.policy import (
+    Accept,
+    AskInDoubt,
+    FailurePolicy,
+    GiveUp,
+    RetryLater,
+    StopForBudget,
+)
+
+if TYPE_CHECKING:
+    from argus_lab.runtime.options import SessionOptions
+    from argus_lab.runtime.remember import MemoryFeed
+    from argus_lab.runtime.signals import Signals
+    from argus_lab.runtime.state import SessionState
+    from argus_lab.runtime.supervisor import Supervisor
+
+__all__ = ["Settler"]
+
+
+class Settler:
+    """Writes the consequences of an attempt's outcome.
+
+    Args:
+        state: The session state (the only writer).
+        policy: Decides what an outcome means.
+        replanner: Offers the remedies (HTN repair, fallback, replan).
+        signals: Where a pause is requested.
+        memory: Remembers results and lessons.
+        options: inline_result_bytes, max_consecutive_failures.
+    """
+
+    def __init__(
+        self,
+        state: SessionState,
+        policy: FailurePolicy,
+        replanner: Supervisor,
+        signals: Signals,
+        memory: MemoryFeed,
+        options: SessionOptions,
+    ) -> None:
+        self._state = state
+        self._policy = policy
+        self._replanner = replanner
+        self._signals = signals
+        self._memory = memory
+        self._options = options
+        self.failures_in_a_row = 0
+
+    def settle(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        out: Outcome,
+        *,
+        tool_hash: str | None = None,
+        retries: int = 0,
+        extra: list[EventBase] | None = None,
+    ) -> None:
+        """Decides about ``out`` (attempt ``rec.attempts`` of ``tid``), writes it.
+
+        Args:
+            tid: The task.
+            rec: Its record as the attempt left it.
+            out: How the attempt ended.
+            tool_hash: The code hash of the tool that ran (kept on success).
+            retries: How many transient failures the task may retry.
+            extra: Events that belong in the same commit (e.g. a rejection).
+        """
+        task = self._state.tasks[tid]
+        decision = self._policy.decide(
+            task,
+            out,
+            attempt=rec.attempts,
+            retries=retries,
+            jitter=random.random(),
+            can_repair=self._replanner.can_repair(task),
+            can_replan=self._replanner.can_replan(),
+        )
+        match decision:
+            case Accept():
+                assert isinstance(out, Succeeded)
+                self._succeed(tid, rec, out, tool_hash)
+            case RetryLater(delay):
+                assert not isinstance(out, Succeeded)
+                self._retry_later(tid, rec, out, delay)
+            case AskInDoubt(reason):
+                assert not isinstance(out, Succeeded)
+                self.in_doubt(tid, rec, reason, out.error)
+            case StopForBudget(hit):
+                self.budget_stop(tid, hit)
+            case GiveUp():
+                self._give_up(tid, rec, decision, list(extra or []))
+
+    def _succeed(
+        self, tid: str, rec: TaskRecord, out: Succeeded, tool_hash: str | None
+    ) -> None:
+        st = self._state
+        self.failures_in_a_row = 0
+        size = len(out.result_json)
+        upd: dict[str, object] = {
+            "status": "succeeded",
+            "ended": st.now(),
+            "error": None,
+            "error_type": None,
+            "traceback": None,
+            "reason": None,
+            "tool_hash": tool_hash,
+        }
+        if size > self._options.inline_result_bytes:
+            # Redacted like an inline result before it lands (invariant 7).
+            text = json.dumps(st.redactor.value(out.result), ensure_ascii=False)
+            upd["result_ref"] = st.artifacts.put_bytes(text.encode())
+            upd["result"] = None
+        else:
+            upd["result"], upd["result_ref"] = out.result, None
+        rec = rec.model_copy(update=upd)
+        ev = st.event(
+            "task_succeeded",
+            tid,
+            attempt=rec.attempts,
+            duration=out.duration,
+            payload={"bytes": size},
+        )
+        st.commit([rec], [ev])
+        st.sched.set(tid, "succeeded")
+        self._memory.result(tid)
+
+    def _retry_later(
+        self, tid: str, rec: TaskRecord, out: Failure, delay: float
+    ) -> None:
+        st = self._state
+        rec = rec.model_copy(
+            update={
+                "status": "pending",
+                "error": out.error,
+                "error_type": out.error_type,
+                "traceback": out.traceback,
+                "next_attempt_at": st.now() + delay,
+            }
+        )
+        ev = st.event(
+            "retry_scheduled",
+            tid,
+            attempt=rec.attempts,
+            duration=out.duration,
+            payload={"delay": delay, "error": out.error, "error_type": out.error_type},
+        )
+        st.commit([rec], [ev])
+        loop = asyncio.get_running_loop()
+
+        def due() -> None:
+            st.timers.pop(tid, None)
+            try:  # gone (a plan patch) or changed (reloaded from disk): leave it
+                rec = st.records.get(tid)
+                if rec is not None and rec.status == "pending":
+                    st.sched.set(tid, "pending")
+            finally:
+                self._signals.wake_up()
+
+        # The scheduler keeps the task "running" until the delay is over.
+        st.timers[tid] = loop.call_later(delay, due)
+
+    def in_doubt(self, tid: str, rec: TaskRecord, why: str, error: str) -> None:
+        """The task may have taken effect: a person decides; the run pauses."""
+        st = self._state
+        doubt = rec.model_copy(
+            update={"status": "in_doubt", "reason": why, "error": error}
+        )
+        st.commit(
+            [doubt],
+            [st.event("in_doubt", tid, attempt=rec.attempts, payload={"reason": why})],
+        )
+        st.sched.set(tid, "in_doubt")
+        self._signals.request_pause(why)
+
+    def budget_stop(self, tid: str, hit: BudgetHit) -> None:
+        """The task waits (pending) and the run pauses, saying what ran out."""
+        st = self._state
+        rec = st.records[tid]
+        if rec.status == "running":  # stopped inside an attempt (a model call)
+            rec = rec.model_copy(update={"status": "pending"})
+        self._signals.request_pause(hit.message())
+        st.commit([rec], [st.event("budget_exceeded", tid, payload=hit.payload())])
+        st.sched.set(tid, "pending")
+
+    def _give_up(
+        self, tid: str, rec: TaskRecord, decision: GiveUp, extra: list[EventBase]
+    ) -> None:
+        st = self._state
+        out = decision.outcome
+        for remedy in decision.remedies:
+            if self._replanner.remedy(remedy, tid, rec, out, extra):
+                return
+        if decision.then == "skip":
+            skipped = ended_record(
+                rec,
+                out,
+                st.now(),
+                status="skipped",
+                reason=f"failed, skipped by its on_failure policy: {out.error}",
+            )
+            st.commit(
+                [skipped],
+                [
+                    *extra,
+                    self._failed_event(tid, rec, out, blocked=0, policy="skip"),
+                    st.event(
+                        "task_skipped", tid, payload={"reason": "on_failure=skip"}
+                    ),
+                ],
+            )
+            st.sched.set(tid, "skipped")
+            return
+        seq = self.fail(tid, rec, out, extra)
+        if not decision.counted:
+            return
+        self._memory.lesson(tid, rec.attempts, seq)  # for the next session
+        if decision.ask:
+            self._signals.request_pause(
+                f"task {tid!r} failed and asks a person: {out.error}; call "
+                f"s.retry({tid!r}) or s.skip({tid!r})"
+            )
+        self.failures_in_a_row += 1
+        most = self._options.max_consecutive_failures
+        if most is not None and self.failures_in_a_row >= most:
+            why = (
+                f"anomaly: {self.failures_in_a_row} tasks failed in a row (the "
+                f"last: {tid!r}); look before going on: run() again to continue"
+            )
+            st.commit(
+                events=[
+                    st.event(
+                        "anomaly",
+                        tid,
+                        payload={
+                            "what": "consecutive_failures",
+                            "detail": why,
+                            "count": self.failures_in_a_row,
+                        },
+                    )
+                ]
+            )
+            self.failures_in_a_row = 0
+            self._signals.request_pause(why)
+
+    def fail(
+        self, tid: str, rec: TaskRecord, out: Failure, extra: list[EventBase]
+    ) -> int:
+        """Fails the task for good and blocks what waits on it; returns the seq
+        of its ``task_failed`` event."""
+        st = self._state
+        rec = ended_record(rec, out, st.now(), next_attempt_at=None)
+        blocked = [
+            st.records[d].model_copy(
+                update={
+                    "status": "blocked",
+                    "reason": f"blocked by failed task {tid!r}",
+                }
+            )
+            for d in st.sched.descendants(tid)
+            if st.records[d].status == "pending"
+        ]
+        failed = self._failed_event(tid, rec, out, blocked=len(blocked))
+        events = [
+            *extra,
+            failed,
+            *(
+                st.event("task_blocked", b.task_id, payload={"by": tid})
+                for b in blocked
+            ),
+        ]
+        st.commit([rec, *blocked], events)
+        st.sched.set(tid, "failed")
+        for b in blocked:
+            st.sched.set(b.task_id, "blocked")
+        return failed.seq
+
+    def _failed_event(
+        self, tid: str, rec: TaskRecord, out: Failure, *, blocked: int, **more: object
+    ) -> EventBase:
+        return self._state.event(
+            "task_failed",
+            tid,
+            attempt=rec.attempts,
+            duration=out.duration,
+            payload=failure_payload(out, blocked=blocked, **more),
+        )

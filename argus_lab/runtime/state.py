@@ -1,0 +1,366 @@
+"""The session's state and the ONLY writer to its store: ``SessionState.commit``.
+
+The state holds what the session knows (its info, plan, task records, usage
+counters, the scheduler's view) and is the one object that talks to the
+SessionStore. Every change is one ``commit``: records, events, metadata and the
+plan in one diskcache transaction (invariant 1), checked against the version
+counter and the lease (invariant 6), redacted first (invariant 7), and handed
+to subscribers only once it is durable. Everything runs on the session's loop
+thread, so nothing here needs a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from argus_lab.events import EventBase, make_event
+from argus_lab.model import STATUSES, Plan, SessionInfo, Task, TaskRecord
+from argus_lab.plan.graph import ReferenceError_
+from argus_lab.redact import Redactor
+from argus_lab.runtime.lease import Lease
+from argus_lab.runtime.options import (
+    SessionOptions,
+    Subscriber,
+    log,
+    tool_replay_key,
+)
+from argus_lab.runtime.scheduler import Scheduler
+from argus_lab.store.artifacts import ArtifactStore, from_stored
+from argus_lab.store.checkpoints import Loaded, SessionStore
+from argus_lab.tools.registry import Tool
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = ["SessionState"]
+
+LeaseArg = dict[str, Any] | Literal["keep"] | None
+"""A lease to write, "keep" (renew only if due) or None (release it)."""
+
+
+class SessionState:
+    """What a session knows, and its one way to change what is stored.
+
+    Args:
+        store: The session's checkpoint store (this object is its only writer).
+        loaded: What the store held when the session was opened.
+        tools: The session's tools, by name.
+        options: How the session runs.
+        lease: This Session object's runner lease.
+        artifacts: Where large results live.
+        clock: Wall-clock time for records and events (a test seam).
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        loaded: Loaded,
+        *,
+        tools: dict[str, Tool],
+        options: SessionOptions,
+        lease: Lease,
+        artifacts: ArtifactStore,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.options = options
+        self.tools = tools
+        """The session's tools, by name (replaced by ``update_tools``)."""
+        self.lease = lease
+        self.artifacts = artifacts
+        self.clock = clock
+        self.redactor = Redactor(options.secrets)
+        self.subscribers: list[Subscriber] = []
+        self.timers: dict[str, asyncio.TimerHandle] = {}
+        """Tasks waiting out a retry delay -> the timer that makes them ready."""
+        self._store = store
+        store.redactor = self.redactor
+        store.label = f"{loaded.meta.name!r} ({loaded.meta.id})"
+        self._artifact_cache: dict[str, Any] = {}
+        self.apply(loaded)
+
+    def apply(self, loaded: Loaded) -> None:
+        """Takes ``loaded`` as the whole state (opening, or reloading from disk)."""
+        for timer in self.timers.values():  # a reload: start over
+            timer.cancel()
+        self.timers = {}
+        self.info: SessionInfo = loaded.meta
+        self.plan: Plan = loaded.plan
+        self.tasks: dict[str, Task] = {t.id: t for t in loaded.plan.tasks}
+        recs = loaded.records
+        # Records of tasks a plan patch removed are kept aside (their ids are
+        # never reused).
+        self.retired = {t: r for t, r in recs.items() if t not in self.tasks}
+        self.records: dict[str, TaskRecord] = {
+            t: recs.get(t) or TaskRecord(task_id=t) for t in self.tasks
+        }
+        self.usage: dict[str, float] = dict(loaded.head.usage)
+        # Only a cached fork starts with recorded tool results: a plain session
+        # skips the replay lookup on every step.
+        self.tool_replays = self._store.has_replays("tool:")
+        self._wall_mark = time.monotonic()
+        self.version = loaded.head.version
+        self.last_seq = loaded.head.last_seq
+        self.sched = Scheduler(
+            {t.id: t.deps for t in loaded.plan.tasks},
+            {t: r.status for t, r in self.records.items()},
+        )
+
+    def need_task(self, task_id: str) -> None:
+        """KeyError naming the session and some of its tasks, if ``task_id``
+        is not one of them."""
+        if task_id not in self.tasks:
+            some = ", ".join(list(self.tasks)[:15])
+            raise KeyError(
+                f"session {self.info.name!r} has no task {task_id!r} (tasks: {some}...)"
+            )
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Adds a subscriber; returns the function that removes it."""
+        subs = self.subscribers
+        subs.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in subs:
+                subs.remove(callback)
+
+        return unsubscribe
+
+    # -- time and events ---------------------------------------------------
+
+    def now(self) -> float:
+        """Wall-clock time, as records and events state it."""
+        return self.clock()
+
+    def event(self, kind: str, task_id: str | None = None, **kw: Any) -> EventBase:
+        """An event of this session, stamped now (not committed yet)."""
+        return make_event(
+            kind, session_id=self.info.id, ts=self.now(), task_id=task_id, **kw
+        )
+
+    # -- the one writer ----------------------------------------------------
+
+    def commit(
+        self,
+        records: Iterable[TaskRecord] = (),
+        events: list[EventBase] | None = None,
+        *,
+        meta: SessionInfo | None = None,
+        plan: Plan | None = None,
+        lease: LeaseArg = "keep",
+        notify: bool = True,
+        relaxed: bool = False,
+    ) -> None:
+        """Writes records, events, metadata and the plan in one transaction.
+
+        The in-memory records follow only once the store accepted the write.
+        ``notify=False`` leaves telling subscribers to the caller (who must
+        first finish updating the state they will look at).
+        """
+        records = [self._redact(r) for r in records]
+        events = events or []
+        for ev in events:
+            if ev.payload:
+                ev.payload = self.redactor.value(ev.payload)
+        if lease == "keep":
+            lease = self.lease.renewal(self.now()) or "keep"
+        if self.lease.active:  # running time counts against max_wall_s
+            mark = time.monotonic()
+            self.usage["wall_s"] = (
+                self.usage.get("wall_s", 0.0) + mark - self._wall_mark
+            )
+            self._wall_mark = mark
+        head = self._store.commit(
+            self.version,
+            self.lease.holder,
+            records=records,
+            events=events,
+            meta=meta,
+            plan=plan,
+            lease=lease,
+            usage=self.usage,
+            relaxed=relaxed,
+        )
+        self.version = head.version
+        self.last_seq = head.last_seq
+        if isinstance(lease, dict):
+            self.lease.expires = lease["expires"]
+        elif lease is None:
+            self.lease.expires = 0.0
+        for r in records:
+            self.records[r.task_id] = r
+        if meta is not None:
+            self.info = meta
+        if notify:
+            self.notify(events)
+
+    def notify(self, events: list[EventBase]) -> None:
+        """Hands committed events to the subscribers (after the state is updated)."""
+        for ev in events:
+            for cb in list(self.subscribers):
+                try:
+                    cb(ev)
+                except Exception:
+                    log.exception("argus subscriber %r failed on %s", cb, ev.kind)
+
+    def _redact(self, rec: TaskRecord) -> TaskRecord:
+        """Invariant 7: secrets leave a record before it is stored or kept."""
+        red = self.redactor
+        upd: dict[str, Any] = {}
+        for name in ("result", "error", "traceback", "reason", "approval"):
+            v = getattr(rec, name)
+            if v is not None:
+                nv = red.value(v)
+                if nv != v:
+                    upd[name] = nv
+        return rec.model_copy(update=upd) if upd else rec
+
+    def take_lease(self) -> None:
+        """Acquires the runner lease; reloads first if someone else wrote since."""
+        before = self.version
+        head = self._store.acquire_lease(self.lease.holder, self.lease.ttl)
+        self.lease.expires = head.lease["expires"] if head.lease else 0.0
+        self._wall_mark = time.monotonic()  # idle time between calls is free
+        if head.version != before + 1:
+            # Someone else wrote since we loaded (their lease ended): continue from
+            # what is on disk, never from our stale copy.
+            self.apply(self._store.load())
+        self.version = head.version
+
+    # -- the plan changing under a run -------------------------------------
+
+    def swap_task(self, plan: Plan, task: Task) -> None:
+        """Adopts a committed plan that changed only ``task`` (a fallback)."""
+        self.plan = plan
+        self.tasks[task.id] = task
+
+    def adopt_plan(self, plan: Plan, removed: Iterable[str]) -> None:
+        """Adopts a committed plan patch: removed tasks' records are retired,
+        added tasks get fresh records, and the scheduler starts over."""
+        for tid in removed:
+            if tid in self.records:
+                self.retired[tid] = self.records.pop(tid)
+        self.plan = plan
+        self.tasks = {t.id: t for t in plan.tasks}
+        for t in self.tasks:
+            self.records.setdefault(t, TaskRecord(task_id=t))
+        self.sched = Scheduler(
+            {t.id: t.deps for t in plan.tasks},
+            {t: r.status for t, r in self.records.items()},
+        )
+        for t in self.timers:  # waiting out a retry delay: not ready yet
+            if t in self.tasks:
+                self.sched.set(t, "running")
+
+    # -- reading -----------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Tasks per status (every status, zeros included)."""
+        c: dict[str, int] = dict.fromkeys(STATUSES, 0)
+        for r in self.records.values():
+            c[r.status] += 1
+        return c
+
+    def stored_result(self, rec: TaskRecord) -> Any:
+        """A record's result, loaded from its artifact if it was large."""
+        raw = (
+            self._load_artifact(rec.result_ref)
+            if rec.result_ref is not None
+            else rec.result
+        )
+        return from_stored(raw, self.artifacts, self._artifact_cache)
+
+    def _load_artifact(self, ref: str) -> Any:
+        if ref not in self._artifact_cache:
+            data = self.artifacts.get_bytes(ref, session_id=self.info.id)
+            self._artifact_cache[ref] = json.loads(data)
+        return self._artifact_cache[ref]
+
+    def result_of(self, task_id: str) -> Any:
+        """The result of a succeeded task (ReferenceError_ otherwise)."""
+        rec = self.records[task_id]
+        if rec.status != "succeeded":
+            raise ReferenceError_(
+                f"task {task_id!r} is {rec.status}, so it has no result to use"
+            )
+        return self.stored_result(rec)
+
+    def live_graph(self) -> nx.DiGraph:
+        """The plan DAG with each task's status, attempts, error and times."""
+        g = self.plan.graph
+        for tid, rec in self.records.items():
+            g.nodes[tid].update(
+                status=rec.status,
+                attempts=rec.attempts,
+                error=rec.error,
+                started=rec.started,
+                ended=rec.ended,
+                duration=(rec.ended - rec.started)
+                if rec.ended is not None and rec.started is not None
+                else None,
+            )
+        return g
+
+    def fork_seed(
+        self, at: str | None, reuse: Literal["cached", "none"]
+    ) -> tuple[list[TaskRecord], dict[str, str]]:
+        """What a fork from ``at`` starts with: the records it keeps and the
+        replay cache it inherits (see ``Session.fork``)."""
+        redo = set() if at is None else {at, *self.sched.descendants(at)}
+        kept = [
+            r.model_copy()
+            for t, r in self.records.items()
+            if reuse == "cached" and t not in redo and r.status == "succeeded"
+        ]
+        replays: dict[str, str] = {}
+        if reuse == "cached":
+            # Invariant 9: what reruns in the fork is served from what the parent
+            # recorded (model replies, and tool results for the same inputs and
+            # code), so replaying a branch costs nothing and repeats no effect.
+            replays = self._store.replays()
+            for t in redo:
+                r = self.records[t]
+                if r.status == "succeeded" and r.input_hash and r.tool_hash:
+                    replays[tool_replay_key(t, r.input_hash, r.tool_hash)] = json.dumps(
+                        {"result": r.result, "result_ref": r.result_ref}
+                    )
+        return kept, replays
+
+    @property
+    def path(self) -> Path:
+        """The folder of the session's store."""
+        return self._store.directory
+
+    def read_events(self, since: int = 0) -> list[EventBase]:
+        """Committed events with seq > since, in order."""
+        return self._store.read_events(since)
+
+    def last_event(self, kind: str, task_id: str | None) -> EventBase | None:
+        """The latest committed event of ``kind`` about ``task_id``, or None."""
+        found = None
+        for e in self._store.read_events():
+            if e.kind == kind and e.task_id == task_id:
+                found = e
+        return found
+
+    def iter_event_json(self, since: int = 0) -> Iterator[str]:
+        """Committed events with seq > since as stored JSON, in order."""
+        return self._store.iter_event_json(since)
+
+    # -- the replay cache (invariant 9) ------------------------------------
+
+    def get_replay(self, key: str) -> dict[str, Any] | None:
+        """A recorded model reply or tool result, or None."""
+        return self._store.get_replay(key)
+
+    def put_replay(self, key: str, data: dict[str, Any]) -> None:
+        """Records a model reply or a write's result for replays."""
+        self._store.put_replay(key, data)
+
+    def close(self) -> None:
+        """Closes the store's connections in the calling thread."""
+        self._store.close()
