@@ -441,3 +441,31 @@ def test_a_task_s_writes_and_the_next_checkpoint_share_one_commit(
     assert after is not None and after.version == before.version + 1
     assert st.get("k1") == 1 and st.get("k2") == 2
     st.close()
+
+
+def test_tasks_df_has_one_row_per_node_execution(ws: al.Workspace) -> None:
+    from langgraph.types import Command, interrupt
+
+    saver = ArgusSaver(ws)
+    chain(4).compile(checkpointer=saver).invoke({"results": [], "i": 0}, cfg("df"))
+    df = saver.tasks_df("df")
+    assert list(df["node"]) == ["__start__", "n0", "n1", "n2", "n3"]
+    assert list(df["step"]) == [0, 1, 2, 3, 4]
+    assert set(df["status"]) == {"succeeded"}
+    assert df.loc[1, "writes"] == ["results", "i", "branch:to:n1"]
+    assert (df["duration"].dropna() >= 0).all() and df["ended"].notna().all()
+
+    class S(TypedDict):
+        answer: str
+
+    g = StateGraph(S)
+    g.add_node("ask", lambda s: {"answer": interrupt("ok?")})
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    app = g.compile(checkpointer=saver)
+    app.invoke({"answer": ""}, cfg("q"))
+    assert saver.tasks_df("q")["status"].tolist() == ["succeeded", "awaiting approval"]
+    app.invoke(Command(resume="yes"), cfg("q"))
+    assert saver.tasks_df("q")["status"].tolist() == ["succeeded", "succeeded"]
+    with pytest.raises(KeyError, match="no LangGraph thread 'nope'"):
+        saver.tasks_df("nope")

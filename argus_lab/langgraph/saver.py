@@ -15,6 +15,7 @@ import os
 import random
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -58,6 +59,8 @@ from argus_lab.langgraph._store import (
 from argus_lab.store.checkpoints import Durability
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from argus_lab.workspace import Workspace
 
 __all__ = ["ArgusSaver"]
@@ -185,6 +188,21 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
                 out.append(data["thread_id"])
         return out
 
+    def tasks_df(self, thread_id: str) -> pd.DataFrame:
+        """One row per node execution of a thread: node, step, status
+        ("succeeded", "failed", "awaiting approval"), started, ended, duration
+        and the channels it wrote.
+
+        Raises:
+            KeyError: no such thread in this workspace.
+        """
+        from argus_lab.langgraph._frames import tasks_frame
+
+        st = self._thread(thread_id, create=False)
+        if st is None:
+            raise KeyError(f"no LangGraph thread {thread_id!r} in {self.ws.path}")
+        return tasks_frame(st)
+
     def release(self, thread_id: str) -> None:
         """Gives up this process's hold on a thread, so another may write it now."""
         st = self._thread(thread_id, create=False)
@@ -273,6 +291,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         tid, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         cid = conf["checkpoint_id"]
         rows = []
+        now = round(time.time(), 6)  # when the task finished: its row's end time
         for i, (ch, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(ch, i)
             data = {
@@ -280,6 +299,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
                 "ch": ch,
                 "idx": idx,
                 "path": task_path,
+                "t": now,
                 "v": encode(value, ch),
             }
             rows.append((f"w{US}{ns}{US}{cid}{US}{task_id}{US}{idx}", idx, data))
