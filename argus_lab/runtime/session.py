@@ -19,7 +19,6 @@ from argus_lab.model import Plan, SessionInfo, SessionStatus, TaskRecord
 from argus_lab.runtime.assembly import assemble
 from argus_lab.runtime.budget import budget_scope
 from argus_lab.runtime.budget import merge as merge_budget
-from argus_lab.runtime.loop import LoopThread
 from argus_lab.runtime.options import (
     RunResult,
     SessionOptions,
@@ -27,6 +26,7 @@ from argus_lab.runtime.options import (
     T,
     current_user,
 )
+from argus_lab.runtime.shutdown import hold
 from argus_lab.runtime.views import VIEWS
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.tools.registry import Tool, as_toolset
@@ -64,10 +64,9 @@ class Session:
         self._state = parts.state
         self._signals = parts.signals
         self._runner = parts.runner
-        self._attempts = parts.attempts
         self._actions = parts.actions
-        self._memories = parts.memories
-        self._loop = LoopThread(f"argus-{loaded.meta.name}")
+        self._loop = parts.loop
+        self._closer = parts.closer
         self._bg: concurrent.futures.Future[RunResult] | None = None
 
     # -- what it is ----------------------------------------------------------
@@ -235,16 +234,14 @@ class Session:
         return self._blocking_calls > 0
 
     def close(self) -> None:
-        """Stops the loop thread and closes the store (waits for a background run)."""
-        if self._bg is not None and not self._bg.done():
-            self.pause("session closed")
-            concurrent.futures.wait([self._bg])  # its error stays in the future
-        # diskcache keeps one SQLite connection per thread: close the loop
-        # thread's own, so SQLite can checkpoint and drop its WAL file.
-        self._loop.stop(self._state.close)
-        self._attempts.close()
-        self._memories.close()  # the queued memories are written before we go
-        self._state.close()
+        """Closes the session; idempotent, and done for you at interpreter exit.
+
+        No task starts from now on. Attempts in flight get
+        ``shutdown_grace`` seconds to finish and commit; any still running then
+        are left as their committed intents, decided on the next open exactly
+        as after a crash. Nothing is marked failed by closing.
+        """
+        self._closer.close("session closed")
 
     def __enter__(self) -> Session:
         return self
@@ -258,20 +255,21 @@ class Session:
         Waits for a scheduled retry if that is all there is. Returns the records
         of the tasks that ran (empty when nothing could run).
         """
-        self._signals.pause_requested = None  # here, so a pause() right after counts
+        self._signals.go()  # here, so a pause() right after counts
         return self._blocking(self._runner.step())
 
     def run(self) -> RunResult:
         """Runs until every task is done, the session pauses, or nothing can run."""
-        self._signals.pause_requested = None
+        self._signals.go()
         return self._blocking(self._runner.run())
 
     def start(self) -> concurrent.futures.Future[RunResult]:
         """Starts ``run()`` in the background and returns its future at once."""
         if self._bg is not None and not self._bg.done():
             return self._bg
-        self._signals.pause_requested = None
+        self._signals.go()
         self._bg = self._loop.submit(self._runner.guarded(self._runner.run()))
+        hold(self._closer, self._bg)  # a run going on is closed at exit too
         return self._bg
 
     async def arun(self) -> RunResult:
@@ -395,7 +393,7 @@ class Session:
 
     def rerun_stale(self) -> RunResult:
         """Makes exactly the stale tasks pending again, then ``run()``s."""
-        self._signals.pause_requested = None
+        self._signals.go()
         return self._blocking(self._rerun_stale())
 
     async def _rerun_stale(self) -> RunResult:
