@@ -66,12 +66,13 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS LangGraph ("
     " key TEXT PRIMARY KEY,"
     " value TEXT NOT NULL CHECK (typeof(value) = 'text')"
-    ") WITHOUT ROWID"
+    ")"
 )
 """LangGraph records live in their own table of the thread's diskcache database:
-no triggers or extra indexes, so a commit writes ~3 pages instead of ~9, and the
-CHECK makes "JSON text only" a property of the table (nothing else, and so no
-pickle, can be stored)."""
+no triggers and no index beyond the key's, and a step's new rows share the
+table's last page (a rowid table, not WITHOUT ROWID, whose records over ~1 KB
+would overflow their pages). The CHECK makes "JSON text only" a property of the
+table (nothing else, and so no pickle, can be stored)."""
 
 
 def thread_session_id(thread_id: str) -> str:
