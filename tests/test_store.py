@@ -11,6 +11,7 @@ import diskcache
 import pytest
 
 import argus_lab as al
+from argus_lab.store._rows import RowWriter
 from argus_lab.store.checkpoints import (
     SCHEMA_VERSION,
     JsonOnlyDisk,
@@ -142,14 +143,19 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
     s = ws.new_session(plan=plan, tools=[add], name="delta")
     writes: list[list[str]] = []
     real_commit = SessionStore.commit
-    real_set = diskcache.Cache.set
+    real_update, real_insert = RowWriter.update, RowWriter.insert
     current: list[str] = []
 
-    def spy_set(
-        cache: diskcache.Cache, key: str, value: str, *a: Any, **k: Any
-    ) -> bool:
+    # Every row a commit writes goes through RowWriter (which hands what it
+    # cannot write itself to Cache.set).
+    def spy_update(rows: RowWriter, con: Any, key: str, value: str) -> None:
         current.append(key)
-        return real_set(cache, key, value, *a, **k)
+        real_update(rows, con, key, value)
+
+    def spy_insert(rows: RowWriter, con: Any, key: str, value: str) -> None:
+        if current[-1:] != [key]:  # update() falls back to insert() for new rows
+            current.append(key)
+        real_insert(rows, con, key, value)
 
     def spy_commit(store: SessionStore, *a: Any, **k: Any) -> Any:
         current.clear()
@@ -158,7 +164,8 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
         return out
 
     # Every SessionStore and cache of this test is the session's own.
-    monkeypatch.setattr(diskcache.Cache, "set", spy_set)
+    monkeypatch.setattr(RowWriter, "update", spy_update)
+    monkeypatch.setattr(RowWriter, "insert", spy_insert)
     monkeypatch.setattr(SessionStore, "commit", spy_commit)
     assert s.run().status == "succeeded"
     s.close()

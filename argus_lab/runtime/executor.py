@@ -4,7 +4,6 @@ how it ended as a typed outcome (outcome.py); it never raises for tool errors.""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 import traceback
@@ -26,7 +25,56 @@ from argus_lab.runtime.outcome import (
 from argus_lab.store.artifacts import ArtifactStore, to_stored
 from argus_lab.tools.registry import Tool, ToolContext
 
-__all__ = ["check_success", "run_attempt"]
+__all__ = ["INLINE_AFTER", "INLINE_BUDGET_S", "check_success", "run_attempt"]
+
+INLINE_BUDGET_S = 0.001
+"""A sync call at most this long may run on the event loop (``Tool.inline``)."""
+INLINE_AFTER = 3
+"""Calls in a row within the budget, on a tool thread, before going inline."""
+
+
+def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    result = fn(**kwargs)
+    return result, time.perf_counter() - t0
+
+
+def _inline_now(tool: Tool, timeout: float | None) -> bool:
+    """Whether this call of a local sync tool runs on the loop (see ``tool``)."""
+    if timeout is not None:  # only a thread can be abandoned at a timeout
+        return False
+    if tool.inline is not None:
+        return tool.inline
+    return tool.side_effect == "none" and tool.fast_calls >= INLINE_AFTER
+
+
+async def _call_sync(
+    tool: Tool, kwargs: dict[str, Any], timeout: float | None, pool: Executor
+) -> Any:
+    if _inline_now(tool, timeout):
+        # The thread hop (submit, wake-up, future) costs more than a quick call.
+        t0 = time.perf_counter()
+        try:
+            result = tool.fn(**kwargs)
+        except Exception:
+            if tool.inline:
+                raise
+            # Chosen by us, not the author: the call may need to be off the loop
+            # (asyncio.run, a Session method). side_effect="none" makes running
+            # it again harmless, so it does, on a thread, and stays there.
+            tool.fast_calls = -1
+        else:
+            if tool.inline is None and time.perf_counter() - t0 > INLINE_BUDGET_S:
+                tool.fast_calls = -1  # too slow to hold the loop: threads from now
+            return result
+    loop = asyncio.get_running_loop()
+    fut = loop.run_in_executor(pool, _timed, tool.fn, kwargs)
+    # A sync tool cannot be killed: on timeout its thread runs on, but the
+    # attempt is abandoned and counted as a transient failure.
+    result, took = await asyncio.wait_for(fut, timeout)
+    if tool.inline is None and tool.fast_calls >= 0:
+        tool.fast_calls = tool.fast_calls + 1 if took <= INLINE_BUDGET_S else 0
+    return result
 
 
 def _failed(
@@ -116,11 +164,7 @@ async def _attempt(
                 idempotent=tool.idempotent or tool.side_effect != "write",
             )
         else:
-            loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(pool, functools.partial(tool.fn, **kwargs))
-            # A sync tool cannot be killed: on timeout its thread runs on, but the
-            # attempt is abandoned and counted as a transient failure.
-            result = await asyncio.wait_for(fut, timeout)
+            result = await _call_sync(tool, kwargs, timeout, pool)
     except TimeoutError as e:
         if tool.side_effect == "write" and not tool.idempotent:
             # Abandoned mid-call, it may still take effect: never run it again

@@ -39,6 +39,7 @@ from argus_lab.errors import (
 from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
+from argus_lab.store._rows import NOT_INLINE, RowWriter, prepare_database
 
 __all__ = [
     "MIGRATIONS",
@@ -140,6 +141,7 @@ class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
 
 def open_cache(directory: Path, durability: Durability = "normal") -> diskcache.Cache:
     """Opens a diskcache Cache configured for checkpoints (never evicts, no pickle)."""
+    prepare_database(str(directory))  # 1 KiB pages: a quarter of the WAL traffic
     return diskcache.Cache(
         str(directory),
         disk=JsonOnlyDisk,
@@ -228,6 +230,11 @@ class SessionStore:
             self.cache = open_cache(self.directory, durability)
         except sqlite3.DatabaseError as e:
             raise self._corrupt("cache.db", e) from None
+        self._rows = RowWriter(self.cache)
+        self._head_text: str | None = None
+        """The head's stored text as this store last wrote it: a commit that finds
+        the same text in its transaction knows nobody else wrote since."""
+        self._head: Head | None = None
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
@@ -486,7 +493,9 @@ class SessionStore:
             self.cache._sql("PRAGMA synchronous=1")
         try:
             with self._transaction():
-                head = self._check(self.read_head(), expected_version, holder)
+                head = self._check(
+                    self._head_in(self.cache._con), expected_version, holder
+                )
                 head.version += 1
                 if lease != "keep":
                     head.lease = lease
@@ -497,6 +506,16 @@ class SessionStore:
             if relax:
                 self.cache._sql("PRAGMA synchronous=2")
         return head
+
+    def _head_in(self, con: sqlite3.Connection) -> Head | None:
+        """The head inside a transaction: the cached one if its stored text is
+        the text this store wrote last (nobody else wrote), else read afresh."""
+        raw = self._rows.read_raw(con, "head")
+        if raw is not None and raw is not NOT_INLINE and raw == self._head_text:
+            h = self._head
+            assert h is not None
+            return Head(h.version, h.last_seq, h.lease, dict(h.usage))
+        return self.read_head()
 
     def _encode(self, text: str) -> str:
         red = self.redactor
@@ -513,23 +532,32 @@ class SessionStore:
         meta: SessionInfo | None = None,
         plan: Plan | None = None,
     ) -> None:
-        cache = self.cache
+        rows, con = self._rows, self.cache._con
         for rec in records:
             # Fields at their defaults (most are None on a plain success) are
             # left out: ~150 bytes a step; loading fills them back in.
-            cache.set(
+            rows.update(
+                con,
                 "t:" + rec.task_id,
                 self._encode(rec.model_dump_json(exclude_defaults=True)),
             )
         for ev in events:
             head.last_seq += 1
             ev.seq = head.last_seq
-            cache.set(f"e:{ev.seq:012d}", self._encode(ev.model_dump_json()))
+            rows.insert(con, f"e:{ev.seq:012d}", self._encode(ev.model_dump_json()))
         if meta is not None:
-            cache.set("meta", self._encode(meta.model_dump_json()))
+            rows.update(con, "meta", self._encode(meta.model_dump_json()))
         if plan is not None:
-            cache.set("plan", self._encode(plan.model_dump_json(exclude_defaults=True)))
-        cache.set("head", encode(head.to_json()))
+            text = plan.model_dump_json(exclude_defaults=True)
+            rows.update(con, "plan", self._encode(text))
+        self._put_head(con, head)
+
+    def _put_head(self, con: sqlite3.Connection, head: Head) -> None:
+        text = encode(head.to_json())
+        self._rows.update(con, "head", text)
+        # Remembered only as what the transaction wrote: if it rolls back, the
+        # stored text differs and the next commit reads the head afresh.
+        self._head_text, self._head = text, head
 
     def acquire_lease(self, holder: str, ttl: float) -> Head:
         """Takes the runner lease (or renews ours).
@@ -544,7 +572,7 @@ class SessionStore:
             self._refuse_if_held(head, holder)
             head.version += 1
             head.lease = make_lease(holder, ttl)
-            self.cache.set("head", encode(head.to_json()))
+            self._put_head(self.cache._con, head)
         return head
 
 
