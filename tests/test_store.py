@@ -124,10 +124,14 @@ def test_no_pickle_in_the_package_source() -> None:
     assert offenders == []
 
 
+@pytest.mark.parametrize("inline", [False, True])
 def test_each_commit_writes_only_the_changed_record_and_new_events(
-    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch, inline: bool
 ) -> None:
+    """On a tool thread a step is two commits (intent, then outcome); inline on
+    the loop (runtime/executor.py) it is one, holding both events."""
     n = 40
+    tool = al.tool(name="add", inline=inline)(add.fn)
     plan = {
         "goal": "chain",
         "tasks": [
@@ -140,7 +144,7 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
             for i in range(n)
         ],
     }
-    s = ws.new_session(plan=plan, tools=[add], name="delta")
+    s = ws.new_session(plan=plan, tools=[tool], name="delta")
     writes: list[list[str]] = []
     real_commit = SessionStore.commit
     real_update, real_insert = RowWriter.update, RowWriter.insert
@@ -170,12 +174,14 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
     assert s.run().status == "succeeded"
     s.close()
     task_commits = [w for w in writes if any(k.startswith("t:") for k in w)]
-    assert len(task_commits) == 2 * n  # intent + outcome per step
+    per_step = 1 if inline else 2
+    assert len(task_commits) == per_step * n  # (intent +) outcome per step
     for w in task_commits:
-        assert len(w) == 3 and "head" in w  # one record, one event, the head
+        # One record, its event(s), the head.
+        assert len(w) == 5 - per_step and "head" in w
         assert sum(k.startswith("t:") for k in w) == 1
-        assert sum(k.startswith("e:") for k in w) == 1
-    assert max(len(w) for w in writes) <= 3
+        assert sum(k.startswith("e:") for k in w) == 3 - per_step
+    assert max(len(w) for w in writes) <= 5 - per_step
 
 
 def test_envelope_round_trip_and_checksum(ws: al.Workspace) -> None:

@@ -25,7 +25,13 @@ from argus_lab.runtime.outcome import (
 from argus_lab.store.artifacts import ArtifactStore, to_stored
 from argus_lab.tools.registry import Tool, ToolContext
 
-__all__ = ["INLINE_AFTER", "INLINE_BUDGET_S", "check_success", "run_attempt"]
+__all__ = [
+    "INLINE_AFTER",
+    "INLINE_BUDGET_S",
+    "InlineGate",
+    "check_success",
+    "run_attempt",
+]
 
 INLINE_BUDGET_S = 0.001
 """A sync call at most this long may run on the event loop (``Tool.inline``)."""
@@ -39,19 +45,50 @@ def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - t0
 
 
-def _inline_now(tool: Tool, timeout: float | None) -> bool:
-    """Whether this call of a local sync tool runs on the loop (see ``tool``)."""
-    if timeout is not None:  # only a thread can be abandoned at a timeout
-        return False
-    if tool.inline is not None:
-        return tool.inline
-    return tool.side_effect == "none" and tool.fast_calls >= INLINE_AFTER
+class InlineGate:
+    """Decides, per session, which sync tools run on the event loop.
+
+    ``@al.tool(inline=True/False)`` decides for itself. Otherwise a sync tool
+    with ``side_effect="none"`` and no timeout goes inline once ``INLINE_AFTER``
+    calls in a row took at most ``INLINE_BUDGET_S`` on a tool thread, and goes
+    back to threads for good (in this session) when an inline call takes longer
+    or fails. Only the session's loop thread uses it.
+    """
+
+    def __init__(self) -> None:
+        self.fast_calls: dict[str, int] = {}
+        """Tool name -> quick calls in a row (-1: stays on threads)."""
+
+    def inline_now(self, tool: Tool, timeout: float | None) -> bool:
+        """Whether this call of a local sync ``tool`` runs on the loop."""
+        if tool.is_async or timeout is not None:  # only a thread can time out
+            return False
+        if tool.inline is not None:
+            return tool.inline
+        return (
+            tool.side_effect == "none"
+            and self.fast_calls.get(tool.name, 0) >= INLINE_AFTER
+        )
+
+    def took(self, tool: Tool, seconds: float) -> None:
+        """Notes how long a call on a tool thread took."""
+        n = self.fast_calls.get(tool.name, 0)
+        if tool.inline is None and n >= 0:
+            self.fast_calls[tool.name] = n + 1 if seconds <= INLINE_BUDGET_S else 0
+
+    def demote(self, tool: Tool) -> None:
+        """Keeps ``tool`` on threads from now on."""
+        self.fast_calls[tool.name] = -1
 
 
 async def _call_sync(
-    tool: Tool, kwargs: dict[str, Any], timeout: float | None, pool: Executor
+    tool: Tool,
+    kwargs: dict[str, Any],
+    timeout: float | None,
+    pool: Executor,
+    gate: InlineGate | None,
 ) -> Any:
-    if _inline_now(tool, timeout):
+    if gate is not None and gate.inline_now(tool, timeout):
         # The thread hop (submit, wake-up, future) costs more than a quick call.
         t0 = time.perf_counter()
         try:
@@ -62,18 +99,18 @@ async def _call_sync(
             # Chosen by us, not the author: the call may need to be off the loop
             # (asyncio.run, a Session method). side_effect="none" makes running
             # it again harmless, so it does, on a thread, and stays there.
-            tool.fast_calls = -1
+            gate.demote(tool)
         else:
             if tool.inline is None and time.perf_counter() - t0 > INLINE_BUDGET_S:
-                tool.fast_calls = -1  # too slow to hold the loop: threads from now
+                gate.demote(tool)  # too slow to hold the loop: threads from now
             return result
     loop = asyncio.get_running_loop()
     fut = loop.run_in_executor(pool, _timed, tool.fn, kwargs)
     # A sync tool cannot be killed: on timeout its thread runs on, but the
     # attempt is abandoned and counted as a transient failure.
     result, took = await asyncio.wait_for(fut, timeout)
-    if tool.inline is None and tool.fast_calls >= 0:
-        tool.fast_calls = tool.fast_calls + 1 if took <= INLINE_BUDGET_S else 0
+    if gate is not None:
+        gate.took(tool, took)
     return result
 
 
@@ -114,8 +151,12 @@ async def run_attempt(
     pool: Executor,
     artifacts: ArtifactStore,
     remote: RemoteExecutor | None = None,
+    gate: InlineGate | None = None,
 ) -> Outcome:
-    """Runs one attempt and classifies its outcome (never raises for tool errors)."""
+    """Runs one attempt and classifies its outcome (never raises for tool errors).
+
+    ``gate``: decides which sync calls run on the event loop (None: only tools
+    declared ``inline=True``)."""
     t0 = time.perf_counter()
     out = await _attempt(
         tool,
@@ -126,6 +167,7 @@ async def run_attempt(
         pool=pool,
         artifacts=artifacts,
         remote=remote,
+        gate=gate,
     )
     # The outcome was made just now and nobody else holds it: stamping its
     # duration in place spares a dataclasses.replace (~3 us) on every step.
@@ -143,6 +185,7 @@ async def _attempt(
     pool: Executor,
     artifacts: ArtifactStore,
     remote: RemoteExecutor | None = None,
+    gate: InlineGate | None = None,
 ) -> Outcome:
     try:
         kwargs = tool.validate(args)
@@ -164,7 +207,7 @@ async def _attempt(
                 idempotent=tool.idempotent or tool.side_effect != "write",
             )
         else:
-            result = await _call_sync(tool, kwargs, timeout, pool)
+            result = await _call_sync(tool, kwargs, timeout, pool, gate)
     except TimeoutError as e:
         if tool.side_effect == "write" and not tool.idempotent:
             # Abandoned mid-call, it may still take effect: never run it again

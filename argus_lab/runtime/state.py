@@ -81,6 +81,7 @@ class SessionState:
         store.redactor = self.redactor
         store.label = f"{loaded.meta.name!r} ({loaded.meta.id})"
         self._artifact_cache: dict[str, Any] = {}
+        self._deferred: list[EventBase] = []
         self.apply(loaded)
 
     def apply(self, loaded: Loaded) -> None:
@@ -163,6 +164,9 @@ class SessionState:
         """
         records = [self._redact(r) for r in records]
         events = events or []
+        if self._deferred:
+            events = [*self._deferred, *events]
+            self._deferred = []
         for ev in events:
             if ev.payload:
                 ev.payload = self.redactor.value(ev.payload)
@@ -197,6 +201,15 @@ class SessionState:
             self.info = meta
         if notify:
             self.notify(events)
+
+    def defer(self, events: list[EventBase]) -> None:
+        """Events that go into the next commit, ahead of its own (an intent
+        that needs no transaction of its own; see AttemptRunner.run)."""
+        self._deferred.extend(events)
+
+    def drop_deferred(self) -> None:
+        """Forgets deferred events (the step they belong to was abandoned)."""
+        self._deferred = []
 
     def notify(self, events: list[EventBase]) -> None:
         """Hands committed events to the subscribers (after the state is updated)."""

@@ -122,11 +122,8 @@ class Tool:
             )
         self.inline = inline
         """True: sync calls run on the session's event loop, not a tool thread;
-        False: never; None: decided by ``InlineGate`` (runtime/executor.py) for
-        sync tools with ``side_effect="none"`` from how long their calls took."""
-        self.fast_calls = 0
-        """Calls in a row, on a tool thread, that ended within the inline budget
-        (-1: one went over it inline, so this tool stays on threads)."""
+        False: never; None: decided per session by ``InlineGate``
+        (runtime/executor.py) from how long the tool's calls took."""
         sig = inspect.signature(fn)
         self.takes_ctx = "ctx" in sig.parameters
         if self.takes_ctx and sig.parameters["ctx"].kind is not (
@@ -333,7 +330,7 @@ def tool(
             for the call, and no timeout can interrupt it). None (default):
             a sync tool with ``side_effect="none"`` and no timeout goes inline by
             itself once a few calls in a row took under a millisecond, and back
-            to threads for good if an inline call takes longer.
+            to threads for the session if an inline call takes longer or fails.
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
