@@ -106,7 +106,7 @@ def test_inline_true_refuses_a_timeout_or_an_async_function() -> None:
         al.tool(inline=True)(g)
 
 
-def test_an_inline_call_over_the_budget_sends_the_tool_back_to_threads(
+def test_two_inline_calls_over_the_budget_send_the_tool_back_to_threads(
     ws: al.Workspace,
 ) -> None:
     seen: list[str] = []
@@ -114,7 +114,7 @@ def test_an_inline_call_over_the_budget_sends_the_tool_back_to_threads(
 
     def work(i: int) -> int:
         seen.append(threading.current_thread().name)
-        if i == slow_from:  # the workload itself is slow here, not a wait
+        if i in (slow_from, slow_from + 1):  # the workload is slow, not a wait
             end = time.perf_counter() + 3 * BUDGET
             while time.perf_counter() < end:
                 pass
@@ -124,8 +124,9 @@ def test_an_inline_call_over_the_budget_sends_the_tool_back_to_threads(
     s = ws.new_session(plan=chain(10, "work"), tools=[tool], name="slow")
     assert s.run().status == "succeeded"
     s.close()
-    assert on_loop(seen[slow_from])
-    assert not any(on_loop(n) for n in seen[slow_from + 1 :]), seen
+    # One slow call may be the machine preempting us: only two in a row count.
+    assert on_loop(seen[slow_from]) and on_loop(seen[slow_from + 1])
+    assert not any(on_loop(n) for n in seen[slow_from + 2 :]), seen
 
 
 def test_a_call_that_fails_on_the_loop_is_run_again_on_a_thread(

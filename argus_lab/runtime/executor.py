@@ -51,13 +51,15 @@ class InlineGate:
     ``@al.tool(inline=True/False)`` decides for itself. Otherwise a sync tool
     with ``side_effect="none"`` and no timeout goes inline once ``INLINE_AFTER``
     calls in a row took at most ``INLINE_BUDGET_S`` on a tool thread, and goes
-    back to threads for good (in this session) when an inline call takes longer
-    or fails. Only the session's loop thread uses it.
+    back to threads for good (in this session) when two inline calls in a row
+    take longer, or one fails. Only the session's loop thread uses it.
     """
 
     def __init__(self) -> None:
         self.fast_calls: dict[str, int] = {}
         """Tool name -> quick calls in a row (-1: stays on threads)."""
+        self.slow: set[str] = set()
+        """Tools whose last inline call went over the budget."""
 
     def inline_now(self, tool: Tool, timeout: float | None) -> bool:
         """Whether this call of a local sync ``tool`` runs on the loop."""
@@ -80,6 +82,16 @@ class InlineGate:
         """Keeps ``tool`` on threads from now on."""
         self.fast_calls[tool.name] = -1
 
+    def inline_took(self, tool: Tool, seconds: float) -> None:
+        """Notes how long an inline call took: two slow ones in a row send the
+        tool back to threads (one alone may be the machine preempting us)."""
+        if seconds <= INLINE_BUDGET_S:
+            self.slow.discard(tool.name)
+        elif tool.name in self.slow:
+            self.demote(tool)
+        else:
+            self.slow.add(tool.name)
+
 
 async def _call_sync(
     tool: Tool,
@@ -101,8 +113,8 @@ async def _call_sync(
             # it again harmless, so it does, on a thread, and stays there.
             gate.demote(tool)
         else:
-            if tool.inline is None and time.perf_counter() - t0 > INLINE_BUDGET_S:
-                gate.demote(tool)  # too slow to hold the loop: threads from now
+            if tool.inline is None:
+                gate.inline_took(tool, time.perf_counter() - t0)
             return result
     loop = asyncio.get_running_loop()
     fut = loop.run_in_executor(pool, _timed, tool.fn, kwargs)
