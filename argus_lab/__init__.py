@@ -14,6 +14,7 @@ from argus_lab.errors import (
     ArgusError,
     BudgetExceeded,
     ConcurrentSessionError,
+    ConflictError,
     CorruptCheckpointError,
     InDoubtError,
     MissingDependency,
@@ -28,6 +29,7 @@ from argus_lab.runtime.views import VIEWS as _VIEWS
 
 if TYPE_CHECKING:
     from argus_lab import analysis, llm
+    from argus_lab.client import connect
     from argus_lab.events import Event
     from argus_lab.llm.anthropic import AnthropicModel
     from argus_lab.model import Budget, Plan, SessionInfo, Task, TaskRecord
@@ -51,6 +53,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "ConcurrentSessionError",
+    "ConflictError",
     "CorruptCheckpointError",
     "DaskExecutor",
     "Event",
@@ -77,6 +80,7 @@ __all__ = [
     "Workspace",
     "analysis",
     "builtin_tools",
+    "connect",
     "llm",
     "tool",
 ]
@@ -88,6 +92,7 @@ _LAZY = {
     "AnthropicModel": ("argus_lab.llm.anthropic", "AnthropicModel"),
     "LLMPlanner": ("argus_lab.plan.llm", "LLMPlanner"),
     "DaskExecutor": ("argus_lab.runtime.dask", "DaskExecutor"),
+    "connect": ("argus_lab.client", "connect"),
     "Event": ("argus_lab.events", "Event"),
     "Budget": ("argus_lab.model", "Budget"),
     "Plan": ("argus_lab.model", "Plan"),

@@ -15,6 +15,7 @@ ArgusError                      base of everything raised on purpose
 ├── InDoubtError                a non-idempotent side effect may or may not have
 │                               happened; decide with retry() or skip()
 ├── ConcurrentSessionError      another writer holds the session (lease or version)
+├── ConflictError               a state transaction lost to another writer
 ├── CorruptCheckpointError      a stored record fails its checksum or cannot be read
 ├── SchemaVersionError          a record is newer than this version, or no migration
 ├── MissingDependency           an optional extra is needed (names the pip extra)
@@ -30,6 +31,7 @@ __all__ = [
     "ArgusError",
     "BudgetExceeded",
     "ConcurrentSessionError",
+    "ConflictError",
     "CorruptCheckpointError",
     "InDoubtError",
     "MissingDependency",
@@ -174,3 +176,23 @@ class ReplayMiss(ModelError):
     ) -> None:
         super().__init__(message, model=model)
         self.request_hash = request_hash
+
+
+class ConflictError(ArgusError):
+    """A state transaction lost to another writer: nothing was written.
+
+    Raised when another writer committed after the transaction started
+    (optimistic), or holds the state's lock (``transaction(lock=True)``).
+    ``st.update(fn, retries=n)`` re-runs ``fn`` on the latest version.
+
+    Attributes:
+        state: The state's name.
+        version: The state's version when the conflict was seen.
+    """
+
+    def __init__(
+        self, message: str, *, state: str | None = None, version: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.state = state
+        self.version = version

@@ -5,6 +5,9 @@ A ``Redactor`` knows secret *values* (from environment variables named like
 secret *shapes* (API keys, bearer tokens, ``password=...``), and secret *fields*
 (dict keys named like those). It rewrites args, results, errors, tracebacks and
 event payloads, and scrubs the final JSON text once more before it is written.
+Bytes, DataFrames and files get the same treatment before they become artifacts
+(``mask_bytes``, ``frame``, ``scrub_file``); binary data holding a secret cannot
+be masked without corrupting it, so callers refuse it instead.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 __all__ = ["MASK", "SECRET_NAME", "Redactor"]
 
@@ -125,6 +129,66 @@ class Redactor:
         if any(v in text for v in self.values):
             return True
         return _may_have_shape(text) and _SHAPES.search(text) is not None
+
+    def mask_bytes(self, data: bytes) -> bytes | None:
+        """``data`` with secrets masked; None when it is binary (not UTF-8) and
+        holds a secret, since masking would corrupt it: refuse it then."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            # Shapes are ASCII, and latin-1 maps every byte to one character.
+            binary = data.decode("latin-1")
+            if any(v.encode("utf-8") in data for v in self.values) or (
+                _may_have_shape(binary) and _SHAPES.search(binary) is not None
+            ):
+                return None
+            return data
+        return self.text(text).encode("utf-8") if self.needed(text) else data
+
+    def frame(self, df: Any) -> Any:
+        """A pandas DataFrame with secrets masked in its column names, index
+        and text cells (a copy, or ``df`` itself when nothing needs masking)."""
+
+        def cell(x: Any) -> Any:
+            return self.text(x) if isinstance(x, str) else x
+
+        from pandas.api.types import is_object_dtype, is_string_dtype
+
+        def texts(values: Any) -> bool:
+            if not (is_object_dtype(values) or is_string_dtype(values)):
+                return False
+            return any(isinstance(x, str) and self.needed(x) for x in values)
+
+        out = df
+        if any(isinstance(c, str) and self.needed(c) for c in df.columns):
+            out = out.rename(columns=cell)
+        if texts(df.index):
+            out = out.rename(index=cell)
+        for axis in ("index", "columns"):
+            names = list(getattr(out, axis).names)
+            if any(isinstance(n, str) and self.needed(n) for n in names):
+                out = out.rename_axis(**{axis: [cell(n) for n in names]})
+        for i in range(len(out.columns)):
+            series = out.iloc[:, i]
+            if texts(series):
+                out = out.copy() if out is df else out
+                out.isetitem(i, series.map(cell))
+        return out
+
+    def scrub_file(self, path: Path) -> Literal["clean", "masked", "removed"]:
+        """Masks secrets in a file in place (atomically); a binary file holding
+        one is deleted ("removed"), as masking would corrupt it."""
+        data = Path(path).read_bytes()
+        masked = self.mask_bytes(data)
+        if masked is None:
+            Path(path).unlink()
+            return "removed"
+        if masked == data:
+            return "clean"
+        tmp = Path(path).with_name(f".{Path(path).name}.masking")
+        tmp.write_bytes(masked)
+        os.replace(tmp, path)
+        return "masked"
 
 
 def _mask_shape(m: re.Match[str]) -> str:

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
 from argus_lab.events import make_event
@@ -34,11 +34,13 @@ if TYPE_CHECKING:
     import diskcache
 
     from argus_lab.store.memory import Memory
+    from argus_lab.store.state import State
 
 __all__ = ["Workspace"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ToolsArg = Iterable[Tool | Callable[..., Any]] | None
+M = TypeVar("M")
 
 
 def _slug(text: str) -> str:
@@ -62,6 +64,13 @@ def _coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
 def _refuse_literal_secrets(plan: Plan, red: Redactor) -> None:
     # A secret written into a plan would be stored with it; a reference is not.
     for t in plan.tasks:
+        if red.needed(t.id):
+            # Task ids are keys in the checkpoint: masking would merge tasks.
+            raise PlanError(
+                "a task id holds a secret (it matches an API key, token or "
+                "password, or a secret environment variable's value); ids are "
+                "stored as keys and cannot be masked. Choose another id"
+            )
         for k, v in t.args.items():
             text = json.dumps(v)
             if red.needed(text) and red.value(v) != v:
@@ -205,9 +214,18 @@ class Workspace:
             + "-"
             + uuid.uuid4().hex[:8]
         )
+        red = Redactor(opts.secrets)
         if name is None:
-            base = f"{parent.name}-fork" if parent else _slug(plan.goal)
+            masked = red.text(plan.goal)  # a name is a key: no secret in it
+            base = f"{parent.name}-fork" if parent else _slug(masked)
             name = f"{base}-{sid[-4:]}"
+        if red.needed(name):
+            # The name is a key of the index: refused, never masked.
+            raise ValueError(
+                "the session name holds a secret (it matches an API key, token or "
+                "password, or a secret environment variable's value); names are "
+                "stored as keys and cannot be masked. Choose another name"
+            )
         if not _NAME.match(name):
             raise ValueError(
                 f"session name {name!r} must start with a letter or digit and use "
@@ -361,6 +379,31 @@ class Workspace:
                 store.close()
         out.sort(key=lambda i: (i.created, i.id))  # ids share a second
         return out
+
+    # -- typed states (store/state.py) ------------------------------------------
+
+    @overload
+    def state(self, name: str, model: type[M], **options: Any) -> State[M]: ...
+    @overload
+    def state(self, name: str, model: None = None, **options: Any) -> State[Any]: ...
+    def state(self, name: str, model: Any = None, **options: Any) -> State[Any]:
+        """The typed state ``name``: created from ``model()``'s defaults the
+        first time, loaded after. ``model=None``: a plain JSON document.
+
+        Options: schema_version, max_size, growth_window, lock_ttl,
+        snapshot_every (see ``argus_lab.store.state.State``).
+        """
+        from argus_lab.store.state import open_state
+
+        return open_state(
+            self.path / "states", name, model, durability=self.durability, **options
+        )
+
+    def states(self) -> list[str]:
+        """The names of this workspace's states."""
+        from argus_lab.store.state import state_names
+
+        return state_names(self.path / "states")
 
     def close(self) -> None:
         """Closes the workspace index (sessions close on their own)."""

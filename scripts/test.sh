@@ -10,4 +10,5 @@ PY="${PYTHON:-python3}"
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 bash scripts/browser-deps.sh  # Debian's chromium for the real-browser widget test
+bash scripts/sandbox-deps.sh  # libseccomp2 for the python tool's seccomp filter
 exec .venv/bin/python -m pytest "$@"

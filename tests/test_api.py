@@ -20,6 +20,8 @@ EXPECTED = {
     "ArgusError",
     "BudgetExceeded",
     "ConcurrentSessionError",
+    "ConflictError",
+    "connect",
     "CorruptCheckpointError",
     "Event",
     "HTNDomain",

@@ -215,7 +215,7 @@ def test_builtin_tools_by_name() -> None:
     ]
     assert builtin_tools("python")[0] is tools[0]  # the defaults are shared
     props = {t.name: t.schema()["input_schema"] for t in tools}
-    assert set(props["python"]["properties"]) == {"code", "timeout"}
+    assert set(props["python"]["properties"]) == {"code", "timeout", "check"}
     assert props["python"]["required"] == ["code"]
     assert props["read_file"]["required"] == ["path"]
     assert props["write_file"]["required"] == ["path", "content"]

@@ -1,161 +1,449 @@
-"""SessionState (argus_lab/runtime/state.py) on its own, over a real store: the
-one writer, what it keeps in memory, and when it tells subscribers."""
+"""Typed state transactions (store/state.py, store/state_log.py) in one process.
+
+The concurrency, crash and multi-process tests are in test_state_processes.py.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+import json
+import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as stg
+from pydantic import BaseModel, Field, ValidationError
 
 import argus_lab as al
-from argus_lab.events import EventBase
-from argus_lab.model import SessionInfo
-from argus_lab.runtime.lease import Lease
-from argus_lab.runtime.options import SessionOptions
-from argus_lab.runtime.state import SessionState
-from argus_lab.store.artifacts import ArtifactStore
-from argus_lab.store.checkpoints import Loaded, SessionStore, make_lease
-from tests.conftest import BASIC_TOOLS
-
-PLAN = al.Plan.from_dict(
-    {
-        "goal": "two steps",
-        "tasks": [
-            {"id": "a", "tool": "add", "args": {"a": 1}},
-            {"id": "b", "tool": "add", "args": {"a": 2}, "deps": ["a"]},
-        ],
-    }
-)
-T0 = 1_750_000_000.0
+from argus_lab.store.state import InvariantViolation
 
 
-def make_state(
-    folder: Path, *, ttl: float = 30.0, **options: Any
-) -> tuple[SessionState, SessionStore]:
-    store = SessionStore(folder / "s1", "s1")
-    meta = SessionInfo(id="s1", name="one", created=T0, updated=T0, n_tasks=2)
-    head = store.create(meta, PLAN, [], [])
-    loaded = Loaded(head=head, meta=meta, plan=PLAN)
-    state = SessionState(
-        store,
-        loaded,
-        tools={t.name: t for t in BASIC_TOOLS},
-        options=SessionOptions(lease_ttl=ttl, **options),
-        lease=Lease(ttl),
-        artifacts=ArtifactStore(folder / "artifacts"),
-        clock=lambda: T0 + 5,
-    )
-    return state, store
+class Portfolio(BaseModel):
+    cash: float = 1000.0
+    positions: dict[str, int] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
 
 
-@pytest.fixture
-def state(tmp_path: Path) -> Iterator[SessionState]:
-    st, store = make_state(tmp_path)
-    yield st
-    store.close()
+def test_created_with_defaults_then_loaded(ws: al.Workspace) -> None:
+    st = ws.state("trader-1", model=Portfolio)
+    assert st.version == 1 and st.get() == Portfolio()
+    with st.transaction() as s:
+        s.cash -= 100
+        s.positions["A"] = 1
+    st.close()
+    again = ws.state("trader-1", model=Portfolio)
+    assert again.version == 2
+    assert again.get() == Portfolio(cash=900.0, positions={"A": 1})
+    assert ws.states() == ["trader-1"]
 
 
-def reader(st: SessionState) -> SessionStore:
-    """The same session's store as another process would open it."""
-    return SessionStore(st.path, "s1")
+def test_get_returns_a_copy(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+    s = st.get()
+    s.cash = 0
+    s.positions["X"] = 5
+    assert st.get() == Portfolio() and st.version == 1
 
 
-def test_a_commit_lands_whole_and_only_then_in_memory(state: SessionState) -> None:
-    seen: list[tuple[str, str]] = []
-    # A subscriber sees the state already updated (the widget reads it).
-    state.subscribers.append(
-        lambda ev: seen.append((ev.kind, state.records["a"].status))
-    )
-    rec = state.records["a"].model_copy(update={"status": "succeeded", "result": 2})
-    before = state.version
-    state.commit([rec], [state.event("task_succeeded", "a", attempt=1)])
-    assert state.version == before + 1
-    assert state.records["a"].result == 2
-    assert seen == [("task_succeeded", "succeeded")]
-    other = reader(state)
-    try:
-        loaded = other.load()
-        assert loaded.records["a"].result == 2
-        assert [e.kind for e in other.read_events()] == ["task_succeeded"]
-        assert other.read_events()[0].ts == T0 + 5  # the state's clock
-    finally:
-        other.close()
+def test_exception_rolls_back_and_nothing_is_written(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+    with pytest.raises(RuntimeError, match="boom"), st.transaction() as s:
+        s.cash = 1.0
+        raise RuntimeError("boom")
+    assert st.version == 1 and st.get() == Portfolio()
+    assert list(st.history()["version"]) == [1]
 
 
-def test_a_refused_commit_changes_nothing_in_memory(state: SessionState) -> None:
-    other = reader(state)
-    try:  # another writer got there first
-        head = other.read_head()
-        assert head is not None
-        other.commit(head.version, "someone-else", lease=None)
-    finally:
-        other.close()
-    seen: list[EventBase] = []
-    state.subscribers.append(seen.append)
-    rec = state.records["a"].model_copy(update={"status": "succeeded"})
-    with pytest.raises(al.ConcurrentSessionError):
-        state.commit([rec], [state.event("task_succeeded", "a")])
-    assert state.records["a"].status == "pending"
-    assert seen == []
+def test_model_validation_refuses_a_bad_commit(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+    with pytest.raises(ValidationError), st.transaction() as s:
+        s.positions["A"] = "many"  # type: ignore[assignment]
+    assert st.version == 1 and st.get() == Portfolio()
 
 
-def test_secrets_leave_records_and_events_before_they_land(tmp_path: Path) -> None:
-    st, store = make_state(tmp_path, secrets=("hunter2",))
-    try:
-        rec = st.records["a"].model_copy(
-            update={"status": "failed", "error": "login hunter2 refused"}
+def test_invariant_violation_writes_nothing(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+
+    @st.invariant
+    def solvent(s: Portfolio) -> bool:
+        return s.cash >= 0
+
+    @st.invariant
+    def small(s: Portfolio) -> None:
+        assert len(s.positions) < 3, "too many positions"
+
+    with pytest.raises(InvariantViolation, match="solvent"), st.transaction() as s:
+        s.cash = -1
+    with pytest.raises(InvariantViolation, match="too many"), st.transaction() as s:
+        s.positions.update(a=1, b=2, c=3)
+    assert st.version == 1 and st.get() == Portfolio()
+
+
+def test_an_empty_transaction_makes_no_version(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+    with st.transaction():
+        pass
+    assert st.version == 1
+
+
+def test_optimistic_conflict_then_update_retries(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+    other = ws.state("p", model=Portfolio)  # a second writer (own connection)
+    with pytest.raises(al.ConflictError) as err, st.transaction() as s:
+        s.cash = 1
+        other.update(lambda o: setattr(o, "cash", 2.0))
+    assert err.value.state == "p" and err.value.version == 2
+    assert st.get().cash == 2.0  # the other writer's commit stands
+
+    calls = []
+
+    def add(s: Portfolio) -> None:
+        calls.append(s.cash)
+        if len(calls) == 1:  # someone else commits while we work
+            other.update(lambda o: setattr(o, "cash", o.cash + 10))
+        s.cash += 1
+
+    out = st.update(add, retries=2)
+    assert calls == [2.0, 12.0] and out.cash == 13.0 and st.version == 4
+    assert other.get().cash == 13.0
+
+
+def test_update_may_return_a_new_state(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+    out = st.update(lambda s: Portfolio(cash=5))
+    assert out == Portfolio(cash=5) and st.version == 2
+    with pytest.raises(TypeError, match="returned a float"):
+        st.update(lambda s: s.cash)
+    assert st.version == 2
+
+
+def test_lock_refuses_other_writers_until_released(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+    other = ws.state("p", model=Portfolio)
+    with st.transaction(lock=True) as s:
+        s.cash = 1
+        with pytest.raises(al.ConflictError, match="locked"):
+            other.update(lambda o: setattr(o, "cash", 2.0), retries=0)
+        with (
+            pytest.raises(al.ConflictError, match="not free"),
+            other.transaction(lock=True, timeout=0.05),
+        ):
+            pass
+    assert st.get().cash == 1.0
+    other.update(lambda o: setattr(o, "cash", 2.0), retries=0)  # released
+    assert st.get().cash == 2.0
+    # A locked block that fails releases the lock too, writing nothing.
+    with pytest.raises(ValidationError), st.transaction(lock=True) as s:
+        s.positions["A"] = "x"  # type: ignore[assignment]
+    other.update(lambda o: setattr(o, "cash", 3.0), retries=0)
+    assert st.get().cash == 3.0 and st.version == 4
+
+
+def test_a_dead_holders_lock_is_taken_over(ws: al.Workspace) -> None:
+    from argus_lab.store.checkpoints import make_lease
+
+    st = ws.state("p", model=Portfolio)
+    lease = make_lease("ghost", 3600) | {"pid": 2**22 + 12345}  # no such process
+    assert st._log.set_lease("ghost", lease) is not None
+    with st.transaction(lock=True, timeout=1) as s:
+        s.cash = 3
+    assert st.get().cash == 3.0
+
+
+def test_history_at_and_fork(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio, snapshot_every=3)
+    for i in range(6):
+        with st.transaction(caller="tester") as s:
+            s.positions[f"k{i}"] = i
+    h = st.history()
+    assert list(h["version"]) == list(range(1, 8))
+    assert list(h.columns) == [
+        "version",
+        "time",
+        "kind",
+        "size",
+        "changed",
+        "caller",
+        "snapshot",
+    ]
+    assert h["changed"].iloc[3] == ["positions"] and h["caller"].iloc[3] == "tester"
+    assert h["size"].is_monotonic_increasing
+    assert h["snapshot"].sum() >= 2  # every 3 versions at least
+    assert st.at(4).positions == {"k0": 0, "k1": 1, "k2": 2}
+    with pytest.raises(KeyError):
+        st.at(99)
+    f = st.fork(at=3, name="p-branch")
+    assert f.get().positions == {"k0": 0, "k1": 1} and f.version == 1
+    f.update(lambda s: s.positions.update(z=9))
+    assert "z" not in st.get().positions and sorted(ws.states()) == ["p", "p-branch"]
+    with pytest.raises(al.ArgusError, match="already exists"):
+        st.fork(at=3, name="p-branch")
+
+
+def test_small_change_to_a_big_state_stores_a_patch(ws: al.Workspace) -> None:
+    st = ws.state("big", model=Portfolio)
+    st.update(lambda s: s.positions.update({f"s{i:05d}": i for i in range(5000)}))
+    st.update(lambda s: s.positions.update(s00007=-1))
+    rec = st._log.record(3)
+    assert "patch" in rec and len(json.dumps(rec["patch"])) < 100
+    assert rec["patch"] == [{"op": "replace", "path": "/positions/s00007", "value": -1}]
+
+
+class V1(BaseModel):
+    name: str = "x"
+
+
+class V2(BaseModel):
+    first: str = "x"
+    last: str = ""
+
+
+def test_schema_migration_on_load(ws: al.Workspace) -> None:
+    old = ws.state("person", model=V1)
+    old.update(lambda s: setattr(s, "name", "Ada Lovelace"))
+    old.close()
+    st = ws.state("person", model=V2, schema_version=2)
+
+    with pytest.raises(al.SchemaVersionError, match="from_version=1"):
+        st.get()
+
+    @st.migration(from_version=1)
+    def split(d: dict[str, str]) -> dict[str, str]:
+        first, _, last = d.pop("name").partition(" ")
+        return {"first": first, "last": last}
+
+    assert st.get() == V2(first="Ada", last="Lovelace")
+    st.update(lambda s: setattr(s, "last", "King"))
+    assert st.at(2) == V2(first="Ada", last="Lovelace")  # old versions migrate too
+    assert st.history()["kind"].iloc[-1] == "migrate"
+    assert [e["kind"] for e in st.events()] == ["state_migrated"]
+    with pytest.raises(al.SchemaVersionError, match="newer"):
+        ws.state("person", model=V1).get()
+
+
+def test_size_watch_warns_and_calls_the_hook(
+    ws: al.Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    st = ws.state("grow", model=Portfolio, max_size=300, growth_window=3)
+    seen: list[str] = []
+    st.on_size_warning(lambda ev: seen.append(ev["payload"]["reason"]))
+    with caplog.at_level(logging.WARNING, logger="argus_lab.state"):
+        for i in range(20):
+            st.update(lambda s, i=i: s.notes.append(f"note number {i:04d}"))
+    assert seen.count("grew past 300 bytes") == 1
+    assert seen.count("grew at each of the last 3 commits") >= 4
+    assert {e["kind"] for e in st.events()} == {"state_size_warning"}
+    assert "grew past 300 bytes" in caplog.text
+
+
+def test_compact_runs_cleanup_hooks(ws: al.Workspace) -> None:
+    st = ws.state("c", model=Portfolio, snapshot_every=100)
+    for i in range(5):
+        st.update(lambda s, i=i: s.notes.append("derived " * 20 + str(i)))
+
+    @st.on_checkpoint
+    def drop_notes(s: Portfolio) -> None:
+        s.notes.clear()
+
+    v = st.compact()
+    assert v == 7 and st.get().notes == [] and st._log.record(7).get("snapshot")
+    assert len(st.at(6).notes) == 5  # history kept
+    ev = st.events()[-1]
+    assert ev["kind"] == "state_compacted" and ev["payload"]["after"] < 200
+    st.compact(keep_history=False)
+    assert list(st.history()["version"]) == [8] and st.get().notes == []
+
+
+def test_untyped_state_validates_against_the_stored_schema(ws: al.Workspace) -> None:
+    ws.state("typed", model=Portfolio).close()
+    raw = ws.state("typed")  # e.g. `argus serve`, which has no model class
+    v, doc = raw.get_json()
+    assert v == 1 and doc["cash"] == 1000.0
+    raw.patch([{"op": "replace", "path": "/cash", "value": 5}], expected=1, caller="t")
+    with pytest.raises(Exception, match="not of type"):
+        raw.patch(
+            [{"op": "replace", "path": "/cash", "value": "x"}], expected=2, caller="t"
         )
-        ev = st.event("task_failed", "a", payload={"error": "hunter2 again"})
-        st.commit([rec], [ev])
-        assert "hunter2" not in (st.records["a"].error or "")
-        for text in [*store.iter_event_json(), st.records["a"].model_dump_json()]:
-            assert "hunter2" not in text
-    finally:
-        store.close()
+    with pytest.raises(al.ConflictError):
+        raw.patch([{"op": "remove", "path": "/notes"}], expected=1, caller="t")
+    assert ws.state("typed", model=Portfolio).get().cash == 5.0
+    branch = raw.fork()  # keeps the schema it validates against
+    with pytest.raises(Exception, match="not of type"):
+        branch.patch(
+            [{"op": "replace", "path": "/cash", "value": "x"}], expected=1, caller="t"
+        )
 
 
-def test_a_held_lease_is_renewed_by_a_commit_past_half_its_life(
-    tmp_path: Path,
+def test_damaged_record_names_the_state_and_key(ws: al.Workspace) -> None:
+    st = ws.state("d", model=Portfolio)
+    st.update(lambda s: setattr(s, "cash", 1.0))
+    raw = st._log.cache.get("v:000000000002")
+    st._log.cache.set("v:000000000002", raw.replace("1.0", "2.0"))
+    with pytest.raises(al.CorruptCheckpointError, match="v:000000000002"):
+        st.at(2)
+    assert st.at(1) == Portfolio()  # the rest stays readable
+
+
+def test_bad_names_and_models_are_refused(ws: al.Workspace, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="state name"):
+        ws.state("../escape", model=Portfolio)
+    with pytest.raises(TypeError, match="pydantic"):
+        ws.state("x", model=dict)
+
+
+# -- property: random transaction sequences ----------------------------------------
+
+
+class Doc(BaseModel):
+    cash: int = 100
+    items: dict[str, int] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+    rows: list[dict[str, int]] = Field(default_factory=list)
+
+
+keys = stg.sampled_from(["a", "b", "c", "d/e", "f~g"])
+small = stg.integers(-5, 50)
+op = stg.one_of(
+    stg.tuples(stg.just("cash"), stg.integers(-20, 200)),
+    stg.tuples(stg.just("item"), keys, small),
+    stg.tuples(stg.just("del"), keys),
+    stg.tuples(stg.just("tag"), stg.integers(0, 6), stg.text("xyz", max_size=3)),
+    stg.tuples(stg.just("untag"), stg.integers(0, 6)),
+    stg.tuples(stg.just("row"), stg.integers(0, 4), keys, small),
+    stg.tuples(stg.just("raise"), small),
+)
+
+
+def apply(s: Doc, o: tuple[object, ...]) -> None:
+    kind = o[0]
+    if kind == "cash":
+        s.cash = o[1]  # type: ignore[assignment]
+    elif kind == "item":
+        s.items[o[1]] = o[2]  # type: ignore[index]
+    elif kind == "del":
+        s.items.pop(o[1], None)  # type: ignore[call-overload]
+    elif kind == "tag":
+        s.tags.insert(o[1], o[2])  # type: ignore[arg-type]
+    elif kind == "untag" and s.tags:
+        s.tags.pop(o[1] % len(s.tags))  # type: ignore[operator]
+    elif kind == "row":
+        if o[1] >= len(s.rows):  # type: ignore[operator]
+            s.rows.append({})
+        s.rows[o[1] % len(s.rows)][o[2]] = o[3]  # type: ignore[index,operator]
+    elif kind == "raise":
+        s.cash = -999
+        raise LookupError("the agent changed its mind")
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    txs=stg.lists(stg.lists(op, min_size=1, max_size=4), max_size=25),
+    every=stg.sampled_from([1, 2, 3, 64]),
+)
+def test_random_transactions_replay_exactly(
+    tmp_path: Path, txs: list[list[tuple[object, ...]]], every: int
 ) -> None:
-    st, store = make_state(tmp_path, ttl=10.0)
-    try:
-        st.commit()  # not held: the stored lease is left as it is
-        head = store.read_head()
-        assert head is not None and head.lease is None
-        st.lease.active = 1  # a public call holds it ...
-        st.lease.expires = make_lease(st.lease.holder, 10.0)["expires"] - 9.0
-        st.clock = time.time  # ... and it is past half its life
-        st.commit()
-        head = store.read_head()
-        assert head is not None and head.lease is not None
-        assert head.lease["holder"] == st.lease.holder
-        assert head.lease["expires"] == st.lease.expires
-        assert st.lease.expires > st.now() + 5.0
-        st.commit(lease=None)  # released
-        assert st.lease.expires == 0.0
-    finally:
-        store.close()
+    import uuid
+
+    ws = al.Workspace(tmp_path / uuid.uuid4().hex)
+    st = ws.state("prop", model=Doc, snapshot_every=every)
+
+    @st.invariant
+    def solvent(s: Doc) -> bool:
+        return s.cash >= 0 and all(v >= -5 for v in s.items.values())
+
+    expected = {1: Doc()}
+    for tx in txs:
+        before_v, before = st.version, st.get()
+        model = before.model_copy(deep=True)
+        try:
+            for o in tx:
+                apply(model, o)
+            ok = model.cash >= 0
+        except LookupError:
+            ok = False
+        try:
+            with st.transaction() as s:
+                for o in tx:
+                    apply(s, o)
+        except (LookupError, InvariantViolation):
+            assert not ok
+            assert st.version == before_v and st.get() == before  # nothing changed
+            continue
+        assert ok
+        if model != before:
+            expected[st.version] = model
+        assert st.version == max(expected)
+        assert st.get() == model
+    # The stored history replays to the same states, and invariants hold at each.
+    for v, want in expected.items():
+        got = st.at(v)
+        assert got == want and solvent(got)
+    assert list(st.history()["version"]) == sorted(expected)
+    reopened = ws.state("prop", model=Doc, snapshot_every=every)
+    assert reopened.get() == expected[max(expected)]
+    reopened.close()
+    st.close()
+    ws.close()
 
 
-def test_a_plan_patch_retires_removed_tasks_and_reschedules(
-    state: SessionState,
+def test_diff_is_type_exact_for_scalars_and_snapshots_what_it_cannot_see(
+    ws: al.Workspace,
 ) -> None:
-    new = al.Plan.from_dict(
-        {
-            "goal": "two steps",
-            "tasks": [
-                {"id": "a", "tool": "add", "args": {"a": 1}},
-                {"id": "c", "tool": "add", "args": {"a": 3}, "deps": ["a"]},
-            ],
-        }
+    from typing import Any
+
+    from argus_lab.store.state_diff import diff
+
+    assert diff({"r": 1}, {"r": 1.0}) == [{"op": "replace", "path": "/r", "value": 1.0}]
+    assert diff({"r": True}, {"r": 1}) != []
+
+    class Loose(BaseModel):
+        data: Any = None
+
+    st = ws.state("loose", model=Loose, initial=Loose(data=[1]))
+    st.update(lambda s: setattr(s, "data", [1.0]))
+    assert st.version == 2 and repr(st.at(2).data) == "[1.0]"
+    assert repr(st.at(1).data) == "[1]"
+
+
+def test_the_readme_state_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    code = next(
+        c for c in re.findall(r"```python\n(.*?)```", readme, re.S) if "ws.state(" in c
     )
-    done = state.records["a"].model_copy(update={"status": "succeeded"})
-    state.commit([done], plan=new)
-    state.adopt_plan(new, removed=["b"])
-    assert set(state.records) == {"a", "c"}
-    assert set(state.retired) == {"b"}
-    assert state.sched.peek_all() == ["c"]  # a is done, so c is ready
-    assert state.counts()["succeeded"] == 1 and state.counts()["pending"] == 1
+    monkeypatch.chdir(tmp_path)
+    ns: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), ns)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "4 906.0 900.0"
+    ns["st"].close()  # type: ignore[attr-defined]
+    ns["branch"].close()  # type: ignore[attr-defined]
+
+
+def test_a_copy_never_shares_containers_with_the_stored_state(ws: al.Workspace) -> None:
+    from typing import Any
+
+    class Typed(BaseModel):
+        rows: list[dict[str, list[int]]] = Field(default_factory=list)
+
+    class Loose(BaseModel):
+        rows: Any = None
+
+    for model in (Typed, Loose):  # validated from the cache, or parsed again
+        st = ws.state(f"share-{model.__name__}", model=model, initial=model(rows=[]))
+        st.update(lambda s: s.rows.append({"a": [1]}))
+        a = st.get()
+        a.rows[0]["a"].append(2)  # changing a copy in place...
+        with st.transaction() as s:
+            s.rows[0]["a"].append(3)
+        assert st.get().rows == [{"a": [1, 3]}]  # ...changed nothing stored
+        assert st.at(2).rows == [{"a": [1]}] and st.version == 3

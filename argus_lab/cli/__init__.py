@@ -65,6 +65,7 @@ Command = Callable[[argparse.Namespace, Out], int]
 def _commands() -> dict[str, Command]:
     from argus_lab.cli._cleanup import cmd_gc, cmd_rm
     from argus_lab.cli._demo import cmd_demo
+    from argus_lab.cli._serve import cmd_serve
     from argus_lab.cli._sessions import (
         cmd_approve,
         cmd_export,
@@ -88,6 +89,7 @@ def _commands() -> dict[str, Command]:
         "export": cmd_export,
         "rm": cmd_rm,
         "gc": cmd_gc,
+        "serve": cmd_serve,
     }
 
 
@@ -283,6 +285,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--dry-run", action="store_true", help="only say what would go")
     g.add_argument("-y", "--yes", action="store_true", help="do not ask")
+    from argus_lab.cli._serve import add_serve
+
+    add_serve(add("serve", "serve the workspace over HTTP (needs the serve extra)"))
     return p
 
 

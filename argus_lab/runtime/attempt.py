@@ -85,6 +85,7 @@ class AttemptRunner:
             idempotency_key=key,
             workspace=self._root,
             workdir=self._workdir,
+            redactor=self._state.redactor,
         )
 
     def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -189,7 +190,7 @@ class AttemptRunner:
                 timeout=timeout,
                 success=task.success,
                 pool=self._thread_pool(),
-                artifacts=st.artifacts,
+                artifacts=st.artifacts.redacting(st.redactor, tid),
                 remote=self._options.executor,
                 gate=self._inline,
             )

@@ -252,6 +252,8 @@ async def _attempt(
         # DataFrames, Figures, bytes and produced files become artifacts.
         jsonable = to_jsonable_python(to_stored(result, artifacts))
         text = json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
+    except ArgusError as e:  # e.g. binary data holding a secret: refused
+        return _failed(e, "bad_result", tb=False)
     except (ValueError, TypeError) as e:
         return Failed(
             "bad_result",

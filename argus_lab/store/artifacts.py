@@ -1,4 +1,10 @@
-"""Content-addressed files for results too large to sit in a checkpoint record."""
+"""Content-addressed files for results too large to sit in a checkpoint record.
+
+Secrets never land here (invariant 7): a store handed out by ``redacting`` masks
+every value before its bytes are written (DataFrame cells, column names and
+index before parquet, text in bytes and files, files themselves in place), and
+refuses binary data holding a secret with an error naming the task.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,10 @@ import io
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from argus_lab.errors import CorruptCheckpointError
+from argus_lab.errors import CorruptCheckpointError, ToolError
+from argus_lab.redact import Redactor
 
 __all__ = ["ARTIFACT", "ArtifactStore", "from_stored", "to_stored"]
 
@@ -20,9 +27,25 @@ class ArtifactStore:
     Writing the same content twice is free, so a retried step never duplicates.
     """
 
-    def __init__(self, root: Path, *, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        fsync: bool = False,
+        redactor: Redactor | None = None,
+        task: str | None = None,
+    ) -> None:
         self.root = Path(root)
         self.fsync = fsync
+        self.redactor = redactor
+        """Masks what ``to_stored`` stores through this store (None: nothing)."""
+        self.task = task
+        """The task whose results go through this store (named in refusals)."""
+
+    def redacting(self, redactor: Redactor, task: str) -> ArtifactStore:
+        """The same store, masking ``redactor``'s secrets in what task ``task``
+        stores through ``to_stored``."""
+        return ArtifactStore(self.root, fsync=self.fsync, redactor=redactor, task=task)
 
     def path(self, ref: str) -> Path:
         """The file holding artifact ``ref`` (``sha256:<hex>``)."""
@@ -108,6 +131,7 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
     kind = _kind(value)
     if kind is None:
         return value
+    red = store.redactor
     name = None
     if kind == "bytes":
         data = bytes(value)
@@ -115,19 +139,35 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
         p = Path(value)
         if not p.is_file():
             raise ValueError(f"result names a file that does not exist: {p}")
+        # The file itself is masked too: it lies in the workspace as well.
+        if red is not None and red.scrub_file(p) == "removed":
+            _refuse(store, f"file {p.name!r} is binary and held a secret (deleted)")
         data, name = p.read_bytes(), p.name
     elif kind == "dataframe":
         buf = io.BytesIO()
-        value.to_parquet(buf)
+        (red.frame(value) if red is not None else value).to_parquet(buf)
         data = buf.getvalue()
     else:  # figure
         buf = io.BytesIO()
         value.savefig(buf, format="png")
         data = buf.getvalue()
+    if red is not None and kind != "path":
+        masked = red.mask_bytes(data)
+        if masked is None:
+            _refuse(store, f"its {kind} result is binary and holds a secret")
+        data = masked
     marker = {ARTIFACT: store.put_bytes(data), "type": kind, "bytes": len(data)}
     if name is not None:
         marker["name"] = name
     return marker
+
+
+def _refuse(store: ArtifactStore, why: str) -> NoReturn:
+    raise ToolError(
+        f"task {store.task!r}: {why}: masking it would corrupt it, so it is "
+        "refused and never stored. Return text, or keep secrets out of binary data",
+        task_id=store.task,
+    )
 
 
 def from_stored(

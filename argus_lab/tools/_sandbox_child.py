@@ -2,33 +2,55 @@
 
 Stdlib only: the source of these functions is sent to ``python -I -c`` (cut out
 by ``_sandbox_host._sources``), so each must stand alone and import what it uses
-inside its own body.
+inside its own body. They import little on purpose (no ``json``: the config is
+tab-separated lines and the report ``repr``; ``_signal`` rather than
+``signal``; no ``typing`` or ``re``): every module imported here is paid on
+every call of the tool.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+# Sent along with this module's functions (one script), so the names resolve.
+from argus_lab.tools._sandbox_view import _copy_out, _quota, _view
+
 
 def _launcher() -> None:
-    """The sandbox's first process: set up isolation, run the code, report.
+    """The sandbox's first process: namespaces, the task folder's quota, the code.
 
-    argv is ``-c <config json> <code>``. Process tree: this process (outside any
-    new PID namespace; waits) -> ``init`` (PID 1 of the new namespace when there is
-    one; applies Landlock, capabilities and rlimits, reaps orphans, reports the
-    code's exit status) -> the code (``python -I -c <boot> <code>``). Reports are
-    JSON lines on the ``report_fd`` pipe.
+    argv is ``-c <config json> <code>``. Process tree: this launcher (trusted, in
+    the host's PID namespace) -> the code (the forked child, PID 1 of a new PID
+    namespace when there is one; when it ends the kernel kills what it left
+    behind). Before the code starts, the child builds the file view, drops to an
+    unprivileged uid and applies Landlock, rlimits and the seccomp filter; then
+    it runs the code itself (``_boot``). The code's exit status travels by the
+    kernel only: this launcher waits for it and ends the same way (same exit
+    code or same signal).
+    The report pipe carries what was set up and the CPU used; the code never
+    holds it (closed before ``exec``, and this launcher is outside its PID
+    namespace).
     """
-    import contextlib
+    import _signal as signal  # type: ignore[import-not-found]  # signal.py imports enum
     import ctypes
-    import json
     import os
-    import re
     import resource
-    import signal
     import sys
 
-    cfg = json.loads(sys.argv[1])
+    cfg: dict[str, Any] = {}  # "key<TAB>type<TAB>value" lines (_encode_config)
+    for line in sys.argv[1].split("\n"):
+        key, kind, value = line.split("\t", 2)
+        items = value.split("\x1f") if value else []
+        if kind == "i":
+            cfg[key] = int(value)
+        elif kind == "b":
+            cfg[key] = value == "1"
+        elif kind == "l":
+            cfg[key] = items
+        elif kind == "d":
+            cfg[key] = dict(item.split("=", 1) for item in items)
+        else:
+            cfg[key] = value
     code = sys.argv[2]
     report_fd = int(cfg["report_fd"])
     linux = sys.platform.startswith("linux")
@@ -39,9 +61,14 @@ def _launcher() -> None:
         "landlock": 0,
         "network": "allowed" if cfg["network"] else "none",
         "processes": "none",
+        "memory": "rlimit",
         "pid_namespace": False,
         "user_namespace": False,
         "mount_namespace": False,
+        "view": False,
+        "quota": False,
+        "uid": os.getuid(),
+        "seccomp": False,
         "shm": False,
         "proc": False,
         "capabilities": "kept",
@@ -52,7 +79,8 @@ def _launcher() -> None:
         notes[layer] = f"{what}: {os.strerror(ctypes.get_errno())}"
 
     def say(kind: str, payload: object) -> None:
-        os.write(report_fd, (json.dumps({kind: payload}) + "\n").encode())
+        # One line: repr escapes newlines; the parent reads it as a literal.
+        os.write(report_fd, repr({kind: payload}).encode() + b"\n")
 
     def prctl(option: int, arg: int) -> int:
         return int(libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0))
@@ -62,18 +90,18 @@ def _launcher() -> None:
 
     pr_set_pdeathsig, pr_capbset_drop, pr_set_no_new_privs = 1, 24, 38
     new_user, new_net, new_pid, new_ipc = 0x10000000, 0x40000000, 0x20000000, 0x08000000
-    new_ns = 0x00020000
+    new_ns, new_uts = 0x00020000, 0x04000000
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if linux:
         prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if cfg["cgroup_procs"]:
+    for ctrl, procs in (cfg.get("cgroups") or {}).items():
         try:
-            with open(cfg["cgroup_procs"], "w") as f:
+            with open(procs, "w") as f:
                 f.write(str(os.getpid()))
-            iso["processes"] = "cgroup"
+            iso["processes" if ctrl == "pids" else "memory"] = "cgroup"
         except OSError as e:
-            notes["processes"] = f"pids cgroup: {e}"
+            notes[ctrl] = f"{ctrl} cgroup: {e}"
     uid, gid = os.getuid(), os.getgid()
     privileged = uid == 0
     if linux and not privileged:
@@ -91,6 +119,7 @@ def _launcher() -> None:
                 notes["user_namespace"] = f"user namespace map: {e}"
         else:
             fail("user_namespace", "user namespace")
+    host_dir = -1
     if linux and (privileged or iso["user_namespace"]):
         if not cfg["network"]:
             if unshare(new_net):
@@ -101,26 +130,59 @@ def _launcher() -> None:
             iso["pid_namespace"] = True
         else:
             fail("pid_namespace", "pid namespace")
-        if not unshare(new_ipc):
+        if not unshare(new_ipc | new_uts):
             fail("ipc_namespace", "ipc namespace")
         if unshare(new_ns):
             iso["mount_namespace"] = True
+            if iso["pid_namespace"]:
+                host_dir = _quota(cfg, iso, notes, libc)
+            else:  # copying out is safe only once every process has ended
+                notes["quota"] = "the tmpfs quota needs a PID namespace"
         else:
             fail("mount_namespace", "mount namespace")
+    sandbox_uid = int(cfg["uid"]) if privileged else uid
+    sandbox_gid = int(cfg["uid"]) if privileged else gid
 
-    init = os.fork()
-    if init:
-        os.close(report_fd)
-        _, status = os.waitpid(init, 0)
-        code_ = os.waitstatus_to_exitcode(status)
-        os._exit(code_ if code_ >= 0 else 128 - code_)
+    child = os.fork()
+    if child:
+        # --- the launcher: wait for the code, copy its files out, end like it.
+        # The parent's wall-time limit: kill the code (its PID namespace goes
+        # with it), then copy the files out as after any end.
+        signal.signal(signal.SIGUSR1, lambda *_: os.kill(child, signal.SIGKILL))
+        say("child", child)
+        _, status, usage = os.wait4(child, 0)
+        copied = _copy_out(cfg, host_dir) if host_dir >= 0 else None
+        say("exit", {"cpu": usage.ru_utime + usage.ru_stime, "copied": copied})
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            try:  # noqa: SIM105 - contextlib is one import more on every call
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+            os.kill(os.getpid(), sig)
+            os._exit(128 + sig)
+        os._exit(os.waitstatus_to_exitcode(status))
 
-    # --- init: PID 1 of the new namespace when there is one.
+    # --- the code's process (PID 1 of the new namespace when there is one).
+    if host_dir >= 0:
+        os.close(host_dir)
     if linux:
         prctl(pr_set_pdeathsig, signal.SIGKILL)
+    iso["pid_namespace"] = bool(iso["pid_namespace"]) and os.getpid() == 1
+    if iso["mount_namespace"]:
+        # A second mount namespace: the read-only view is made here, so the
+        # launcher keeps a writable path to the host's task folder.
+        if unshare(new_ns):
+            _view(cfg, iso, notes, libc)
+        else:
+            fail("view", "second mount namespace")
+        # The working folder was resolved before the tmpfs covered it.
+        os.chdir(cfg["folder"])
     nproc = int(cfg["processes"])
-    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
-    per_userns = m is not None and (int(m[1]), int(m[2])) >= (5, 14)
+    release = os.uname().release.split(".")
+    minor = "".join(c for c in [*release, "0"][1] if c.isdigit()) or "0"
+    per_userns = release[0].isdigit() and (int(release[0]), int(minor)) >= (5, 14)
     if iso["processes"] != "cgroup" and linux:
         if iso["user_namespace"] and per_userns:
             # Counted per user namespace since Linux 5.14: only our processes.
@@ -130,23 +192,17 @@ def _launcher() -> None:
             mine = 0
             for entry in os.scandir("/proc"):
                 if entry.name.isdigit():
-                    with contextlib.suppress(OSError):
+                    try:  # noqa: SIM105 - no contextlib import (see above)
                         mine += entry.stat().st_uid == uid
+                    except OSError:
+                        pass
             resource.setrlimit(resource.RLIMIT_NPROC, (mine + nproc, mine + nproc))
             iso["processes"] = "rlimit-shared"
         else:
-            notes["processes"] = (
-                notes.get("processes", "no writable pids cgroup")
-                + "; root ignores RLIMIT_NPROC"
-            )
-
-    iso["pid_namespace"] = bool(iso["pid_namespace"]) and os.getpid() == 1
-    if iso["mount_namespace"]:
-        _mounts(cfg, iso, notes, libc)
+            notes["processes"] = notes.get("processes", "no writable pids cgroup")
 
     if linux:
         prctl(pr_set_no_new_privs, 1)
-        _landlock(cfg, iso, notes, libc)
         dropped = True
         for cap in range(64):
             if prctl(pr_capbset_drop, cap) != 0:
@@ -154,6 +210,18 @@ def _launcher() -> None:
                     fail("capabilities", "capability bounding set")
                     dropped = False
                 break
+        _landlock(cfg, iso, notes, libc)
+        if privileged:
+            # Root owns /etc/shadow and most of the system: become nobody (the
+            # kernel then clears every capability too).
+            try:
+                os.setgroups([])
+                os.setresgid(sandbox_gid, sandbox_gid, sandbox_gid)
+                os.setresuid(sandbox_uid, sandbox_uid, sandbox_uid)
+            except OSError as e:
+                notes["uid"] = f"setuid {sandbox_uid}: {e}"
+            prctl(pr_set_pdeathsig, signal.SIGKILL)  # a uid change cleared it
+        iso["uid"] = os.getuid()
 
         class CapHeader(ctypes.Structure):
             _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
@@ -175,7 +243,9 @@ def _launcher() -> None:
 
     cpu = int(cfg["cpu"])
     for res, soft, hard in (
-        (resource.RLIMIT_CPU, cpu, cpu + 1),
+        # soft = hard: SIGKILL at the limit (PID 1 ignores a SIGXCPU it has no
+        # handler for, so a softer first warning would only add a second).
+        (resource.RLIMIT_CPU, cpu, cpu),
         (resource.RLIMIT_AS, int(cfg["memory"]), int(cfg["memory"])),
         (resource.RLIMIT_FSIZE, int(cfg["file_size"]), int(cfg["file_size"])),
         (resource.RLIMIT_NOFILE, int(cfg["open_files"]), int(cfg["open_files"])),
@@ -184,64 +254,30 @@ def _launcher() -> None:
             resource.setrlimit(res, (soft, hard))
         except (ValueError, OSError) as e:
             notes[f"rlimit {res}"] = str(e)
-    say("setup", iso)
+    bpf = bytes.fromhex(cfg.get("seccomp") or "")
+    if linux and bpf:
+        # Last: the filter forbids the mount and namespace calls made above.
+        class Fprog(ctypes.Structure):
+            _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
-    child = os.fork()
-    if child == 0:
-        os.close(report_fd)
-        if linux:
-            prctl(pr_set_pdeathsig, signal.SIGKILL)
-        python = cfg["python"]
-        try:
-            os.execv(python, [python, "-I", "-c", cfg["boot"], code])
-        except OSError as e:
-            os.write(2, f"sandbox: cannot start {python}: {e}\n".encode())
-        os._exit(127)
-    while True:  # reap orphans until the code's own process ends
-        try:
-            pid, status, usage = os.wait4(-1, 0)
-        except ChildProcessError:
-            break
-        if pid == child:
-            cpu_used = usage.ru_utime + usage.ru_stime
-            say("exit", {"status": status, "cpu": cpu_used})
-            break
-    os._exit(0)
-
-
-def _mounts(
-    cfg: dict[str, Any], iso: dict[str, object], notes: dict[str, str], libc: Any
-) -> None:
-    """In the sandbox's own mount namespace: a private /dev/shm and /proc.
-
-    /dev/shm becomes an empty tmpfs of ``file_size`` bytes (multiprocessing keeps
-    its semaphores there), and /proc shows only the sandbox's processes. Nothing
-    is mounted unless mount events are first kept from reaching the host.
-    """
-    import ctypes
-    import os
-
-    ms_nosuid, ms_nodev, ms_noexec, ms_rec, ms_private = 2, 4, 8, 1 << 14, 1 << 18
-
-    def mount(src: str, dst: str, fstype: str | None, flags: int, data: str) -> bool:
-        ok = libc.mount(
-            src.encode(),
-            dst.encode(),
-            fstype.encode() if fstype else None,
-            ctypes.c_ulong(flags),
-            data.encode() if data else None,
-        )
-        if ok != 0:
-            notes[f"mount {dst}"] = os.strerror(ctypes.get_errno())
-        return bool(ok == 0)
-
-    if not mount("none", "/", None, ms_rec | ms_private, ""):
-        return
-    size = f"size={int(cfg['file_size'])},mode=1777"
-    iso["shm"] = mount("tmpfs", "/dev/shm", "tmpfs", ms_nosuid | ms_nodev, size)
-    if iso["pid_namespace"]:
-        flags = ms_nosuid | ms_nodev | ms_noexec
-        iso["proc"] = mount("proc", "/proc", "proc", flags, "")
+        buf = ctypes.create_string_buffer(bpf, len(bpf))
+        prog = Fprog(len(bpf) // 8, ctypes.addressof(buf))
+        iso["seccomp"] = True  # reported before loading; undone below if it fails
+        say("setup", iso)
+        if libc.prctl(22, ctypes.c_ulong(2), ctypes.byref(prog), 0, 0) != 0:
+            fail("seccomp", "seccomp filter")
+            iso["seccomp"] = False
+            say("setup", iso)
+    else:
+        notes.setdefault("seccomp", "no filter was given (libseccomp missing?)")
+        say("setup", iso)
+    os.close(report_fd)
+    if linux:
+        prctl(4, 1)  # PR_SET_DUMPABLE, cleared by the uid change: its own /proc
+    # The code runs right here, in this forked interpreter: an exec of a fresh
+    # one would cost a second interpreter start-up on every call.
+    _boot(code)
+    sys.exit(0)
 
 
 def _landlock(
@@ -250,14 +286,14 @@ def _landlock(
     """Restricts this process (and what it starts) with Landlock; returns the ABI.
 
     Writes: the task folder only. Reads and execution: system folders, the Python
-    installation and its import path, the extra readable folders. With ABI >= 4
-    TCP is denied too unless the network is allowed; with ABI >= 6 signals and
-    abstract unix sockets cannot reach outside the sandbox.
+    installation (never other folders on ``sys.path``: an editable install puts
+    the project, and often its workspace, there), the extra readable folders.
+    With ABI >= 4 TCP is denied too unless the network is allowed; with ABI >= 6
+    signals and abstract unix sockets cannot reach outside the sandbox.
     """
     import ctypes
     import os
     import stat
-    import sys
 
     sys_landlock_create_ruleset, sys_landlock_add_rule = 444, 445
     sys_landlock_restrict_self = 446
@@ -326,17 +362,14 @@ def _landlock(
         roots += ["/proc"]
     else:
         roots += ["/proc/cpuinfo", "/proc/meminfo", "/proc/stat"]
-    roots += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    roots += [p for p in sys.path if p and os.path.isabs(p)]
-    roots += [os.path.dirname(os.path.realpath(cfg["python"]))]
-    roots += list(cfg["read_paths"])
+    roots += list(cfg["python_roots"]) + list(cfg["read_paths"])
     for path in dict.fromkeys(roots):
         allow(path, read)
     allow("/dev/null", read_file | write_file | truncate)
     for dev in ("/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"):
         allow(dev, read_file)
     allow(cfg["folder"], handled & ~(make_char | make_block))
-    if iso.get("shm"):  # a private, empty tmpfs (see _mounts)
+    if iso.get("shm"):  # a private, empty tmpfs (see _view)
         allow("/dev/shm", handled & ~(make_char | make_block))
     if libc.syscall(sys_landlock_restrict_self, ruleset, 0) != 0:
         notes["filesystem"] = f"landlock restrict: {os.strerror(ctypes.get_errno())}"
@@ -350,27 +383,32 @@ def _landlock(
     return abi
 
 
-def _boot() -> None:
-    """Runs the code in ``__main__`` so tracebacks show its lines (file ``<code>``)."""
-    import linecache
+def _boot(src: str) -> None:
+    """Runs the code as ``__main__`` (a fresh module, not the launcher's), so
+    tracebacks show its lines (file ``<code>``)."""
+    import builtins
     import sys
-    import traceback
 
-    src = sys.argv[1]
+    def show(e: BaseException, tb: Any) -> None:
+        import linecache  # only now: imports are paid on every call
+        import traceback
+
+        linecache.cache["<code>"] = (len(src), None, src.splitlines(True), "<code>")
+        traceback.print_exception(type(e), e, tb)
+
     sys.argv[:] = ["-c"]
-    linecache.cache["<code>"] = (len(src), None, src.splitlines(True), "<code>")
-    env = sys.modules["__main__"].__dict__
-    del env["_boot"]
+    main = type(sys)("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
     try:
         compiled = compile(src, "<code>", "exec", dont_inherit=True)
     except SyntaxError as e:
-        traceback.print_exception(type(e), e, None)
+        show(e, None)
         sys.exit(1)
     try:
-        exec(compiled, env)
+        exec(compiled, main.__dict__)
     except SystemExit:
         raise
     except BaseException as e:
-        tb = e.__traceback__.tb_next if e.__traceback__ else None
-        traceback.print_exception(type(e), e, tb)
+        show(e, e.__traceback__.tb_next if e.__traceback__ else None)
         sys.exit(1)

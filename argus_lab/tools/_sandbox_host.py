@@ -1,17 +1,17 @@
 """The parent side of the ``python`` tool's sandbox (see ``argus_lab.tools.sandbox``).
 
-Its limits and result types, the child's source text, the environment, the pids
-cgroup, output capture, the child's report and what it means, and the probe
-behind ``sandbox_status``.
+Its limits and result types, the child's source text, the environment, what to
+hide and keep in the file view, output capture, the launcher's report, and the
+probe behind ``sandbox_status``.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import functools
 import inspect
-import json
 import math
 import os
 import signal
@@ -19,13 +19,14 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from argus_lab.tools._sandbox_child import _boot, _landlock, _launcher, _mounts
+from argus_lab.errors import ToolError
+from argus_lab.tools._sandbox_child import _boot, _landlock, _launcher
+from argus_lab.tools._sandbox_kernel import Cgroups, seccomp_filter
+from argus_lab.tools._sandbox_view import _copy_out, _quota, _view
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +38,16 @@ class Limits:
     max_wall_time: float = 600.0
     """Largest ``timeout`` a call may ask for; larger ones are lowered to it."""
     cpu_time: float | None = None
-    """CPU seconds per process (SIGXCPU, then SIGKILL); None: the wall time."""
+    """CPU seconds per process (then SIGKILL); None: the wall time."""
     memory: int = 2 << 30
-    """Address space per process, bytes (RLIMIT_AS)."""
+    """Memory of the whole process tree, bytes (memory cgroup; the task folder's
+    files count too, as they live in memory), and address space per process
+    (RLIMIT_AS)."""
     file_size: int = 64 << 20
     """Largest file the code may write, bytes (RLIMIT_FSIZE)."""
+    disk: int = 256 << 20
+    """Quota of the task folder, bytes (a tmpfs of this size); the produced
+    files copied out, and so stored as artifacts, never exceed it."""
     processes: int = 64
     """Most processes at once (pids cgroup or RLIMIT_NPROC)."""
     open_files: int = 1024
@@ -49,13 +55,14 @@ class Limits:
     output: int = 64 << 10
     """Bytes kept of stdout and of stderr each; the middle is cut with a marker."""
     max_files: int = 200
-    """Most produced files listed in the result."""
+    """Most produced files kept (copied out and listed in the result)."""
     max_code: int = 100_000
     """Largest ``code`` accepted, bytes (it travels as one argument)."""
     network: bool = False
     """Allow network access (by default it is cut off where the OS allows)."""
     require_isolation: bool = False
-    """Refuse to run (ToolError) where a file, network or process layer is missing."""
+    """Refuse to run (ToolError) where any rule of the threat model is left
+    unenforced (see ``sandbox_status``)."""
     python: str | None = None
     """The interpreter to run; default: the one running Argus Lab."""
 
@@ -80,6 +87,9 @@ class RunResult:
     listed."""
     isolation: dict[str, Any] = field(default_factory=dict)
     """What the sandbox set up (see ``sandbox_status``)."""
+    memory_peak: int | None = None
+    """Peak memory of the whole process tree, bytes (None without a memory
+    cgroup)."""
     warnings: list[str] = field(default_factory=list)
     """Each isolation layer that was not available, and each limit adjusted."""
 
@@ -87,11 +97,12 @@ class RunResult:
 @functools.cache
 def _sources() -> tuple[str, str]:
     """(launcher source, boot source), cut out of ``_sandbox_child``'s text."""
-    parts = [inspect.getsource(f) for f in (_launcher, _mounts, _landlock)]
-    launcher = "from __future__ import annotations\nfrom typing import Any\n"
-    launcher += "\n".join(textwrap.dedent(p) for p in parts)
+    funcs = (_launcher, _quota, _view, _copy_out, _landlock, _boot)
+    # Annotations stay strings (never evaluated), so ``Any`` needs no import.
+    launcher = "from __future__ import annotations\n"
+    launcher += "\n".join(textwrap.dedent(inspect.getsource(f)) for f in funcs)
     launcher += "\n_launcher()\n"
-    boot = textwrap.dedent(inspect.getsource(_boot)) + "\n_boot()\n"
+    boot = textwrap.dedent(inspect.getsource(_boot))
     return launcher, boot
 
 
@@ -106,96 +117,6 @@ def _env(folder: Path, python: str) -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONIOENCODING": "utf-8",
     }
-
-
-@functools.cache
-def _pids_cgroup_parent() -> Path | None:
-    """A cgroup folder where we may create pids-limited children, or None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        mountinfo = Path("/proc/self/mountinfo").read_text()
-        own_text = Path("/proc/self/cgroup").read_text()
-    except OSError:
-        return None
-    own: dict[str, str] = {}
-    for line in own_text.splitlines():
-        _, ctrls, path = line.split(":", 2)
-        for c in ctrls.split(",") if ctrls else ["<v2>"]:
-            own[c] = path
-    for line in mountinfo.splitlines():
-        left, _, right = line.partition(" - ")
-        fields, rest = left.split(), right.split()
-        if len(fields) < 5 or len(rest) < 3:
-            continue
-        root, mnt = fields[3], fields[4].replace("\\040", " ")
-        fstype, opts = rest[0], rest[2].split(",")
-        if fstype == "cgroup" and "pids" in opts and "pids" in own:
-            rel = own["pids"]
-        elif fstype == "cgroup2" and "<v2>" in own:
-            rel = own["<v2>"]
-        else:
-            continue
-        if root != "/" and rel.startswith(root):
-            rel = rel[len(root) :]
-        base = Path(mnt + "/" + rel.lstrip("/"))
-        if fstype == "cgroup2":
-            # Use the controller only where it is already enabled for children:
-            # turning it on would change the host's cgroup setup.
-            try:
-                ctl = (base / "cgroup.subtree_control").read_text().split()
-            except OSError:
-                continue
-            if "pids" not in ctl:
-                continue
-        if os.access(base, os.W_OK):
-            return base
-    return None
-
-
-class _Cgroup:
-    """A pids cgroup of one run, removed after it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    @classmethod
-    def create(cls, max_pids: int) -> _Cgroup | None:
-        base = _pids_cgroup_parent()
-        if base is None:
-            return None
-        path = base / f"argus-sandbox-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        try:
-            path.mkdir()
-        except OSError:
-            return None
-        try:
-            (path / "pids.max").write_text(str(max_pids))
-        except OSError:
-            with contextlib.suppress(OSError):
-                path.rmdir()
-            return None
-        return cls(path)
-
-    @property
-    def procs(self) -> str:
-        return str(self.path / "cgroup.procs")
-
-    def remove(self) -> None:
-        # Normally empty by now: the PID namespace's init waits for every process
-        # in it before it exits. Kill stragglers (no PID namespace) and retry.
-        for _ in range(200):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                with contextlib.suppress(OSError, ValueError):
-                    for pid in Path(self.procs).read_text().split():
-                        with contextlib.suppress(OSError):
-                            os.kill(int(pid), signal.SIGKILL)
-                time.sleep(0.005)
 
 
 def _killpg(pid: int) -> None:
@@ -243,84 +164,172 @@ async def _drain(stream: asyncio.StreamReader | None, cap: _Capture) -> None:
         cap.feed(chunk)
 
 
+def _encode_config(cfg: dict[str, Any]) -> str:
+    """The launcher's argument: one ``key<TAB>type<TAB>value`` line per entry
+    (str, int, bool, list of str, dict of str), which it parses without an
+    import (``json`` would be paid on every call).
+
+    Raises:
+        ToolError: a path or value holding a tab, a newline or ``\x1f``.
+    """
+    lines = []
+    for key, v in cfg.items():
+        if isinstance(v, bool):
+            kind, items = "b", ["1" if v else "0"]
+        elif isinstance(v, int):
+            kind, items = "i", [str(v)]
+        elif isinstance(v, list):
+            kind, items = "l", [str(x) for x in v]
+        elif isinstance(v, dict):
+            kind, items = "d", [f"{k}={x}" for k, x in v.items()]
+        else:
+            kind, items = "s", [str(v)]
+        bad = [x for x in items if "\t" in x or "\n" in x or "\x1f" in x]
+        if bad:
+            raise ToolError(
+                f"python: {key} holds a tab, newline or \\x1f ({bad[0]!r}); the "
+                "sandbox cannot be set up for such a path"
+            )
+        lines.append(f"{key}\t{kind}\t" + "\x1f".join(items))
+    return "\n".join(lines)
+
+
+class _Report:
+    """The launcher's report lines (``setup``, ``child``, ``exit``), read as they
+    come: each the ``repr`` of a dict, parsed with ``ast.literal_eval``. Only
+    the launcher writes them (the code never holds the pipe)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self.buf = b""
+        self.data: dict[str, Any] = {}
+
+    def poll(self) -> dict[str, Any]:
+        """Reads what is there without blocking; returns everything so far."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        for line in lines:
+            with contextlib.suppress(ValueError, SyntaxError, TypeError):
+                self.data.update(ast.literal_eval(line.decode("utf-8", "replace")))
+        return self.data
+
+
 def _read_report(fd: int) -> dict[str, Any]:
-    os.set_blocking(fd, False)
-    data = b""
-    while True:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    out: dict[str, Any] = {}
-    for line in data.decode("utf-8", "replace").splitlines():
-        with contextlib.suppress(ValueError):
-            out.update(json.loads(line))
-    return out
+    """Everything the launcher reported (call once its write end is closed)."""
+    return _Report(fd).poll()
 
 
-def _warnings(iso: dict[str, Any], limits: Limits) -> list[str]:
-    """One sentence per isolation layer that the platform did not provide."""
-    notes: dict[str, str] = iso.get("notes") or {}
-    userns = notes.get("user_namespace")
+_SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/dev", "/proc", "/sys")
+HIDDEN = (
+    "/root",
+    "/home",
+    "/tmp",
+    "/var/tmp",
+    "/run",
+    "/mnt",
+    "/media",
+    "/srv",
+    "/boot",
+    "/var/lib",
+    "/var/log",
+    "/var/mail",
+    "/var/spool",
+    "/var/backups",
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/etc/ssl/private",
+)
+"""Hidden from the code on every machine: secrets-bearing system paths, home
+folders and the places sockets live. The workspace, the project and the current
+folder are added per run (see ``_hidden``)."""
 
-    def why(layer: str) -> str:
-        return notes.get(layer) or userns or "not available on this platform"
 
+def _under(p: str, q: str) -> bool:
+    return p == q or p.startswith(q.rstrip("/") + "/")
+
+
+def _python_roots(python: str) -> list[str]:
+    """The interpreter's installation: what the code may read and execute."""
+    roots = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        roots = []  # another interpreter: its own installation only
+    real = os.path.realpath(python)
+    roots += [os.path.dirname(real), os.path.dirname(os.path.dirname(real))]
+    roots += [os.path.dirname(python), os.path.dirname(os.path.dirname(python))]
+    return [r for r in dict.fromkeys(os.path.realpath(r) for r in roots) if r != "/"]
+
+
+def _hidden(extra: list[Path]) -> list[str]:
+    """What the code must not see: ``HIDDEN``, the workspace(s) given, the
+    project (where ``argus_lab`` is imported from when it is not an installed
+    package), every other folder on this process's import path (an editable
+    install puts a project there), the current folder and HOME."""
+    import argus_lab
+
+    found = [*HIDDEN, *(str(p) for p in extra)]
+    here = Path(argus_lab.__file__).resolve().parents[1]
+    if "site-packages" not in here.parts and "dist-packages" not in here.parts:
+        found.append(str(here))
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
+    for p in sys.path:
+        real = os.path.realpath(p) if p and os.path.isabs(p) else ""
+        if real and os.path.isdir(real) and not any(_under(real, q) for q in prefixes):
+            found.append(real)
+    found += [os.getcwd(), os.path.expanduser("~"), os.environ.get("ARGUS_HOME", "")]
     out = []
-    if iso.get("filesystem") != "landlock":
-        out.append(
-            "file writes are not confined to the task folder (Landlock: "
-            f"{why('filesystem')}); the code can write wherever this process can"
-        )
-    net = iso.get("network")
-    if not limits.network and net == "landlock-tcp":
-        out.append(
-            "network: only TCP is blocked, by Landlock; UDP and unix sockets are "
-            f"not (no network namespace: {why('network')})"
-        )
-    elif not limits.network and net != "namespace":
-        out.append(f"network access is not blocked ({why('network')})")
-    procs = iso.get("processes")
-    if procs == "none":
-        out.append(
-            f"the number of processes is not limited ({why('processes')}); only "
-            "the CPU and wall-time limits end a fork bomb"
-        )
-    elif procs == "rlimit-shared":
-        out.append(
-            "the process limit counts every process of this user, not only the "
-            f"sandbox's (no user namespace: {userns or 'unavailable'})"
-        )
-    if not iso.get("pid_namespace"):
-        out.append(
-            "processes that leave the sandbox's process group may outlive the run "
-            f"(no PID namespace: {why('pid_namespace')})"
-        )
-    if iso.get("filesystem") == "landlock" and not iso.get("shm"):
-        out.append(
-            "no private /dev/shm (no mount namespace: "
-            f"{why('mount_namespace')}), so multiprocessing's locks will fail"
-        )
-    return out
+    for p in found:
+        if not p or not os.path.isabs(p):
+            continue
+        p = os.path.realpath(p)
+        if any(_under(s, p) for s in _SYSTEM):  # "/" or an ancestor of /usr
+            continue
+        out.append(p)
+    return list(dict.fromkeys(out))
 
 
 def _config(
-    folder: Path, limits: Limits, cpu: float, readable: list[Path], python: str
+    folder: Path,
+    limits: Limits,
+    cpu: float,
+    readable: list[Path],
+    python: str,
+    hidden: list[Path] | None = None,
 ) -> dict[str, Any]:
+    roots = _python_roots(python)
+    reads = [os.path.realpath(p) for p in readable]
+    bpf, _ = seccomp_filter()
     return {
         "python": python,
-        "boot": _sources()[1],
         "folder": str(folder),
-        "read_paths": [str(p) for p in readable],
+        "read_paths": reads,
+        "python_roots": roots,
+        "hide": _hidden(list(hidden or [])),
+        "keep": [*roots, *reads, str(folder)],
+        "uid": 65534,  # nobody: the code's uid when Argus Lab runs as root
         "network": limits.network,
         "cpu": max(1, math.ceil(cpu)),
         "memory": limits.memory,
         "file_size": limits.file_size,
+        "disk": limits.disk,
+        "max_inodes": max(4 * limits.max_files, 4096),
+        "max_files": limits.max_files,
         "open_files": limits.open_files,
         "processes": limits.processes,
+        "seccomp": bpf.hex(),
+        "cgroups": {},
     }
 
 
@@ -330,13 +339,13 @@ def _probe(python: str, network: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="argus-sandbox-probe-") as d:
         folder = Path(d)
         cfg = _config(folder, limits, 5, [], python)
-        cg = _Cgroup.create(8)
+        cg = Cgroups.create(8, 256 << 20)
         r, w = os.pipe()
         cfg["report_fd"] = w
-        cfg["cgroup_procs"] = cg.procs if cg else None
+        cfg["cgroups"] = cg.procs
         try:
             proc = subprocess.run(
-                [python, "-I", "-c", _sources()[0], json.dumps(cfg), "pass"],
+                [python, "-I", "-c", _sources()[0], _encode_config(cfg), "pass"],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 cwd=folder,
@@ -353,8 +362,7 @@ def _probe(python: str, network: bool) -> dict[str, Any]:
             if w >= 0:
                 os.close(w)
             os.close(r)
-            if cg:
-                cg.remove()
+            cg.remove()
     iso: dict[str, Any] = dict(report.get("setup") or {})
     if not iso:
         err = proc.stderr.decode("utf-8", "replace").strip()

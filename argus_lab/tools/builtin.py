@@ -1,7 +1,9 @@
 """Built-in tools, opt-in by name: ``al.builtin_tools("python", "read_file", ...)``.
 
-- ``python(code, timeout=None)``: runs code in a sandboxed ``python -I`` process
-  (sandbox.py); returns exit code, stdout, stderr and the files it produced.
+- ``python(code, timeout=None, check=True)``: runs code in a sandboxed process
+  (sandbox.py, threat model in docs/sandbox.md); returns exit code, stdout,
+  stderr and the files it produced. Code that raises, exits non-zero or times
+  out fails the task (``check=False``: returned as a result instead).
 - ``read_file(path)``, ``write_file(path, content)``, ``list_files(path=".")``:
   confined to the session's folder (files.py).
 
@@ -53,7 +55,8 @@ def builtin_tools(
     Args:
         *names: Any of "python", "read_file", "write_file", "list_files".
         sandbox: Limits of the ``python`` tool (default ``Limits()``: 60 s wall
-            time, 2 GiB address space, 64 processes, no network).
+            time, 2 GiB of memory for the process tree, a 256 MiB task folder,
+            64 processes, no network).
         max_read_bytes: Largest file ``read_file`` reads (default 1 MiB).
         max_write_bytes: Largest content ``write_file`` writes (default 1 MiB).
 

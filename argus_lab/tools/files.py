@@ -417,6 +417,8 @@ def make_file_tools(
                 e.g. "out/report.md". Absolute paths, '..' and symlinks are refused.
             content: The full text of the file.
         """
+        if ctx.redactor is not None:  # the file lies in the workspace: no secrets
+            content = ctx.redactor.text(content)
         return write_text(Path(ctx.workdir), path, content, max_bytes=max_write_bytes)
 
     @tool(name="list_files", side_effect="read")

@@ -36,6 +36,10 @@ def memory_add(
     """
     from argus_lab.store.memory import open_memory
 
+    if ctx.redactor is not None:  # memory lies in the workspace: no secrets
+        text = ctx.redactor.text(text)
+        metadata = ctx.redactor.value(metadata)
+
     # Keyed by the attempt's idempotency key: a crash-retry of the same task
     # rewrites the same memory instead of adding a second one.
     digest = hashlib.sha256(f"{ctx.idempotency_key}\x00{text}".encode()).hexdigest()

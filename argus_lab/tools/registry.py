@@ -16,6 +16,7 @@ from typing import Any, Literal, overload
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from argus_lab.errors import ArgusError
+from argus_lab.redact import Redactor
 
 __all__ = ["SideEffect", "Tool", "ToolContext", "as_toolset", "tool"]
 
@@ -43,6 +44,24 @@ class ToolContext:
     """The workspace folder."""
     workdir: Path
     """A folder for this session's files (created on first use)."""
+    redactor: Redactor | None = None
+    """The session's secret masker: what a tool writes into the workspace
+    itself (files, memory) goes through it first (invariant 7)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The redactor holds the secret values themselves: a context pickled
+        # (to a Dask worker, say) travels without it.
+        return (
+            ToolContext,
+            (
+                self.session_id,
+                self.task_id,
+                self.attempt,
+                self.idempotency_key,
+                self.workspace,
+                self.workdir,
+            ),
+        )
 
 
 def _doc_parts(doc: str | None) -> tuple[str, dict[str, str]]:

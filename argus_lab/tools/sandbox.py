@@ -1,36 +1,35 @@
 """The ``python`` tool: code runs in a separate, limited, isolated ``python -I``.
 
-What is enforced, and how (Linux; each layer is used where the kernel allows it,
-and a run's result lists under ``warnings`` every layer that was missing):
+The threat model (docs/sandbox.md; each rule in ``RULES``) and its layers, on
+Linux, each used where the kernel allows it (``sandbox_status()`` names every
+rule a missing layer leaves open):
 
-- **Files**: Landlock (Linux >= 5.13, via ``ctypes``) lets the code write only in
-  its task folder (and a private /dev/shm) and read only the system folders, the
-  Python installation and import path, and the session folder. Without Landlock
-  only ordinary file permissions stop writes elsewhere.
-- **Network**: a new network namespace with no interface up, not even loopback
-  (as root directly, otherwise inside a new user namespace). Where neither is
-  allowed, Landlock ABI >= 4 (Linux >= 6.7) still denies TCP connect and bind.
-- **Processes**: a pids cgroup with ``pids.max`` where we may create one (root);
-  else ``RLIMIT_NPROC``, which counts only the sandbox's processes when it runs
-  in its own user namespace (Linux >= 5.14). Root ignores ``RLIMIT_NPROC``: root
-  without a pids cgroup gets no process cap, only the CPU and wall-time limits.
-- **Lifetime**: a new PID namespace whose first process reaps orphans and whose
-  exit makes the kernel kill whatever is left; the caller kills the whole
-  process group at the wall-time limit and on cancellation.
-- **Privileges and the rest**: the capability bounding set and all capabilities
-  are dropped and ``no_new_privs`` is set (as root the code is a powerless uid
-  0); a mount namespace gives a private /proc and /dev/shm, an IPC namespace
-  private System V IPC; rlimits cap CPU seconds, address space, file size and
-  open files; the environment holds only PATH, LANG, LC_ALL, HOME, TMPDIR,
-  PYTHONDONTWRITEBYTECODE and PYTHONIOENCODING.
+- **Namespaces** (as root directly, otherwise inside a new user namespace):
+  network (no interface up, not even loopback), PID (the code is PID 1; its end
+  kills every process it started), mount, IPC and UTS.
+- **File view**: the host's tree read-only (``mount_setattr``), so chmod, utime
+  and setxattr fail outside the task folder; secrets-bearing paths, home
+  folders, the workspace and the project hidden under empty tmpfs; only the
+  Python installation and the session folder put back. Landlock adds a read
+  allow-list and confines writes to the task folder.
+- **Quota**: the task folder is a tmpfs of ``Limits.disk`` bytes; the launcher
+  copies its files to the host's folder after every process has ended.
+- **Identity**: as root the code runs as ``nobody``; capabilities are dropped,
+  ``no_new_privs`` is set.
+- **seccomp** (compiled by libseccomp): no ptrace, no new namespaces, no unix
+  sockets, no mounts, keyrings, BPF or io_uring.
+- **cgroups**: memory and pids limits for the whole process tree.
+- **rlimits**: CPU seconds, address space, file size and open files per process.
+- **The exit status** travels from the kernel (``waitpid``) only: nothing the
+  code can reach carries it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
-import json
 import math
 import os
 import re
@@ -46,22 +45,31 @@ from argus_lab.tools._sandbox_host import (
     Limits,
     RunResult,
     _Capture,
-    _Cgroup,
     _drain,
     _killpg,
     _probe,
+    _Report,
 )
 
 # Used here, and also reached through this module by the tests.
 from argus_lab.tools._sandbox_host import _config as _config
+from argus_lab.tools._sandbox_host import _encode_config as _encode_config
 from argus_lab.tools._sandbox_host import _env as _env
 from argus_lab.tools._sandbox_host import _read_report as _read_report
 from argus_lab.tools._sandbox_host import _sources as _sources
-from argus_lab.tools._sandbox_host import _warnings as _warnings
-from argus_lab.tools.files import walk_files
+from argus_lab.tools._sandbox_kernel import Cgroups, MemoryWatch, can_watch_memory
+from argus_lab.tools._sandbox_result import (
+    _check,
+    _describe,
+    _result,
+    _run_result,
+    _scrub,
+)
+from argus_lab.tools._sandbox_rules import RULES, rules, warnings
 from argus_lab.tools.registry import Tool, ToolContext, tool
 
 __all__ = [
+    "RULES",
     "Limits",
     "RunResult",
     "make_python_tool",
@@ -72,6 +80,12 @@ __all__ = [
 
 _DRAIN_GRACE = 2.0
 """Seconds to wait for the output pipes to close once the sandbox has ended."""
+_COPY_GRACE = 10.0
+"""Seconds the launcher gets, after the wall-time limit, to copy files out."""
+
+
+def _warnings(iso: dict[str, Any], limits: Limits) -> list[str]:
+    return warnings(iso, limits.network)
 
 
 def sandbox_status(
@@ -81,14 +95,21 @@ def sandbox_status(
 
     Returns:
         The sandbox's own report (``filesystem``, ``landlock`` ABI, ``network``,
-        ``processes``, ``pid_namespace``, ``user_namespace``, ``capabilities``,
-        ``notes`` on what failed and why) plus ``warnings``: one sentence per
-        missing layer, empty when everything is enforced. Cached per interpreter.
+        ``processes``, ``memory``, ``quota``, ``view``, ``uid``, ``seccomp``,
+        ``pid_namespace``, ``user_namespace``, ``capabilities``, ``notes`` on
+        what failed and why), ``rules``: each rule of the threat model (see
+        ``RULES`` and docs/sandbox.md) with the layer enforcing it (None when
+        none does), and ``warnings``: one sentence naming each rule left
+        unenforced or enforced only in part, empty when every rule holds.
+        Cached per interpreter.
     """
     if sys.platform == "win32":
         return {"error": "the python tool needs Linux or macOS", "warnings": []}
     iso = dict(_probe(python or sys.executable, network))
+    if iso.get("memory") == "rlimit" and can_watch_memory():
+        iso["memory"] = "watch"  # run_python's fallback (see MemoryWatch)
     if "error" not in iso:
+        iso["rules"] = {k: v[0] for k, v in rules(iso, network).items()}
         iso["warnings"] = _warnings(iso, Limits(network=network))
     return iso
 
@@ -115,20 +136,25 @@ async def run_python(
     limits: Limits = Limits(),  # frozen, so one shared default is safe  # noqa: B008
     timeout: float | None = None,
     readable: list[Path] | None = None,
+    hidden: list[Path] | None = None,
 ) -> RunResult:
     """Runs ``code`` in the sandbox with ``folder`` as its working folder.
 
     Args:
         code: Python source.
         folder: The task folder: the working folder, HOME and TMPDIR, and the only
-            place the code may write. Created if missing.
+            place the code may write (up to ``limits.disk`` bytes). Created if
+            missing; the files the code left there are in it afterwards.
         limits: The limits (see ``Limits``).
         timeout: Wall-time seconds; default ``limits.wall_time``.
         readable: More folders the code may read (not write).
+        hidden: More folders the code must not see (besides ``HIDDEN``, the
+            project, the current folder and HOME), such as the workspace.
 
     Raises:
-        ToolError: Bad arguments, an unsupported platform, isolation missing while
-            ``limits.require_isolation`` is set, or a sandbox that failed to start.
+        ToolError: Bad arguments, an unsupported platform, a rule left
+            unenforced while ``limits.require_isolation`` is set, or a sandbox
+            that failed to start.
     """
     if sys.platform == "win32":
         raise ToolError("python: the sandbox needs Linux or macOS")
@@ -141,8 +167,8 @@ async def run_python(
             "holds a NUL byte); write long code to a file with write_file and run "
             "it with exec(open(path).read())"
         )
-    warnings: list[str] = []
-    wall = _wall(limits, timeout, warnings)
+    warns: list[str] = []
+    wall = _wall(limits, timeout, warns)
     cpu = limits.cpu_time if limits.cpu_time is not None else wall
     python = limits.python or sys.executable
     if not python:
@@ -154,16 +180,18 @@ async def run_python(
             raise ToolError(f"python: isolation is required but incomplete: {text}")
     folder = Path(folder).absolute()
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = _config(folder, limits, cpu, list(readable or []), python)
+    cfg = _config(folder, limits, cpu, list(readable or []), python, hidden)
     out, err = _Capture(limits.output), _Capture(limits.output)
-    cg = _Cgroup.create(limits.processes)
-    cfg["cgroup_procs"] = cg.procs if cg else None
+    cg = Cgroups.create(limits.processes + 1, limits.memory)  # +1: the launcher
+    cfg["cgroups"] = cg.procs
     r, w = os.pipe()
     cfg["report_fd"] = w
+    report = _Report(r)
     proc: asyncio.subprocess.Process | None = None
     readers: list[asyncio.Task[None]] = []
+    watch: MemoryWatch | None = None
+    watcher: asyncio.Future[None] | None = None
     timed_out = False
-    report: dict[str, Any] = {}
     try:
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -171,7 +199,7 @@ async def run_python(
                 "-I",
                 "-c",
                 _sources()[0],
-                json.dumps(cfg),
+                _encode_config(cfg),
                 code,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -187,14 +215,22 @@ async def run_python(
             asyncio.ensure_future(_drain(proc.stdout, out)),
             asyncio.ensure_future(_drain(proc.stderr, err)),
         ]
+        if "memory" not in cg.paths and can_watch_memory():
+            watch = MemoryWatch(proc.pid, limits.memory, functools.partial(_stop, proc))
+            watcher = asyncio.ensure_future(watch.run())
         try:
             await asyncio.wait_for(proc.wait(), wall)
         except TimeoutError:
             timed_out = True
-            _killpg(proc.pid)
-            await proc.wait()
-        report = _read_report(r)
-        if not (report.get("setup") or {}).get("pid_namespace"):
+            # The launcher kills the code (and with it its PID namespace), then
+            # copies the files out and ends like the code did.
+            _stop(proc)
+            try:
+                await asyncio.wait_for(proc.wait(), _COPY_GRACE)
+            except TimeoutError:
+                _killpg(proc.pid)
+                await proc.wait()
+        if not (report.poll().get("setup") or {}).get("pid_namespace"):
             _killpg(proc.pid)  # what the code left behind in the process group
         await asyncio.wait(readers, timeout=_DRAIN_GRACE)
     finally:
@@ -205,72 +241,28 @@ async def run_python(
             if readers:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.wait(readers, timeout=_DRAIN_GRACE)
-        for t in readers:
+        for t in [*readers, *([watcher] if watcher else [])]:
             t.cancel()
+        data = report.poll()
         os.close(r)
-        if cg is not None:
-            cg.remove()
-    return _run_result(report, proc, out, err, timed_out, cpu, folder, limits, warnings)
+        peak, oom = cg.memory()
+        cg.remove()
+    if watch is not None:
+        peak, oom = watch.peak, watch.fired
+        if data.get("setup"):
+            data["setup"]["memory"] = "watch"
+    res = _run_result(data, proc, out, err, timed_out, cpu, folder, limits, warns)
+    res.memory_peak = peak
+    if oom and res.killed_by in ("SIGKILL", "cpu_time"):
+        res.killed_by = "memory"
+    return res
 
 
-def _run_result(
-    report: dict[str, Any],
-    proc: asyncio.subprocess.Process,
-    out: _Capture,
-    err: _Capture,
-    timed_out: bool,
-    cpu: float,
-    folder: Path,
-    limits: Limits,
-    warnings: list[str],
-) -> RunResult:
-    iso: dict[str, Any] = report.get("setup") or {}
-    ex: dict[str, Any] | None = report.get("exit")
-    killed_by: str | None = None
-    if timed_out:
-        exit_code, killed_by = -signal.SIGKILL, "wall_time"
-    elif ex is not None:
-        status = int(ex["status"])
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            exit_code = -sig
-            over_cpu = float(ex["cpu"]) >= max(1, math.ceil(cpu)) - 0.05
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and over_cpu):
-                killed_by = "cpu_time"
-            else:
-                killed_by = signal.Signals(sig).name
-        else:
-            exit_code = os.WEXITSTATUS(status)
-    elif not iso:
-        raise ToolError(
-            "python: the sandbox failed to start: "
-            + (err.text().strip()[-2000:] or f"exit code {proc.returncode}")
-        )
-    else:  # init itself was killed (for instance by the code, without a PID ns)
-        exit_code = proc.returncode if proc.returncode is not None else -1
-        if exit_code > 128:
-            exit_code = 128 - exit_code
-    files: list[Path] = []
-    omitted = 0
-    for rel, _ in walk_files(folder):
-        if any(part.startswith(".") for part in rel.split("/")):
-            continue  # hidden: caches libraries keep under HOME, such as .cache/
-        if len(files) < limits.max_files:
-            files.append(folder / rel)
-        else:
-            omitted += 1
-    if omitted:
-        warnings.append(f"{omitted} more produced files are not listed")
-    return RunResult(
-        exit_code=exit_code,
-        stdout=out.text(),
-        stderr=err.text(),
-        timed_out=timed_out,
-        killed_by=killed_by,
-        files=files,
-        isolation=iso,
-        warnings=[*_warnings(iso, limits), *warnings] if iso else warnings,
-    )
+def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Asks the launcher to kill the code (and so its PID namespace); it then
+    copies the files out and ends like the code did."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGUSR1)
 
 
 def task_folder(ctx: ToolContext) -> Path:
@@ -282,61 +274,56 @@ def task_folder(ctx: ToolContext) -> Path:
     return Path(ctx.workdir) / "tasks" / safe / f"attempt-{ctx.attempt}"
 
 
-def _result(run: RunResult, root: Path) -> dict[str, Any]:
-    """The tool's result. ``files`` maps each produced file's path (relative to
-    the session folder) to the file itself, which the executor stores as a
-    content-addressed artifact and which loads back as a ``Path``."""
-    out: dict[str, Any] = {
-        "exit_code": run.exit_code,
-        "stdout": run.stdout,
-        "stderr": run.stderr,
-        "timed_out": run.timed_out,
-        "killed_by": run.killed_by,
-        "files": {p.relative_to(root).as_posix(): p for p in run.files},
-    }
-    if run.warnings:
-        out["warnings"] = run.warnings
-    return out
+def make_python_tool(limits: Limits | None = None, *, check: bool = True) -> Tool:
+    """Builds the ``python`` tool with the given limits (default: ``Limits()``).
 
-
-def _describe(limits: Limits) -> str:
-    cpu = f"{limits.cpu_time:g}s CPU, " if limits.cpu_time is not None else ""
-    net = "with network access" if limits.network else "without network access"
-    return (
-        "Runs Python code in a fresh, isolated process and returns its exit code, "
-        "stdout, stderr and the files it wrote (keyed by their paths relative to "
-        "the session folder). The working folder starts empty and is private to "
-        "this task; "
-        "only it is writable. Files of the session folder (e.g. from write_file) "
-        "are readable at ../../../<path>. The process runs "
-        f"{net}, with {limits.wall_time:g}s of wall time by default (up to "
-        f"{limits.max_wall_time:g}s with timeout), {cpu}{limits.memory >> 20} MiB "
-        f"of memory and {limits.processes} processes. Print what you need to see; "
-        f"stdout and stderr are cut to {limits.output >> 10} KiB each. A non-zero "
-        "exit code is a normal result: read stderr."
-    )
-
-
-def make_python_tool(limits: Limits | None = None) -> Tool:
-    """Builds the ``python`` tool with the given limits (default: ``Limits()``)."""
+    Args:
+        limits: The sandbox's limits.
+        check: The default of the tool's ``check`` argument: True makes code
+            that raises, exits non-zero or times out fail the task (ToolError, or
+            TransientError for a timeout, so retry policies apply); False
+            returns such a run as a result with its ``exit_code``.
+    """
     lim = limits or Limits()
+    default_check = check
 
     @tool(name="python", description=_describe(lim))
     async def python(
-        code: str, timeout: float | None = None, *, ctx: ToolContext
+        code: str,
+        timeout: float | None = None,
+        check: bool = default_check,
+        *,
+        ctx: ToolContext,
     ) -> dict[str, Any]:
         """Runs Python code in an isolated process.
 
         Args:
             code: The Python source to run, as a script.
             timeout: Wall-time seconds before the process is killed.
+            check: Whether code that fails is an error (true) or a result.
         """
         folder = task_folder(ctx)
         if folder.exists():  # a crashed run of this same attempt: start clean
             shutil.rmtree(folder)
         run = await run_python(
-            code, folder, limits=lim, timeout=timeout, readable=[Path(ctx.workdir)]
+            code,
+            folder,
+            limits=lim,
+            timeout=timeout,
+            readable=[Path(ctx.workdir)],
+            hidden=[Path(ctx.workspace)],
         )
+        refused = _scrub(run, ctx)
+        if check:
+            _check(run)
+        if refused:
+            raise ToolError(
+                f"python: task {ctx.task_id!r} wrote binary files with a secret in "
+                f"them ({', '.join(refused)}); masking would corrupt them, so they "
+                "were deleted, never stored. Keep secrets out of the files the code "
+                "writes",
+                task_id=ctx.task_id,
+            )
         return _result(run, Path(ctx.workdir))
 
     return python

@@ -1,0 +1,262 @@
+"""A session that lives in the server's process, read and steered over HTTP."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from argus_lab.events import EventBase, event_adapter
+from argus_lab.model import Plan, SessionInfo, TaskRecord
+
+if TYPE_CHECKING:
+    from argus_lab.client import RemoteWorkspace
+
+__all__ = ["RemoteSession"]
+
+log = logging.getLogger("argus_lab.client")
+
+
+class RemoteSession:
+    """A session that lives in the server's process."""
+
+    def __init__(self, ws: RemoteWorkspace, name: str) -> None:
+        self.workspace = ws
+        self.name = name
+        self._view: dict[str, Any] = {}
+        self._plan: tuple[int, Plan] | None = None
+
+    def __repr__(self) -> str:
+        return f"<RemoteSession {self.name!r} {self._view.get('status')}>"
+
+    def _post(self, action: str, body: dict[str, Any] | None = None) -> Any:
+        return self.workspace.request(
+            "POST", f"/sessions/{self.name}/{action}", json=body or {}
+        ).json()
+
+    def refresh(self) -> dict[str, Any]:
+        """Reads the session's info, status and counts again."""
+        self._view = self.workspace.request("GET", f"/sessions/{self.name}").json()
+        return self._view
+
+    @property
+    def info(self) -> SessionInfo:
+        known = set(SessionInfo.model_fields)
+        return SessionInfo.model_validate(
+            {k: v for k, v in self.refresh().items() if k in known}
+        )
+
+    @property
+    def status(self) -> str:
+        return str(self.refresh()["status"])
+
+    @property
+    def running(self) -> bool:
+        return bool(self.refresh()["running"])
+
+    def counts(self) -> dict[str, int]:
+        """Tasks per status."""
+        return dict(self.refresh()["counts"])
+
+    def pending_approvals(self) -> dict[str, dict[str, Any]]:
+        """Tasks waiting for a decision, with the arguments they would run with."""
+        return dict(self.refresh()["pending_approvals"])
+
+    @property
+    def reason(self) -> str | None:
+        return self.refresh()["reason"]  # type: ignore[no-any-return]
+
+    @property
+    def breakpoints(self) -> list[str]:
+        return list(self.refresh()["breakpoints"])
+
+    @property
+    def usage(self) -> dict[str, float]:
+        return dict(self.refresh()["usage"])
+
+    def stale(self) -> list[str]:
+        """Tasks whose tool (as the server has it) or inputs changed."""
+        return list(self.refresh()["stale"])
+
+    @property
+    def plan(self) -> Plan:
+        """The plan (fetched again only when its version changed)."""
+        version = int(self._view.get("plan_version") or self.refresh()["plan_version"])
+        if self._plan is None or self._plan[0] != version:
+            d = self.workspace.request("GET", f"/sessions/{self.name}/plan").json()
+            self._plan = (version, Plan.model_validate(d))
+        return self._plan[1]
+
+    def record(self, task_id: str) -> TaskRecord:
+        """One task's record (KeyError for an unknown task)."""
+        recs = self.records
+        if task_id not in recs:
+            raise KeyError(f"session {self.name} has no task {task_id!r}")
+        return recs[task_id]
+
+    def result(self, task_id: str) -> Any:
+        """A task's result (large artifacts come back as their text form)."""
+        path = f"/sessions/{self.name}/tasks/{task_id}/result"
+        return self.workspace.request("GET", path).json()
+
+    def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
+        """Not served over HTTP (the widget shows none for a remote session)."""
+        return None
+
+    def step(self) -> list[str]:
+        """Runs the next ready task(s) once, in the server; returns their ids."""
+        return list(self._post("step")["ran"])
+
+    def set_breakpoint(self, task_id: str, on: bool = True) -> None:
+        self._post("breakpoint", {"task_id": task_id, "on": on})
+
+    def subscribe(self, callback: Callable[[EventBase], Any]) -> Callable[[], None]:
+        """Calls ``callback(event)`` for each event committed from now on, from
+        a background thread reading the server-sent-event stream (reconnecting
+        where it left off). Returns an unsubscribe function. With it a
+        ``GraphWidget`` shows a session that runs in another process."""
+        stop = threading.Event()
+        ws = self.workspace
+        live: dict[str, Any] = {}
+
+        last: int | None = None
+
+        def mark(seq: int) -> None:
+            nonlocal last
+            last = seq  # where the tail began: a reconnect resumes from here
+
+        def follow() -> None:
+            nonlocal last
+            with httpx.Client(
+                base_url=ws.url,
+                headers=ws._http.headers,
+                timeout=httpx.Timeout(30.0, read=None),
+            ) as http:
+                while not stop.is_set():
+                    params: dict[str, Any] = (
+                        {"tail": True} if last is None else {"since": last}
+                    )
+                    try:
+                        with http.stream(
+                            "GET", f"/sessions/{self.name}/events/stream", params=params
+                        ) as r:
+                            live["response"] = r
+                            for ev in _events(r, on_start=mark):
+                                if stop.is_set():
+                                    return
+                                last = ev.seq
+                                try:
+                                    callback(ev)
+                                except Exception:  # a subscriber's bug: log it
+                                    log.exception("subscriber of %s failed", self.name)
+                    except (httpx.HTTPError, httpx.StreamError):
+                        # Closed by unsubscribe(), or the server went away: retry.
+                        if not stop.wait(0.5):
+                            continue
+
+        t = threading.Thread(
+            target=follow, name=f"argus-remote-{self.name}", daemon=True
+        )
+        t.start()
+
+        def unsubscribe() -> None:
+            stop.set()
+            r = live.get("response")
+            if r is not None:
+                r.close()
+
+        return unsubscribe
+
+    @property
+    def records(self) -> dict[str, TaskRecord]:
+        out: dict[str, TaskRecord] = {}
+        offset = 0
+        while True:
+            page = self.workspace.request(
+                "GET", f"/sessions/{self.name}/tasks", params={"offset": offset}
+            ).json()
+            for d in page["items"]:
+                out[d["task_id"]] = TaskRecord.model_validate(d)
+            offset += len(page["items"])
+            if not page["items"] or offset >= page["total"]:
+                return out
+
+    def events(self, since: int = 0) -> list[EventBase]:
+        """Committed events with seq > since, in order."""
+        ad = event_adapter()
+        out: list[EventBase] = []
+        while True:
+            page = self.workspace.request(
+                "GET", f"/sessions/{self.name}/events", params={"since": since}
+            ).json()
+            out += [ad.validate_python(d) for d in page["items"]]
+            since = page["next"]
+            if not page["more"]:
+                return out
+
+    def stream(self, since: int = 0) -> Generator[EventBase, None, None]:
+        """Yields events as they are committed (server-sent events); stop by
+        breaking out of the loop."""
+        with self.workspace._http.stream(
+            "GET",
+            f"/sessions/{self.name}/events/stream",
+            params={"since": since},
+            timeout=httpx.Timeout(30.0, read=None),
+        ) as r:
+            if r.status_code >= 400:
+                r.read()
+                self.workspace.fail("GET", f"/sessions/{self.name}/events", r)
+            yield from _events(r)
+
+    def start(self) -> None:
+        """Runs the session in the background, in the server's process."""
+        self._post("run")
+
+    def pause(self, reason: str = "paused by the API") -> None:
+        self._post("pause", {"reason": reason})
+
+    def approve(
+        self, task_id: str, args: dict[str, Any] | None = None, *, by: str | None = None
+    ) -> None:
+        self._post("approve", {"task_id": task_id, "args": args, "by": by})
+
+    def reject(self, task_id: str, reason: str = "rejected") -> None:
+        self._post("reject", {"task_id": task_id, "reason": reason})
+
+    def retry(self, task_id: str) -> None:
+        self._post("retry", {"task_id": task_id})
+
+    def skip(self, task_id: str, reason: str = "skipped by the user") -> None:
+        self._post("skip", {"task_id": task_id, "reason": reason})
+
+    def fork(
+        self, at: str | None = None, *, name: str | None = None, reuse: str = "cached"
+    ) -> RemoteSession:
+        info = self._post("fork", {"at": at, "name": name, "reuse": reuse})
+        return self.workspace.open(info["name"])
+
+
+def _events(
+    r: httpx.Response, on_start: Callable[[int], Any] | None = None
+) -> Iterator[EventBase]:
+    """The events of a server-sent-event response, as they arrive; the
+    ``stream_started`` message (its id: the seq the stream starts after) goes
+    to ``on_start``."""
+    ad = event_adapter()
+    kind, ident = "", ""
+    for line in r.iter_lines():
+        if line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("id:"):
+            ident = line[3:].strip()
+        elif line.startswith("data:"):
+            if kind == "stream_started":
+                if on_start is not None and ident.isdigit():
+                    on_start(int(ident))
+            else:
+                yield ad.validate_json(line[5:].strip())
+        elif not line:
+            kind, ident = "", ""

@@ -1,0 +1,338 @@
+"""The HTTP API over one Workspace (FastAPI): sessions, their tasks and events,
+control, and typed states with JSON Patch and ETags. ``/docs`` and
+``/openapi.json`` describe every route."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Annotated, Any, Literal
+
+from fastapi import Body, Depends, FastAPI, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from jsonschema.exceptions import ValidationError as SchemaError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette.sse import EventSourceResponse
+
+from argus_lab.errors import ArgusError, ConcurrentSessionError, ConflictError
+from argus_lab.runtime.session import Session
+from argus_lab.server._guard import MAX_BODY, Guard
+from argus_lab.server._states import add_state_routes
+from argus_lab.store.state import State
+from argus_lab.workspace import Workspace
+
+__all__ = ["Hub", "create_app"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # unknown fields are refused (422)
+
+
+class TaskRef(_Strict):
+    task_id: str = Field(min_length=1, max_length=200)
+
+
+class Approve(TaskRef):
+    args: dict[str, Any] | None = None
+    by: str | None = Field(default=None, max_length=200)
+
+
+class Reason(TaskRef):
+    reason: str = Field(default="by the API", max_length=2000)
+
+
+class Breakpoint(TaskRef):
+    on: bool = True
+
+
+class Pause(_Strict):
+    reason: str = Field(default="paused by the API", max_length=2000)
+
+
+class ForkSession(_Strict):
+    at: str | None = None
+    name: str | None = None
+    reuse: Literal["cached", "none"] = "cached"
+
+
+class Hub:
+    """Open sessions and states, shared by the request threads."""
+
+    def __init__(self, ws: Workspace, tools: list[Any]) -> None:
+        self.ws = ws
+        self.tools = tools
+        self.controlled: dict[str, Session] = {}
+        self.states: dict[str, State[Any]] = {}
+        self.lock = threading.Lock()
+
+    def control(self, name: str) -> Session:
+        """The session this server drives (kept open: it may run here)."""
+        with self.lock:
+            s = self.controlled.get(name)
+            if s is None:
+                s = self.controlled[name] = self.ws.open(name, tools=self.tools)
+            return s
+
+    @contextmanager
+    def reading(self, name: str) -> Iterator[Session]:
+        """A session to read: the one running here, else a fresh view of disk."""
+        with self.lock:
+            s = self.controlled.get(name)
+            if s is not None and s.running:
+                yield s
+                return
+        s = self.ws.open(name, tools=self.tools)
+        try:
+            yield s
+        finally:
+            s.close()
+
+    def state(self, name: str) -> State[Any]:
+        with self.lock:
+            st = self.states.get(name)
+            if st is None:
+                if name not in self.ws.states():
+                    raise KeyError(f"no state {name!r} in {self.ws.path}")
+                st = self.states[name] = self.ws.state(name)
+            return st
+
+    def close(self) -> None:
+        for s in self.controlled.values():
+            s.close()
+        for st in self.states.values():
+            st.close()
+
+
+def _known_query(request: Request) -> None:
+    """Refuses query parameters the route does not declare (a typo such as
+    ``?sinse=5`` would otherwise be ignored silently)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = {p.alias for p in dependant.query_params}
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise RequestValidationError(
+            [
+                {"loc": ["query", k], "msg": "unknown query parameter", "type": "extra"}
+                for k in unknown
+            ]
+        )
+
+
+def _page(items: list[Any], offset: int, limit: int) -> dict[str, Any]:
+    return {
+        "items": items[offset : offset + limit],
+        "total": len(items),
+        "offset": offset,
+    }
+
+
+def _session_view(s: Session) -> dict[str, Any]:
+    d = s.info.model_dump(mode="json")
+    d.update(
+        status=s.status,
+        reason=s.reason,
+        counts=s.counts(),
+        running=s.running,
+        pending_approvals=s.pending_approvals(),
+        stale=s.stale(),
+        usage=s.usage,
+    )
+    return d
+
+
+def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> Any:
+    """The ASGI app: FastAPI routes behind the token/size/log guard."""
+    hub = Hub(ws, list(tools or []))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        hub.close()
+
+    app = FastAPI(
+        title="Argus Lab",
+        summary="Sessions, their trajectories and typed states over HTTP.",
+        version="1",
+        lifespan=lifespan,
+        dependencies=[Depends(_known_query)],
+    )
+
+    @app.exception_handler(KeyError)
+    async def _missing(_: Request, e: KeyError) -> JSONResponse:
+        return JSONResponse({"detail": str(e.args[0]) if e.args else ""}, 404)
+
+    @app.exception_handler(ConflictError)
+    @app.exception_handler(ConcurrentSessionError)
+    async def _conflict(_: Request, e: ArgusError) -> JSONResponse:
+        return JSONResponse({"detail": e.message}, 409)
+
+    @app.exception_handler(ArgusError)
+    async def _argus(_: Request, e: ArgusError) -> JSONResponse:
+        return JSONResponse({"detail": e.message}, 400)
+
+    @app.exception_handler(ValidationError)
+    @app.exception_handler(SchemaError)
+    @app.exception_handler(ValueError)
+    async def _invalid(_: Request, e: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(e)[:2000]}, 422)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_: Request, e: RequestValidationError) -> JSONResponse:
+        return JSONResponse(
+            {"detail": json.loads(json.dumps(e.errors(), default=str))}, 422
+        )
+
+    @app.get("/health", summary="Liveness (no token needed)")
+    def health() -> dict[str, Any]:
+        return {"ok": True}
+
+    # -- sessions --------------------------------------------------------------
+
+    @app.get("/sessions", summary="Sessions, oldest first (paged)")
+    def sessions(
+        offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000)
+    ) -> dict[str, Any]:
+        infos = [i.model_dump(mode="json") for i in ws.sessions()]
+        return _page(infos, offset, limit)
+
+    @app.get("/sessions/{name}", summary="One session: info, status, counts")
+    def session(name: str) -> dict[str, Any]:
+        with hub.reading(name) as s:
+            return _session_view(s)
+
+    @app.get("/sessions/{name}/tasks", summary="Task records (paged)")
+    def tasks(
+        name: str,
+        offset: int = Query(0, ge=0),
+        limit: int = Query(500, ge=1, le=5000),
+    ) -> dict[str, Any]:
+        with hub.reading(name) as s:
+            recs = [r.model_dump(mode="json") for r in s.records.values()]
+        return _page(recs, offset, limit)
+
+    @app.get("/sessions/{name}/events", summary="Events with seq > since (paged)")
+    def events(
+        name: str,
+        since: int = Query(0, ge=0),
+        limit: int = Query(1000, ge=1, le=10000),
+    ) -> dict[str, Any]:
+        with hub.reading(name) as s:
+            evs = s.events(since)
+        items = [e.model_dump(mode="json") for e in evs[:limit]]
+        nxt = items[-1]["seq"] if items else since
+        return {"items": items, "next": nxt, "more": len(evs) > limit}
+
+    @app.get(
+        "/sessions/{name}/events/stream",
+        summary="Server-sent events: each committed event as it lands",
+        response_class=Response,
+    )
+    async def stream(
+        request: Request,
+        name: str,
+        since: int = Query(0, ge=0),
+        tail: bool = Query(False, description="only events committed from now on"),
+    ) -> EventSourceResponse:
+        s = await run_in_threadpool(ws.open, name)
+        if tail:
+            past = await run_in_threadpool(s.events, since)
+            since = past[-1].seq if past else since
+        resume = request.headers.get("last-event-id", "")
+        if resume.isdigit():  # a reconnecting EventSource goes on where it was
+            since = max(since, int(resume))
+
+        async def gen() -> AsyncIterator[dict[str, str]]:
+            last = since
+            try:
+                # Where the stream starts, so a client can resume from there.
+                yield {"event": "stream_started", "id": str(since), "data": "{}"}
+                while not await request.is_disconnected():
+                    for e in await run_in_threadpool(s.events, last):
+                        last = e.seq
+                        yield {
+                            "event": e.kind,
+                            "id": str(e.seq),
+                            "data": e.model_dump_json(),
+                        }
+                    await asyncio.sleep(0.2)  # the store is polled: any writer
+            finally:
+                await run_in_threadpool(s.close)
+
+        return EventSourceResponse(gen(), ping=15)
+
+    @app.get("/sessions/{name}/plan", summary="The session's plan")
+    def plan(name: str) -> dict[str, Any]:
+        with hub.reading(name) as s:
+            return s.plan.model_dump(mode="json")
+
+    @app.get("/sessions/{name}/tasks/{task_id}/result", summary="A task's result")
+    def result(name: str, task_id: str) -> Any:
+        with hub.reading(name) as s:
+            value = s.result(task_id)
+        # Artifacts (frames, images) come back as their text form.
+        return json.loads(json.dumps(value, default=str))
+
+    @app.post("/sessions/{name}/step", summary="Run the next ready task(s) once")
+    def step(name: str) -> dict[str, Any]:
+        recs = hub.control(name).step()
+        return {"ran": [r.task_id for r in recs]}
+
+    @app.post("/sessions/{name}/breakpoint", summary="Set or clear a breakpoint")
+    def breakpoint(name: str, body: Breakpoint) -> dict[str, Any]:
+        s = hub.control(name)
+        s.set_breakpoint(body.task_id, on=body.on)
+        return {"breakpoints": s.breakpoints}
+
+    @app.post("/sessions/{name}/run", status_code=202, summary="Run in background")
+    def run(name: str) -> dict[str, Any]:
+        s = hub.control(name)
+        s.start()
+        return {"running": True, "name": s.name}
+
+    @app.post("/sessions/{name}/pause", summary="Ask a run to stop")
+    def pause(
+        name: str, body: Annotated[Pause, Body(default_factory=Pause)]
+    ) -> dict[str, Any]:
+        hub.control(name).pause(body.reason)
+        return {"ok": True}
+
+    @app.post("/sessions/{name}/approve", summary="Approve a task (edited args)")
+    def approve(name: str, body: Approve) -> dict[str, Any]:
+        hub.control(name).approve(body.task_id, body.args, by=body.by or "api")
+        return {"ok": True}
+
+    @app.post("/sessions/{name}/reject", summary="Refuse a task")
+    def reject(name: str, body: Reason) -> dict[str, Any]:
+        hub.control(name).reject(body.task_id, body.reason, by="api")
+        return {"ok": True}
+
+    @app.post("/sessions/{name}/retry", summary="Make a failed task pending")
+    def retry(name: str, body: TaskRef) -> dict[str, Any]:
+        hub.control(name).retry(body.task_id)
+        return {"ok": True}
+
+    @app.post("/sessions/{name}/skip", summary="Skip a task")
+    def skip(name: str, body: Reason) -> dict[str, Any]:
+        hub.control(name).skip(body.task_id, body.reason)
+        return {"ok": True}
+
+    @app.post("/sessions/{name}/fork", status_code=201, summary="Fork a session")
+    def fork(name: str, body: ForkSession) -> dict[str, Any]:
+        with hub.reading(name) as s:
+            f = s.fork(at=body.at, name=body.name, reuse=body.reuse)
+        try:
+            return f.info.model_dump(mode="json")
+        finally:
+            f.close()
+
+    add_state_routes(app, hub)
+
+    return Guard(app, token=token, max_body=MAX_BODY)

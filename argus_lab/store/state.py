@@ -1,0 +1,370 @@
+"""Typed state transactions: ACID changes to one pydantic model, for any agent.
+
+```python
+st = ws.state("trader-1", model=PortfolioState)   # created with defaults once
+with st.transaction() as s:                       # optimistic; lock=True: a lease
+    s.cash -= 100
+st.update(lambda s: s.positions.update(A=1), retries=5)
+st.get(); st.at(3); st.history(); st.fork(at=3)
+```
+
+A transaction works on a copy; on exit the copy is validated against the model,
+then against every ``@st.invariant``, diffed against the version it started
+from, and committed as one JSON Patch in one SQLite transaction (``StateLog``).
+Any exception, a failed validation or a broken invariant writes nothing, and
+the state seen by ``get()`` stays as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jsonpatch
+from pydantic import BaseModel
+
+from argus_lab.errors import ArgusError, ConflictError
+from argus_lab.store.checkpoints import Durability
+from argus_lab.store.state_core import (
+    Hook,
+    InvariantViolation,
+    M,
+    StateCore,
+    _caller,
+)
+from argus_lab.store.state_log import (
+    DEFAULT_SNAPSHOT_EVERY,
+    Commit,
+    StateHead,
+    StateLog,
+    dumps,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["InvariantViolation", "State", "open_state", "state_names"]
+
+
+class State(StateCore[M]):
+    """One typed state in a workspace. Get it with ``ws.state(name, model=...)``.
+
+    Thread-safe; several processes may open the same state: commits are
+    serialized by SQLite and checked against the version each started from.
+    """
+
+    def __repr__(self) -> str:
+        kind = self.model.__name__ if isinstance(self.model, type) else "dict"
+        return f"State({self.name!r}, model={kind}, version={self.version})"
+
+    def close(self) -> None:
+        """Closes the store's connections."""
+        self._log.close()
+
+    # -- registration ------------------------------------------------------------
+
+    def invariant(self, fn: Callable[[M], Any]) -> Callable[[M], Any]:
+        """Decorator: ``fn(state)`` must not return False nor raise
+        AssertionError for a commit to go through."""
+        self._invariants.append(fn)
+        return fn
+
+    def migration(
+        self, from_version: int
+    ) -> Callable[[Callable[[dict[str, Any]], Any]], Callable[[dict[str, Any]], Any]]:
+        """Decorator: upgrades a stored document (a dict) from ``from_version``
+        to the next schema version; chained up to ``schema_version``."""
+
+        def register(fn: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+            self._migrations[from_version] = fn
+            return fn
+
+        return register
+
+    def on_checkpoint(self, fn: Hook) -> Hook:
+        """Decorator: ``fn(state)`` drops derived data when ``compact()`` writes
+        a checkpoint (mutate the state in place)."""
+        self._on_checkpoint.append(fn)
+        return fn
+
+    def on_size_warning(self, fn: Hook) -> Hook:
+        """Decorator: ``fn(event)`` is called after a commit that set off the
+        size watch (``max_size`` or ``growth_window``)."""
+        self._on_size.append(fn)
+        return fn
+
+    # -- reading -----------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """The latest committed version."""
+        return self._head().version
+
+    def get(self) -> M:
+        """A copy of the latest version (changing it changes nothing stored)."""
+        k = self._current()
+        return self._thaw(k.text, k.schema, k.doc)
+
+    def get_json(self) -> tuple[int, Any]:
+        """(version, document as stored); for servers and tools."""
+        k = self._current()
+        return k.version, json.loads(k.text)
+
+    def at(self, version: int) -> M:
+        """The state as it was at ``version`` (KeyError when there is none)."""
+        doc, schema = self._log.replay(version)
+        return self._thaw(None, schema, doc)
+
+    def history(self) -> pd.DataFrame:
+        """One row per version: version, time, kind, size, changed, caller,
+        snapshot (whether the version is stored in full)."""
+        import pandas as pd
+
+        rows = [
+            {
+                "version": r["v"],
+                "time": pd.Timestamp(r["ts"], unit="s", tz="UTC"),
+                "kind": r["kind"],
+                "size": r["size"],
+                "changed": list(r.get("changed") or []),
+                "caller": r["caller"],
+                "snapshot": "snapshot" in r,
+            }
+            for r in self._log.records()
+        ]
+        return pd.DataFrame(
+            rows,
+            columns=[
+                "version",
+                "time",
+                "kind",
+                "size",
+                "changed",
+                "caller",
+                "snapshot",
+            ],
+        )
+
+    def events(self, since: int = 0) -> list[dict[str, Any]]:
+        """Size warnings, compactions, migrations and forks, oldest first."""
+        return self._log.events(since)
+
+    # -- writing -----------------------------------------------------------------
+
+    @contextmanager
+    def transaction(
+        self, lock: bool = False, *, timeout: float = 30.0, caller: str | None = None
+    ) -> Iterator[M]:
+        """Yields a copy to change; commits it atomically when the block ends.
+
+        Args:
+            lock: Hold the state's lease for the whole block (pessimistic), so
+                no other writer can commit meanwhile; it expires if this
+                process dies. Default: optimistic.
+            timeout: Seconds to wait for the lease (``lock=True``).
+            caller: Recorded in the history (default: the calling code).
+
+        Raises:
+            ConflictError: another writer committed since the block began, or
+                holds the lock. Nothing was written.
+            pydantic.ValidationError: the changed state does not fit the model.
+            InvariantViolation: an ``@st.invariant`` does not hold.
+        """
+        tx = self._begin(lock, timeout, caller or _caller())
+        try:
+            obj = self._thaw_tx(tx)
+            yield obj
+            self._finish(tx, obj)
+        finally:
+            self._release(tx)
+
+    def update(
+        self,
+        fn: Callable[[M], M | None],
+        *,
+        retries: int = 3,
+        lock: bool = False,
+        timeout: float = 30.0,
+        caller: str | None = None,
+    ) -> M:
+        """Runs ``fn`` on a fresh copy and commits it, re-running it after a
+        ConflictError up to ``retries`` times. ``fn`` changes its argument in
+        place or returns the new state. Returns the committed state."""
+        who = caller or _caller()
+        for attempt in range(retries + 1):
+            tx = self._begin(lock, timeout, who)
+            try:
+                obj = self._thaw_tx(tx)
+                out = fn(obj)
+                want = self.model if self.model is not None else dict
+                if out is not None and not isinstance(out, want):
+                    raise TypeError(
+                        f"st.update: fn returned a {type(out).__name__}; change "
+                        f"its argument in place (return None) or return a new "
+                        f"{want.__name__}"
+                    )
+                self._finish(tx, obj if out is None else out)
+                return self.get()
+            except ConflictError:
+                if attempt == retries:
+                    raise
+            finally:
+                self._release(tx)
+            # Jittered backoff: writers that collided do not collide again.
+            time.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def patch(self, ops: list[dict[str, Any]], *, expected: int, caller: str) -> int:
+        """Applies a JSON Patch to version ``expected`` and commits it (the
+        HTTP API's PATCH); returns the new version. ConflictError when stale."""
+        tx = self._begin(False, 0.0, caller)
+        if tx.version != expected:
+            raise ConflictError(
+                f"state {self.name} is at version {tx.version}, not {expected}",
+                state=self.name,
+                version=tx.version,
+            )
+        doc = self._migrate(json.loads(dumps(tx.doc)), tx.schema)
+        try:
+            doc = jsonpatch.apply_patch(doc, ops, in_place=True)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+            raise ValueError(f"the JSON Patch does not apply: {e}") from None
+        obj = doc if self.model is None else self.model.model_validate(doc)  # type: ignore[attr-defined]
+        self._finish(tx, obj)
+        return self.version
+
+    def compact(self, *, keep_history: bool = True) -> int:
+        """Runs the ``@st.on_checkpoint`` hooks and writes the result as a full
+        snapshot (a new version); ``keep_history=False`` also drops every older
+        version. Returns the new version."""
+        tx = self._begin(False, 0.0, _caller())
+        obj = self._thaw_tx(tx)
+        before = self._head().size
+        for hook in self._on_checkpoint:
+            out = hook(obj)
+            obj = obj if out is None else out
+        doc, text = self._validate(obj)
+        ev = {"kind": "state_compacted", "state": self.name, "ts": time.time()}
+        ev["payload"] = {
+            "before": before,
+            "after": len(text),
+            "pruned": not keep_history,
+        }
+        c = Commit(doc, text, self.schema_version, tx.caller, "compact", events=[ev])
+        self._commit(c, tx, prune=not keep_history)
+        return self.version
+
+    def fork(self, at: int | None = None, name: str | None = None) -> State[M]:
+        """A new state starting from this one at version ``at`` (default: the
+        latest), with the same model, invariants, migrations and hooks."""
+        v = self.version if at is None else at
+        src = self.at(v)
+        name = name or f"{self.name}-fork-{uuid.uuid4().hex[:4]}"
+        new: State[M] = open_state(
+            self._log.directory.parent,
+            name,
+            self.model,
+            schema_version=self.schema_version,
+            max_size=self.max_size,
+            growth_window=self.growth_window,
+            lock_ttl=self.lock_ttl,
+            durability=self._durability,
+            snapshot_every=self._log.snapshot_every,
+            initial=src,
+            parent=(self.name, v),
+            create_only=True,
+            json_schema=self._head().json_schema,
+        )
+        new._invariants = list(self._invariants)
+        new._migrations = dict(self._migrations)
+        new._on_checkpoint = list(self._on_checkpoint)
+        new._on_size = list(self._on_size)
+        return new
+
+
+_NAME_OK = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+)
+
+
+def _check_name(name: str) -> None:
+    if not (0 < len(name) <= 64 and name[0].isalnum() and set(name) <= _NAME_OK):
+        raise ValueError(
+            f"state name {name!r} must start with a letter or digit and use only "
+            "letters, digits, '.', '_' or '-' (at most 64)"
+        )
+
+
+def state_names(root: Path) -> list[str]:
+    """The names of the states under ``root`` (a workspace's states/ folder)."""
+    if not root.is_dir():
+        return []
+    return sorted(d.name for d in root.iterdir() if (d / "cache.db").exists())
+
+
+def open_state(
+    root: Path,
+    name: str,
+    model: Any = None,
+    *,
+    schema_version: int = 1,
+    max_size: int | None = None,
+    growth_window: int = 0,
+    lock_ttl: float = 30.0,
+    durability: Durability = "normal",
+    snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    initial: Any = None,
+    parent: tuple[str, int] | None = None,
+    create_only: bool = False,
+    caller: str | None = None,
+    json_schema: dict[str, Any] | None = None,
+) -> State[Any]:
+    """Opens the state ``root/name``, creating it (from ``initial``, else the
+    model's defaults) when it does not exist yet."""
+    _check_name(name)
+    if model is not None and not (
+        isinstance(model, type) and issubclass(model, BaseModel)
+    ):
+        raise TypeError(f"model must be a pydantic BaseModel class, not {model!r}")
+    if create_only and (root / name / "cache.db").exists():
+        raise ArgusError(f"a state named {name!r} already exists in {root}")
+    log = StateLog(
+        root / name, name, durability=durability, snapshot_every=snapshot_every
+    )
+    st: State[Any] = State(
+        log,
+        model,
+        schema_version=schema_version,
+        max_size=max_size,
+        growth_window=growth_window,
+        lock_ttl=lock_ttl,
+        durability=durability,
+    )
+    if log.head() is None:
+        if initial is None and model is None:
+            initial = {}
+        obj = initial if initial is not None else model()
+        try:
+            doc, text = st._validate(obj)
+        except BaseException:
+            log.close()
+            raise
+        head = StateHead(schema=schema_version)
+        if parent is not None:
+            head.parent, head.forked_at = parent
+        head.json_schema = (
+            model.model_json_schema() if model is not None else json_schema
+        )
+        kind = "fork" if parent else "create"
+        who = caller or _caller()
+        # Another process may have created it first: then use theirs.
+        with contextlib.suppress(ConflictError):
+            log.create(Commit(doc, text, schema_version, who, kind), head)
+    return st

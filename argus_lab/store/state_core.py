@@ -1,0 +1,313 @@
+"""The commit path of a typed state: copies, validation, diff, lease, commit.
+
+``State`` (state.py) is the public face; this base class holds what every
+transaction goes through: ``_begin`` (the lease if asked, the version it starts
+from), ``_thaw`` (a fresh typed copy), ``_validate`` (the model, or the stored
+JSON schema, then the invariants), ``_finish`` (the JSON Patch) and ``_commit``
+(one SQLite transaction, then the size-watch hooks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from argus_lab.errors import ArgusError, ConflictError, SchemaVersionError
+from argus_lab.store.checkpoints import Durability, make_lease
+from argus_lab.store.state_diff import diff
+from argus_lab.store.state_log import Commit, StateHead, StateLog, dumps
+
+__all__ = ["InvariantViolation", "StateCore"]
+
+M = TypeVar("M")
+Hook = Callable[[Any], Any]
+log = logging.getLogger("argus_lab.state")
+
+
+class InvariantViolation(ArgusError, ValueError):
+    """A transaction broke an ``@st.invariant``; nothing was written."""
+
+
+@dataclass
+class _Known:
+    """The last version this process has seen (immutable once cached)."""
+
+    version: int
+    doc: Any
+    text: str
+    schema: int
+
+
+@dataclass
+class _Tx:
+    version: int
+    doc: Any
+    schema: int
+    holder: str | None
+    caller: str
+
+
+class StateCore(Generic[M]):
+    """What every transaction of a ``State`` goes through (see state.py)."""
+
+    def __init__(
+        self,
+        log: StateLog,
+        model: type[M] | None,
+        *,
+        schema_version: int = 1,
+        max_size: int | None = None,
+        growth_window: int = 0,
+        lock_ttl: float = 30.0,
+        durability: Durability = "normal",
+    ) -> None:
+        self._log = log
+        self.name = log.name
+        self.model = model
+        self.schema_version = schema_version
+        self.max_size = max_size
+        """Size watch: bytes past which a commit emits ``state_size_warning``."""
+        self.growth_window = growth_window
+        """Size watch: warn after this many commits in a row grew the state."""
+        self.lock_ttl = lock_ttl
+        self._durability = durability
+        self._known: _Known | None = None
+        self._copies_known: bool | None = None
+        self._mutex = threading.Lock()
+        self._invariants: list[Callable[[M], Any]] = []
+        self._migrations: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+        self._on_checkpoint: list[Hook] = []
+        self._on_size: list[Hook] = []
+
+    def _head(self) -> StateHead:
+        head = self._log.head()
+        if head is None:
+            raise KeyError(f"state {self.name} was deleted")
+        return head
+
+    def _current(self) -> _Known:
+        head = self._head()
+        with self._mutex:
+            k = self._known
+            if k is not None and k.version == head.version:
+                return k
+            # Catch up from what we know (a fresh copy: cached docs are shared).
+            start = (k.version, json.loads(k.text)) if k else None
+            doc, schema = self._log.replay(head.version, start)
+            k = _Known(head.version, doc, dumps(doc), schema)
+            if self._known is None or self._known.version < k.version:
+                self._known = k
+            return k
+
+    def _migrate(self, doc: Any, schema: int) -> Any:
+        if schema > self.schema_version:
+            raise SchemaVersionError(
+                f"state {self.name} is at schema version {schema}, newer than this "
+                f"model's ({self.schema_version}); open it with the newer model"
+            )
+        for v in range(schema, self.schema_version):
+            fn = self._migrations.get(v)
+            if fn is None:
+                raise SchemaVersionError(
+                    f"state {self.name}: no migration from schema version {v}; "
+                    f"register one with @st.migration(from_version={v})"
+                )
+            doc = fn(doc)
+        return doc
+
+    def _thaw(self, text: str | None, schema: int, doc: Any = None) -> M:
+        """A fresh object of the model (nothing shared with the cache).
+
+        ``doc``, the parsed ``text`` when the caller has it, is validated
+        directly (~3x faster than parsing 1 MB again) when the model copies
+        every container it validates; see ``_copies``."""
+        model: Any = self.model
+        fast = schema == self.schema_version and model is not None and doc is not None
+        if fast and self._copies():
+            with contextlib.suppress(ValidationError):  # e.g. strict models
+                return model.model_validate(doc)  # type: ignore[no-any-return]
+        if text is None:
+            text = dumps(doc)
+        if schema == self.schema_version:
+            if model is None:
+                return json.loads(text)  # type: ignore[no-any-return]
+            return model.model_validate_json(text)  # type: ignore[no-any-return]
+        fresh = self._migrate(json.loads(text), schema)
+        return fresh if model is None else model.model_validate(fresh)  # type: ignore[no-any-return]
+
+    def _copies(self) -> bool:
+        """Whether validating a dict builds new containers all the way down.
+
+        Pydantic keeps the very objects it is given where a field is ``Any``,
+        an arbitrary type or a plain/wrap validator: a copy made from the
+        cached document would share them, and a transaction changing them in
+        place would change the cache. Such models take the slower JSON path."""
+        if self._copies_known is None:
+            schema = getattr(self.model, "__pydantic_core_schema__", None)
+            self._copies_known = schema is not None and not _shares(schema)
+        return self._copies_known
+
+    def _begin(self, lock: bool, timeout: float, caller: str) -> _Tx:
+        holder = self._acquire(timeout) if lock else None
+        try:
+            k = self._current()
+        except BaseException:
+            if holder:
+                self._log.set_lease(holder, None)
+            raise
+        return _Tx(k.version, k.doc, k.schema, holder, caller)
+
+    def _thaw_tx(self, tx: _Tx) -> M:
+        k = self._known
+        text = k.text if k is not None and k.doc is tx.doc else None
+        return self._thaw(text, tx.schema, tx.doc)
+
+    def _acquire(self, timeout: float) -> str:
+        holder = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        end = time.monotonic() + timeout
+        pause = 0.0005
+        while self._log.set_lease(holder, make_lease(holder, self.lock_ttl)) is None:
+            if time.monotonic() > end:
+                raise ConflictError(
+                    f"state {self.name}: the lock was not free within {timeout}s "
+                    "(another transaction(lock=True) holds it)",
+                    state=self.name,
+                )
+            time.sleep(random.uniform(0, pause))
+            pause = min(pause * 2, 0.02)
+        return holder
+
+    def _release(self, tx: _Tx) -> None:
+        if tx.holder is not None:
+            self._log.set_lease(tx.holder, None)
+            tx.holder = None
+
+    def _validate(self, obj: Any) -> tuple[Any, str]:
+        """Validates against the model (or the stored JSON schema) and the
+        invariants; returns the document and its JSON text."""
+        if self.model is None:
+            text = dumps(obj)  # TypeError names what is not JSON
+            doc = json.loads(text)
+            head = self._log.head()
+            schema = head.json_schema if head is not None else None
+            if schema:
+                import jsonschema
+
+                jsonschema.validate(doc, schema)
+            valid: Any = doc
+        else:
+            raw = obj.model_dump(warnings=False) if isinstance(obj, BaseModel) else obj
+            valid = self.model.model_validate(raw)  # type: ignore[attr-defined]
+            text = valid.model_dump_json()
+            doc = valid.model_dump(mode="json")
+        for inv in self._invariants:
+            try:
+                ok = inv(valid)
+            except AssertionError as e:
+                ok, why = False, f": {e}" if str(e) else ""
+            else:
+                why = ""
+            if ok is False:
+                raise InvariantViolation(
+                    f"state {self.name}: invariant {inv.__name__!r} does not hold"
+                    f"{why}; nothing was written"
+                )
+        return doc, text
+
+    def _finish(self, tx: _Tx, obj: Any) -> None:
+        doc, text = self._validate(obj)
+        c = Commit(doc, text, self.schema_version, tx.caller)
+        if tx.schema == self.schema_version:
+            ops = diff(tx.doc, doc)
+            if not ops and dumps(tx.doc) == dumps(doc):
+                return  # nothing changed: no version
+            # Empty ops that changed the text: a change diff() cannot see,
+            # stored whole (patch None means a snapshot).
+            c.patch = ops or None
+            c.changed = sorted({_field(op["path"]) for op in ops})
+        else:
+            c.kind = "migrate"
+            c.events.append(
+                {
+                    "kind": "state_migrated",
+                    "state": self.name,
+                    "ts": time.time(),
+                    "payload": {"from": tx.schema, "to": self.schema_version},
+                }
+            )
+        self._commit(c, tx)
+
+    def _commit(self, c: Commit, tx: _Tx, *, prune: bool = False) -> None:
+        if c.schema != tx.schema and isinstance(self.model, type):
+            c.json_schema = self.model.model_json_schema()  # type: ignore[attr-defined]
+        head = self._log.commit(
+            c,
+            tx.version,
+            tx.holder,
+            release=tx.holder is not None,
+            prune=prune,
+            max_size=self.max_size,
+            growth_window=self.growth_window,
+        )
+        tx.holder = None  # released by the commit
+        with self._mutex:
+            if self._known is None or self._known.version < head.version:
+                self._known = _Known(head.version, c.doc, c.text, c.schema)
+        for ev in c.events:
+            if ev["kind"] == "state_size_warning":
+                log.warning(
+                    "state %s: %s (%d bytes)",
+                    self.name,
+                    ev["payload"]["reason"],
+                    ev["payload"]["size"],
+                )
+                for hook in self._on_size:
+                    hook(ev)
+
+
+_SHARING = frozenset(
+    {"any", "is-instance", "is-subclass", "callable", "function-plain", "function-wrap"}
+)
+
+
+def _shares(schema: Any) -> bool:
+    """Whether a pydantic core schema has a node that returns its input as is."""
+    if isinstance(schema, dict):
+        if schema.get("type") in _SHARING:
+            return True
+        return any(_shares(v) for v in schema.values())
+    if isinstance(schema, list | tuple):
+        return any(_shares(v) for v in schema)
+    return False
+
+
+def _field(path: str) -> str:
+    top = path.split("/")[1] if path.count("/") else ""
+    return top.replace("~1", "/").replace("~0", "~")
+
+
+def _caller() -> str:
+    """``function (file:line)`` of the first frame outside Argus and contextlib."""
+    f = sys._getframe(1)
+    here = str(Path(__file__).parent.parent)
+    while f is not None and (
+        f.f_code.co_filename.startswith(here) or "contextlib" in f.f_code.co_filename
+    ):
+        f = f.f_back  # type: ignore[assignment]
+    if f is None:
+        return f"pid {os.getpid()}"
+    name = Path(f.f_code.co_filename).name
+    return f"{f.f_code.co_name} ({name}:{f.f_lineno}) pid {os.getpid()}"

@@ -1,0 +1,400 @@
+"""The version log of one typed state: JSON Patch deltas on diskcache.
+
+Keys in a state's cache (``<workspace>/states/<name>/``):
+
+- ``head``: version, the latest snapshot's version, bytes of patches since it,
+  the model's schema version, the size-watch counters and the writer lease;
+  rewritten by every commit.
+- ``v:<version>``: one record per version: either a full ``snapshot`` or a JSON
+  Patch (RFC 6902) against the version before, plus time, size, changed fields,
+  caller and the model's schema version.
+- ``e:<seq>``: state events (size warnings, compactions, migrations, forks).
+
+Values use the checkpoint envelope (``"<format>|<crc32>|<json>"``, no pickle).
+A commit writes its record, events and head in ONE SQLite transaction, after
+checking the version it started from and the lease, so a crash leaves each
+version whole or absent. Reading a version costs a snapshot + < K patches.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import diskcache
+import jsonpatch
+
+from argus_lab.errors import ConflictError, CorruptCheckpointError, SchemaVersionError
+from argus_lab.store.checkpoints import (
+    SCHEMA_VERSION,
+    Durability,
+    encode,
+    lease_is_live,
+    open_cache,
+)
+
+__all__ = ["DEFAULT_SNAPSHOT_EVERY", "StateHead", "StateLog", "dumps"]
+
+DEFAULT_SNAPSHOT_EVERY = 64
+"""A full snapshot every 64 commits: for a 1 MB state changing one field, the
+snapshot's share is 1 MB / 64 = 16 KB per commit, plus the patch (~100 bytes),
+under the 20 KB budget (BENCHMARKS.md); reading any version applies <= 63 patches."""
+
+
+def dumps(doc: Any) -> str:  # compact, as stored: sizes are measured on it
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass
+class StateHead:
+    """The state's current version and bookkeeping, rewritten by every commit."""
+
+    version: int = 0
+    base: int = 0
+    """The version of the latest full snapshot."""
+    patch_bytes: int = 0
+    """Bytes of patches written since ``base``."""
+    schema: int = 1
+    """The model's schema version of the current document."""
+    size: int = 0
+    """Bytes of the current document's JSON."""
+    growth: int = 0
+    """Consecutive commits that made the document bigger."""
+    last_seq: int = 0
+    lease: dict[str, Any] | None = None
+    created: float = 0.0
+    parent: str | None = None
+    forked_at: int | None = None
+    json_schema: dict[str, Any] | None = None
+    """The model's JSON schema, so other processes (``argus serve``) validate too."""
+
+
+@dataclass
+class Commit:
+    """What one commit writes, prepared outside the store's lock."""
+
+    doc: Any
+    text: str
+    schema: int
+    caller: str
+    kind: str = "commit"
+    patch: list[dict[str, Any]] | None = None
+    changed: list[str] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    json_schema: dict[str, Any] | None = None
+
+
+class StateLog:
+    """The store of one state: a diskcache folder of versioned records."""
+
+    def __init__(
+        self,
+        directory: Path,
+        name: str,
+        *,
+        durability: Durability = "normal",
+        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    ) -> None:
+        if snapshot_every < 1:
+            raise ValueError(f"snapshot_every must be >= 1, got {snapshot_every}")
+        self.directory = Path(directory)
+        self.name = name
+        self.snapshot_every = snapshot_every
+        try:
+            self.cache = open_cache(self.directory, durability)
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt("cache.db", e) from None
+
+    def close(self) -> None:
+        """Closes the SQLite connections (the data stays on disk)."""
+        self.cache.close()
+
+    # -- the envelope ----------------------------------------------------------
+
+    def _corrupt(self, key: str, why: object) -> CorruptCheckpointError:
+        return CorruptCheckpointError(
+            f"state {self.name}: record {key!r} is damaged ({why}). Other states "
+            "and sessions are unaffected; fork the state at an earlier version "
+            "(st.fork(at=...)) to go on from there.",
+            key=key,
+        )
+
+    def _decode(self, key: str, raw: Any) -> Any:
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", "replace")
+        if not isinstance(raw, str):
+            raise self._corrupt(key, f"unexpected {type(raw).__name__} value")
+        try:
+            fmt_s, crc_s, body = raw.split("|", 2)
+            fmt = int(fmt_s)
+        except ValueError:
+            raise self._corrupt(key, "no version/checksum envelope") from None
+        if f"{zlib.crc32(body.encode()):08x}" != crc_s:
+            raise self._corrupt(key, "checksum mismatch")
+        if fmt > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"state {self.name}: record {key!r} has format {fmt}, newer than "
+                f"this argus-lab understands ({SCHEMA_VERSION}); upgrade argus-lab"
+            )
+        try:
+            return json.loads(body)
+        except json.JSONDecodeError as e:
+            raise self._corrupt(key, e) from None
+
+    def _get(self, key: str) -> Any:
+        try:
+            raw = self.cache.get(key)
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt(key, e) from None
+        return None if raw is None else self._decode(key, raw)
+
+    def _scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
+        # One range query (diskcache has no range read; checkpoints do the same).
+        try:
+            rows = self.cache._sql(
+                "SELECT key, mode, filename, value FROM Cache "
+                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
+                (lo, hi),
+            ).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt(f"{lo}*", e) from None
+        for key, mode, filename, value in rows:
+            if mode != diskcache.core.MODE_RAW:
+                value = self.cache.disk.fetch(mode, filename, value, False)
+            yield key, self._decode(key, value)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        try:
+            with self.cache.transact(retry=True):
+                yield
+        except sqlite3.DatabaseError as e:
+            raise self._corrupt("cache.db", e) from None
+
+    # -- reading ---------------------------------------------------------------
+
+    def head(self) -> StateHead | None:
+        """The current head, or None when no state was created here."""
+        d = self._get("head")
+        if d is None:
+            return None
+        try:  # fields a newer writer added are left out, not fatal
+            return StateHead(**{k: v for k, v in d.items() if k in _HEAD})
+        except TypeError as e:
+            raise self._corrupt("head", e) from None
+
+    def record(self, version: int) -> dict[str, Any]:
+        """The stored record of one version (KeyError when there is none)."""
+        rec = self._get(_vkey(version))
+        if rec is None:
+            raise KeyError(f"state {self.name} has no version {version}")
+        return dict(rec)
+
+    def records(self, lo: int = 1, hi: int | None = None) -> Iterator[dict[str, Any]]:
+        """Records of versions lo..hi (inclusive), oldest first."""
+        top = _vkey(hi + 1) if hi is not None else "v;"
+        for _, rec in self._scan(_vkey(lo), top):
+            yield rec
+
+    def replay(
+        self, version: int, start: tuple[int, Any] | None = None
+    ) -> tuple[Any, int]:
+        """The document at ``version`` and its schema, from its snapshot and
+        patches; ``start`` (version, document, not mutated by the caller after)
+        skips what is already known when no snapshot intervenes."""
+        rec = self.record(version)
+        base = int(rec["base"])
+        if start is not None and start[0] >= base and start[0] <= version:
+            lo, doc = start[0] + 1, start[1]
+        else:
+            lo, doc = base, None
+        schema = int(rec["schema"])
+        n = lo
+        for r in self.records(lo, version):
+            if int(r["v"]) != n:
+                raise self._corrupt(_vkey(n), "missing from the version log")
+            n += 1
+            if "snapshot" in r:
+                doc = r["snapshot"]
+            else:
+                if doc is None:
+                    raise self._corrupt(_vkey(int(r["v"])), "patch with no snapshot")
+                try:
+                    doc = jsonpatch.apply_patch(doc, r["patch"], in_place=True)
+                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+                    raise self._corrupt(
+                        _vkey(int(r["v"])), "patch does not apply"
+                    ) from None
+        if n != version + 1:
+            raise self._corrupt(_vkey(n), "missing from the version log")
+        return doc, schema
+
+    def events(self, since: int = 0) -> list[dict[str, Any]]:
+        """State events with seq > since."""
+        return [ev for _, ev in self._scan(f"e:{since + 1:012d}", "e;")]
+
+    # -- writing ---------------------------------------------------------------
+
+    def create(self, c: Commit, head: StateHead) -> StateHead:
+        """Writes version 1 (a snapshot); ConflictError when one exists."""
+        with self._transaction():
+            if self.cache.get("head") is not None:
+                raise ConflictError(
+                    f"state {self.name} already exists", state=self.name, version=1
+                )
+            head.version = 0
+            head.created = head.created or time.time()
+            self._write(head, c, snapshot=True)
+        return head
+
+    def commit(
+        self,
+        c: Commit,
+        expected: int,
+        holder: str | None = None,
+        *,
+        release: bool = False,
+        prune: bool = False,
+        max_size: int | None = None,
+        growth_window: int = 0,
+    ) -> StateHead:
+        """Writes one version atomically, after checking nobody else committed
+        since ``expected`` and no live lease other than ``holder``'s is held.
+
+        Size watch: a ``state_size_warning`` event joins ``c.events`` when the
+        document grows past ``max_size``, or has grown at each of the last
+        ``growth_window`` commits."""
+        with self._transaction():
+            head = self._check(expected, holder)
+            if release:
+                head.lease = None
+            self._watch(head, c, max_size, growth_window)
+            patch_len = len(dumps(c.patch)) if c.patch is not None else 0
+            snapshot = (
+                c.patch is None
+                or c.schema != head.schema
+                or head.version + 1 - head.base >= self.snapshot_every
+                # Patches outweighing the document: a snapshot is cheaper to read.
+                or head.patch_bytes + patch_len > len(c.text)
+            )
+            if prune:
+                self.cache._sql(
+                    "DELETE FROM Cache WHERE key >= ? AND key < ?",
+                    ("v:", _vkey(head.version + 1)),
+                )
+            self._write(head, c, snapshot=snapshot, patch_len=patch_len)
+        return head
+
+    def _watch(
+        self, head: StateHead, c: Commit, max_size: int | None, window: int
+    ) -> None:
+        size = len(c.text)
+        head.growth = head.growth + 1 if size > head.size else 0
+        why = None
+        if max_size is not None and size > max_size >= head.size:
+            why = f"grew past {max_size} bytes"
+        elif window > 0 and head.growth > 0 and head.growth % window == 0:
+            why = f"grew at each of the last {window} commits"
+        if why is not None:
+            c.events.append(
+                {
+                    "kind": "state_size_warning",
+                    "state": self.name,
+                    "ts": time.time(),
+                    "payload": {"size": size, "before": head.size, "reason": why},
+                }
+            )
+
+    def _check(self, expected: int, holder: str | None) -> StateHead:
+        head = self.head()
+        if head is None:
+            raise self._corrupt("head", "missing: this folder holds no state")
+        lease = head.lease
+        if lease and _held(lease, holder):
+            raise ConflictError(
+                f"state {self.name} is locked by process {lease.get('pid')} on "
+                f"{lease.get('host')} (st.transaction(lock=True)); nothing was "
+                "written. Retry, or use st.update(fn, retries=n) which retries.",
+                state=self.name,
+                version=head.version,
+            )
+        if head.version != expected:
+            raise ConflictError(
+                f"state {self.name} was changed by another writer (version "
+                f"{head.version}, this transaction started at {expected}); nothing "
+                "was written. Use st.update(fn, retries=n) to re-run on the latest.",
+                state=self.name,
+                version=head.version,
+            )
+        return head
+
+    def _write(
+        self, head: StateHead, c: Commit, *, snapshot: bool, patch_len: int = 0
+    ) -> None:
+        head.version += 1
+        rec: dict[str, Any] = {
+            "v": head.version,
+            "ts": time.time(),
+            "kind": c.kind,
+            "caller": c.caller,
+            "schema": c.schema,
+            "size": len(c.text),
+            "changed": c.changed,
+        }
+        if snapshot:
+            head.base, head.patch_bytes = head.version, 0
+            rec["base"] = head.version
+            # The document's own text: no second serialization of 1 MB.
+            body = dumps(rec)[:-1] + ',"snapshot":' + c.text + "}"
+        else:
+            head.patch_bytes += patch_len
+            rec["base"] = head.base
+            rec["patch"] = c.patch
+            body = dumps(rec)
+        head.schema = c.schema
+        if c.json_schema is not None:
+            head.json_schema = c.json_schema
+        head.size = len(c.text)
+        self.cache.set(_vkey(head.version), encode(body))
+        for ev in c.events:
+            head.last_seq += 1
+            ev = {**ev, "seq": head.last_seq, "version": head.version}
+            self.cache.set(f"e:{head.last_seq:012d}", encode(dumps(ev)))
+        self.cache.set("head", encode(dumps(asdict(head))))
+
+    def set_lease(self, holder: str, lease: dict[str, Any] | None) -> StateHead | None:
+        """Takes (or, with ``lease=None``, releases) the writer lease. Returns
+        None, writing nothing, while another live holder keeps it."""
+        with self._transaction():
+            head = self.head()
+            if head is None:
+                raise self._corrupt("head", "missing: this folder holds no state")
+            cur = head.lease
+            if _held(cur, holder):
+                return None
+            if lease is None and cur and cur.get("holder") != holder:
+                return head  # not ours to release
+            head.lease = lease
+            self.cache.set("head", encode(dumps(asdict(head))))
+        return head
+
+
+_HEAD = frozenset(StateHead.__dataclass_fields__)
+
+
+def _held(lease: dict[str, Any] | None, holder: str | None) -> bool:
+    """Whether a live process other than ``holder`` holds ``lease``."""
+    if not lease or lease.get("holder") == holder:
+        return False
+    return lease_is_live(lease, time.time())
+
+
+def _vkey(version: int) -> str:
+    return f"v:{version:012d}"

@@ -1,0 +1,774 @@
+"""The attack matrix of issue 14, through real sessions: each attack is blocked.
+
+One row per rule of docs/sandbox.md's threat model. Every test asserts the
+attack failed *with evidence* (the target unchanged, the server saw nothing, the
+memory peak bounded, ...). Where this machine lacks the layer that enforces a
+rule, the test asserts instead that ``sandbox_status()`` warns about exactly
+that rule: it never passes by skipping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+import argus_lab as al
+from argus_lab.tools.builtin import builtin_tools
+from argus_lab.tools.sandbox import RULES, Limits, make_python_tool, sandbox_status
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the sandbox targets Linux"
+)
+
+STATUS: dict[str, Any] = sandbox_status() if sys.platform.startswith("linux") else {}
+FAST = Limits(wall_time=20)
+
+
+def enforced(rule: str) -> bool:
+    """True if a layer enforces ``rule`` here; else asserts the status says so."""
+    assert rule in RULES
+    if STATUS["rules"][rule] is not None:
+        return True
+    open_rules = [w for w in STATUS["warnings"] if w.startswith(f"rule {rule!r}")]
+    assert open_rules, f"rule {rule!r} is open here but no warning names it"
+    return False
+
+
+def session(
+    ws: al.Workspace,
+    tasks: list[dict[str, Any]],
+    limits: Limits = FAST,
+    prepare: Callable[[Path], None] | None = None,
+    **options: Any,
+) -> al.Session:
+    """A real session running ``tasks``; ``prepare`` first fills its folder
+    (which its python tasks may read, never write)."""
+    tools = [make_python_tool(limits, check=False), *builtin_tools("read_file")]
+    s = ws.new_session(
+        plan={"goal": "attack the sandbox", "tasks": tasks},
+        tools=tools,
+        name=f"attack-{uuid.uuid4().hex[:8]}",
+        **options,
+    )
+    folder = workdir_of(s)
+    folder.mkdir(parents=True, exist_ok=True)
+    if prepare is not None:
+        prepare(folder)
+    s.run()
+    return s
+
+
+def attack(
+    ws: al.Workspace,
+    code: str,
+    limits: Limits = FAST,
+    prepare: Callable[[Path], None] | None = None,
+) -> dict[str, Any]:
+    """Runs ``code`` as a python task of a real session; returns its result."""
+    task = {"id": "attack", "tool": "python", "args": {"code": code}}
+    s = session(ws, [task], limits, prepare)
+    rec = s.record("attack")
+    assert rec.status == "succeeded", (rec.error, rec.traceback)
+    result: dict[str, Any] = s.result("attack")
+    return result
+
+
+PRELUDE = (
+    "import json, os, ctypes, socket\n"
+    "tries = {}\n"
+    "def t(name, fn):\n"
+    "    try:\n"
+    "        r = fn()\n"
+    "        done = r is None or r is True or (type(r) is int and r == 0)\n"
+    "        tries[name] = 'ok' if done else repr(r)\n"
+    "    except BaseException as e:\n"
+    "        tries[name] = type(e).__name__\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "def c(rc):\n"
+    "    if rc != 0:\n"
+    "        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))\n"
+)
+
+
+def outcomes(
+    ws: al.Workspace,
+    body: str,
+    limits: Limits = FAST,
+    prepare: Callable[[Path], None] | None = None,
+) -> dict[str, str]:
+    """Runs ``body`` after ``PRELUDE``: ``t(name, fn)`` records "ok" or the
+    error's class name in ``tries``, which is returned."""
+    code = PRELUDE + body + "\nprint(json.dumps(tries))\n"
+    res = attack(ws, code, limits, prepare)
+    assert res["exit_code"] == 0, res["stderr"]
+    found: dict[str, str] = json.loads(res["stdout"].splitlines()[-1])
+    return found
+
+
+def workdir_of(s: al.Session) -> Path:
+    return s.workspace.path / "files" / s.id
+
+
+def state(p: Path) -> tuple[str, int, float, list[str]]:
+    """The evidence that a file was not touched: content, mode, mtime, xattrs."""
+    st = p.stat()
+    return (
+        hashlib.sha256(p.read_bytes()).hexdigest(),
+        st.st_mode,
+        st.st_mtime,
+        os.listxattr(p),
+    )
+
+
+# --- The seven holes of issue 14 -------------------------------------------------
+
+
+def test_1_chmod_utime_setxattr_outside_the_task_folder_fail(ws: al.Workspace) -> None:
+    if not enforced("metadata"):
+        return
+    seen: dict[str, Any] = {}
+
+    def prepare(folder: Path) -> None:
+        shutil.copy("/bin/true", folder / "true")  # root-owned when we are root
+        seen["before"] = state(folder / "true")
+        seen["path"] = folder / "true"
+
+    body = (
+        "import sys\n"
+        "p = sys.argv[0]\n"
+        "p = os.path.abspath('../../../true')\n"
+        "t('chmod_setuid', lambda: os.chmod(p, 0o4755))\n"
+        "t('chown', lambda: os.chown(p, 0, 0))\n"
+        "t('utime_1970', lambda: os.utime(p, (0, 0)))\n"
+        "t('setxattr', lambda: os.setxattr(p, 'user.argus', b'1'))\n"
+        "t('chmod_usr', lambda: os.chmod('/usr/bin/env', 0o4755))\n"
+        "t('utime_etc', lambda: os.utime('/etc/hostname', (0, 0)))\n"
+    )
+    tries = outcomes(ws, body, prepare=prepare)
+    assert "ok" not in tries.values(), tries
+    assert len(tries) == 6
+    assert state(seen["path"]) == seen["before"]  # mode, mtime, xattrs unchanged
+    assert not os.stat("/usr/bin/env").st_mode & 0o4000
+
+
+def test_2_shadow_files_are_hidden(ws: al.Workspace) -> None:
+    if not enforced("hidden"):
+        return
+    code = (
+        "out = {}\n"
+        "for p in ('/etc/shadow', '/etc/gshadow', '/etc/shadow-', '/etc/gshadow-'):\n"
+        "    try:\n"
+        "        out[p] = open(p).read()\n"
+        "    except OSError as e:\n"
+        "        out[p] = type(e).__name__\n"
+        "import json; print(json.dumps(out))\n"
+    )
+    got = json.loads(attack(ws, code)["stdout"])
+    for path, text in got.items():
+        assert ":" not in text, (path, text)  # no "root:$6$..." line: empty or error
+    if os.path.exists("/etc/shadow"):
+        assert got["/etc/shadow"] in ("", "PermissionError", "FileNotFoundError")
+
+
+def test_3_unix_sockets_by_path_and_abstract_name_fail(ws: al.Workspace) -> None:
+    if not enforced("unix_sockets"):
+        return
+    servers = []
+    abstract = f"\0argus-attack-{uuid.uuid4().hex}"
+
+    def prepare(folder: Path) -> None:
+        for addr in (str(folder / "host.sock"), abstract):
+            srv = socket.socket(socket.AF_UNIX)
+            srv.bind(addr)
+            srv.listen()
+            srv.setblocking(False)
+            servers.append(srv)
+        os.chmod(folder / "host.sock", 0o777)
+
+    body = (
+        f"abstract = {abstract!r}\n"
+        "def conn(addr):\n"
+        "    s = socket.socket(socket.AF_UNIX)\n"
+        "    s.connect(addr)\n"
+        "t('path', lambda: conn(os.path.abspath('../../../host.sock')))\n"
+        "t('abstract', lambda: conn(abstract))\n"
+        "t('socketpair_still_works', lambda: socket.socketpair() and None)\n"
+    )
+    try:
+        tries = outcomes(ws, body, prepare=prepare)
+        assert tries["path"] != "ok" and tries["abstract"] != "ok", tries
+        assert tries["socketpair_still_works"] == "ok"
+        for srv in servers:
+            with pytest.raises(BlockingIOError):
+                srv.accept()  # the server saw no connection
+    finally:
+        for srv in servers:
+            srv.close()
+
+
+@pytest.mark.slow
+def test_4_memory_is_limited_for_the_whole_process_tree(ws: al.Workspace) -> None:
+    if not enforced("memory") or STATUS["rules"]["memory"] != "memory cgroup":
+        assert any(w.startswith("rule 'memory'") for w in STATUS["warnings"])
+        return
+    limit = 768 << 20
+    code = (
+        "import os, time\n"
+        "kids = []\n"
+        "for i in range(3):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        b = b'x' * (400 << 20)  # touched: every page is real memory\n"
+        "        time.sleep(2)\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "print([os.waitpid(k, 0)[1] for k in kids])\n"
+    )
+    res = attack(ws, code, Limits(wall_time=30, memory=limit))
+    statuses = json.loads(res["stdout"])
+    assert 9 in statuses, res  # the OOM killer ended at least one (SIGKILL)
+    assert res["memory_peak"] <= limit  # 3 x 400 MiB never coexisted
+
+
+@pytest.mark.slow
+def test_4b_without_a_memory_cgroup_the_tree_is_watched_and_the_rule_is_weaker(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from argus_lab.tools import _sandbox_kernel
+
+    if not _sandbox_kernel.can_watch_memory():
+        pytest.skip("this kernel does not list children (CONFIG_PROC_CHILDREN)")
+    # A machine where no cgroup can be made: the host's fallback takes over.
+    monkeypatch.setattr(_sandbox_kernel, "_cgroup_parents", dict)
+    limit = 512 << 20
+    code = (
+        "import os, time\n"
+        "for i in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        b = b'x' * (300 << 20)\n"
+        "        time.sleep(10)\n"
+        "        os._exit(0)\n"
+        "time.sleep(10)\n"
+    )
+    t0 = time.monotonic()
+    res = attack(ws, code, Limits(wall_time=30, memory=limit))
+    assert res["killed_by"] == "memory" and not res["timed_out"], res
+    assert time.monotonic() - t0 < 10  # killed by the watch, not the wall limit
+    assert any(w.startswith("rule 'memory' is weaker") for w in res["warnings"])
+    assert res["memory_peak"] > limit  # what the watch saw before it struck
+
+
+@pytest.mark.slow
+def test_5_the_task_folder_has_a_quota_and_artifacts_stay_within_it(
+    ws: al.Workspace,
+) -> None:
+    if not enforced("disk") or STATUS["rules"]["disk"] != "tmpfs quota":
+        assert any(w.startswith("rule 'disk'") for w in STATUS["warnings"])
+        return
+    quota = 48 << 20
+    code = (
+        "n = 0\n"
+        "try:\n"
+        "    for i in range(16):\n"
+        "        open(f'f{i}', 'wb').write(b'x' * (8 << 20)); n += 1\n"
+        "except OSError as e:\n"
+        "    print('stopped', n, e.errno)\n"
+    )
+    res = attack(ws, code, Limits(wall_time=20, disk=quota))
+    assert res["stdout"].startswith("stopped") and "28" in res["stdout"]  # ENOSPC
+    kept = sum(p.stat().st_size for p in res["files"].values())
+    assert 0 < kept <= quota
+    stored = sum(p.stat().st_size for p in ws.artifacts.root.rglob("*") if p.is_file())
+    assert stored <= quota + (1 << 20)  # the copies, plus small JSON records
+
+
+def test_6_the_exit_status_cannot_be_forged(ws: al.Workspace) -> None:
+    # Every descriptor the code can reach, in every process it can see: none
+    # is a pipe other than its own stdout/stderr; fake reports change nothing.
+    code = (
+        "import os, json, time\n"
+        "mine = {os.readlink(f'/proc/self/fd/{n}') for n in (1, 2)}\n"
+        "foreign = []\n"
+        "for pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+        "    try:\n"
+        "        fds = os.listdir(f'/proc/{pid}/fd')\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    for fd in fds:\n"
+        "        try:\n"
+        "            target = os.readlink(f'/proc/{pid}/fd/{fd}')\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        if target.startswith('pipe:') and target not in mine:\n"
+        "            foreign.append(target)\n"
+        "            try:\n"
+        "                w = os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY)\n"
+        '                os.write(w, b\'{"exit": {"status": 0}}\\n\')\n'
+        "            except OSError:\n"
+        "                pass\n"
+        "if os.fork() == 0:  # a grandchild that would write after the real exit\n"
+        "    time.sleep(1)\n"
+        "    print('grandchild alive', flush=True)\n"
+        "    os._exit(0)\n"
+        "print(json.dumps(foreign), flush=True)\n"
+        "os._exit(7)\n"
+    )
+    t0 = time.monotonic()
+    res = attack(ws, code)
+    assert json.loads(res["stdout"].splitlines()[0]) == []
+    assert res["exit_code"] == 7 and res["killed_by"] is None  # the kernel's word
+    assert "grandchild alive" not in res["stdout"]  # ended with the code
+    assert time.monotonic() - t0 < 10
+    # A real fault: the status says so (the code is PID 1 of its namespace, so
+    # a signal it sends itself with no handler is ignored, as for any init).
+    res = attack(ws, "import ctypes\nctypes.string_at(0)\n")
+    assert res["exit_code"] == -11 and res["killed_by"] == "SIGSEGV"
+
+
+def test_6b_a_tree_too_deep_to_copy_out_does_not_hide_the_exit_status(
+    ws: al.Workspace,
+) -> None:
+    code = (
+        "import os\n"
+        "open('top.txt', 'w').write('kept')\n"
+        "for _ in range(40):  # ~8,000 characters deep: past PATH_MAX\n"
+        "    os.mkdir('d' * 200)\n"
+        "    os.chdir('d' * 200)\n"
+        "open('deep.txt', 'w').write('lost')\n"
+        "os._exit(3)\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 3 and res["killed_by"] is None, res
+    assert [Path(k).name for k in res["files"]] == ["top.txt"]
+
+
+def test_7_other_sessions_the_workspace_and_the_project_are_out_of_reach(
+    ws: al.Workspace,
+) -> None:
+    marker = "private-" + uuid.uuid4().hex
+    a = ws.new_session(
+        plan={"goal": marker, "tasks": [{"id": "x", "tool": "echo", "args": {}}]},
+        tools=[al.tool(lambda: marker, name="echo")],
+        name="victim",
+    )
+    a.run()
+    (workdir_of(a)).mkdir(parents=True, exist_ok=True)
+    (workdir_of(a) / "notes.txt").write_text(marker)
+    import argus_lab
+
+    project = Path(argus_lab.__file__).resolve().parents[1]
+    targets = [
+        str(ws.path / "sessions" / a.id),
+        str(workdir_of(a) / "notes.txt"),
+        str(ws.path / "index"),
+        str(ws.path / "artifacts"),
+        str(project / "argus_lab" / "__init__.py"),
+        os.getcwd(),
+    ]
+    body = (
+        f"targets = {targets!r}\n"
+        "def look(p):\n"
+        "    if os.path.isdir(p):\n"
+        "        return repr(sorted(os.listdir(p)))\n"
+        "    return open(p).read()\n"
+        "for p in targets:\n"
+        "    t(p, lambda: look(p))\n"
+    )
+    tries = outcomes(ws, body)
+    for p, got in tries.items():
+        assert marker not in got, p
+        # Hidden (an empty folder or missing) or denied: never the contents.
+        assert got in ("FileNotFoundError", "PermissionError", "'[]'", "ok"), (p, got)
+    assert enforced("hidden") and enforced("read")
+
+
+def test_new_user_namespaces_fail(ws: al.Workspace) -> None:
+    if not enforced("namespaces"):
+        return
+    body = (
+        "t('unshare_user', lambda: c(libc.unshare(0x10000000)))\n"
+        "t('unshare_net', lambda: c(libc.unshare(0x40000000)))\n"
+        "import subprocess\n"
+        "t('unshare_binary', lambda: subprocess.run(['unshare', '-U', 'true'],"
+        " capture_output=True).returncode)\n"
+    )
+    tries = outcomes(ws, body)
+    assert tries["unshare_user"] == "PermissionError", tries
+    assert tries["unshare_net"] == "PermissionError"
+    assert tries["unshare_binary"] != "ok"
+
+
+def test_ptrace_fails_and_does_not_freeze_the_run(ws: al.Workspace) -> None:
+    if not enforced("ptrace"):
+        return
+    body = (
+        "PTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206\n"
+        "t('attach_pid1', lambda: c(libc.ptrace(PTRACE_ATTACH, 1, 0, 0)))\n"
+        "t('seize_pid1', lambda: c(libc.ptrace(PTRACE_SEIZE, 1, 0, 0)))\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    rc = libc.ptrace(PTRACE_ATTACH, os.getppid(), 0, 0)\n"
+        "    os._exit(0 if rc != 0 else 1)\n"
+        "t('child_attaches_parent', lambda: os.waitpid(pid, 0)[1])\n"
+        "t('traceme', lambda: c(libc.ptrace(0, 0, 0, 0)))\n"
+        "t('vm_read', lambda: c(libc.process_vm_readv(1, 0, 0, 0, 0, 0)))\n"
+    )
+    t0 = time.monotonic()
+    tries = outcomes(ws, body, Limits(wall_time=30))
+    assert tries["attach_pid1"] == tries["seize_pid1"] == "PermissionError", tries
+    assert tries["child_attaches_parent"] == "ok"  # the child's attach failed
+    assert tries["traceme"] == tries["vm_read"] == "PermissionError"
+    assert time.monotonic() - t0 < 15  # not frozen until the wall limit
+
+
+# --- Blocked before issue 14, kept blocked ---------------------------------------
+
+
+def test_secrets_in_the_environment_and_proc_environ_are_out_of_reach(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "tok-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_ATTACK_SECRET_TOKEN", token)
+    body = (
+        f"host = {os.getpid()}\n"
+        "t('env', lambda: repr(dict(os.environ)))\n"
+        "for p in ('/proc/self/environ', '/proc/1/environ', f'/proc/{host}/environ',"
+        " f'/proc/{os.getppid()}/environ'):\n"
+        "    t(p, lambda: repr(open(p, 'rb').read()))\n"
+    )
+    tries = outcomes(ws, body)
+    assert len(tries) >= 4
+    assert not any(token in v or "ARGUS_ATTACK" in v for v in tries.values())
+    assert tries[f"/proc/{os.getpid()}/environ"] != "ok"
+
+
+def port(s: socket.socket) -> int:
+    return int(s.getsockname()[1])
+
+
+def test_network_tcp_udp_dns_fail_and_no_server_sees_a_packet(
+    ws: al.Workspace,
+) -> None:
+    if not enforced("network"):
+        return
+    tcp4 = socket.socket()
+    tcp4.bind(("127.0.0.1", 0))
+    tcp6 = socket.socket(socket.AF_INET6)
+    tcp6.bind(("::1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    for s in (tcp4, tcp6):
+        s.listen()
+    for s in (tcp4, tcp6, udp):
+        s.setblocking(False)
+    body = (
+        "def tcp(family, addr):\n"
+        "    s = socket.socket(family); s.settimeout(3); s.connect(addr)\n"
+        "def udp(addr):\n"
+        "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "    s.sendto(b'x', addr)\n"
+        f"t('tcp4', lambda: tcp(socket.AF_INET, ('127.0.0.1', {port(tcp4)})))\n"
+        f"t('tcp6', lambda: tcp(socket.AF_INET6, ('::1', {port(tcp6)})))\n"
+        f"t('udp', lambda: udp(('127.0.0.1', {port(udp)})))\n"
+        "t('dns', lambda: socket.getaddrinfo('example.com', 80) and None)\n"
+        "t('tcp_out', lambda: tcp(socket.AF_INET, ('1.1.1.1', 53)))\n"
+    )
+    try:
+        tries = outcomes(ws, body)
+        assert "ok" not in tries.values(), tries
+        for s in (tcp4, tcp6):
+            with pytest.raises(BlockingIOError):
+                s.accept()
+        with pytest.raises(BlockingIOError):
+            udp.recv(16)
+    finally:
+        for s in (tcp4, tcp6, udp):
+            s.close()
+
+
+def test_no_socket_family_but_ip_and_netlink_opens(ws: al.Workspace) -> None:
+    # A network namespace does not cover vsock: from a virtual machine (as CI
+    # runs) it reaches the hypervisor's host. Nor bluetooth, CAN, packet, ...
+    if not enforced("network") or STATUS["rules"]["network"] == "network namespace":
+        assert any(w.startswith("rule 'network'") for w in STATUS["warnings"])
+        return
+    body = (
+        "for fam in (40, 17, 31, 29, 38, 44, 5, 4, 9, 0, 63, 100):\n"
+        "    t(f'family {fam}', lambda: socket.socket(fam, socket.SOCK_STREAM)"
+        ".close())\n"
+        "t('ip', lambda: socket.socket().close())\n"
+        "t('netlink', lambda: socket.socket(16, socket.SOCK_RAW).close())\n"
+    )
+    tries = outcomes(ws, body)
+    opened = {k for k, v in tries.items() if v == "ok"}
+    assert opened == {"ip", "netlink"}, tries
+
+
+def test_every_change_outside_the_task_folder_fails(ws: al.Workspace) -> None:
+    if not enforced("write"):
+        return
+    seen: dict[str, Any] = {}
+
+    def prepare(folder: Path) -> None:
+        (folder / "data.txt").write_text("original")
+        seen["folder"], seen["state"] = folder, state(folder / "data.txt")
+        seen["listing"] = sorted(p.name for p in folder.iterdir())
+
+    body = (
+        "d = os.path.abspath('../../..')\n"
+        "f = d + '/data.txt'\n"
+        "for where in (d, '/usr/local', '/etc', '/tmp', '/var/tmp', '/dev/shm/..'):\n"
+        "    n = where + '/argus-x'\n"
+        "    t(f'write {where}', lambda: open(n, 'w').write('x') and None)\n"
+        "    t(f'mkdir {where}', lambda: os.mkdir(n))\n"
+        "    t(f'mkfifo {where}', lambda: os.mkfifo(n))\n"
+        "    t(f'symlink {where}', lambda: os.symlink('/etc/passwd', n))\n"
+        "t('overwrite', lambda: open(f, 'w').write('pwned') and None)\n"
+        "t('append', lambda: open(f, 'a').write('pwned') and None)\n"
+        "t('truncate', lambda: os.truncate(f, 0))\n"
+        "t('unlink', lambda: os.unlink(f))\n"
+        "t('rename', lambda: os.rename(f, d + '/moved'))\n"
+        "t('rename_in', lambda: (open('mine', 'w').close(), os.rename('mine', f))[1])\n"
+        "t('link_in', lambda: os.link('mine', d + '/linked'))\n"
+    )
+    tries = outcomes(ws, body, prepare=prepare)
+    assert "ok" not in tries.values(), tries
+    assert state(seen["folder"] / "data.txt") == seen["state"]
+    assert sorted(p.name for p in seen["folder"].iterdir()) == [
+        *seen["listing"],
+        "tasks",
+    ]
+    assert not Path("/usr/local/argus-x").exists()
+
+
+def test_raw_devices_fail(ws: al.Workspace) -> None:
+    body = (
+        "for dev in ('/dev/vda', '/dev/sda', '/dev/kvm', '/dev/kmsg', '/dev/mem',"
+        " '/dev/port', '/dev/tty'):\n"
+        "    t(dev, lambda: os.close(os.open(dev, os.O_RDONLY)))\n"
+        "t('mknod', lambda: os.mknod('null', 0o666 | 0o020000, os.makedev(1, 3)))\n"
+    )
+    tries = outcomes(ws, body)
+    assert "ok" not in tries.values(), tries
+
+
+@pytest.mark.slow
+def test_busy_and_sleeping_loops_are_killed_at_their_limits(ws: al.Workspace) -> None:
+    t0 = time.monotonic()
+    res = attack(ws, "while True:\n    pass\n", Limits(wall_time=20, cpu_time=1))
+    assert res["killed_by"] == "cpu_time" and res["exit_code"] < 0
+    res = attack(
+        ws, "import time\nwhile True:\n    time.sleep(0.1)\n", Limits(wall_time=1)
+    )
+    assert res["killed_by"] == "wall_time" and res["timed_out"]
+    assert time.monotonic() - t0 < 15
+
+
+def test_an_8gb_allocation_fails_inside(ws: al.Workspace) -> None:
+    res = attack(ws, "b = bytearray(8 * 1024**3)\nprint('allocated')")
+    assert res["exit_code"] == 1 and "allocated" not in res["stdout"]
+    assert res["stderr"].rstrip().endswith("MemoryError")
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if any(marker in part for part in p.info["cmdline"] or ()):
+            found.append(p)
+    return found
+
+
+@pytest.mark.slow
+def test_fork_bombs_are_contained(ws: al.Workspace) -> None:
+    if not enforced("processes"):
+        return
+    marker = uuid.uuid4().hex
+    loop = (
+        f"import os, signal  # {marker}\n"
+        "n = 0\n"
+        "while True:\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        signal.pause()\n"
+        "    n += 1\n"
+        "print(n)\n"
+    )
+    res = attack(ws, loop, Limits(wall_time=10, processes=16))
+    assert int(res["stdout"]) < 16, res
+    recursive = (
+        f"import os  # {marker}\n"
+        "def bomb():\n"
+        "    while True:\n"
+        "        try:\n"
+        "            if os.fork() == 0:\n"
+        "                bomb()\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "bomb()\n"
+    )
+    res = attack(ws, recursive, Limits(wall_time=2, processes=16))
+    assert res["timed_out"]
+    _, alive = psutil.wait_procs(marked(marker), timeout=5)
+    assert not alive
+    assert attack(ws, "print('alive')")["stdout"] == "alive\n"
+
+
+def test_mount_sethostname_reboot_and_killing_the_host_fail(ws: al.Workspace) -> None:
+    hostname = socket.gethostname()
+    body = (
+        "t('mount', lambda: c(libc.mount(b'none', b'/mnt', b'tmpfs', 0, None)))\n"
+        "t('sethostname', lambda: c(libc.sethostname(b'pwned', 5)))\n"
+        "t('reboot', lambda: c(libc.reboot(0x4321FEDC)))\n"
+        f"t('kill_host', lambda: os.kill({os.getpid()}, 9))\n"
+        f"t('see_host', lambda: os.path.exists('/proc/{os.getpid()}/status'))\n"
+        "import resource\n"
+        "t('raise_as', lambda: resource.setrlimit(resource.RLIMIT_AS,"
+        " (resource.RLIM_INFINITY, resource.RLIM_INFINITY)))\n"
+        "t('raise_nofile', lambda: resource.setrlimit(resource.RLIMIT_NOFILE,"
+        " (1 << 20, 1 << 20)))\n"
+    )
+    tries = outcomes(ws, body)
+    assert "ok" not in tries.values(), tries
+    assert socket.gethostname() == hostname  # and this process is alive
+
+
+def test_the_sessions_own_sqlite_cannot_be_opened(ws: al.Workspace) -> None:
+    s = ws.new_session(
+        plan={
+            "goal": "g",
+            "tasks": [{"id": "attack", "tool": "python", "args": {"code": ""}}],
+        },
+        tools=[make_python_tool(FAST, check=False)],
+        name="sqlite-victim",
+    )
+    db = next((ws.path / "sessions" / s.id).glob("*.db"))
+    code = (
+        PRELUDE + f"db = {str(db)!r}\n" + "import sqlite3\n"
+        "def pwn():\n"
+        "    c = sqlite3.connect(db)\n"
+        "    c.execute('create table pwned (x)')\n"
+        "    c.commit()\n"
+        "t('sqlite', pwn)\n"
+        "t('open_rw', lambda: open(db, 'r+b').close())\n"
+        "print(json.dumps(tries))\n"
+    )
+    s.plan.tasks[0].args["code"] = code  # the plan object is ours until it runs
+    s.run()
+    tries = json.loads(s.result("attack")["stdout"])
+    assert "ok" not in tries.values(), tries
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        tables = [r[0] for r in con.execute("select name from sqlite_master")]
+    assert "pwned" not in tables
+
+
+def test_links_made_by_code_are_not_read_through_read_file(ws: al.Workspace) -> None:
+    code = (
+        "import os\n"
+        "os.symlink('/etc/passwd', 'soft')\n"
+        "open('real', 'w').write('mine')\n"
+        "os.link('real', 'hard')\n"
+    )
+    folder = "tasks/attack/attempt-1"
+    s = session(
+        ws,
+        [
+            {"id": "attack", "tool": "python", "args": {"code": code}},
+            {
+                "id": "soft",
+                "tool": "read_file",
+                "deps": ["attack"],
+                "args": {"path": f"{folder}/soft"},
+            },
+            {
+                "id": "hard",
+                "tool": "read_file",
+                "deps": ["attack"],
+                "args": {"path": f"{folder}/hard"},
+            },
+        ],
+    )
+    assert s.record("attack").status == "succeeded"
+    for tid in ("soft", "hard"):
+        rec = s.record(tid)
+        assert rec.status == "failed" and "root:" not in (rec.error or ""), rec
+
+
+def test_traversal_spellings_in_the_file_tools_are_refused(ws: al.Workspace) -> None:
+    from tests.test_file_tools import ATTEMPTS
+
+    marker = "outside-" + uuid.uuid4().hex
+    outside = ws.path.parent / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text(marker)
+    tasks = [
+        {
+            "id": f"read{i}",
+            "tool": "read_file",
+            "args": {"path": path.replace("<outside>", str(outside))},
+        }
+        for i, (_, path, _) in enumerate(ATTEMPTS)
+    ]
+    s = session(ws, tasks, max_consecutive_failures=None)
+    assert len(tasks) >= 21
+    for t in tasks:
+        rec = s.record(t["id"])
+        assert rec.status == "failed", (t, rec)
+        assert marker not in (rec.error or "") and rec.result is None
+
+
+@pytest.mark.slow
+def test_a_gigabyte_on_stdout_is_bounded(ws: al.Workspace) -> None:
+    code = "import os\nchunk = b'A' * (1 << 20)\nfor _ in range(1024):\n"
+    code += "    os.write(1, chunk)\n"
+    res = attack(ws, code, Limits(wall_time=60, output=64 << 10))
+    assert len(res["stdout"]) < (64 << 10) + 100
+    assert "[... truncated" in res["stdout"]
+
+
+def test_a_10gb_file_is_refused_at_the_file_size_limit(ws: al.Workspace) -> None:
+    code = (
+        "f = open('big', 'wb')\n"
+        "try:\n"
+        "    f.seek(10 * 1024**3); f.write(b'x'); f.flush()\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+    )
+    res = attack(ws, code)
+    assert res["stdout"].startswith("refused 27"), res  # EFBIG
+    assert all(p.stat().st_size <= 64 << 20 for p in res["files"].values())
+
+
+def test_the_threat_model_document_matches_these_tests_row_for_row() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "sandbox.md").read_text()
+    rows = [
+        line.split("|")[1:-1]
+        for line in doc.splitlines()
+        if line.startswith("| `") and line.count("|") == 6
+    ]
+    assert [r[0].strip().strip("`") for r in rows] == list(RULES)  # same order
+    here = [n for n in globals() if n.startswith("test_")]
+    for rule, *_, tests in rows:
+        # `test_name` exactly, or `test_7_...` for a test whose name starts so.
+        named = re.findall(r"`(test_\w+?)(_\.\.\.)?`", tests)
+        assert named, rule
+        for name, abbreviated in named:
+            found = [t for t in here if t.startswith(name + "_")] if abbreviated else []
+            assert name in here or found, f"{rule}: no test {name} here"

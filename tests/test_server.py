@@ -1,0 +1,390 @@
+"""`argus serve` as a real process on 127.0.0.1, driven by a real HTTP client
+(httpx), and ``al.connect`` against it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import argus_lab as al
+
+sys.path.insert(0, str(Path(__file__).parent))
+import server_tools
+from waiting import wait_until
+
+REAL_SEND = httpx.HTTPTransport.handle_request
+PATCH = "application/json-patch+json"
+
+
+@pytest.fixture(autouse=True)
+def _loopback_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite refuses every HTTP request; these tests talk to a server
+    on 127.0.0.1 and nowhere else."""
+
+    def loopback_only(self: httpx.HTTPTransport, request: httpx.Request) -> Any:
+        assert request.url.host == "127.0.0.1", request.url
+        return REAL_SEND(self, request)
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", loopback_only)
+
+
+class Server:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = root / "server.log"
+        self.out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "argus_lab.cli",
+                "-w",
+                str(root),
+                "serve",
+                "--port",
+                str(self.port),
+                "--tools",
+                str(Path(server_tools.__file__)),
+            ],
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        wait_until(self._up, "the server to answer /health", gone=self._gone)
+        self.token = (root / "server-token").read_text().strip()
+        self.http = httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=30,
+        )
+
+    def _up(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                pass
+        except OSError:
+            return False
+        return httpx.get(self.url + "/health").status_code == 200
+
+    def _gone(self) -> str | None:
+        code = self.proc.poll()
+        return None if code is None else f"the server exited ({code}): {self.text()}"
+
+    def text(self) -> str:
+        self.out.flush()
+        return self.log.read_text()
+
+    def stop(self) -> None:
+        self.http.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.out.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("served")
+    ws = al.Workspace(root)
+    for name, plan in (
+        ("approve", server_tools.APPROVE),
+        ("fail", server_tools.FAILING),
+    ):
+        ws.new_session(plan=plan, tools=server_tools.TOOLS, name=name).close()
+    ws.close()
+    srv = Server(root)
+    yield srv
+    srv.stop()
+
+
+def _session(server: Server, name: str) -> dict[str, Any]:
+    r = server.http.get(f"/sessions/{name}")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.slow
+def test_token_is_generated_printed_and_private(server: Server) -> None:
+    mode = stat.S_IMODE((server.root / "server-token").stat().st_mode)
+    assert mode == 0o600
+    assert server.token in server.text()  # printed once, on first start
+    assert httpx.get(server.url + "/sessions").status_code == 401
+    bad = {"Authorization": "Bearer nope"}
+    assert httpx.get(server.url + "/states", headers=bad).status_code == 401
+    r = httpx.get(server.url + "/openapi.json")
+    assert r.status_code == 401
+    doc = server.http.get("/openapi.json").json()
+    for path in (
+        "/sessions/{name}/approve",
+        "/states/{name}",
+        "/sessions/{name}/events/stream",
+    ):
+        assert path in doc["paths"]
+    assert PATCH in json.dumps(doc["paths"]["/states/{name}"]["patch"])
+
+
+@pytest.mark.slow
+def test_sessions_read_and_control(server: Server) -> None:
+    names = [d["name"] for d in server.http.get("/sessions").json()["items"]]
+    assert {"approve", "fail"} <= set(names)
+    assert server.http.get("/sessions", params={"limit": 1}).json()["total"] >= 2
+    assert server.http.get("/sessions/nope").status_code == 404
+    r = server.http.get("/sessions/approve/events", params={"sinse": 3})
+    assert r.status_code == 422 and "sinse" in r.text  # unknown parameters too
+
+    assert server.http.post("/sessions/approve/run").status_code == 202
+    wait_until(
+        lambda: "two" in _session(server, "approve")["pending_approvals"],
+        "the approval request",
+    )
+    tasks = server.http.get("/sessions/approve/tasks").json()
+    assert {t["task_id"]: t["status"] for t in tasks["items"]} == {
+        "one": "succeeded",
+        "two": "awaiting_approval",
+    }
+    # Unknown fields and missing ones are refused; nothing is decided.
+    r = server.http.post("/sessions/approve/approve", json={"task": "two"})
+    assert r.status_code == 422
+    r = server.http.post("/sessions/approve/approve", json={"task_id": "two", "x": 1})
+    assert r.status_code == 422
+    r = server.http.post(
+        "/sessions/approve/approve",
+        content=b'{"task_id": "two",',
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 422
+    r = server.http.post(
+        "/sessions/approve/approve", json={"task_id": "two", "args": {"x": 42}}
+    )
+    assert r.status_code == 200, r.text
+    assert server.http.post("/sessions/approve/run").status_code == 202
+    wait_until(lambda: _session(server, "approve")["status"] == "succeeded", "the run")
+    tasks = server.http.get("/sessions/approve/tasks", params={"offset": 1}).json()
+    assert tasks["items"][0]["result"] == {"sent": 42} and tasks["total"] == 2
+
+    page = server.http.get("/sessions/approve/events", params={"limit": 2}).json()
+    assert [e["seq"] for e in page["items"]] == [1, 2] and page["more"]
+    rest = server.http.get("/sessions/approve/events", params={"since": page["next"]})
+    kinds = [e["kind"] for e in rest.json()["items"]]
+    assert "approval_granted" in kinds and "task_succeeded" in kinds
+
+    r = server.http.post("/sessions/approve/fork", json={"at": "two", "name": "again"})
+    assert r.status_code == 201 and r.json()["forked_at"] == "two"
+    assert _session(server, "again")["counts"]["pending"] == 1
+
+
+@pytest.mark.slow
+def test_retry_skip_reject(server: Server) -> None:
+    server.http.post("/sessions/fail/run")
+    wait_until(lambda: _session(server, "fail")["counts"]["failed"] == 1, "the failure")
+    assert (
+        server.http.post("/sessions/fail/retry", json={"task_id": "bad"}).status_code
+        == 200
+    )
+    assert _session(server, "fail")["counts"]["failed"] == 0
+    r = server.http.post(
+        "/sessions/fail/skip", json={"task_id": "bad", "reason": "meh"}
+    )
+    assert r.status_code == 200, r.text
+    server.http.post("/sessions/fail/run")
+    wait_until(lambda: _session(server, "fail")["status"] == "succeeded", "the rest")
+    r = server.http.post("/sessions/fail/reject", json={"task_id": "after"})
+    assert r.status_code == 400 and "after" in r.json()["detail"]  # not waiting
+    r = server.http.post("/sessions/fail/pause", json={})
+    assert r.status_code == 200
+
+
+@pytest.mark.slow
+def test_event_stream(server: Server) -> None:
+    got: list[dict[str, Any]] = []
+    with server.http.stream("GET", "/sessions/approve/events/stream") as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                got.append(json.loads(line[5:]))
+                if len(got) == 4:
+                    break
+    assert got[0] == {}  # stream_started, its id the seq it starts after
+    got = got[1:]
+    assert [e["seq"] for e in got] == [1, 2, 3]
+    assert got[0]["kind"] == "session_created"
+
+
+@pytest.mark.slow
+def test_state_over_http(server: Server) -> None:
+    r = server.http.post("/states/bot", json={"count": 0, "notes": []})
+    assert r.status_code == 201 and r.headers["etag"] == '"1"'
+    assert server.http.post("/states/bot", json={}).status_code == 409
+    r = server.http.get("/states/bot")
+    assert r.json() == {"count": 0, "notes": []} and r.headers["etag"] == '"1"'
+
+    ops = [{"op": "replace", "path": "/count", "value": 1}]
+    hdr = {"Content-Type": PATCH, "If-Match": '"1"'}
+    r = server.http.patch("/states/bot", content=json.dumps(ops), headers=hdr)
+    assert (
+        r.status_code == 200 and r.json()["count"] == 1 and r.headers["etag"] == '"2"'
+    )
+    # Stale: someone committed version 2 since we read version 1.
+    r = server.http.patch("/states/bot", content=json.dumps(ops), headers=hdr)
+    assert r.status_code == 412 and r.headers["etag"] == '"2"'
+    no_match = {"Content-Type": PATCH}
+    r = server.http.patch("/states/bot", content=json.dumps(ops), headers=no_match)
+    assert r.status_code == 428
+    r = server.http.patch(
+        "/states/bot", content=json.dumps(ops), headers={"If-Match": '"2"'}
+    )
+    assert r.status_code == 415
+    hdr2 = {"Content-Type": PATCH, "If-Match": '"2"'}
+    r = server.http.patch("/states/bot", content=b'[{"op": "replace",', headers=hdr2)
+    assert r.status_code == 422 and "malformed JSON" in r.text
+    bad = [{"op": "replace", "path": "/count", "value": 2, "extra": True}]
+    r = server.http.patch("/states/bot", content=json.dumps(bad), headers=hdr2)
+    assert r.status_code == 422
+    wrong = [{"op": "remove", "path": "/missing"}]
+    r = server.http.patch("/states/bot", content=json.dumps(wrong), headers=hdr2)
+    assert r.status_code == 422
+    big = [{"op": "add", "path": "/notes/-", "value": "x" * (2 << 20)}]
+    r = server.http.patch("/states/bot", content=json.dumps(big), headers=hdr2)
+    assert r.status_code == 413
+
+    def chunked() -> Iterator[bytes]:  # no Content-Length: counted as it comes
+        yield b"["
+        for _ in range(40):
+            yield b" " * 60_000
+
+    r = server.http.patch("/states/bot", content=chunked(), headers=hdr2)
+    assert r.status_code == 413
+    r = server.http.post(
+        "/sessions/fail/pause",
+        content=chunked(),
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 413
+    assert server.http.get("/states/bot").headers["etag"] == '"2"'  # all refused
+
+    assert server.http.get("/states/bot", params={"version": 1}).json()["count"] == 0
+    hist = server.http.get("/states/bot/history").json()["items"]
+    assert [h["version"] for h in hist] == [1, 2] and hist[1]["changed"] == ["count"]
+    assert hist[1]["caller"] == "http 127.0.0.1"
+    r = server.http.post("/states/bot/fork", json={"at": 1, "name": "bot-b"})
+    assert r.status_code == 201 and r.json()["count"] == 0
+    names = [s["name"] for s in server.http.get("/states").json()["items"]]
+    assert {"bot", "bot-b"} <= set(names)
+    assert server.http.get("/states/none").status_code == 404
+    assert server.http.get("/states/bot/events").json() == {"items": []}
+    # The token is printed once, at first start; the request log never has it.
+    assert server.text().count(server.token) == 1
+    assert "GET /states/bot 200" in server.text()  # ...but every request
+
+
+@pytest.mark.slow
+def test_connect_reads_and_steers(server: Server) -> None:
+    with pytest.raises(al.ArgusError, match="refused the token"):
+        al.connect(server.url, "wrong")
+    remote = al.connect(server.url, server.token)
+    assert "approve" in [i.name for i in remote.sessions()]
+    s = remote.open("approve")
+    assert s.status == "succeeded" and s.records["two"].result == {"sent": 42}
+    evs = s.events()
+    assert evs[0].kind == "session_created" and [e.seq for e in evs] == list(
+        range(1, len(evs) + 1)
+    )
+    with contextlib.closing(s.stream(since=len(evs) - 1)) as live:
+        assert next(live).seq == len(evs)
+    with pytest.raises(KeyError):
+        remote.open("nope")
+
+    st = remote.state("remote-counter")
+    assert st.create({"n": 0}) == 1
+    for _ in range(3):
+        st.update(lambda d: d.update(n=d["n"] + 1))
+    assert st.get() == {"n": 3} and st.version == 4 and st.at(2) == {"n": 1}
+    with pytest.raises(al.ConflictError):
+        st.patch([{"op": "replace", "path": "/n", "value": 0}], expected=2)
+    assert list(st.history()["version"]) == [1, 2, 3, 4]
+    f = st.fork(at=2)
+    assert f.name != st.name and f.get() == {"n": 1}
+    remote.close()
+
+
+@pytest.mark.slow
+def test_the_readme_curl_example_commits_state(server: Server) -> None:
+    import re
+    import shutil
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    script = next(
+        c for c in re.findall(r"```sh\n(.*?)```", readme, re.S) if "curl" in c
+    )
+    lines = script.splitlines()
+    assert lines[0].startswith("TOKEN=")
+    # Our server's token and port; the endless event stream is left out.
+    body = "\n".join(ln for ln in lines[1:] if "curl -N" not in ln)
+    curl = shutil.which("curl")
+    assert curl, "curl is needed (apt-get install curl)"
+    r = subprocess.run(
+        ["bash", "-euc", body],
+        env={**os.environ, "TOKEN": server.token, "API": server.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    got = server.http.get("/states/chatbot")
+    assert got.json() == {"count": 1, "seen": ["msg-17"]}
+    assert got.headers["etag"] == '"2"'
+
+
+@pytest.mark.slow
+def test_a_widget_follows_a_session_running_in_the_server(server: Server) -> None:
+    from argus_lab.jupyter.widget import GraphWidget
+
+    ws = al.Workspace(server.root)  # another process's view of the same folder
+    ws.new_session(
+        plan=server_tools.APPROVE, tools=server_tools.TOOLS, name="watched"
+    ).close()
+    ws.close()
+    remote = al.connect(server.url, server.token)
+    rs = remote.open("watched")
+    w = GraphWidget(rs, update_interval=0.05)
+    try:
+        assert w.statuses == {"one": "pending", "two": "pending"}
+        rs.start()  # runs in the server; the widget hears of it over SSE
+        wait_until(
+            lambda: (
+                w.statuses == {"one": "succeeded", "two": "awaiting_approval"}
+                and "two" in w.approvals
+            ),
+            "the widget to show the approval request",
+        )
+        rs.approve("two", {"x": 7})
+        rs.start()
+        wait_until(lambda: w.statuses["two"] == "succeeded", "the widget to catch up")
+        assert rs.result("two") == {"sent": 7} and rs.status == "succeeded"
+        assert rs.step() == []  # nothing left to run
+        rs.set_breakpoint("one")
+        assert rs.breakpoints == ["one"]
+    finally:
+        w.close()
+        # A last coalesced refresh (a timer thread) may be under way: let it
+        # end before its connections close.
+        for t in threading.enumerate():
+            if isinstance(t, threading.Timer):
+                t.join(timeout=60)
+        remote.close()
