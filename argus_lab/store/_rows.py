@@ -25,10 +25,12 @@ written through that thread's connection, in that transaction.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
+from types import TracebackType
 from typing import Any
 
-__all__ = ["RowWriter"]
+__all__ = ["NOT_INLINE", "PAGE_SIZE", "RowWriter", "Transaction", "prepare_database"]
 
 _UPDATE = (
     "UPDATE Cache SET store_time = ?, value = ? "
@@ -87,6 +89,61 @@ class RowWriter:
             return None
         mode, value = row
         return value if mode == _MODE_RAW else NOT_INLINE
+
+
+class Transaction:
+    """``cache.transact(retry=True)`` without its two generator context managers.
+
+    The same protocol as diskcache's: ``BEGIN IMMEDIATE`` on this thread's
+    connection (waiting out other writers, as ``retry=True`` does), the cache's
+    ``_txn_id`` set so ``Cache`` calls inside join the transaction, then
+    ``COMMIT``, or ``ROLLBACK`` if the block raised. Yields the connection.
+    """
+
+    __slots__ = ("_cache", "_con")
+
+    def __init__(self, cache: Any) -> None:
+        self._cache = cache
+        self._con: sqlite3.Connection | None = None
+
+    def __enter__(self) -> sqlite3.Connection:
+        cache = self._cache
+        tid = threading.get_ident()
+        if cache._txn_id == tid:
+            raise RuntimeError("checkpoint transactions do not nest")
+        con: sqlite3.Connection = cache._con
+        while True:
+            try:
+                con.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as e:
+                # SQLite's busy handler waited out the connection's timeout (60 s)
+                # while another writer held the lock: diskcache's retry=True
+                # tries again, and so does this.
+                if str(e) != "database is locked":
+                    raise
+        cache._txn_id = tid
+        self._con = con
+        return con
+
+    def __exit__(
+        self,
+        et: type[BaseException] | None,
+        e: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        con = self._con
+        assert con is not None
+        self._cache._txn_id = None
+        if et is not None:
+            con.execute("ROLLBACK")
+            return
+        try:
+            con.execute("COMMIT")
+        except BaseException:
+            if con.in_transaction:  # never leave the connection holding the lock
+                con.execute("ROLLBACK")
+            raise
 
 
 class _NotInline:

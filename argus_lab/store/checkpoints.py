@@ -39,7 +39,12 @@ from argus_lab.errors import (
 from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
-from argus_lab.store._rows import NOT_INLINE, RowWriter, prepare_database
+from argus_lab.store._rows import (
+    NOT_INLINE,
+    RowWriter,
+    Transaction,
+    prepare_database,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -368,7 +373,7 @@ class SessionStore:
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         try:
-            with self.cache.transact(retry=True):
+            with Transaction(self.cache):
                 yield
         except sqlite3.DatabaseError as e:
             raise self._corrupt("cache.db", e) from None
