@@ -19,8 +19,10 @@ ArgusError                      base of everything raised on purpose
 ├── CorruptCheckpointError      a stored record fails its checksum or cannot be read
 ├── SchemaVersionError          a record is newer than this version, or no migration
 ├── MissingDependency           an optional extra is needed (names the pip extra)
-└── ModelError                  a model call failed permanently (400, auth, no key)
-    └── ReplayMiss              a strict replay has no recorded reply for a request
+├── ModelError                  a model call failed permanently (400, auth, no key)
+│   └── ReplayMiss              a strict replay has no recorded reply for a request
+├── LostCommitsError            the checkpoint is older than its witness: commits lost
+└── StorageFullError            the disk is full (also an OSError, errno ENOSPC)
 ```
 """
 
@@ -34,11 +36,13 @@ __all__ = [
     "ConflictError",
     "CorruptCheckpointError",
     "InDoubtError",
+    "LostCommitsError",
     "MissingDependency",
     "ModelError",
     "PlanError",
     "ReplayMiss",
     "SchemaVersionError",
+    "StorageFullError",
     "ToolError",
     "TransientError",
 ]
@@ -196,3 +200,64 @@ class ConflictError(ArgusError):
         super().__init__(message)
         self.state = state
         self.version = version
+
+
+# -- storage guarantees (issue 13): self-contained, kept apart on purpose ----------
+# LostCommitsError       a session's head is older than its witness: commits lost
+# StorageFullError       the disk (or SQLite) is full; also an OSError (ENOSPC)
+
+
+class LostCommitsError(ArgusError):
+    """Raised on open when a session's checkpoint is older than its witness.
+
+    SQLite lost committed versions it cannot see (a truncated or damaged WAL,
+    a power cut under durability "normal"). The message names the versions and
+    the tasks whose intent or result may be lost, and the exact call to go on.
+
+    Attributes:
+        head_version: The version the checkpoint holds now.
+        witness_version: The latest version that was committed.
+        tasks: Tasks those lost commits touched (None: not known, any).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        head_version: int = 0,
+        witness_version: int = 0,
+        tasks: list[str] | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        super().__init__(message, session_id=session_id)
+        self.head_version = head_version
+        self.witness_version = witness_version
+        self.tasks = tasks
+
+
+class StorageFullError(ArgusError, OSError):
+    """Raised when a write finds the disk (or SQLite's file) full (ENOSPC).
+
+    Nothing committed is lost: the write that failed was not committed. Free
+    space and reopen the session to go on.
+
+    Attributes:
+        path: The file that could not be written.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        session_id: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        super().__init__(message, session_id=session_id, task_id=task_id)
+        import errno
+
+        self.errno = errno.ENOSPC
+        self.path = path
+
+    def __str__(self) -> str:
+        return self.message

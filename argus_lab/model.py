@@ -281,3 +281,7 @@ class SessionInfo(BaseModel):
     """Bumped each time the plan is patched (lazy expansion, backtracking, replan)."""
     counts: dict[str, int] = Field(default_factory=dict)
     """Tasks per status, as of the last status change."""
+    approvals: list[dict[str, Any]] | None = None
+    """The session's approval policies as data (decision, tools, side_effect,
+    reason; ``when``: the name of a predicate, which is code and not stored);
+    None: the default policies. Restored by ``ws.open``."""

@@ -15,19 +15,27 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from argus_lab.errors import ArgusError, CorruptCheckpointError, PlanError
+from argus_lab.errors import ArgusError, ConcurrentSessionError, PlanError
 from argus_lab.events import make_event
 from argus_lab.model import Budget, Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.artifacts import ArtifactStore
-from argus_lab.store.checkpoints import Durability, Loaded, SessionStore, open_cache
+from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
+from argus_lab.store.index import (
+    open_index,
+    read_progress,
+    rebuild_or_raise,
+    scan_sessions,
+)
+from argus_lab.tools.approval import policies_from_data, policies_to_data
 from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
@@ -124,9 +132,20 @@ class Workspace:
 
     @property
     def _index(self) -> diskcache.Cache:
+        # A cache of the session folders: rebuilt (with a warning) when damaged.
         if self._index_cache is None:
-            self._index_cache = open_cache(self.path / "index", self.durability)
+            self._index_cache = open_index(self.path, self.durability)
         return self._index_cache
+
+    def _index_call(self, fn: Callable[[diskcache.Cache], Any]) -> Any:
+        try:
+            return fn(self._index)
+        except sqlite3.DatabaseError as e:  # damaged after it was opened
+            if self._index_cache is not None:
+                self._index_cache.close()
+                self._index_cache = None
+            self._index_cache = rebuild_or_raise(self.path, self.durability, e)
+            return fn(self._index_cache)
 
     @property
     def memory(self) -> Memory:
@@ -246,6 +265,9 @@ class Workspace:
             forked_at=at,
             n_tasks=len(plan.tasks),
             budgets=budgets if budgets is not None else {},
+            approvals=None
+            if opts.approvals is None
+            else policies_to_data(opts.approvals),
         )
         ev = [
             make_event(
@@ -295,7 +317,7 @@ class Workspace:
         store.redactor = Redactor(opts.secrets)
         try:
             head = store.create(meta, plan, kept, ev, replays)
-            if not self._index.add("name:" + name, sid):
+            if not self._index_call(lambda ix: ix.add("name:" + name, sid)):
                 raise ArgusError(f"a session named {name!r} was just created elsewhere")
         except BaseException:
             store.close()
@@ -330,22 +352,41 @@ class Workspace:
     # -- finding and opening -------------------------------------------------
 
     def _lookup(self, name_or_id: str) -> str | None:
-        sid = self._index.get("name:" + name_or_id)
+        # By id first: opening a session by id never depends on the index.
+        if (
+            "/" not in name_or_id
+            and name_or_id not in ("", ".", "..")
+            and (self._session_dir(name_or_id) / "cache.db").exists()
+        ):
+            return name_or_id
+        sid = self._index_call(lambda ix: ix.get("name:" + name_or_id))
         if isinstance(sid, str) and self._session_dir(sid).exists():
             return sid
-        if (self._session_dir(name_or_id) / "cache.db").exists():
-            return name_or_id
         return None
 
-    def open(self, name_or_id: str, tools: ToolsArg = None, **options: Any) -> Session:
+    def open(
+        self,
+        name_or_id: str,
+        tools: ToolsArg = None,
+        *,
+        accept_lost_commits: bool = False,
+        **options: Any,
+    ) -> Session:
         """Opens a session to inspect or continue it, exactly where it stopped.
 
         Tools are code, so they are handed in again; a task whose tool is
         missing fails with an error saying so when it comes to run.
 
+        Args:
+            accept_lost_commits: go on after a LostCommitsError: each task the
+                lost commits touched is rerun with the same idempotency key if
+                its tool is idempotent (or has no side effect) and held in
+                doubt otherwise; every surviving result is kept.
+
         Raises:
             KeyError: no such session (the message lists some that exist).
             CorruptCheckpointError: a record of this session is damaged.
+            LostCommitsError: commits this session had made were lost.
         """
         sid = self._lookup(name_or_id)
         if sid is None:
@@ -355,30 +396,65 @@ class Workspace:
             )
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
         try:
-            loaded = store.load()
+            loaded = store.load(accept_lost_commits=accept_lost_commits)
+            options = self._policies(store, loaded, options)
         except BaseException:
             store.close()
             raise
         return Session(self, store, loaded, as_toolset(tools), self._options(options))
 
+    def _policies(
+        self, store: SessionStore, loaded: Loaded, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Restores the stored approval policies, or stores the ones handed in."""
+        stored = loaded.meta.approvals
+        if "approvals" not in options:
+            if stored is not None:
+                label = loaded.meta.name
+                options = options | {
+                    "approvals": policies_from_data(stored, session=label)
+                }
+            return options
+        given = options["approvals"]
+        data = None if given is None else policies_to_data(tuple(given))
+        if data != stored:  # replaced explicitly: they travel with the session
+            meta = loaded.meta.model_copy(update={"approvals": data})
+            try:
+                loaded.head = store.commit(
+                    loaded.head.version, "ws.open", meta=meta, lease="keep"
+                )
+                loaded.meta = meta
+            except ConcurrentSessionError:
+                pass  # another process runs it: they apply here, stored next open
+        return options
+
     def sessions(self) -> list[SessionInfo]:
-        """Every readable session, oldest first (damaged ones are skipped)."""
-        out: list[SessionInfo] = []
-        for d in sorted((self.path / "sessions").iterdir()):
-            if not (d / "cache.db").exists():
-                continue
-            try:
-                store = SessionStore(d, d.name, durability=self.durability)
-            except CorruptCheckpointError:
-                continue
-            try:
-                out.append(store.read_meta())
-            except CorruptCheckpointError:
-                continue
-            finally:
-                store.close()
-        out.sort(key=lambda i: (i.created, i.id))  # ids share a second
-        return out
+        """Every readable session, oldest first (see ``damaged_sessions``)."""
+        return scan_sessions(self.path / "sessions", self.durability)[0]
+
+    def progress(self, name_or_id: str) -> dict[str, Any]:
+        """A session's status and task counts as its records say now.
+
+        Returns ``{"status", "counts", "reason", "runner"}``: the stored status,
+        except "interrupted" for one stored as running whose runner is gone (its
+        process died); counts per task status from the task records; the live
+        runner's pid and host, or None.
+
+        Raises:
+            KeyError: no such session.
+        """
+        sid = self._lookup(name_or_id)
+        if sid is None:
+            raise KeyError(f"no session {name_or_id!r} in {self.path}")
+        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        try:
+            return read_progress(store)
+        finally:
+            store.close()
+
+    def damaged_sessions(self) -> dict[str, str]:
+        """Sessions that cannot be read: id -> the error saying why."""
+        return scan_sessions(self.path / "sessions", self.durability)[1]
 
     # -- typed states (store/state.py) ------------------------------------------
 

@@ -18,7 +18,7 @@ from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import SessionState
 from argus_lab.runtime.supervisor import Supervisor
 from argus_lab.store.checkpoints import SessionStore
-from tests.test_state import make_state
+from tests.test_runtime_state import make_state
 
 if TYPE_CHECKING:
     from argus_lab.store.memory import Memory

@@ -211,6 +211,11 @@ def _parser() -> argparse.ArgumentParser:
 
     rs = add("resume", "continue a session exactly where it stopped")
     rs.add_argument("name", help="session name or id")
+    rs.add_argument(
+        "--accept-lost-commits",
+        action="store_true",
+        help="go on after commits were lost (see the error that said so)",
+    )
     _tool_options(rs)
 
     f = add("fork", "branch a session: keep results before a task, redo the rest")

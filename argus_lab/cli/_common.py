@@ -38,8 +38,10 @@ __all__ = [
     "human_bytes",
     "load_tools",
     "open_session",
+    "plain",
     "run_session",
     "session_setup",
+    "styled",
     "workspace",
 ]
 
@@ -132,6 +134,12 @@ def workspace(args: argparse.Namespace, *, create: bool = False) -> Workspace:
     from argus_lab.workspace import Workspace
 
     path = workspace_path(args)
+    if path.exists() and not path.is_dir():
+        src = "-w" if args.workspace else "ARGUS_HOME"
+        raise UsageError(
+            f"the workspace {path} (from {src}) is a file, not a folder: point "
+            f"{src} at a folder"
+        )
     if not create and not (path / "sessions").is_dir():
         raise UsageError(
             f"no workspace at {path} (give -w DIR or set ARGUS_HOME; `argus demo` "
@@ -189,12 +197,38 @@ def _import(spec: str, flag: str) -> Any:
             raise UsageError(f"{flag}: cannot import {spec!r}")
         mod = importlib.util.module_from_spec(mspec)
         sys.modules[path.stem] = mod
-        mspec.loader.exec_module(mod)
+        try:
+            mspec.loader.exec_module(mod)
+        except Exception as e:
+            sys.modules.pop(path.stem, None)
+            raise UsageError(_import_error(flag, spec, e)) from None
         return mod
     try:
         return importlib.import_module(spec)
     except ImportError as e:
         raise UsageError(f"{flag}: cannot import module {spec!r}: {e}") from None
+    except Exception as e:
+        raise UsageError(_import_error(flag, spec, e)) from None
+
+
+def _import_error(flag: str, spec: str, e: Exception) -> str:
+    """One short block: where the module failed (file:line), the line, the error."""
+    import traceback
+
+    if isinstance(e, SyntaxError):
+        where = f"{e.filename}:{e.lineno}"
+        code = (e.text or "").rstrip("\n")
+        what = f"SyntaxError: {e.msg}"
+    else:
+        frames = traceback.extract_tb(e.__traceback__)
+        # The deepest frame outside importlib's machinery is the user's line.
+        mine = [f for f in frames if "importlib" not in f.filename] or frames
+        last = mine[-1] if mine else None
+        where = f"{last.filename}:{last.lineno}" if last else spec
+        code = (last.line or "") if last else ""
+        what = f"{type(e).__name__}: {e}"
+    text = f"{flag}: cannot import {spec!r}: {where}: {what}"
+    return text + (f"\n    {code.strip()}" if code.strip() else "")
 
 
 def load_planner(spec: str) -> Any:
@@ -213,7 +247,9 @@ def load_planner(spec: str) -> Any:
     raise UsageError(f"--planner: {spec} is not an HTNDomain or HTNPlanner")
 
 
-def session_setup(ws: Workspace, name: str, args: argparse.Namespace) -> dict[str, Any]:
+def session_setup(
+    ws: Workspace, name: str, args: argparse.Namespace, **open_options: Any
+) -> dict[str, Any]:
     """Options to reopen a session with: its tools (and planner, policies).
 
     Tools are code and are not stored. ``--tools`` (and ``--planner``) name them;
@@ -234,7 +270,7 @@ def session_setup(ws: Workspace, name: str, args: argparse.Namespace) -> dict[st
         return opts
     from argus_lab.demo.runner import is_demo_plan, session_options
 
-    with open_session(ws, name) as s:
+    with open_session(ws, name, **open_options) as s:
         plan = s.plan
     if is_demo_plan(plan):
         return session_options() | opts
@@ -343,6 +379,9 @@ def task_rows(s: Session) -> list[dict[str, Any]]:
 
 
 STATUS_COLORS = {
+    "interrupted": "red",
+    "damaged": "red",
+    "lost_commits": "red",
     "succeeded": "green",
     "failed": "red",
     "blocked": "yellow",
@@ -354,22 +393,38 @@ STATUS_COLORS = {
 }
 
 
-def print_tasks(s: Session, out: Out) -> None:
+def styled(status: str) -> str:
+    """A status as rich markup: coloured if it has a colour, never bare brackets."""
+    from rich.markup import escape
+
+    color = STATUS_COLORS.get(status)
+    return f"[{color}]{escape(status)}[/]" if color else escape(status)
+
+
+def plain(text: str) -> str:
+    """User text (names, goals, errors) made safe for rich: brackets print as-is."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def print_tasks(s: Session, out: Out, title: str | None = None) -> None:
     """The task table of a session (id, tool, status, tries, seconds, error)."""
     from rich.table import Table
 
-    title = f"{s.name} - {s.status}" + (f": {s.reason}" if s.reason else "")
-    table = Table(title=title, title_justify="left")
+    if title is None:
+        title = f"{s.name} - {s.status}" + (f": {s.reason}" if s.reason else "")
+    table = Table(title=plain(title), title_justify="left")
     for col in ("task", "tool", "status", "tries", "seconds", "error"):
         table.add_column(col, overflow="fold")
     for row in task_rows(s):
         st = row["status"]
         table.add_row(
-            row["task"],
-            row["tool"] or "",
-            f"[{STATUS_COLORS.get(st, '')}]{st}",
+            plain(row["task"]),
+            plain(row["tool"] or ""),
+            styled(st),
             str(row["attempts"]),
             "" if row["seconds"] is None else f"{row['seconds']:.3f}",
-            (row["error"] or "")[:120],
+            plain((row["error"] or "")[:120]),
         )
     out.table(table)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.cli._common import (
     EXIT_OK,
-    STATUS_COLORS,
     Out,
     UsageError,
     exit_code,
@@ -19,12 +19,16 @@ from argus_lab.cli._common import (
     load_planner,
     load_tools,
     open_session,
+    plain,
     print_tasks,
     run_session,
     session_setup,
+    styled,
     task_rows,
     workspace,
+    workspace_path,
 )
+from argus_lab.errors import ArgusError, LostCommitsError
 
 if TYPE_CHECKING:
     from argus_lab.runtime.session import RunResult, Session
@@ -87,7 +91,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     from argus_lab.model import Plan
 
     path = Path(args.plan)
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"plan file {args.plan!r} does not exist")
     plan = Plan.from_yaml(path)
     tools = load_tools(args.tools)
@@ -108,8 +112,9 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
 def cmd_resume(args: argparse.Namespace, out: Out) -> int:
     """Continue a session exactly where it stopped."""
     ws = workspace(args)
-    opts = session_setup(ws, args.name, args)
-    with open_session(ws, args.name, **opts) as s:
+    lost = {"accept_lost_commits": True} if args.accept_lost_commits else {}
+    opts = session_setup(ws, args.name, args, **lost)
+    with open_session(ws, args.name, **opts, **lost) as s:
         res = run_session(s, out, approve_as="argus resume --yes" if args.yes else None)
         return report_run(s, res, out, ws)
 
@@ -208,43 +213,72 @@ def cmd_reject(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     """List the sessions of the workspace, oldest first."""
-    try:
-        ws = workspace(args)
-    except UsageError:
+    if not workspace_path(args).exists():
         out.data([])
         out.say("no sessions yet: try `argus demo`")
         return EXIT_OK
+    ws = workspace(args)
     rows: list[dict[str, Any]] = []
     for info in ws.sessions():
         size = dir_bytes(ws._session_dir(info.id)) + dir_bytes(
             ws.path / "files" / info.id
         )
-        rows.append(info.model_dump(mode="json") | {"bytes": size})
-    out.data(rows)
+        row = info.model_dump(mode="json") | {"bytes": size}
+        try:  # the records' word, not the summary written when a run began
+            prog = ws.progress(info.id)
+        except ArgusError as e:
+            lost = isinstance(e, LostCommitsError)
+            row |= {"status": "lost_commits" if lost else "damaged", "error": e.message}
+        else:
+            row |= {"status": prog["status"], "counts": prog["counts"]}
+        rows.append(row)
+    # A session that cannot be read is listed with its error; the rest normally.
+    damaged = ws.damaged_sessions()
+    out.data(
+        rows + [{"id": k, "status": "damaged", "error": v} for k, v in damaged.items()]
+    )
     if out.json_mode:
         return EXIT_OK
     from rich.table import Table
 
-    table = Table(title=f"sessions in {ws.path}", title_justify="left")
+    table = Table(title=plain(f"sessions in {ws.path}"), title_justify="left")
     for col in ("name", "status", "tasks", "done", "updated", "size", "goal"):
         table.add_column(col, overflow="fold")
     now = time.time()
     for r in rows:
         done = r["counts"].get("succeeded", 0) + r["counts"].get("skipped", 0)
-        goal = r["goal"] if len(r["goal"]) <= 48 else r["goal"][:47] + "..."
+        goal = r.get("error") or r["goal"]
+        goal = goal if len(goal) <= 48 else goal[:47] + "..."
         table.add_row(
-            r["name"] + (" (fork)" if r["parent"] else ""),
-            f"[{STATUS_COLORS.get(r['status'], '')}]{r['status']}",
+            plain(r["name"] + (" (fork)" if r["parent"] else "")),
+            styled(r["status"]),
             str(r["n_tasks"]),
             str(done),
             human_age(r["updated"], now),
             human_bytes(r["bytes"]),
-            goal,
+            plain(goal),
         )
+    for sid, why in damaged.items():
+        table.add_row(plain(sid), styled("damaged"), "", "", "", "", plain(why))
     out.table(table)
-    if not rows:
+    if not rows and not damaged:
         out.say("no sessions yet: try `argus demo`")
     return EXIT_OK
+
+
+def show_title(ws: Workspace, s: Session) -> tuple[str, str | None]:
+    """``name - status (k of n succeeded)`` from the records, and what to do."""
+    prog = ws.progress(s.id)
+    ok = prog["counts"].get("succeeded", 0)
+    title = f"{s.name} - {prog['status']} ({ok} of {len(s.plan.tasks)} succeeded)"
+    if prog["status"] == "interrupted":
+        return title, (
+            f"its run stopped when its process ended; argus resume {s.name} goes on"
+        )
+    if prog["status"] == "running" and prog["runner"]:
+        r = prog["runner"]
+        return title, f"running now in process {r['pid']} on {r['host']}"
+    return title + (f": {s.reason}" if s.reason else ""), None
 
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
@@ -254,8 +288,10 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         events = s.events() if args.events else []
         if args.limit is not None:
             events = events[-args.limit :]
+        prog = ws.progress(s.id)
         payload: dict[str, Any] = {
-            "session": s.info.model_dump(mode="json"),
+            "session": s.info.model_dump(mode="json")
+            | {"status": prog["status"], "counts": prog["counts"]},
             "tasks": task_rows(s),
         }
         if args.events:
@@ -263,7 +299,10 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         out.data(payload)
         if out.json_mode:
             return EXIT_OK
-        print_tasks(s, out)
+        title, hint = show_title(ws, s)
+        print_tasks(s, out, title)
+        if hint:
+            out.say(hint)
         if args.events:
             from rich.table import Table
 
@@ -282,6 +321,20 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def _writable(folder: Path) -> None:
+    """Makes ``folder`` and checks it takes a file: a UsageError (exit 2) if not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".argus-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(
+            f"cannot write to {str(folder)!r}: {e.strerror or e}; give --parquet a "
+            "folder you can write to"
+        ) from None
+
+
 def cmd_export(args: argparse.Namespace, out: Out) -> int:
     """Write sessions' trajectories as parquet files (argus_lab.analysis.export)."""
     if bool(args.names) == bool(args.all):
@@ -292,11 +345,13 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
     folder = Path(args.parquet)
     if args.all:
         names = [i.name for i in ws.sessions()]
+        _writable(folder)
         export(ws, folder)
     else:
         names = list(dict.fromkeys(args.names))
         for n in names:  # every name is checked before anything is written
             open_session(ws, n).close()
+        _writable(folder)
         sessions = [ws.open(n) for n in names]
         try:
             export(sessions, folder)

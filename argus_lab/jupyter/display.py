@@ -8,11 +8,13 @@ the live widget uses, so both views agree.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.errors import ArgusError
 from argus_lab.jupyter.layout import Layout, layout_plan
 from argus_lab.model import STATUSES
 
@@ -87,9 +89,15 @@ def session_summary(session: Session) -> dict[str, Any]:
     if session.status == "running" and started is not None:
         ended = time.time()
     elapsed = (ended - started) if started is not None and ended is not None else 0.0
+    status: str = session.status
+    if status == "running" and not session.running:
+        # Stored as running, not run by this object: another live process, or
+        # one that died mid-run ("interrupted", as argus ls says).
+        with contextlib.suppress(ArgusError, KeyError, OSError):
+            status = session.workspace.progress(session.id)["status"]
     return {
         "name": session.name,
-        "status": session.status,
+        "status": status,
         "reason": session.reason or "",
         "total": total,
         "done": sum(counts[s] for s in _DONE),

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from argus_lab.errors import PlanError
 from argus_lab.model import Plan
+from argus_lab.plan._text import check_json, load_yaml, read_text
 
 __all__ = ["plan_from_dict", "plan_from_yaml", "plan_to_yaml"]
 
@@ -34,43 +35,62 @@ def _field_path(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
     return ".".join(parts)
 
 
-def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """Builds a Plan from plain data, raising PlanError that names each bad field."""
+def plan_from_dict(
+    data: dict[str, Any],
+    *,
+    name: str | None = None,
+    lines: dict[int, int] | None = None,
+) -> Plan:
+    """Builds a Plan from plain data, raising PlanError that names each bad field.
+
+    Only PlanError escapes, whatever ``data`` is (see ``_text.check_json``).
+    ``name`` and ``lines`` (from YAML) let messages say where a task was written.
+    """
     if not isinstance(data, dict):
+        where = f"{name}: " if name else ""
         raise PlanError(
-            "a plan must be a mapping with 'goal' and 'tasks', "
-            f"got {type(data).__name__}"
+            f"{where}a plan must be a mapping with 'goal' and 'tasks', "
+            f"got {'nothing' if data is None else type(data).__name__}"
         )
+    check_json(data, name=name, lines=lines)
     if "tasks" not in data:
         raise PlanError("a plan needs a 'tasks' list (each task with an id and a tool)")
     try:
         plan = Plan.model_validate(data)
     except ValidationError as e:
-        msgs = [f"{_field_path(err['loc'], data)}: {err['msg']}" for err in e.errors()]
+        msgs = [
+            _where(err["loc"], data, name, lines or {})
+            + f"{_field_path(err['loc'], data)}: {err['msg']}"
+            for err in e.errors()
+        ]
         raise PlanError("invalid plan:\n- " + "\n- ".join(msgs)) from None
     return plan.validate_against(None)
 
 
-def plan_from_yaml(text_or_path: str | Path) -> Plan:
-    """Builds a Plan from YAML/JSON text or a file path."""
-    import yaml
-
-    text: str
-    if isinstance(text_or_path, Path) or (
-        "\n" not in text_or_path
-        and text_or_path.strip().endswith((".yaml", ".yml", ".json"))
+def _where(
+    loc: tuple[Any, ...], data: dict[str, Any], name: str | None, lines: dict[int, int]
+) -> str:
+    # "plan.yaml:12: " for an error inside the task written at line 12.
+    if not name:
+        return ""
+    tasks = data.get("tasks")
+    if (
+        len(loc) >= 2
+        and loc[0] == "tasks"
+        and isinstance(loc[1], int)
+        and isinstance(tasks, list)
+        and loc[1] < len(tasks)
+        and (line := lines.get(id(tasks[loc[1]])))
     ):
-        path = Path(text_or_path)
-        if not path.exists():
-            raise PlanError(f"plan file {str(path)!r} does not exist")
-        text = path.read_text(encoding="utf-8")
-    else:
-        text = str(text_or_path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise PlanError(f"plan is not valid YAML: {e}") from None
-    return plan_from_dict(data)
+        return f"{name}:{line}: "
+    return f"{name}: "
+
+
+def plan_from_yaml(text_or_path: str | Path) -> Plan:
+    """Builds a Plan from YAML/JSON text or a file path; only PlanError escapes."""
+    text, name = read_text(text_or_path)
+    data, lines = load_yaml(text, name)
+    return plan_from_dict(data, name=name, lines=lines)
 
 
 def plan_to_yaml(plan: Plan) -> str:

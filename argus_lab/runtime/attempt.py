@@ -17,6 +17,7 @@ from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetChecker
 from argus_lab.runtime.executor import InlineGate, run_attempt
+from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.options import (
     SessionOptions,
@@ -66,6 +67,7 @@ class AttemptRunner:
         self._workdir: Path | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inline = InlineGate()
+        self._intents = IntentBatch(state)
 
     def tool_for(self, task: Task) -> Tool | None:
         """The tool a task calls (None: not registered in this session)."""
@@ -178,10 +180,13 @@ class AttemptRunner:
             # step). A crash mid-call leaves the task pending: it runs again.
             st.defer([started])
         else:
-            # A tool without side effects loses nothing if this intent is lost
-            # to a power cut (the attempt just runs again): no fsync for it
-            # under "full".
-            st.commit([rec], [started], relaxed=tool.side_effect != "write")
+            # Committed with the intents of the tasks starting beside it (one
+            # transaction), before the call. A tool without side effects loses
+            # nothing if its intent is lost to a power cut (the attempt just
+            # runs again): no fsync for it under "full".
+            await self._intents.commit(
+                rec, started, relaxed=tool.side_effect != "write"
+            )
         try:
             out = await run_attempt(
                 tool,

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from argus_lab.errors import ArgusError
+from argus_lab.errors import ArgusError, StorageFullError
 from argus_lab.events import EventBase
 from argus_lab.model import SessionStatus, TaskRecord
 from argus_lab.plan.graph import EXPAND_TOOL
@@ -20,6 +20,7 @@ from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import LeaseArg, SessionState
 from argus_lab.runtime.supervisor import Supervisor
+from argus_lab.store.space import with_context
 
 __all__ = ["RunLoop"]
 
@@ -153,6 +154,12 @@ class RunLoop:
             watch = loop.call_later(limit, self._too_slow, tid, limit)
         try:
             await self._attempts.run(tid)
+        except StorageFullError as e:  # e.g. an artifact: name session and task
+            info = st.info
+            label = f"{info.name!r} ({info.id})"
+            raise with_context(
+                e, session_id=info.id, label=label, task_id=tid
+            ) from None
         finally:
             if watch is not None:
                 watch.cancel()

@@ -12,7 +12,13 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from argus_lab.errors import ArgusError, BudgetExceeded, InDoubtError, TransientError
+from argus_lab.errors import (
+    ArgusError,
+    BudgetExceeded,
+    InDoubtError,
+    StorageFullError,
+    TransientError,
+)
 from argus_lab.runtime.options import RemoteExecutor
 from argus_lab.runtime.outcome import (
     Failed,
@@ -252,6 +258,8 @@ async def _attempt(
         # DataFrames, Figures, bytes and produced files become artifacts.
         jsonable = to_jsonable_python(to_stored(result, artifacts))
         text = json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
+    except StorageFullError:  # not the result's fault: the run stops, says so
+        raise
     except ArgusError as e:  # e.g. binary data holding a secret: refused
         return _failed(e, "bad_result", tb=False)
     except (ValueError, TypeError) as e:

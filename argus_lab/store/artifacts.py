@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from argus_lab.errors import CorruptCheckpointError, ToolError
 from argus_lab.redact import Redactor
+from argus_lab.store.space import full_error, is_disk_full
 
 __all__ = ["ARTIFACT", "ArtifactStore", "from_stored", "to_stored"]
 
@@ -61,17 +62,24 @@ class ArtifactStore:
         dest = self.path(ref)
         if dest.exists():
             return ref
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
+        tmp = None
         try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 if self.fsync:
                     f.flush()
                     os.fsync(f.fileno())
             os.replace(tmp, dest)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+        except BaseException as e:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            if isinstance(e, OSError) and is_disk_full(e):
+                # The runtime adds the session and task (space.with_context).
+                raise full_error(
+                    dest, e.strerror or e, what=f"writing a {len(data):,}-byte artifact"
+                ) from None
             raise
         return ref
 

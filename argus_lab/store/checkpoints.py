@@ -32,6 +32,7 @@ import diskcache
 from pydantic import ValidationError
 
 from argus_lab.errors import (
+    ArgusError,
     ConcurrentSessionError,
     CorruptCheckpointError,
     SchemaVersionError,
@@ -45,6 +46,8 @@ from argus_lab.store._rows import (
     Transaction,
     prepare_database,
 )
+from argus_lab.store.space import full_error, is_disk_full
+from argus_lab.store.witness import Witness, check_witness
 
 __all__ = [
     "MIGRATIONS",
@@ -209,9 +212,21 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_ABANDONED: set[str] = set()
+"""Lease holders of this process whose release failed (e.g. on a full disk):
+their Session gave the lease up, nobody renews it, so it protects no one and a
+reopen in this process need not wait for it to expire."""
+
+
 def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
     """Whether a lease still protects its holder: not expired and (here) alive."""
     if not lease or lease.get("expires", 0) <= now:
+        return False
+    if (
+        lease.get("host") == HOST
+        and lease.get("pid") == os.getpid()
+        and lease.get("holder") in _ABANDONED
+    ):
         return False
     # A holder on this host whose process is gone cannot renew: take over now
     # rather than making the user wait out the lease.
@@ -231,10 +246,16 @@ class SessionStore:
         """How messages name the session (the Session sets "name (id)")."""
         self.redactor: Redactor | None = None
         """Set by the Session: a last scrub of every value before it is written."""
+        self.witness = Witness(self.directory, fsync=durability == "full")
+        wal = self.directory / "cache.db-wal"
+        # No WAL before we open: every commit is in cache.db itself, so the
+        # journal of which task each version touched can start afresh.
+        self._settled = not wal.exists() or wal.stat().st_size == 0
+        """The second record of the latest commit, outside SQLite (witness.py)."""
         try:
             self.cache = open_cache(self.directory, durability)
         except sqlite3.DatabaseError as e:
-            raise self._corrupt("cache.db", e) from None
+            raise self._db_error("cache.db", e, what="opening") from None
         self._rows = RowWriter(self.cache)
         self._head_text: str | None = None
         """The head's stored text as this store last wrote it: a commit that finds
@@ -244,6 +265,7 @@ class SessionStore:
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
         self.cache.close()
+        self.witness.close()
 
     # -- reading -------------------------------------------------------------
 
@@ -252,6 +274,41 @@ class SessionStore:
             f"session {self.session_id}: checkpoint record {key!r} is damaged ({why}). "
             "Other sessions are unaffected; fork from an earlier task or delete "
             "this session's folder to start it over.",
+            key=key,
+            session_id=self.session_id,
+        )
+
+    def _db_error(
+        self,
+        key: str,
+        e: sqlite3.DatabaseError,
+        task_ids: Iterable[str] = (),
+        *,
+        what: str = "committing to",
+    ) -> ArgusError:
+        """A full disk, a damaged file, or another failure to read or write."""
+        if is_disk_full(e, self.directory):
+            tids = list(task_ids)
+            return full_error(
+                self.directory / "cache.db",
+                e,
+                session_id=self.session_id,
+                label=self.label,
+                task_id=tids[0] if tids else None,
+                what=what,
+            )
+        code = getattr(e, "sqlite_errorcode", None)
+        text = str(e)
+        if (code is not None and code & 0xFF in (11, 26)) or (
+            "malformed" in text or "not a database" in text
+        ):
+            return self._corrupt(key, e)  # SQLITE_CORRUPT / SQLITE_NOTADB
+        # Not known to be damaged (locked, read-only, an I/O error): no advice
+        # to delete anything.
+        return CorruptCheckpointError(
+            f"session {self.label}: could not read or write {key!r} in "
+            f"{self.directory} ({e}). Nothing is known to be damaged: check the "
+            "disk, its free space and the folder's permissions, then reopen it.",
             key=key,
             session_id=self.session_id,
         )
@@ -301,7 +358,7 @@ class SessionStore:
         try:
             return self.cache.get(key)
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(key, e) from None
+            raise self._db_error(key, e) from None
 
     def read_head(self) -> Head | None:
         """The current head, or None for a session that was never created."""
@@ -328,17 +385,27 @@ class SessionStore:
                 (lo, hi),
             ).fetchall()
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(f"{lo}*", e) from None
+            raise self._db_error(f"{lo}*", e) from None
         for key, mode, filename, value in rows:
             if mode == diskcache.core.MODE_RAW:
                 yield key, value
             else:
                 yield key, self.cache.disk.fetch(mode, filename, value, False)
 
-    def load(self) -> Loaded:
-        """Loads head, meta, plan and every task record (not the events)."""
+    def load(self, *, accept_lost_commits: bool = False) -> Loaded:
+        """Loads head, meta, plan and every task record (not the events).
+
+        Raises:
+            LostCommitsError: the head is older than its witness (commits were
+                lost), unless ``accept_lost_commits``: then each task they
+                touched is marked as interrupted, for the runtime to rerun
+                (idempotent) or hold in doubt, and the loss is recorded.
+        """
         head = self.read_head()
+        witnessed = self.witness.read()
         if head is None:
+            if witnessed:  # everything was lost, the session's plan included
+                check_witness(self, None, witnessed, accept=accept_lost_commits)
             raise self._corrupt("head", "missing: this folder holds no session")
         meta = self._parse("meta", self._get("meta"), "meta", SessionInfo)
         plan = self._parse("plan", self._get("plan"), "plan", Plan)
@@ -346,7 +413,13 @@ class SessionStore:
         for key, raw in self._scan("t:", "t;"):
             rec = self._parse(key, raw, "task", TaskRecord)
             records[rec.task_id] = rec
-        return Loaded(head=head, meta=meta, plan=plan, records=records)
+        loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
+        if witnessed is not None and head.version < witnessed:
+            check_witness(self, loaded, witnessed, accept=accept_lost_commits)
+        elif self._settled and witnessed == head.version:
+            self.witness.compact()
+        self._settled = False  # later loads (a lease handover) find a live WAL
+        return loaded
 
     def read_meta(self) -> SessionInfo:
         """Reads only the SessionInfo."""
@@ -371,12 +444,12 @@ class SessionStore:
     # -- writing -------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _transaction(self, task_ids: Iterable[str] = ()) -> Iterator[None]:
         try:
             with Transaction(self.cache):
                 yield
         except sqlite3.DatabaseError as e:
-            raise self._corrupt("cache.db", e) from None
+            raise self._db_error("cache.db", e, task_ids) from None
 
     def _check(self, head: Head | None, expected: int, holder: str) -> Head:
         if head is None:
@@ -425,7 +498,9 @@ class SessionStore:
             head = Head(version=1, last_seq=0)
             for key, text in (replays or {}).items():
                 self.cache.set("r:" + key, self._encode(text))
+            records = list(records)
             self._write(head, records, events, meta=meta, plan=plan)
+        self.witness.record(head.version, [r.task_id for r in records])
         return head
 
     # -- the replay cache (invariant 9) -----------------------------------------
@@ -439,7 +514,7 @@ class SessionStore:
         try:
             self.cache.set("r:" + key, self._encode(json.dumps(data)))
         except sqlite3.DatabaseError as e:
-            raise self._corrupt("r:" + key, e) from None
+            raise self._db_error("r:" + key, e) from None
 
     def get_replay(self, key: str) -> dict[str, Any] | None:
         """The reply recorded under ``key``, or None."""
@@ -458,7 +533,7 @@ class SessionStore:
                 (lo, lo + "\uffff"),
             ).fetchone()
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(lo + "*", e) from None
+            raise self._db_error(lo + "*", e) from None
         return row is not None
 
     def replays(self) -> dict[str, str]:
@@ -494,10 +569,13 @@ class SessionStore:
         it durable too (same WAL file).
         """
         relax = relaxed and self.durability == "full"
+        records = list(records)
         if relax:
             self.cache._sql("PRAGMA synchronous=1")
         try:
-            with self._transaction():
+            if lease is None:
+                _ABANDONED.add(holder)  # until the release below is committed
+            with self._transaction(r.task_id for r in records):
                 head = self._check(
                     self._head_in(self.cache._con), expected_version, holder
                 )
@@ -510,6 +588,10 @@ class SessionStore:
         finally:
             if relax:
                 self.cache._sql("PRAGMA synchronous=2")
+        _ABANDONED.discard(holder)
+        self.witness.record(
+            head.version, [r.task_id for r in records], sync=False if relax else None
+        )
         return head
 
     def _head_in(self, con: sqlite3.Connection) -> Head | None:
@@ -578,6 +660,8 @@ class SessionStore:
             head.version += 1
             head.lease = make_lease(holder, ttl)
             self._put_head(self.cache._con, head)
+        _ABANDONED.discard(holder)
+        self.witness.record(head.version, [])
         return head
 
 

@@ -91,6 +91,7 @@ from argus_lab.store.memory_provenance import (
     remember_lesson,
     remember_result,
 )
+from argus_lab.store.space import full_error, is_disk_full
 
 __all__ = [
     "KINDS",
@@ -257,7 +258,18 @@ class Memory(_MemoryQuery, _MemoryIndex):
             merge = t.merge_insert("id").when_matched_update_all()
             # Rows of an instance without embedder carry null vectors on purpose
             # (backfilled later); sizes were checked above.
-            merge.when_not_matched_insert_all().execute(data, on_bad_vectors="null")
+            try:
+                merge.when_not_matched_insert_all().execute(data, on_bad_vectors="null")
+            except Exception as e:
+                if not is_disk_full(e):
+                    raise
+                raise full_error(
+                    Path(self.path),
+                    e,
+                    session_id=recs[0].session_id,
+                    task_id=recs[0].task_id,
+                    what=f"writing {len(recs)} memory record(s) to",
+                ) from None
             self._pending_writes += 1
             self._pending_rows += len(recs)
             if (

@@ -8,6 +8,7 @@ tool, approve everything else.
 from __future__ import annotations
 
 import fnmatch
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -15,7 +16,15 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from argus_lab.tools.registry import SideEffect, Tool
 
-__all__ = ["DEFAULT_POLICIES", "ApprovalPolicy", "Decision", "decide"]
+__all__ = [
+    "DEFAULT_POLICIES",
+    "ApprovalPolicy",
+    "Decision",
+    "PolicyNotRestoredWarning",
+    "decide",
+    "policies_from_data",
+    "policies_to_data",
+]
 
 Decision = Literal["approve", "reject", "ask"]
 
@@ -87,3 +96,63 @@ def decide(
         if hit:
             return p.decision, p
     return "approve", None
+
+
+# -- policies stored with a session ----------------------------------------------
+
+
+class PolicyNotRestoredWarning(UserWarning):
+    """A stored policy had a Python predicate; it asks until handed in again."""
+
+
+def policies_to_data(policies: Sequence[ApprovalPolicy]) -> list[dict[str, Any]]:
+    """Policies as JSON data; a predicate is stored by its name only (it is code)."""
+    out: list[dict[str, Any]] = []
+    for p in policies:
+        d: dict[str, Any] = {"decision": p.decision, "tools": p.tools}
+        if p.side_effect is not None:
+            d["side_effect"] = p.side_effect
+        if p.reason:
+            d["reason"] = p.reason
+        if p.when is not None:
+            d["when"] = getattr(p.when, "__qualname__", None) or "predicate"
+        out.append(d)
+    return out
+
+
+def policies_from_data(
+    data: Sequence[dict[str, Any]], *, session: str
+) -> tuple[ApprovalPolicy, ...]:
+    """Stored policies back as ApprovalPolicy objects.
+
+    A policy whose predicate was stored by name cannot be rebuilt: it becomes
+    "ask" for the calls it could have matched (never "approve", never a blanket
+    "reject"), and one warning names every such policy and how to hand them in.
+    """
+    out: list[ApprovalPolicy] = []
+    lost: list[str] = []
+    for d in data:
+        tools, side = str(d.get("tools", "*")), d.get("side_effect")
+        reason = str(d.get("reason", ""))
+        when = d.get("when")
+        if when:
+            lost.append(f"{d.get('decision')} (tools={tools}, when={when})")
+            reason = (
+                f"{reason}; " if reason else ""
+            ) + f"its rule's predicate {when} was not handed in again, so it asks"
+            out.append(ApprovalPolicy("ask", tools, side, reason=reason))
+        else:
+            out.append(
+                ApprovalPolicy(d.get("decision", "ask"), tools, side, reason=reason)
+            )
+    if lost:
+        warnings.warn(
+            f"session {session}: {len(lost)} approval polic"
+            f"{'y has' if len(lost) == 1 else 'ies have'} a Python predicate, which "
+            f"is code and not stored: {'; '.join(lost)}. Until handed in again they "
+            f"ask for every call they could match; hand them in with "
+            f"ws.open({session!r}, approvals=[...]).",
+            PolicyNotRestoredWarning,
+            stacklevel=3,
+        )
+    return tuple(out)

@@ -1,0 +1,64 @@
+"""Group commit of attempts' intents: the intents of tasks that start together
+are written in one transaction, and each attempt waits for it.
+
+When a fan-out starts 128 async tasks, each used to commit its own intent (a
+transaction each, on the loop thread, one after the other). Here an attempt
+queues its intent and awaits it; the queue is written by one ``commit`` at the
+next turn of the loop, after every task that started in this turn has queued
+its own. Invariant 2 holds as before: no attempt goes on to its call until the
+transaction holding its intent has committed (fsynced under "full" if any
+intent in it belongs to a write tool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from argus_lab.events import EventBase
+from argus_lab.model import TaskRecord
+from argus_lab.runtime.state import SessionState
+
+__all__ = ["IntentBatch"]
+
+
+class IntentBatch:
+    """Queues intents and commits them together once per turn of the loop.
+
+    Args:
+        state: The session state, whose ``commit`` writes the batch.
+    """
+
+    def __init__(self, state: SessionState) -> None:
+        self._state = state
+        self._records: list[TaskRecord] = []
+        self._events: list[EventBase] = []
+        self._relaxed = True
+        self._waiters: list[asyncio.Future[None]] = []
+
+    async def commit(self, rec: TaskRecord, event: EventBase, *, relaxed: bool) -> None:
+        """Returns once ``rec`` and ``event`` are committed (raises what the
+        commit raised, e.g. ConcurrentSessionError)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        if not self._waiters:
+            loop.call_soon(self._flush)
+        self._records.append(rec)
+        self._events.append(event)
+        self._relaxed = self._relaxed and relaxed
+        self._waiters.append(fut)
+        await fut
+
+    def _flush(self) -> None:
+        records, events, relaxed = self._records, self._events, self._relaxed
+        waiters = self._waiters
+        self._records, self._events, self._relaxed, self._waiters = [], [], True, []
+        try:
+            self._state.commit(records, events, relaxed=relaxed)
+        except BaseException as e:  # every attempt of the batch sees it
+            for w in waiters:
+                if not w.done():
+                    w.set_exception(e)
+            return
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)

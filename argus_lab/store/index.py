@@ -1,0 +1,172 @@
+"""The workspace index (name -> session id) as a cache of the session folders.
+
+Every session folder holds its own name (in its ``meta`` record), so the index
+only saves a scan. When it is damaged (not a database, a bad page) or missing
+while sessions exist, it is rebuilt from the folders with a warning naming what
+was rebuilt; the damaged copy is moved aside, never deleted. Opening a session
+by id never reads it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionError
+from argus_lab.model import SessionInfo
+from argus_lab.store.checkpoints import (
+    Durability,
+    SessionStore,
+    lease_is_live,
+    open_cache,
+)
+from argus_lab.store.space import full_error, is_disk_full
+
+if TYPE_CHECKING:
+    import diskcache
+
+__all__ = [
+    "IndexRebuiltWarning",
+    "open_index",
+    "read_progress",
+    "rebuild_index",
+    "rebuild_or_raise",
+    "scan_sessions",
+]
+
+
+class IndexRebuiltWarning(UserWarning):
+    """The workspace index was damaged or missing and was rebuilt from the folders."""
+
+
+def scan_sessions(
+    sessions: Path, durability: Durability
+) -> tuple[list[SessionInfo], dict[str, str]]:
+    """Every readable session (oldest first), and damaged ones: id -> error."""
+    out: list[SessionInfo] = []
+    damaged: dict[str, str] = {}
+    for d in sorted(sessions.iterdir()) if sessions.is_dir() else []:
+        if not (d / "cache.db").exists():
+            continue
+        try:
+            store = SessionStore(d, d.name, durability=durability)
+        except (CorruptCheckpointError, SchemaVersionError) as e:
+            damaged[d.name] = e.message
+            continue
+        try:
+            out.append(store.read_meta())
+        except (CorruptCheckpointError, SchemaVersionError) as e:
+            damaged[d.name] = e.message
+        except sqlite3.DatabaseError as e:
+            damaged[d.name] = f"session {d.name}: cache.db cannot be read ({e})"
+        finally:
+            store.close()
+    out.sort(key=lambda i: (i.created, i.id))  # ids share a second
+    return out, damaged
+
+
+def _usable(cache: diskcache.Cache) -> None:
+    # Opening checks the header; quick_check reads every page of this small file.
+    row = cache._sql("PRAGMA quick_check").fetchone()
+    if row is None or row[0] != "ok":
+        raise sqlite3.DatabaseError(f"integrity check failed: {row and row[0]}")
+    cache.get("name:")
+
+
+def open_index(root: Path, durability: Durability) -> diskcache.Cache:
+    """Opens ``root/index``, rebuilding it first if it is damaged or missing."""
+    folder = root / "index"
+    missing = not (folder / "cache.db").exists()
+    if not missing:
+        try:
+            cache = open_cache(folder, durability)
+        except sqlite3.DatabaseError as e:
+            return rebuild_or_raise(root, durability, e)
+        try:
+            _usable(cache)
+        except sqlite3.DatabaseError as e:
+            cache.close()
+            return rebuild_or_raise(root, durability, e)
+        return cache
+    has_sessions = any((root / "sessions").glob("*/cache.db"))
+    if has_sessions:
+        return rebuild_index(root, durability, why="missing")
+    return open_cache(folder, durability)
+
+
+def rebuild_or_raise(
+    root: Path, durability: Durability, e: sqlite3.DatabaseError
+) -> diskcache.Cache:
+    """Rebuilds an index that failed with ``e``, unless the disk is just full."""
+    if is_disk_full(e, root / "index"):
+        raise full_error(root / "index" / "cache.db", e, what="writing") from None
+    return rebuild_index(root, durability, why=f"damaged ({e})")
+
+
+def rebuild_index(root: Path, durability: Durability, *, why: str) -> diskcache.Cache:
+    """Moves a damaged index aside and writes a new one from the session folders.
+
+    Warns (IndexRebuiltWarning) naming the sessions indexed and any damaged one.
+    """
+    folder = root / "index"
+    aside = None
+    if folder.exists():
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = root / f"index.damaged-{stamp}-{uuid.uuid4().hex[:6]}"
+        folder.rename(aside)
+    cache = open_cache(folder, durability)
+    infos, damaged = scan_sessions(root / "sessions", durability)
+    try:
+        with cache.transact(retry=True):
+            for info in infos:
+                cache.set("name:" + info.name, info.id)
+    except sqlite3.DatabaseError as e:
+        cache.close()
+        raise ArgusError(
+            f"the workspace index {folder} could not be rebuilt ({e}); sessions "
+            "can still be opened by id (argus ls lists them)"
+        ) from None
+    names = ", ".join(i.name for i in infos[:12]) + (", ..." if len(infos) > 12 else "")
+    text = (
+        f"the workspace index {folder} was {why}; rebuilt it from the session "
+        f"folders: {len(infos)} session(s) ({names or 'none'})"
+    )
+    if damaged:
+        text += f"; {len(damaged)} damaged session(s) left out: {', '.join(damaged)}"
+    if aside is not None:
+        text += f"; the old index was moved to {aside}"
+    warnings.warn(text, IndexRebuiltWarning, stacklevel=4)
+    return cache
+
+
+def read_progress(store: SessionStore) -> dict[str, Any]:
+    """A session's status and task counts as its records say now.
+
+    The stored status is written when a run starts and ends, so a process that
+    died mid-run leaves "running" behind: when no live runner holds the
+    session's lease, the status is "interrupted". Counts come from the task
+    records (a run's progress, a fork's kept results), never from the summary.
+    """
+    loaded = store.load()
+    counts: dict[str, int] = {}
+    for t in loaded.plan.tasks:
+        rec = loaded.records.get(t.id)
+        st = rec.status if rec is not None else "pending"
+        counts[st] = counts.get(st, 0) + 1
+    status: str = loaded.meta.status
+    lease = loaded.head.lease
+    live = lease_is_live(lease, time.time())
+    if status == "running" and not live:
+        status = "interrupted"
+    return {
+        "status": status,
+        "counts": counts,
+        "reason": loaded.meta.reason,
+        "runner": {"pid": lease.get("pid"), "host": lease.get("host")}
+        if lease and live
+        else None,
+    }

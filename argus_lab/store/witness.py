@@ -1,0 +1,286 @@
+"""A second witness of a session's latest commit, outside its SQLite file.
+
+SQLite cannot see WAL frames it lost: a truncated or bit-flipped ``-wal`` file
+(a bad copy, a bad sector, a power cut under durability "normal") rolls the
+session back to an older version without an error. Two small files beside
+``cache.db`` let Argus see it:
+
+- ``witness``: 32 bytes rewritten in place (one ``pwrite``) after every commit:
+  ``"AW1 <version:016d> <crc32:08x>\\n"``. A head older than this is a loss.
+- ``journal``: one line per commit, appended: ``"<version> <task id> ...\\n"``,
+  the tasks that commit touched, so a loss can be named task by task.
+
+Both are written after the SQLite transaction commits (a crash in between
+leaves the witness behind the head, which is harmless), at the session's
+durability: under "full" a flusher thread fdatasyncs both right after each
+commit (group commit, off the commit's critical path), under "normal" they are
+left to the page cache, as SQLite's WAL is.
+If the journal does not cover a lost version, every unfinished task counts as
+possibly lost: the fallback is conservative, never silent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shlex
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from argus_lab.errors import LostCommitsError
+
+if TYPE_CHECKING:
+    from argus_lab.store.checkpoints import Loaded, SessionStore
+
+__all__ = ["Witness", "check_witness"]
+
+log = logging.getLogger("argus_lab")
+
+_SIZE = 32
+
+
+def _line(version: int) -> bytes:
+    body = f"AW1 {version:016d}"
+    # Fixed size, so each rewrite is one pwrite over the same bytes.
+    return f"{body} {zlib.crc32(body.encode()):08x}".ljust(_SIZE - 1).encode() + b"\n"
+
+
+class Witness:
+    """The witness and journal files of one session folder."""
+
+    def __init__(self, directory: Path, *, fsync: bool) -> None:
+        self.path = Path(directory) / "witness"
+        self.journal_path = Path(directory) / "journal"
+        self.fsync = fsync
+        self._fd: int | None = None
+        self._jfd: int | None = None
+        self._warned = False
+        self._flusher: threading.Thread | None = None
+        self._dirty = threading.Event()
+        self._stop = False
+
+    def read(self) -> int | None:
+        """The version last witnessed, or None (no witness, or a damaged one)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        text = data[:_SIZE].decode("ascii", "replace").rstrip()
+        parts = text.split(" ")
+        if len(parts) != 3 or parts[0] != "AW1":
+            return None
+        body = f"{parts[0]} {parts[1]}"
+        if f"{zlib.crc32(body.encode()):08x}" != parts[2] or not parts[1].isdigit():
+            return None
+        return int(parts[1])
+
+    def record(
+        self, version: int, task_ids: list[str], *, sync: bool | None = None
+    ) -> None:
+        """Journals that ``version`` touched ``task_ids`` and witnesses it.
+
+        Args:
+            version: The version just committed.
+            task_ids: The tasks whose records that commit wrote.
+            sync: fsync the witness (default: the store's durability).
+        """
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._jfd = os.open(
+                    self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+                )
+            assert self._jfd is not None
+            line = " ".join([str(version), *task_ids]) + "\n"
+            os.write(self._jfd, line.encode())
+            os.pwrite(self._fd, _line(version), 0)
+            if self.fsync if sync is None else sync:
+                self._flush_soon()
+        except OSError as e:
+            # The commit itself is already in SQLite: a witness left behind the
+            # head is safe (it can only miss a loss, never invent one), so a
+            # full disk here must not turn a good commit into an error.
+            if not self._warned:
+                log.warning("could not update %s: %s", self.path, e)
+                self._warned = True
+
+    def _flush_soon(self) -> None:
+        # Group commit off the critical path: a flusher thread fdatasyncs the
+        # witness and journal right after the commit, without the commit
+        # waiting (one fsync covers every commit made meanwhile). Until it
+        # lands the witness can only lag the head, which is safe.
+        if self._flusher is None:
+            self._flusher = threading.Thread(
+                target=self._flush_loop, name="argus-witness", daemon=True
+            )
+            self._flusher.start()
+        self._dirty.set()
+
+    def _flush_loop(self) -> None:
+        while True:
+            self._dirty.wait()
+            self._dirty.clear()
+            if self._stop:
+                return
+            try:
+                for fd in (self._jfd, self._fd):
+                    if fd is not None:
+                        os.fdatasync(fd)
+            except OSError as e:
+                if not self._warned:
+                    log.warning("could not flush %s: %s", self.path, e)
+                    self._warned = True
+
+    def compact(self, limit: int = 1 << 16) -> None:
+        """Empties a journal over ``limit`` bytes; call only when no WAL is left.
+
+        With every commit in cache.db itself, no version can be lost to a
+        damaged WAL any more, so the journal's lines name nothing worth naming.
+        A line a concurrent writer appends meanwhile may go too: a loss it would
+        have named is then reported as "any unfinished task" (conservative).
+        """
+        try:
+            if self.journal_path.stat().st_size > limit:
+                os.truncate(self.journal_path, 0)
+        except OSError:
+            pass  # no journal yet, or read-only: nothing to gain
+
+    def touched(self, after: int, upto: int) -> set[str] | None:
+        """Tasks the commits ``after < version <= upto`` touched.
+
+        None when the journal does not cover every one of those versions (it
+        was lost or cut short): then any task may have been touched.
+        """
+        try:
+            data = self.journal_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        seen: set[int] = set()
+        tasks: set[str] = set()
+        for raw in data.split(b"\n"):
+            parts = raw.decode("utf-8", "replace").split(" ")
+            if not parts[0].isdigit():
+                continue  # a torn last line
+            v = int(parts[0])
+            if after < v <= upto:
+                seen.add(v)
+                tasks.update(p for p in parts[1:] if p)
+        if len(seen) < upto - after:
+            return None
+        return tasks
+
+    def close(self) -> None:
+        """Flushes (under "full") and closes the files (the data stays on disk)."""
+        if self._flusher is not None:
+            self._stop = True
+            self._dirty.set()
+            self._flusher.join()
+            self._flusher = None
+            self._stop = False
+            for fd in (self._jfd, self._fd):
+                # As in the loop: a lagging witness is safe.
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.fdatasync(fd)
+        for fd in (self._fd, self._jfd):
+            if fd is not None:
+                os.close(fd)
+        self._fd = self._jfd = None
+
+
+def check_witness(
+    store: SessionStore, loaded: Loaded | None, witnessed: int, *, accept: bool
+) -> None:
+    """Raises LostCommitsError for a head older than ``witnessed``, or accepts it.
+
+    Accepting marks each task the lost commits touched that has no surviving
+    result as interrupted ("running"): the runtime's recovery then reruns it
+    with the same idempotency key if its tool is idempotent or has no side
+    effect, and holds it in doubt otherwise. Every surviving record is kept.
+    The head jumps past the witness, so versions never repeat.
+    """
+    from argus_lab.events import make_event
+    from argus_lab.model import TaskRecord
+
+    head_v = loaded.head.version if loaded is not None else 0
+    touched = store.witness.touched(head_v, witnessed)
+    name = loaded.meta.name if loaded is not None else store.session_id
+    label = f"{name!r} ({store.session_id})"
+    gone = f"{head_v + 1}-{witnessed}" if witnessed > head_v + 1 else str(witnessed)
+    what = (
+        f"session {label}: {witnessed - head_v} committed version(s) were lost: "
+        f"its checkpoint holds version {head_v} but version {witnessed} had been "
+        f"committed (versions {gone} are gone: the SQLite write-ahead log "
+        f"{store.directory / 'cache.db-wal'} was cut short or damaged, or a power "
+        'cut under durability="normal" dropped it)'
+    )
+    if loaded is None:
+        raise LostCommitsError(
+            f"{what}. Nothing of the session survived, not even its plan: it "
+            "cannot be continued; create it again from its plan.",
+            head_version=head_v,
+            witness_version=witnessed,
+            tasks=None,
+            session_id=store.session_id,
+        )
+    order = [t.id for t in loaded.plan.tasks]
+    done = {
+        t
+        for t, r in loaded.records.items()
+        if r.status in ("succeeded", "skipped") and (touched is None or t in touched)
+    }
+    lost = [t for t in order if (touched is None or t in touched) and t not in done]
+    if not accept:
+        names = ", ".join(lost[:20]) + (
+            f", ... ({len(lost)} in all)" if len(lost) > 20 else ""
+        )
+        which = (
+            f"Tasks whose intent or result may be lost: {names or 'none'}."
+            if touched is not None
+            else "The journal does not name every lost commit's tasks, so every "
+            f"unfinished task may be affected: {names or 'none'}."
+        )
+        root = store.directory.parent.parent
+        tools = sorted({t.tool for t in loaded.plan.tasks if t.tool})
+        raise LostCommitsError(
+            f"{what}. {which} Every result that survived is kept. To go on, "
+            "treating each of those tasks as in doubt unless its tool is "
+            "idempotent (then it reruns with the same idempotency key):\n"
+            f"  Python: al.Workspace({str(root)!r}).open({name!r}, "
+            f"tools=[...], accept_lost_commits=True)  # tools: {', '.join(tools)}\n"
+            f"  argus:  argus -w {shlex.quote(str(root))} resume {name} "
+            "--accept-lost-commits --tools MODULE_OR_FILE",
+            head_version=head_v,
+            witness_version=witnessed,
+            tasks=None if touched is None else lost,
+            session_id=store.session_id,
+        )
+    changed = []
+    for tid in lost:
+        rec = loaded.records.get(tid) or TaskRecord(task_id=tid)
+        if rec.status != "running":  # its lost intent: attempt n+1 may have run
+            rec = rec.model_copy(
+                update={"status": "running", "attempts": rec.attempts + 1}
+            )
+            changed.append(rec)
+    ev = make_event(
+        "resumed",
+        session_id=store.session_id,
+        ts=time.time(),
+        payload={
+            "recovered": "lost_commits",
+            "head_version": head_v,
+            "witness_version": witnessed,
+            "tasks": lost if touched is not None else None,
+        },
+    )
+    head = loaded.head
+    with store._transaction():
+        head.version = witnessed + 1
+        store._write(head, changed, [ev])
+    store.witness.record(head.version, [r.task_id for r in changed])
+    loaded.records.update({r.task_id: r for r in changed})

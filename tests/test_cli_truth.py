@@ -1,0 +1,184 @@
+"""The CLI tells the truth: a dead run is interrupted, counts come from the records,
+no literal markup, and every user error is one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import argus_lab as al
+from argus_lab.cli import main
+from tests import ledger_worker as lw
+
+N, K = 20, 7
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace whose run was SIGKILLed after K of N tasks succeeded."""
+    base = tmp_path_factory.mktemp("killed")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(Path(lw.__file__)),
+            str(base / "ws"),
+            str(base / "ledger.txt"),
+            str(N),
+            str(K),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == -9, p.stderr
+    return base / "ws"
+
+
+def _ls(ws: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    assert main(["-w", str(ws), "--json", "ls"]) == 0
+    rows: list[dict[str, object]] = json.loads(capsys.readouterr().out)
+    return rows
+
+
+def test_a_dead_run_is_interrupted_with_its_successes(
+    killed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (row,) = _ls(killed, capsys)
+    assert row["status"] == "interrupted"
+    assert row["counts"] == {"succeeded": K, "pending": N - K}
+    assert main(["-w", str(killed), "ls"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if " ledger " in ln]
+    cells = [c.strip() for c in line.strip("│ ").split("│")]
+    assert cells[:4] == ["ledger", "interrupted", str(N), str(K)]
+    assert main(["-w", str(killed), "show", "ledger"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].strip() == f"ledger - interrupted ({K} of {N} succeeded)"
+    assert out.rstrip().splitlines()[-1] == (
+        "its run stopped when its process ended; argus resume ledger goes on"
+    )
+    assert main(["-w", str(killed), "--json", "show", "ledger"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["session"]["status"] == "interrupted"
+    assert shown["session"]["counts"]["succeeded"] == K
+
+
+def test_a_fork_counts_the_results_it_kept(
+    killed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    shutil.copytree(killed, tmp_path / "ws")
+    ws = tmp_path / "ws"
+    assert main(["-w", str(ws), "fork", "ledger", "--at", "t015", "--name", "f"]) == 0
+    capsys.readouterr()
+    rows = {r["name"]: r for r in _ls(ws, capsys)}
+    assert rows["f"]["status"] == "created"
+    assert rows["f"]["counts"]["succeeded"] == K  # type: ignore[index]
+    assert main(["-w", str(ws), "ls"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if " f (fork) " in ln]
+    cells = [c.strip() for c in line.strip("│ ").split("│")]
+    assert cells[:4] == ["f (fork)", "created", str(N), str(K)]
+    assert "[]" not in out and "[/" not in out
+
+
+def test_no_literal_markup_and_user_text_prints_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = al.Workspace(tmp_path / "ws")
+    ws.new_session(
+        plan={"goal": "[bold]fix[/] [x] the bug", "tasks": [{"id": "a", "tool": "t"}]},
+        tools=[al.tool(lambda: 1, name="t")],
+        name="brackets",
+    ).close()
+    ws.close()
+    assert main(["-w", str(ws.path), "ls"]) == 0
+    out = capsys.readouterr().out
+    assert "[bold]fix[/] [x] the bug" in out
+    assert "[]created" not in out and " created " in out
+    assert main(["-w", str(ws.path), "show", "brackets"]) == 0
+    out = capsys.readouterr().out
+    assert "[]" not in out and " pending " in out
+    assert out.splitlines()[0].strip() == "brackets - created (0 of 1 succeeded)"
+
+
+def _one_line_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str], expected: str
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == expected + "\n"
+
+
+def test_export_to_an_impossible_folder(
+    killed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    _one_line_error(
+        ["-w", str(killed), "export", "ledger", "--parquet", str(afile / "sub")],
+        capsys,
+        f"argus export: cannot write to {str(afile / 'sub')!r}: Not a directory; "
+        "give --parquet a folder you can write to",
+    )
+    _one_line_error(
+        ["-w", str(killed), "export", "ledger", "--parquet", "/proc/argus-nope"],
+        capsys,
+        "argus export: cannot write to '/proc/argus-nope': No such file or "
+        "directory; give --parquet a folder you can write to",
+    )
+
+
+def test_argus_home_pointing_at_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    monkeypatch.setenv("ARGUS_HOME", str(afile))
+    for cmd in (["ls"], ["show", "x"]):
+        _one_line_error(
+            cmd,
+            capsys,
+            f"argus {cmd[0]}: the workspace {afile} (from ARGUS_HOME) is a file, "
+            "not a folder: point ARGUS_HOME at a folder",
+        )
+
+
+def test_tools_that_fail_to_import_show_file_line_and_error(
+    killed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad_tools.py"
+    bad.write_text("import argus_lab as al\ndef f(:\n    pass\n")
+    assert main(["-w", str(killed), "resume", "ledger", "--tools", str(bad)]) == 2
+    assert capsys.readouterr().err == (
+        f"argus resume: --tools: cannot import {str(bad)!r}: {bad}:2: SyntaxError: "
+        "invalid syntax\n    def f(:\n"
+    )
+    boom = tmp_path / "boom_tools.py"
+    boom.write_text("x = 1\nraise RuntimeError('boom')\n")
+    assert main(["-w", str(killed), "resume", "ledger", "--tools", str(boom)]) == 2
+    assert capsys.readouterr().err == (
+        f"argus resume: --tools: cannot import {str(boom)!r}: {boom}:2: "
+        "RuntimeError: boom\n    raise RuntimeError('boom')\n"
+    )
+
+
+def test_the_widget_summary_says_interrupted_too(killed: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from argus_lab.jupyter.display import session_summary
+
+    shutil.copytree(killed, tmp_path / "ws")
+    with al.Workspace(tmp_path / "ws").open("ledger", tools=lw.TOOLS) as s:
+        assert s.status == "running"  # as the dead process stored it
+        summary = session_summary(s)
+        assert summary["status"] == "interrupted"
+        assert summary["done"] == K
