@@ -62,6 +62,22 @@ def test_flipped_bytes_raise_corrupt_checkpoint_naming_session_and_key(
         f.close()
 
 
+def test_a_well_wrapped_but_invalid_record_is_named_among_many(
+    ws: al.Workspace,
+) -> None:
+    """Records are validated in one batch on opening; one invalid record (right
+    checksum, wrong content) is still reported by its key."""
+    bad = finished(ws, "invalid")
+    store = SessionStore(ws.path / "sessions" / bad.id, bad.id)
+    try:
+        store.cache.set("t:b", encode('{"task_id": "b", "status": "exploded"}'))
+    finally:
+        store.close()
+    with pytest.raises(al.CorruptCheckpointError) as e:
+        ws.open("invalid")
+    assert e.value.key == "t:b" and "invalid task record" in e.value.message
+
+
 def test_a_database_that_is_not_sqlite_is_reported_not_crashed(
     ws: al.Workspace,
 ) -> None:

@@ -30,6 +30,7 @@ from argus_lab.runtime.options import (
     tool_replay_key,
 )
 from argus_lab.runtime.scheduler import Scheduler
+from argus_lab.store._bulk import paused_gc
 from argus_lab.store.artifacts import ArtifactStore, from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.tools.registry import Tool
@@ -86,6 +87,10 @@ class SessionState:
 
     def apply(self, loaded: Loaded) -> None:
         """Takes ``loaded`` as the whole state (opening, or reloading from disk)."""
+        with paused_gc():  # per task a record and scheduler entries: no garbage
+            self._apply(loaded)
+
+    def _apply(self, loaded: Loaded) -> None:
         for timer in self.timers.values():  # a reload: start over
             timer.cancel()
         self.timers = {}

@@ -40,6 +40,7 @@ from argus_lab.errors import (
 from argus_lab.events import EventBase
 from argus_lab.model import Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
+from argus_lab.store._bulk import load_records, paused_gc
 from argus_lab.store._rows import (
     NOT_INLINE,
     RowWriter,
@@ -408,11 +409,13 @@ class SessionStore:
                 check_witness(self, None, witnessed, accept=accept_lost_commits)
             raise self._corrupt("head", "missing: this folder holds no session")
         meta = self._parse("meta", self._get("meta"), "meta", SessionInfo)
-        plan = self._parse("plan", self._get("plan"), "plan", Plan)
-        records: dict[str, TaskRecord] = {}
-        for key, raw in self._scan("t:", "t;"):
-            rec = self._parse(key, raw, "task", TaskRecord)
-            records[rec.task_id] = rec
+        with paused_gc():  # tens of thousands of objects, none of them garbage
+            plan = self._parse("plan", self._get("plan"), "plan", Plan)
+            records = load_records(
+                self._scan("t:", "t;"),
+                self._decode_task,
+                lambda key, raw: self._parse(key, raw, "task", TaskRecord),
+            )
         loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
         if witnessed is not None and head.version < witnessed:
             check_witness(self, loaded, witnessed, accept=accept_lost_commits)
@@ -420,6 +423,10 @@ class SessionStore:
             self.witness.compact()
         self._settled = False  # later loads (a lease handover) find a live WAL
         return loaded
+
+    def _decode_task(self, key: str, raw: Any) -> tuple[bool, str]:
+        sv, body = self.decode(key, raw, "task")
+        return sv == SCHEMA_VERSION, body
 
     def read_meta(self) -> SessionInfo:
         """Reads only the SessionInfo."""
