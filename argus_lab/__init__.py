@@ -154,9 +154,20 @@ def _session_html(session: Session) -> str:
     return session_html(session)
 
 
+def _graph_svg(session: Session) -> str:
+    from argus_lab.jupyter.display import session_svg
+
+    return session_svg(session)
+
+
 # The runtime must not import analysis or jupyter (DESIGN.md section 3): this
 # package, above every layer, hands it their views (imported on first use).
-_VIEWS.register(tasks_df=_tasks_df, events_df=_events_df, session_html=_session_html)
+_VIEWS.register(
+    tasks_df=_tasks_df,
+    events_df=_events_df,
+    session_html=_session_html,
+    graph_svg=_graph_svg,
+)
 
 
 def load_ipython_extension(ipython: Any) -> None:

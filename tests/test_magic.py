@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -329,7 +330,83 @@ def test_help_documents_everything(ip: InteractiveShell) -> None:
                  "%argus ls", "%argus open NAME", "{var}"):  # fmt: skip
         assert word in doc, word
     line_doc = ip.find_line_magic("argus").__doc__
-    assert "{ls,open,resume,fork,df}" in line_doc and "%%argus?" in line_doc
+    assert "{ls,open,resume,fork,df,approve,reject,retry,skip}" in line_doc
+    assert "%%argus?" in line_doc and "%argus approve NAME TASK" in line_doc
+
+
+WRITE_PLAN = """
+goal: publish
+tasks:
+  - id: pub
+    tool: publish
+    args: {text: draft}
+"""
+
+
+def test_rerunning_a_cell_leaves_one_subscribed_widget(ip: InteractiveShell) -> None:
+    first = ip.run_cell(textwrap.dedent("%%argus sums -o s\n" + PLAN), cell_id="c1")
+    again = ip.run_cell(textwrap.dedent("%%argus sums -o s\n" + PLAN), cell_id="c1")
+    other = ip.run_cell(textwrap.dedent("%%argus sums\n" + PLAN), cell_id="c2")
+    w1, w2, w3 = first.result, again.result, other.result
+    assert w1.session is w2.session is w3.session
+    assert w2.hint_var == "s" and w3.hint_var == ""
+    s = w2.session
+    flushes = (w1.flushes, w2.flushes, w3.flushes)
+    done = threading.Event()
+    w2.observe(lambda c: done.set() if c["new"] == "ss" else None, "status_codes")
+    s.start().result(WAIT)
+    assert done.wait(WAIT)
+    w3.refresh()
+    assert w1.flushes == flushes[0]  # the replaced widget no longer listens
+    assert w2.flushes > flushes[1] and w3.status_codes == "ss"
+
+
+def test_stale_tasks_show_after_tools_are_redefined_in_a_cell(
+    ip: InteractiveShell,
+) -> None:
+    w = ip.run_cell(
+        textwrap.dedent("%%argus sums -o s --run\n" + PLAN), cell_id="c1"
+    ).result
+    w.session.wait(WAIT)
+    ip.run_cell("pass")  # after a cell the widget catches up
+    assert w.stale == []
+    run(
+        ip,
+        """
+        @al.tool
+        def add(a: int, b: int = 2) -> dict:
+            return {"sum": a + b}
+
+        s.update_tools(add)
+        """,
+    )
+    # No event announces new tools: the widget refreshed after the cell.
+    assert w.stale == ["a", "b"]
+
+
+def test_approve_and_reject_by_name(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(
+        ip,
+        """
+        @al.tool(side_effect="write")
+        def publish(text: str) -> str:
+            return "published " + text
+        """,
+    )
+    w = cell(ip, "pub --tools publish", WRITE_PLAN)
+    assert w.act("run").result(WAIT).status == "paused"
+    assert "%argus approve pub pub" in w.summary["reason"]
+    ip.run_line_magic("argus", "approve pub pub")
+    assert "pub: pub approved" in capsys.readouterr().out
+    assert w.session.record("pub").approval["state"] == "approved"
+    with pytest.raises(UsageError, match="needs a TASK"):
+        ip.run_line_magic("argus", "reject pub")
+    with pytest.raises(UsageError, match="no task 'nope'"):
+        ip.run_line_magic("argus", "skip pub nope")
+    with pytest.raises(UsageError, match="not waiting"):
+        ip.run_line_magic("argus", "reject pub pub")
 
 
 def test_interpolate() -> None:

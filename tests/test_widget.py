@@ -7,6 +7,7 @@ traits are asserted. Waits use futures and events with timeouts, never sleeps.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -150,7 +151,11 @@ def test_run_in_background_then_traits_show_the_end(
     assert result.status == "succeeded"
     assert w.status_codes == "sss"
     assert w.summary["done"] == 3 and w.summary["status"] == "succeeded"
-    assert w.message == {"text": "succeeded: 3 succeeded", "level": "info", "n": 1}
+    assert w.message == {
+        "text": "run ended: succeeded, 3/3 done",
+        "level": "info",
+        "n": 1,
+    }
     assert w.busy == ""
 
 
@@ -183,13 +188,20 @@ def test_approve_with_edited_args(make: Callable[..., GraphWidget]) -> None:
     assert w.statuses == {"pub": "awaiting_approval"}
     assert w.approvals["pub"]["tool"] == "publish"
     assert w.approvals["pub"]["args"] == {"text": "draft"}
-    w.act("approve", task="pub", args={"text": "final"}).result(WAIT)
-    assert w.approvals == {} and w.statuses == {"pub": "pending"}
-    assert w.act("run").result(WAIT).status == "succeeded"
-    assert w.session.result("pub") == "published final"
     w.act("select", task="pub").result(WAIT)
+    assert w.detail["resolved_args"] == {"text": "draft"}
+    # The run paused only for this approval: approving resumes it.
+    resumed = w.act("approve", task="pub", args={"text": "final"}).result(WAIT)
+    assert resumed.result(WAIT).status == "succeeded"
+    assert w.approvals == {} and w.statuses == {"pub": "succeeded"}
+    assert w.session.result("pub") == "published final"
     assert w.detail["approval"]["state"] == "approved"
-    assert w.detail["approval"]["edited_args"] == {"text": "final"}
+    # The panel shows the args the task ran with, the edit and who made it.
+    assert w.detail["resolved_args"] == {"text": "final"}
+    assert w.detail["edited_args"] == {"text": "final"}
+    assert w.detail["args"] == {"text": "draft"}
+    assert w.detail["approved_by"] == w.detail["approval"]["by"] != ""
+    assert [a["outcome"] for a in w.detail["attempt_log"]] == ["succeeded"]
 
 
 def test_approve_while_a_run_goes_on(make: Callable[..., GraphWidget]) -> None:
@@ -298,7 +310,10 @@ def test_breakpoint_pauses_before_its_task(make: Callable[..., GraphWidget]) -> 
     result = w.act("run").result(WAIT)
     assert result.status == "paused"
     assert result.reason == BREAKPOINT_C
-    assert w.summary["reason"] == BREAKPOINT_C
+    # The widget names its own buttons where the runtime names the methods.
+    assert (
+        w.summary["reason"] == "breakpoint before task 'c'; Run or Step goes on from it"
+    )
     assert w.statuses == {"a": "succeeded", "b": "succeeded", "c": "pending"}
     # Run again goes past the breakpoint, as a debugger's continue does.
     assert w.act("run").result(WAIT).status == "succeeded"
@@ -315,7 +330,10 @@ def test_breakpoint_on_a_ready_task_stops_run_once(
     result = w.act("run").result(WAIT)
     assert result.status == "paused"
     assert result.reason == BREAKPOINT_C.replace("'c'", "'a'")
-    assert w.message["text"] == str(result)
+    assert w.message["text"] == (
+        "run ended: paused, 0/3 done; breakpoint before task 'a'; Run or Step "
+        "goes on from it"
+    )
     assert w.statuses["a"] == "pending"
     assert w.act("run").result(WAIT).status == "succeeded"
     assert w.breakpoints == ["a"]  # it stays set: the next run stops there again
@@ -519,3 +537,302 @@ def test_plan_patches_relayout_the_graph(ws: al.Workspace) -> None:
         keys = {g["key"] for g in w.graph["groups"]}
         assert {"trip", "trip/to_airport"} <= keys
         w.close()
+
+
+def test_detail_shows_resolved_args_attempts_and_no_env_values(
+    make: Callable[..., GraphWidget], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WIDGET_TEST_TOKEN", "sk-secret-value-123")
+    w = make(
+        [
+            *CHAIN,
+            {"id": "e", "tool": "echo", "args": {"value": "${env.WIDGET_TEST_TOKEN}"}},
+        ]
+    )
+    w.act("select", task="b").result(WAIT)
+    # Before it ran: the reference cannot be resolved and is shown as written.
+    assert w.detail["resolved_args"] == {"a": "${a.result.sum}"}
+    assert w.detail["attempt_log"] == [] and w.detail["context"] is None
+    w.act("run").result(WAIT)
+    assert w.detail["args"] == {"a": "${a.result.sum}"}  # the plan's template
+    assert w.detail["resolved_args"] == {"a": 2}  # what the task ran with
+    log = w.detail["attempt_log"]
+    assert [(a["n"], a["outcome"]) for a in log] == [(1, "succeeded")]
+    assert log[0]["duration"] is not None and log[0]["duration"] >= 0
+    assert w.detail["result"] == '{\n  "sum": 3\n}'
+    w.act("select", task="e").result(WAIT)
+    assert "sk-secret" not in json.dumps(w.detail)  # never resolved for display
+    assert w.detail["resolved_args"] == {"value": "${env.WIDGET_TEST_TOKEN}"}
+
+
+def test_detail_of_a_failed_task_has_error_traceback_and_attempts(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make([{"id": "x", "tool": "flaky", "args": {"value": 3}}])
+    w.act("run").result(WAIT)
+    w.act("select", task="x").result(WAIT)
+    d = w.detail
+    assert d["status"] == "failed" and d["error"] == "first call fails"
+    assert d["error_type"] == "ValueError" and "first call fails" in d["traceback"]
+    assert [a["outcome"] for a in d["attempt_log"]] == ["failed"]
+    assert d["attempt_log"][0]["error"] == "first call fails"
+
+
+def test_context_breakdown_of_an_llm_task_reaches_the_panel(
+    ws: al.Workspace,
+) -> None:
+    from tests.test_llm_task import PLAN as LLM_PLAN
+    from tests.test_llm_task import lookup, model, seed
+
+    s = ws.new_session(plan=LLM_PLAN, tools=[seed, lookup], name="ctx", models=model())
+    w = GraphWidget(s)
+    try:
+        w.act("run").result(WAIT)
+        w.act("select", task="explain").result(WAIT)
+        ctx = w.detail["context"]
+        assert ctx == s.context_breakdown("explain")  # a dict, not dropped
+        assert ctx["budget"] == 8000
+        assert any(item["status"] == "included" for item in ctx["items"])
+        assert w.detail["tokens"] > 0
+        w.act("select", task="topic").result(WAIT)
+        assert w.detail["context"] is None  # not an LLM task
+    finally:
+        w.close()
+        s.close()
+
+
+def test_cell_running_while_a_blocking_run_goes_on(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(
+        [{"id": "slow", "tool": "gated", "args": {"value": 1}}], update_interval=0.02
+    )
+    said = threading.Event()
+    cleared = threading.Event()
+
+    def watch(change: dict[str, Any]) -> None:
+        (said if change["new"] else cleared).set()
+
+    w.observe(watch, names="cell_running")
+    # A cell's blocking run(), here on a thread standing in for the kernel.
+    t = threading.Thread(target=w.session.run)
+    t.start()
+    assert STARTED.wait(WAIT) and said.wait(WAIT)
+    assert w.cell_running and w.session.blocking_run
+    GATE.set()
+    t.join(WAIT)
+    assert cleared.wait(WAIT) and not w.cell_running
+    # The widget's own Step is not a cell's run: no banner for it.
+    assert w.act("step").result(WAIT) == []
+    assert not w.cell_running
+
+
+def test_pause_with_nothing_running_says_so(make: Callable[..., GraphWidget]) -> None:
+    w = make(CHAIN)
+    w.act("pause").result(WAIT)
+    assert w.message["text"] == "nothing to pause: no run is going on"
+    w.act("run").result(WAIT)
+    w.act("step").result(WAIT)
+    assert w.message["text"] == "step: nothing to run; every task is done"
+    assert "None" not in w.message["text"]
+
+
+def test_hints_name_the_bound_variable_or_the_magic(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make([{"id": "pub", "tool": "publish", "args": {"text": "draft"}}])
+    w.act("run").result(WAIT)
+    name = w.session.name
+    assert f"%argus approve {name} pub" in w.summary["reason"]
+    assert "s.approve" not in w.summary["reason"]
+    w.hint_var = "r"
+    w.refresh()
+    assert "r.approve('pub')" in w.summary["reason"]
+
+
+def test_fork_breadcrumb_and_compare_with_parent(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(CHAIN)
+    parent = w.session
+    w.act("run").result(WAIT)
+    assert w.family == {"parent": "", "forked_at": "", "forks": []}
+    fork = w.act("fork", at="b").result(WAIT)
+    assert w.family["parent"] == parent.name and w.family["forked_at"] == "b"
+    assert w.act("compare").result(WAIT) == ["b", "c"]  # pending in the fork
+    assert w.differs == ["b", "c"]
+    w.act("run").result(WAIT)
+    assert w.act("compare").result(WAIT) == []  # same tools, same results
+    assert w.message["text"] == f"same as {parent.name}"
+    # Back to the parent, and forward to the fork, through the breadcrumb.
+    assert w.act("open_family", name=parent.name).result(WAIT) is parent
+    assert w.family["forks"] == [fork.name] and w.differs == []
+    with pytest.raises(ValueError, match="not a fork"):
+        w.act("compare")
+    assert w.act("open_family", name=fork.name).result(WAIT) is fork
+
+
+def test_graph_svg_and_argus_show_svg(
+    make: Callable[..., GraphWidget], tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    from argus_lab.cli import main
+
+    w = make([*CHAIN, {"id": "x", "tool": "flaky"}])
+    s = w.session
+    s.run()
+    text = s.graph_svg()
+    root = ET.fromstring(text.split("\n", 1)[1])  # a well-formed SVG document
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    ns = {"svg": "http://www.w3.org/2000/svg"}
+    nodes = {g.get("data-id"): g for g in root.iter("{http://www.w3.org/2000/svg}g")}
+    assert nodes["a"].get("data-status") == "succeeded"
+    assert nodes["x"].get("data-status") == "failed"
+    label = nodes["x"].find("svg:text", ns)
+    assert label is not None and label.text == "✕ x"  # a glyph, not colour alone
+    legend = [e.text for e in root.iter("{http://www.w3.org/2000/svg}text")][-4:]
+    assert legend == ["✓", "succeeded", "✕", "failed"]  # the statuses present
+    out = tmp_path / "graph.svg"
+    assert main(["-w", str(s.workspace.path), "show", s.name, "--svg", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == text
+    code = main(["-w", str(s.workspace.path), "show", s.name, "--svg", "/nope/x.svg"])
+    assert code != 0 and "cannot write the SVG" in capsys.readouterr().err
+
+
+def test_a_forks_elapsed_time_counts_only_its_own_work(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(CHAIN)
+    w.act("run").result(WAIT)
+    parent_elapsed = w.summary["elapsed"]
+    fork = w.act("fork", at="c").result(WAIT)
+    assert w.summary["elapsed"] == 0.0  # nothing ran in the fork yet
+    w.act("step").result(WAIT)
+    rec = fork.record("c")
+    assert rec.started is not None and rec.ended is not None
+    assert w.summary["elapsed"] == round(rec.ended - rec.started, 3)
+    assert parent_elapsed >= 0.0
+
+
+def test_display_shows_a_static_fallback_then_the_live_view(
+    make: Callable[..., GraphWidget],
+) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    w = make(CHAIN)
+    shown: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    shell = InteractiveShell.instance()
+    pub = shell.display_pub
+    original = pub.publish
+    pub.publish = lambda data, metadata=None, **kw: shown.append((data, metadata))  # type: ignore[method-assign]
+    try:
+        w._ipython_display_()
+    finally:
+        pub.publish = original  # type: ignore[method-assign]
+    assert len(shown) == 2
+    fallback, live = shown[0][0], shown[1][0]
+    assert list(fallback) == ["text/html"]
+    html = fallback["text/html"]
+    assert f"argus-fb-{w.fallback_key}" in html and w.fallback_key
+    assert f"%argus open {w.session.name}" in html and "<svg" in html
+    assert "application/vnd.jupyter.widget-view+json" in live
+
+
+def test_report_of_a_fork_without_at_names_no_missing_marker(
+    make: Callable[..., GraphWidget],
+) -> None:
+    from argus_lab.analysis import report
+
+    w = make(CHAIN)
+    w.act("run").result(WAIT)
+    parent = w.session
+    whole = w.act("fork").result(WAIT)  # at=None: every result kept
+    text = report(whole).to_markdown()
+    assert f"Forked from `{parent.name}` keeping every result" in text
+    assert "<NA>" not in text and "NaN" not in text
+    part = parent.fork(at="b")
+    try:
+        assert f"Forked from `{parent.name}` at `b`" in report(part).to_markdown()
+    finally:
+        part.close()
+
+
+def test_detail_lists_the_memory_a_task_wrote(
+    make: Callable[..., GraphWidget],
+) -> None:
+    from tests.waiting import wait_until
+
+    w = make(CHAIN, remember=True)
+    w.act("run").result(WAIT)
+    s = w.session
+
+    def written() -> bool:
+        w.act("select", task="")
+        w.act("select", task="b").result(WAIT)
+        return bool(w.detail["memories"])
+
+    wait_until(written, "the result memory of task b")  # written in background
+    (m,) = w.detail["memories"]
+    assert m["kind"] == "result" and '"sum": 3' in m["text"]
+    assert s.workspace.memory.get(m["id"]) is not None
+
+
+def test_a_breakpoint_set_while_a_run_goes_on_pauses_it(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(
+        [
+            {"id": "slow", "tool": "gated", "args": {"value": 1}},
+            {"id": "b", "tool": "add", "args": {"a": 1}, "deps": ["slow"]},
+            {"id": "c", "tool": "add", "args": {"a": 2}, "deps": ["b"]},
+        ],
+        concurrency=1,
+    )
+    run = w.act("run")
+    assert STARTED.wait(WAIT) and w.session.running
+    assert w.act("toggle_breakpoint", task="c").result(WAIT) is True
+    GATE.set()
+    result = run.result(WAIT)
+    assert result.status == "paused"
+    assert w.statuses == {"slow": "succeeded", "b": "succeeded", "c": "pending"}
+    assert "breakpoint before task 'c'" in w.summary["reason"]
+
+
+def test_a_run_started_outside_the_widget_ends_in_it_too(
+    make: Callable[..., GraphWidget],
+) -> None:
+    w = make(
+        [{"id": "slow", "tool": "gated", "args": {"value": 1}}], update_interval=0.02
+    )
+    live = threading.Event()
+    ended = threading.Event()
+
+    def watch(change: dict[str, Any]) -> None:
+        (live if change["new"].get("live") else ended).set()
+
+    w.observe(watch, names="summary")
+    fut = w.session.start()  # from a cell, not through the widget
+    assert STARTED.wait(WAIT) and live.wait(WAIT)
+    ended.clear()
+    GATE.set()
+    assert fut.result(WAIT).status == "succeeded"
+    # No action and no cell follows: the widget's own look-again sees the end.
+    assert ended.wait(WAIT)
+    assert w.summary["live"] is False and w.summary["status"] == "succeeded"
+
+
+def test_report_counts_attempts_the_same_way_everywhere(
+    make: Callable[..., GraphWidget],
+) -> None:
+    from argus_lab.analysis import report
+
+    w = make([{"id": "x", "tool": "flaky", "args": {"value": 3}}])
+    s = w.session
+    assert s.run().status == "failed"
+    s.retry("x")  # a new generation: 2 attempts in all
+    assert s.run().status == "succeeded"
+    text = report(s).to_markdown()
+    assert "Attempts: 2 (" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| x | flaky |")]
+    assert row.split("|")[4].strip() == "2", row  # task | tool | status | attempts

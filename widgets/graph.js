@@ -1,10 +1,42 @@
-// Argus Lab GraphWidget front end: draws the plan DAG the kernel laid out, colours
-// nodes by status, pans and zooms (SVG viewBox), and sends clicks as actions.
+// Argus Lab GraphWidget front end: draws the plan DAG the kernel laid out, marks
+// each node's status by colour AND shape, pans and zooms (SVG viewBox) with
+// readable labels at every zoom, and sends clicks and keys as actions.
 // Plain ES module, no dependencies, no network: anywidget loads it as it is.
 
 const SVG = "http://www.w3.org/2000/svg";
 const GROUP = "#group:";
-const LOD_NODES = 400; // above this many nodes, labels hide when zoomed far out
+const FONT = 12; // label size in graph units (CSS .argus-node text)
+const MIN_PX = 11; // labels are never drawn smaller than this on screen
+const LABEL_SCALE = MIN_PX / FONT; // below this zoom, labels give way to summaries
+const MIN_SCALE = 0.02;
+const MAX_SCALE = 4;
+const EXPANDED = 0.8; // expanded canvas: this share of the window's height
+
+// One glyph per status, so no status is told by colour alone.
+const GLYPHS = {
+  pending: "○",
+  running: "▶",
+  awaiting_approval: "?",
+  succeeded: "✓",
+  failed: "✕",
+  skipped: "↷",
+  blocked: "⊘",
+  in_doubt: "!",
+  rejected: "⊗",
+};
+const LEGEND = [
+  "pending",
+  "running",
+  "awaiting_approval",
+  "succeeded",
+  "failed",
+  "rejected",
+  "skipped",
+  "blocked",
+  "in_doubt",
+];
+const LABELS = { awaiting_approval: "awaiting approval", in_doubt: "in doubt" };
+const label = (st) => LABELS[st] || st;
 
 function h(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
@@ -13,7 +45,7 @@ function h(tag, attrs = {}, ...children) {
     e.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children) {
-    if (c === null || c === undefined) continue;
+    if (c === null || c === undefined || c === false) continue;
     e.append(c instanceof Node ? c : String(c));
   }
   return e;
@@ -65,106 +97,331 @@ function edgePath(a, b) {
 }
 
 function render({ model, el }) {
-  const send = (action, extra = {}) => model.send({ action, ...extra });
+  let disconnected = false;
+  // Keys typed in the widget are its own, not JupyterLab's notebook shortcuts.
+  const root = h("div", { class: "argus-graph", tabindex: "-1", "data-lm-suppress-shortcuts": "true" });
+  const send = (action, extra = {}) => {
+    if (disconnected) return;
+    try {
+      model.send({ action, ...extra });
+    } catch (e) {
+      // The kernel (or its comm) is gone: say so instead of failing silently.
+      setDisconnected(String(e));
+    }
+  };
   const select = (id) => {
+    if (disconnected) return;
     model.set("selected", id);
-    model.save_changes();
+    try {
+      model.save_changes();
+    } catch (e) {
+      setDisconnected(String(e));
+    }
   };
 
   // -- skeleton -------------------------------------------------------------
-  const root = h("div", { class: "argus-graph" });
-  const toolbar = h("div", { class: "argus-toolbar", role: "toolbar" });
+  const crumbs = h("nav", { class: "argus-crumbs", "aria-label": "session family", hidden: true });
+  const toolbar = h("div", { class: "argus-toolbar", role: "toolbar", "aria-label": "session controls" });
   const buttons = {};
   const tools = [
-    ["step", "Step", "Run the next ready task(s) once"],
-    ["run", "Run", "Run in the background until done, paused or failed"],
-    ["pause", "Pause", "No new task starts; running ones finish"],
+    ["step", "Step", "Run the next ready task(s) once (key: s)"],
+    ["run", "Run", "Run in the background until done, paused or failed (key: r)"],
+    ["pause", "Pause", "No new task starts; running ones finish (key: p)"],
     ["retry_failed", "Retry failed", "Make failed tasks pending again and run"],
     ["rerun_stale", "Rerun stale", "Rerun tasks whose inputs or tool changed"],
   ];
-  for (const [action, label, title] of tools) {
-    const b = h("button", { class: "argus-btn", "data-action": action, title }, label);
+  for (const [action, text, title] of tools) {
+    const b = h("button", { class: "argus-btn", "data-action": action, title, type: "button" }, text);
     b.addEventListener("click", () => send(action));
     buttons[action] = b;
     toolbar.append(b);
   }
-  const zoomIn = h("button", { class: "argus-btn argus-zoom", title: "Zoom in" }, "+");
-  const zoomOut = h("button", { class: "argus-btn argus-zoom", title: "Zoom out" }, "−");
-  const fitBtn = h("button", { class: "argus-btn argus-zoom", title: "Fit" }, "Fit");
-  toolbar.append(h("span", { class: "argus-spacer" }), zoomOut, zoomIn, fitBtn);
+  const zoomOut = h("button", { class: "argus-btn argus-zoom", title: "Zoom out", "aria-label": "Zoom out", type: "button" }, "−");
+  const zoomIn = h("button", { class: "argus-btn argus-zoom", title: "Zoom in", "aria-label": "Zoom in", type: "button" }, "+");
+  const fitBtn = h("button", { class: "argus-btn argus-zoom", title: "Show the whole graph", type: "button" }, "Fit");
+  const selBtn = h("button", { class: "argus-btn argus-zoom", title: "Centre the selected task at a readable size", type: "button" }, "Selected");
+  const expandBtn = h("button", { class: "argus-btn argus-expand", title: "Taller canvas", "aria-pressed": "false", type: "button" }, "Expand");
+  toolbar.append(h("span", { class: "argus-spacer" }), zoomOut, zoomIn, fitBtn, selBtn, expandBtn);
 
-  const summary = h("div", { class: "argus-summary" });
+  const banner = h("div", { class: "argus-banner", role: "alert", hidden: true });
+  const summary = h("div", { class: "argus-summary", "aria-live": "polite" });
+  const legend = h("div", { class: "argus-legend", "aria-label": "status legend" });
+  for (const st of LEGEND) {
+    legend.append(
+      h(
+        "span",
+        { class: "argus-legend-item", "data-status": st },
+        h("span", { class: `argus-swatch argus-st-${st}`, "aria-hidden": "true" }, GLYPHS[st]),
+        label(st),
+      ),
+    );
+  }
+  legend.append(
+    h("span", { class: "argus-legend-item argus-legend-stale" }, h("span", { class: "argus-swatch argus-swatch-stale", "aria-hidden": "true" }), "stale"),
+    h("span", { class: "argus-legend-item argus-legend-cached" }, h("span", { class: "argus-swatch argus-swatch-cached", "aria-hidden": "true" }, "⟲"), "cached"),
+    h("span", { class: "argus-legend-item argus-legend-bp" }, h("span", { class: "argus-swatch argus-swatch-bp", "aria-hidden": "true" }, "●"), "breakpoint"),
+  );
   const approvals = h("div", { class: "argus-approvals" });
-  const message = h("div", { class: "argus-message" });
+  const message = h("div", { class: "argus-message", role: "status", "aria-live": "polite" });
   const canvas = h("div", { class: "argus-canvas" });
-  const svg = s("svg", { class: "argus-svg", role: "img" });
+  const svg = s("svg", { class: "argus-svg", role: "group", tabindex: "0" });
   const gGroups = s("g", { class: "argus-groups" });
   const gEdges = s("g", { class: "argus-edges" });
   const gNodes = s("g", { class: "argus-nodes" });
   svg.append(gGroups, gEdges, gNodes);
-  canvas.append(svg);
-  const detail = h("aside", { class: "argus-detail", hidden: true });
+  const hint = h("div", { class: "argus-canvas-hint", hidden: true });
+  const layerBar = h("div", { class: "argus-layers", hidden: true, "aria-hidden": "true" });
+  const mini = h("canvas", { class: "argus-minimap", hidden: true, "aria-hidden": "true", title: "Overview: click or drag to move there" });
+  canvas.append(svg, layerBar, hint, mini);
+  const detail = h("aside", { class: "argus-detail", hidden: true, "aria-label": "task detail" });
   const main = h("div", { class: "argus-main" }, canvas, detail);
-  root.append(toolbar, summary, approvals, main, message);
+  root.append(crumbs, toolbar, banner, summary, approvals, main, legend, message);
   el.append(root);
 
+  // -- the static fallback output: hidden while this live view is shown -------
+  const fallbacks = () => {
+    const key = model.get("fallback_key");
+    if (!key) return [];
+    return [...document.querySelectorAll(`.argus-fb-${key}`)].map(
+      (e) => e.closest(".jp-OutputArea-child") || e,
+    );
+  };
+  for (const f of fallbacks()) f.style.display = "none";
+
   // -- drawing --------------------------------------------------------------
-  let nodeEls = new Map(); // id -> {g, rect, node}
+  let nodeEls = new Map(); // id -> {g, rect, glyph, title, node}
   let groupEls = new Map(); // group id -> {label, group}
   let edgeEls = []; // {a, b, path}
   let lastCodes = "";
   let view = { x: 0, y: 0, w: 100, h: 100 };
-  let userMoved = false; // until the user pans or zooms, resizes refit
-  let nNodes = 0;
+  let userMoved = false; // until the user pans or zooms, resizes re-frame
+  let expanded = false;
+  let wheelArmed = false; // the wheel zooms after a click into the canvas
 
   const statusOf = () => {
     const tasks = model.get("tasks");
     const codes = model.get("status_codes");
-    const legend = model.get("codes");
+    const legendCodes = model.get("codes");
     const out = new Map();
-    for (let i = 0; i < tasks.length; i++) out.set(tasks[i], legend[codes[i]] || "pending");
+    for (let i = 0; i < tasks.length; i++) out.set(tasks[i], legendCodes[codes[i]] || "pending");
     return out;
   };
+
+  const scaleOf = (v = view) => (svg.clientWidth || 800) / v.w;
 
   function setView(v) {
     view = v;
     svg.setAttribute("viewBox", `${v.x} ${v.y} ${v.w} ${v.h}`);
-    const scale = (svg.clientWidth || 800) / v.w;
-    root.classList.toggle("argus-lod", nNodes > LOD_NODES && scale < 0.45);
+    const scale = scaleOf(v);
+    // Semantic zoom: labels below MIN_PX give way to group summaries drawn at a
+    // readable size whatever the zoom.
+    const lod = scale < LABEL_SCALE - 1e-6;
+    root.classList.toggle("argus-lod", lod);
+    root.style.setProperty("--argus-group-font", `${Math.max(FONT, MIN_PX / scale)}px`);
+    hint.hidden = !lod;
+    hint.textContent = lod ? "Zoomed out: labels hidden; layers and groups summarised. Zoom in (+, Ctrl+wheel) or select a task." : "";
+    layerBar.hidden = !lod;
+    if (lod) placeLayers(scale);
+    drawMiniSoon();
   }
 
-  function fit() {
+  // -- minimap: the whole graph, coloured by status, with the visible part
+  // outlined; shown when the graph does not fit at a readable zoom.
+  const MINI_W = 180;
+  const MINI_H = 110;
+  let mini0 = null; // {k, ox, oy}: graph -> minimap pixels
+  let miniQueued = false;
+  function drawMiniSoon() {
+    if (miniQueued) return;
+    miniQueued = true;
+    requestAnimationFrame(() => {
+      miniQueued = false;
+      drawMini();
+    });
+  }
+  function drawMini() {
+    const lay = model.get("graph");
+    const W = Math.max(lay.width || 1, 1);
+    const H = Math.max(lay.height || 1, 1);
+    const cw = svg.clientWidth || 800;
+    const ch = svg.clientHeight || 440;
+    // Only while part of the graph is out of view.
+    const inside = view.x <= 0 && view.y <= 0 && view.x + view.w >= W && view.y + view.h >= H;
+    const show = nodeEls.size > 0 && !inside && (W * LABEL_SCALE > cw + 1 || H * LABEL_SCALE > ch + 1);
+    mini.hidden = !show;
+    if (!show) return;
+    // As small as the graph's shape allows, and never over half the canvas.
+    const mh = Math.min(MINI_H, Math.max(24, Math.round(ch * 0.4)));
+    const k = Math.min((MINI_W - 8) / W, (mh - 8) / H);
+    const mw = Math.max(40, Math.ceil(W * k + 8));
+    const mhh = Math.max(24, Math.ceil(H * k + 8));
+    const dpr = window.devicePixelRatio || 1;
+    if (mini.width !== mw * dpr || mini.height !== mhh * dpr) {
+      mini.width = mw * dpr;
+      mini.height = mhh * dpr;
+      mini.style.width = `${mw}px`;
+      mini.style.height = `${mhh}px`;
+    }
+    mini0 = { k, ox: (mw - W * k) / 2, oy: (mhh - H * k) / 2 };
+    const ctx = mini.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const cs = getComputedStyle(root);
+    ctx.fillStyle = cs.getPropertyValue("--argus-bg").trim() || "#fff";
+    ctx.fillRect(0, 0, mw, mhh);
+    const colour = {};
+    for (const st of LEGEND) colour[st] = cs.getPropertyValue(`--argus-st-${st}`).trim() || "#ccc";
+    for (const ref of nodeEls.values()) {
+      const n = ref.node;
+      const st = ref.g.classList.contains("argus-rejected") ? "rejected" : ref.g.getAttribute("data-status");
+      ctx.fillStyle = colour[st] || colour.pending;
+      ctx.fillRect(mini0.ox + n.x * k, mini0.oy + n.y * k, Math.max(1.5, n.w * k), Math.max(1.5, n.h * k));
+    }
+    ctx.strokeStyle = cs.getPropertyValue("--argus-accent").trim() || "#0969da";
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(mini0.ox + view.x * k, mini0.oy + view.y * k, view.w * k, view.h * k);
+  }
+  let miniDrag = false;
+  function miniMove(evt) {
+    if (!mini0) return;
+    const r = mini.getBoundingClientRect();
+    const gx = (evt.clientX - r.left - mini0.ox) / mini0.k;
+    const gy = (evt.clientY - r.top - mini0.oy) / mini0.k;
+    userMoved = true;
+    setView({ ...view, x: gx - view.w / 2, y: gy - view.h / 2 });
+  }
+  mini.addEventListener("pointerdown", (evt) => {
+    evt.stopPropagation();
+    miniDrag = true;
+    miniMove(evt);
+  });
+  mini.addEventListener("pointermove", (evt) => {
+    if (miniDrag) miniMove(evt);
+  });
+  const miniUp = () => {
+    miniDrag = false;
+  };
+  window.addEventListener("pointerup", miniUp);
+
+  // Layer summaries for the zoomed-out view: one readable label per layer of
+  // the layout (nodes sharing an x), placed over its column, thinned out so
+  // that labels never overlap.
+  let layers = []; // {x, w, ids}
+  function computeLayers() {
+    const byX = new Map();
+    for (const [id, ref] of nodeEls) {
+      const n = ref.node;
+      if (!byX.has(n.x)) byX.set(n.x, { x: n.x, w: n.w, ids: [] });
+      byX.get(n.x).ids.push(id);
+    }
+    layers = [...byX.values()].sort((a, b) => a.x - b.x);
+  }
+  function layerText(ids, st) {
+    let done = 0;
+    let failed = 0;
+    for (const id of ids) {
+      const v = st.get(id);
+      if (v === "succeeded" || v === "skipped") done++;
+      else if (v === "failed") failed++;
+    }
+    return `${ids.length} · ${done}✓${failed ? ` ${failed}✕` : ""}`;
+  }
+  function placeLayers(scale) {
+    const st = statusOf();
+    const spans = [];
+    let lastRight = -Infinity;
+    for (let i = 0; i < layers.length; i++) {
+      const L = layers[i];
+      const width = svg.clientWidth || 800;
+      const cx = Math.min(width - 40, Math.max(40, (L.x + L.w / 2 - view.x) * scale));
+      if ((L.x + L.w - view.x) * scale < 0 || (L.x - view.x) * scale > width) continue;
+      if (cx - 34 < lastRight) continue;
+      lastRight = cx + 34;
+      spans.push(
+        h("span", { class: "argus-layer", style: `left:${cx}px`, title: `layer ${i + 1}: ${L.ids.length} tasks` }, `L${i + 1}: ${layerText(L.ids, st)}`),
+      );
+    }
+    layerBar.replaceChildren(...spans);
+  }
+
+  function canvasHeight() {
+    const lay = model.get("graph");
+    const max = expanded ? Math.round(window.innerHeight * EXPANDED) : model.get("height");
+    const cw = canvas.clientWidth || 800;
+    const fitScale = Math.min(1, cw / Math.max(lay.width || 100, 100));
+    const natural = (lay.height || 100) * Math.max(fitScale, LABEL_SCALE) + 8;
+    return Math.max(120, Math.min(max, Math.ceil(natural)));
+  }
+
+  function size() {
+    const hgt = canvasHeight();
+    canvas.style.height = `${hgt}px`;
+    detail.style.maxHeight = `${Math.max(hgt, 320)}px`;
+  }
+
+  // The default frame: the whole graph if its labels stay readable, else the
+  // start of the graph at the smallest readable zoom (pan or Fit for the rest).
+  function frame() {
     userMoved = false;
     const lay = model.get("graph");
     const W = Math.max(lay.width || 100, 100);
     const H = Math.max(lay.height || 100, 60);
     const cw = svg.clientWidth || 800;
-    const ch = svg.clientHeight || model.get("height");
-    const aspect = cw / ch;
-    let w = W;
-    let hh = H;
-    if (W / H > aspect) hh = W / aspect;
-    else w = H * aspect;
-    // Never magnify a small graph beyond 1:1 (labels would look oversized).
-    if (w < cw) {
-      hh *= cw / w;
-      w = cw;
-    }
+    const ch = svg.clientHeight || canvasHeight();
+    let scale = Math.min(cw / W, ch / H, 1);
+    if (scale < LABEL_SCALE) scale = LABEL_SCALE;
+    const w = cw / scale;
+    const hh = ch / scale;
+    const x = w >= W ? (W - w) / 2 : 0;
+    const y = hh >= H ? (H - hh) / 2 : 0;
+    setView({ x, y, w, h: hh });
+  }
+
+  function fitAll() {
+    const lay = model.get("graph");
+    const W = Math.max(lay.width || 100, 100);
+    const H = Math.max(lay.height || 100, 60);
+    const cw = svg.clientWidth || 800;
+    const ch = svg.clientHeight || canvasHeight();
+    const scale = Math.max(MIN_SCALE, Math.min(cw / W, ch / H, 1));
+    const w = cw / scale;
+    const hh = ch / scale;
+    userMoved = true;
     setView({ x: (W - w) / 2, y: (H - hh) / 2, w, h: hh });
   }
 
+  function centreOn(id) {
+    const ref = nodeEls.get(id);
+    if (!ref) return;
+    const n = ref.node;
+    const cw = svg.clientWidth || 800;
+    const ch = svg.clientHeight || canvasHeight();
+    const scale = Math.max(scaleOf(), 1);
+    const w = cw / scale;
+    const hh = ch / scale;
+    userMoved = true;
+    setView({ x: n.x + n.w / 2 - w / 2, y: n.y + n.h / 2 - hh / 2, w, h: hh });
+  }
+
+  function ensureVisible(id) {
+    const ref = nodeEls.get(id);
+    if (!ref) return;
+    const n = ref.node;
+    const inside = n.x >= view.x && n.y >= view.y && n.x + n.w <= view.x + view.w && n.y + n.h <= view.y + view.h;
+    if (!inside || scaleOf() < LABEL_SCALE) centreOn(id);
+  }
+
   function zoom(factor, cx, cy) {
+    const cw = svg.clientWidth || 800;
+    const next = Math.min(MAX_SCALE, Math.max(MIN_SCALE, cw / (view.w * factor)));
+    const f = cw / next / view.w; // the factor within the limits
     userMoved = true;
     const px = cx === undefined ? view.x + view.w / 2 : cx;
     const py = cy === undefined ? view.y + view.h / 2 : cy;
-    const w = view.w * factor;
-    const hh = view.h * factor;
-    setView({ x: px - (px - view.x) * factor, y: py - (py - view.y) * factor, w, h: hh });
+    setView({ x: px - (px - view.x) * f, y: py - (py - view.y) * f, w: view.w * f, h: view.h * f });
   }
 
   function toSvg(evt) {
     const r = svg.getBoundingClientRect();
-    // The viewBox keeps the element's aspect ratio (see fit), so this is exact.
     return {
       x: view.x + ((evt.clientX - r.left) / r.width) * view.w,
       y: view.y + ((evt.clientY - r.top) / r.height) * view.h,
@@ -181,29 +438,22 @@ function render({ model, el }) {
     edgeEls = [];
     lastCodes = "";
     const nodes = lay.nodes || [];
-    nNodes = nodes.length;
+    svg.setAttribute("aria-label", `plan graph of ${nodes.length} nodes; Tab to a task, Enter for its detail`);
     for (const g of lay.groups || []) {
       if (g.collapsed) continue;
       const el = s("g", { class: "argus-group", "data-group": g.key });
       if (g.dissolved) el.classList.add("argus-dissolved");
-      el.append(
-        s("rect", { x: g.x, y: g.y, width: g.w, height: g.h, rx: 6, class: "argus-group-box" }),
-      );
-      const label = s("text", { x: g.x + 22, y: g.y + 15, class: "argus-group-label" });
-      label.textContent = g.label;
-      el.append(label);
+      el.append(s("rect", { x: g.x, y: g.y, width: g.w, height: g.h, rx: 6, class: "argus-group-box" }));
+      const lab = s("text", { x: g.x + 22, y: g.y + 15, class: "argus-group-label" });
+      lab.textContent = g.label;
+      el.append(lab);
       if (!g.dissolved) {
-        const tog = s("text", {
-          x: g.x + 8,
-          y: g.y + 15,
-          class: "argus-toggle",
-          "data-toggle": g.key,
-        });
+        const tog = s("text", { x: g.x + 8, y: g.y + 15, class: "argus-toggle", "data-toggle": g.key });
         tog.textContent = "▾";
         el.append(tog);
       }
       gGroups.append(el);
-      groupEls.set(g.id, { label, group: g });
+      groupEls.set(g.id, { label: lab, group: g });
     }
     const byId = new Map(nodes.map((n) => [n.id, n]));
     for (const [a, b] of lay.edges || []) {
@@ -219,50 +469,63 @@ function render({ model, el }) {
         class: "argus-node",
         "data-id": n.id,
         transform: `translate(${n.x},${n.y})`,
+        tabindex: "0",
+        role: "button",
       });
       const rect = s("rect", { width: n.w, height: n.h, rx: 5, class: "argus-node-box" });
-      const text = s("text", { x: n.kind === "group" ? 22 : 10, y: n.h / 2 + 4 });
-      text.textContent = n.label.length > 22 ? `${n.label.slice(0, 21)}…` : n.label;
+      const glyph = s("text", { x: n.kind === "group" ? 20 : 8, y: n.h / 2 + 4, class: "argus-glyph" });
+      const text = s("text", { x: n.kind === "group" ? 34 : 22, y: n.h / 2 + 4, class: "argus-node-label" });
+      text.textContent = n.label.length > 20 ? `${n.label.slice(0, 19)}…` : n.label;
       const title = s("title");
       title.textContent = n.id;
       const bp = s("circle", { cx: n.w - 8, cy: 8, r: 4, class: "argus-bp" });
-      g.append(rect, text, bp, title);
+      const cached = s("text", { x: n.w - 18, y: n.h - 5, class: "argus-cached-mark" });
+      cached.textContent = "⟲";
+      g.append(rect, glyph, text, bp, cached, title);
       if (n.kind === "group") {
         g.classList.add("argus-collapsed");
-        const tog = s("text", {
-          x: 8,
-          y: n.h / 2 + 4,
-          class: "argus-toggle",
-          "data-toggle": n.id.slice(GROUP.length),
-        });
+        const tog = s("text", { x: 6, y: n.h / 2 + 4, class: "argus-toggle", "data-toggle": n.id.slice(GROUP.length) });
         tog.textContent = "▸";
         g.append(tog);
       }
       gNodes.append(g);
-      nodeEls.set(n.id, { g, rect, title, node: n });
+      nodeEls.set(n.id, { g, rect, glyph, title, node: n });
     }
+    computeLayers();
     paint();
     marks();
     highlight();
   }
 
+  function setStatus(ref, st, name, extra = "") {
+    const rejected = st === "failed" && rejectedSet.has(name);
+    const shown = rejected ? "rejected" : st;
+    ref.rect.setAttribute("class", `argus-node-box argus-st-${shown}`);
+    ref.g.setAttribute("data-status", st);
+    ref.g.classList.toggle("argus-rejected", rejected);
+    ref.glyph.textContent = GLYPHS[shown] || "";
+    ref.title.textContent = `${name}: ${label(shown)}${extra}`;
+    ref.g.setAttribute("aria-label", `${ref.node.label}: ${label(shown)}${extra}`);
+  }
+
+  let rejectedSet = new Set();
   function paint() {
     const codes = model.get("status_codes");
-    const palette = model.get("palette");
-    const legend = model.get("codes");
+    const legendCodes = model.get("codes");
     const tasks = model.get("tasks");
+    const palette = model.get("palette");
     const full = codes.length !== lastCodes.length;
     for (let i = 0; i < tasks.length; i++) {
       if (!full && codes[i] === lastCodes[i]) continue;
       const ref = nodeEls.get(tasks[i]);
       if (!ref) continue;
-      const st = legend[codes[i]] || "pending";
-      ref.rect.setAttribute("fill", palette[st]);
-      ref.g.setAttribute("data-status", st);
-      ref.title.textContent = `${tasks[i]}: ${st}`;
+      const st = legendCodes[codes[i]] || "pending";
+      ref.rect.setAttribute("fill", palette[st]); // the CSS theme colour overrides it
+      setStatus(ref, st, tasks[i]);
     }
     lastCodes = codes;
-    // Collapsed groups and group headers summarise their members.
+    if (!layerBar.hidden) placeLayers(scaleOf());
+    drawMiniSoon();
     const lay = model.get("graph");
     if ((lay.groups || []).length) {
       const st = statusOf();
@@ -271,11 +534,7 @@ function render({ model, el }) {
         const done = list.filter((x) => x === "succeeded" || x === "skipped").length;
         if (g.collapsed) {
           const ref = nodeEls.get(g.id);
-          if (!ref) continue;
-          const agg = groupStatus(list);
-          ref.rect.setAttribute("fill", palette[agg]);
-          ref.g.setAttribute("data-status", agg);
-          ref.title.textContent = `${g.key}: ${done}/${list.length} done`;
+          if (ref) setStatus(ref, groupStatus(list), g.key, `, ${done}/${list.length} done`);
         } else {
           const ref = groupEls.get(g.id);
           if (ref) ref.label.textContent = `${g.label} · ${done}/${list.length}`;
@@ -287,21 +546,59 @@ function render({ model, el }) {
   function marks() {
     const bps = new Set(model.get("breakpoints"));
     const stale = new Set(model.get("stale"));
+    const m = model.get("marks") || {};
+    const cached = new Set(m.cached || []);
+    const differs = new Set(model.get("differs"));
+    const rej = new Set(m.rejected || []);
+    const changed = rej.size !== rejectedSet.size || [...rej].some((t) => !rejectedSet.has(t));
+    rejectedSet = rej;
+    if (changed) {
+      lastCodes = "";
+      paint();
+    }
     for (const [id, ref] of nodeEls) {
       ref.g.classList.toggle("argus-has-bp", bps.has(id));
       ref.g.classList.toggle("argus-stale", stale.has(id));
+      ref.g.classList.toggle("argus-cached", cached.has(id));
+      ref.g.classList.toggle("argus-differs", differs.has(id));
     }
   }
 
   function highlight() {
     const sel = model.get("selected");
-    for (const [id, ref] of nodeEls) ref.g.classList.toggle("argus-selected", id === sel);
-    for (const e of edgeEls) {
-      e.path.classList.toggle("argus-edge-on", e.a === sel || e.b === sel);
+    for (const [id, ref] of nodeEls) {
+      ref.g.classList.toggle("argus-selected", id === sel);
+      ref.g.setAttribute("aria-pressed", id === sel ? "true" : "false");
     }
+    for (const e of edgeEls) e.path.classList.toggle("argus-edge-on", e.a === sel || e.b === sel);
+    selBtn.disabled = !sel;
   }
 
-  // -- summary, approvals, message, busy -------------------------------------
+  // -- crumbs, summary, approvals, message, controls ---------------------------
+  function renderCrumbs() {
+    const f = model.get("family") || {};
+    const name = model.get("session_name");
+    const parts = [];
+    if (f.parent) {
+      const up = h("button", { class: "argus-link", type: "button", title: `Show the parent session ${f.parent}` }, f.parent);
+      up.addEventListener("click", () => send("open_family", { name: f.parent }));
+      parts.push(up, h("span", { class: "argus-sep" }, ` › forked at ${f.forked_at || "start"} › `));
+    }
+    parts.push(h("b", {}, name));
+    for (const k of f.forks || []) {
+      const down = h("button", { class: "argus-link", type: "button", title: `Show the fork ${k}` }, k);
+      down.addEventListener("click", () => send("open_family", { name: k }));
+      parts.push(h("span", { class: "argus-sep" }, " · fork: "), down);
+    }
+    if (f.parent) {
+      const cmp = h("button", { class: "argus-btn argus-compare", type: "button", title: "Mark tasks whose status or result differ from the parent's" }, "Compare with parent");
+      cmp.addEventListener("click", () => send("compare"));
+      parts.push(cmp);
+    }
+    crumbs.replaceChildren(...parts);
+    crumbs.hidden = !(f.parent || (f.forks || []).length);
+  }
+
   function renderSummary() {
     const m = model.get("summary");
     if (!m || m.total === undefined) return;
@@ -319,11 +616,13 @@ function render({ model, el }) {
     if (left.tokens !== undefined) budget.push(`${left.tokens} tok`);
     if (left.wall_s !== undefined) budget.push(fmtSeconds(Number(left.wall_s)));
     if (left.steps !== undefined) budget.push(`${left.steps} steps`);
-    parts.push(budget.length ? `budget left ${budget.join(", ")}` : "no budget set");
+    if (budget.length) parts.push(`budget left ${budget.join(", ")}`);
     const chip = h("span", { class: `argus-chip argus-session-${m.status}` }, m.status);
     const text = h("span", { class: "argus-summary-text" }, parts.join(" · "));
     const reason = m.reason ? h("span", { class: "argus-reason", title: m.reason }, m.reason) : null;
     summary.replaceChildren(...[h("b", {}, m.name), chip, text, reason].filter(Boolean));
+    renderMessage();
+    renderControls();
   }
 
   function renderApprovals() {
@@ -336,12 +635,11 @@ function render({ model, el }) {
     }
     approvals.hidden = false;
     const items = ids.map((id) => {
-      const b = h(
-        "button",
-        { class: "argus-btn argus-ask", title: `Review ${id}` },
-        `${id} (${ap[id].tool})`,
-      );
-      b.addEventListener("click", () => select(id));
+      const b = h("button", { class: "argus-btn argus-ask", title: `Review ${id}`, type: "button" }, `${id} (${ap[id].tool})`);
+      b.addEventListener("click", () => {
+        select(id);
+        centreOn(id);
+      });
       return b;
     });
     approvals.replaceChildren(h("span", {}, "Waiting for approval: "), ...items);
@@ -349,17 +647,69 @@ function render({ model, el }) {
 
   function renderMessage() {
     const m = model.get("message") || {};
-    message.textContent = m.text || "";
+    const reason = (model.get("summary") || {}).reason || "";
+    // Each message once: not again when the summary already says it.
+    let text = m.text && !reason.includes(m.text) ? m.text : "";
+    if (text && reason && text.includes(reason)) text = text.replace(`; ${reason}`, "").replace(reason, "");
+    message.textContent = text;
     message.className = `argus-message argus-${m.level || "info"}`;
   }
 
-  function renderBusy() {
+  function renderControls() {
     const busy = model.get("busy");
+    const m = model.get("summary") || {};
+    const counts = m.counts || {};
+    const cell = model.get("cell_running");
+    const live = !!busy || !!m.live;
+    const off = disconnected || cell;
     root.classList.toggle("argus-busy", !!busy);
-    for (const a of ["step", "run", "retry_failed", "rerun_stale"]) {
-      buttons[a].disabled = !!busy;
+    root.classList.toggle("argus-cell-running", !!cell);
+    const stale = (model.get("stale") || []).length;
+    buttons.step.disabled = off || live || !(counts.pending > 0);
+    buttons.run.disabled = off || live || !(counts.pending > 0);
+    buttons.pause.disabled = off || !live;
+    buttons.retry_failed.disabled = off || live || !(counts.failed > 0);
+    buttons.rerun_stale.disabled = off || live || !stale;
+    buttons.run.textContent = busy === "run" || m.live ? "Running…" : "Run";
+    buttons.run.setAttribute("aria-label", "Run");
+    for (const b of detail.querySelectorAll("button:not(.argus-close)")) b.disabled = off;
+    for (const b of approvals.querySelectorAll("button")) b.disabled = disconnected;
+    renderBanner();
+  }
+
+  function renderBanner() {
+    const m = model.get("summary") || {};
+    const name = model.get("session_name");
+    if (disconnected) {
+      banner.hidden = false;
+      banner.className = "argus-banner argus-disconnected-banner";
+      banner.replaceChildren(
+        h("b", {}, "Disconnected: "),
+        `the kernel that ran ${name} is gone. Last status seen here: ${m.status || "unknown"}, ${m.done ?? "?"}/${m.total ?? "?"} done. Reopen it with `,
+        h("code", {}, `%argus open ${name}`),
+        " to see what was committed.",
+      );
+    } else if (model.get("cell_running")) {
+      banner.hidden = false;
+      banner.className = "argus-banner argus-cell-banner";
+      const v = model.get("hint_var");
+      const text = v
+        ? `The cell is running ${v}.run(): controls act when it returns; use ${v}.start() or %%argus --run for a live run.`
+        : `A cell is running a blocking run() of ${name}: controls act when it returns; use start() or %%argus --run for a live run.`;
+      banner.replaceChildren(text);
+    } else {
+      banner.hidden = true;
+      banner.replaceChildren();
     }
-    buttons.run.textContent = busy === "run" ? "Running…" : "Run";
+  }
+
+  function setDisconnected(why) {
+    if (disconnected) return;
+    disconnected = true;
+    root.classList.add("argus-disconnected");
+    root.setAttribute("data-disconnected", why || "comm closed");
+    renderControls();
+    renderDetail();
   }
 
   // -- detail panel ---------------------------------------------------------
@@ -375,28 +725,26 @@ function render({ model, el }) {
       return;
     }
     detail.hidden = false;
-    const palette = model.get("palette");
-    const close = h("button", { class: "argus-close", title: "Close" }, "×");
+    const close = h("button", { class: "argus-close", title: "Close (Esc)", "aria-label": "Close", type: "button" }, "×");
     close.addEventListener("click", () => select(""));
     const parts = [];
     if (d.kind === "group") {
       parts.push(h("h4", {}, d.title), close);
       const t = h("table", {});
-      for (const [st, n] of Object.entries(d.counts || {})) t.append(row(st, n));
+      for (const [st, n] of Object.entries(d.counts || {})) t.append(row(label(st), n));
       parts.push(h("p", {}, `${d.members.length} tasks`), t);
       detail.replaceChildren(...parts);
       return;
     }
-    const badge = h(
-      "span",
-      { class: "argus-badge", style: `background:${palette[d.status]}` },
-      d.status,
-    );
+    const rejected = d.status === "failed" && d.error_type === "Rejected";
+    const shown = rejected ? "rejected" : d.status;
+    const badge = h("span", { class: `argus-badge argus-st-${shown}` }, `${GLYPHS[shown] || ""} ${label(shown)}`);
     parts.push(h("h4", {}, d.title), close, badge);
     if (d.stale) parts.push(h("span", { class: "argus-badge argus-stale-badge" }, "stale"));
+    if (d.breakpoint) parts.push(h("span", { class: "argus-badge argus-bp-badge" }, "● breakpoint"));
     if (d.description) parts.push(h("p", { class: "argus-desc" }, d.description));
     const t = h("table", { class: "argus-facts" });
-    t.append(row("id", d.id), row("tool", d.tool || "—"));
+    t.append(row("id", d.id), row("tool", d.tool || (d.task_kind === "llm" ? "LLM task" : "—")));
     if (d.group) t.append(row("group", d.group));
     if (d.deps && d.deps.length) t.append(row("after", d.deps.join(", ")));
     t.append(row("attempts", d.attempts));
@@ -404,23 +752,34 @@ function render({ model, el }) {
     if (d.tokens || d.cost) t.append(row("tokens / cost", `${d.tokens} / $${Number(d.cost).toFixed(4)}`));
     if (d.idempotency_key) t.append(row("idempotency key", d.idempotency_key.slice(0, 12) + "…"));
     parts.push(t);
-    if (d.args && Object.keys(d.args).length) {
-      parts.push(h("div", { class: "argus-label" }, "args"), h("pre", {}, json(d.args)));
+    const ran = d.resolved_args;
+    if (ran && Object.keys(ran).length) {
+      const edited = d.edited_args ? ` (edited at approval${d.approved_by ? ` by ${d.approved_by}` : ""})` : "";
+      const what = d.attempts ? "args as run" : "args (references resolved so far)";
+      parts.push(h("div", { class: "argus-label" }, `${what}${edited}`), h("pre", { class: "argus-resolved" }, json(ran)));
+      if (json(ran) !== json(d.args)) {
+        parts.push(h("details", {}, h("summary", {}, "args as planned"), h("pre", {}, json(d.args))));
+      }
     }
     if (d.result !== null && d.result !== undefined) {
       parts.push(h("div", { class: "argus-label" }, "result"), h("pre", { class: "argus-result" }, d.result));
     }
     if (d.error) {
       parts.push(h("div", { class: "argus-error" }, `${d.error_type || "Error"}: ${d.error}`));
-      if (d.traceback) {
-        parts.push(h("details", {}, h("summary", {}, "traceback"), h("pre", {}, d.traceback)));
-      }
+      if (d.traceback) parts.push(h("details", {}, h("summary", {}, "traceback"), h("pre", {}, d.traceback)));
     }
     if (d.reason) parts.push(h("p", { class: "argus-reason-full" }, d.reason));
-    if (d.context && typeof d.context === "object") {
-      const c = h("table", { class: "argus-facts" });
-      for (const [k, v] of Object.entries(d.context)) c.append(row(k, typeof v === "object" ? json(v) : v));
-      parts.push(h("div", { class: "argus-label" }, "context"), c);
+    const log = d.attempt_log || [];
+    if (log.length) {
+      const a = h("table", { class: "argus-facts argus-attempts" }, h("tr", {}, h("th", {}, "#"), h("th", {}, "outcome"), h("th", {}, "took")));
+      for (const r of log) a.append(h("tr", {}, h("td", {}, r.n), h("td", { title: r.error || "" }, r.outcome), h("td", {}, fmtSeconds(r.duration))));
+      parts.push(h("div", { class: "argus-label" }, "attempts"), a);
+    }
+    if (d.context && typeof d.context === "object") parts.push(contextTable(d.context));
+    if ((d.memories || []).length) {
+      const ul = h("ul", { class: "argus-memories" });
+      for (const m of d.memories) ul.append(h("li", { title: m.id }, `${m.kind}: ${m.text}`));
+      parts.push(h("div", { class: "argus-label" }, "memories written"), ul);
     }
     if (d.status === "awaiting_approval") parts.push(approvalForm(d));
     else if (d.approval && d.approval.state) {
@@ -429,15 +788,36 @@ function render({ model, el }) {
     }
     parts.push(actionsFor(d));
     detail.replaceChildren(...parts);
+    renderControls();
+  }
+
+  function contextTable(c) {
+    const box = h("div", { class: "argus-context" });
+    const head = [];
+    if (c.budget !== undefined) head.push(`budget ${c.budget} tokens`);
+    if (c.used !== undefined) head.push(`used ${c.used}`);
+    box.append(h("div", { class: "argus-label" }, `context${head.length ? ` (${head.join(", ")})` : ""}`));
+    const items = Array.isArray(c.items) ? c.items : [];
+    if (items.length) {
+      const keys = [...new Set(items.flatMap((i) => Object.keys(i)))].filter((k) => k !== "text").slice(0, 5);
+      const t = h("table", { class: "argus-facts argus-context-items" }, h("tr", {}, ...keys.map((k) => h("th", {}, k))));
+      for (const it of items) t.append(h("tr", {}, ...keys.map((k) => h("td", {}, typeof it[k] === "object" ? json(it[k]) : it[k] ?? ""))));
+      box.append(t);
+    }
+    for (const [k, v] of Object.entries(c)) {
+      if (["items", "budget", "used"].includes(k)) continue;
+      box.append(h("div", {}, `${k}: ${typeof v === "object" ? json(v) : v}`));
+    }
+    return box;
   }
 
   function approvalForm(d) {
-    const asked = (d.approval && d.approval.args) || d.args || {};
+    const asked = (d.approval && d.approval.args) || d.resolved_args || d.args || {};
     const original = json(asked);
-    const area = h("textarea", { class: "argus-args", rows: 5, spellcheck: "false" });
+    const area = h("textarea", { class: "argus-args", rows: 5, spellcheck: "false", "aria-label": "arguments to approve (JSON)" });
     area.value = original;
     const err = h("div", { class: "argus-error", hidden: true });
-    const ok = h("button", { class: "argus-btn argus-approve" }, "Approve");
+    const ok = h("button", { class: "argus-btn argus-approve", type: "button" }, "Approve");
     ok.addEventListener("click", () => {
       let args = null;
       if (area.value.trim() !== original.trim()) {
@@ -451,8 +831,8 @@ function render({ model, el }) {
       }
       send("approve", { task: d.id, args });
     });
-    const why = h("input", { class: "argus-why", placeholder: "reason", type: "text" });
-    const no = h("button", { class: "argus-btn argus-reject" }, "Reject");
+    const why = h("input", { class: "argus-why", placeholder: "reason", type: "text", "aria-label": "reason for rejecting" });
+    const no = h("button", { class: "argus-btn argus-reject", type: "button" }, "Reject");
     no.addEventListener("click", () => send("reject", { task: d.id, reason: why.value || "rejected in the widget" }));
     const policy = d.approval && d.approval.reason ? h("p", {}, d.approval.reason) : null;
     return h(
@@ -468,22 +848,18 @@ function render({ model, el }) {
 
   function actionsFor(d) {
     const box = h("div", { class: "argus-row argus-node-actions" });
-    const bp = h(
-      "button",
-      { class: "argus-btn argus-bp-btn", title: "Pause a run before this task" },
-      d.breakpoint ? "Remove breakpoint" : "Breakpoint",
-    );
+    const bp = h("button", { class: "argus-btn argus-bp-btn", title: "Pause a run before this task", type: "button" }, d.breakpoint ? "Remove breakpoint" : "Breakpoint");
     bp.addEventListener("click", () => send("toggle_breakpoint", { task: d.id }));
-    const fork = h("button", { class: "argus-btn argus-fork", title: "New session from here, earlier results kept" }, "Fork here");
+    const fork = h("button", { class: "argus-btn argus-fork", title: "New session from here, earlier results kept", type: "button" }, "Fork here");
     fork.addEventListener("click", () => send("fork", { at: d.id }));
     box.append(bp, fork);
     if (["failed", "in_doubt", "blocked", "skipped"].includes(d.status)) {
-      const r = h("button", { class: "argus-btn argus-retry" }, "Retry");
+      const r = h("button", { class: "argus-btn argus-retry", type: "button" }, "Retry");
       r.addEventListener("click", () => send("retry", { task: d.id }));
       box.append(r);
     }
     if (["pending", "failed", "in_doubt", "blocked", "awaiting_approval"].includes(d.status)) {
-      const k = h("button", { class: "argus-btn argus-skip" }, "Skip");
+      const k = h("button", { class: "argus-btn argus-skip", type: "button" }, "Skip");
       k.addEventListener("click", () => send("skip", { task: d.id }));
       box.append(k);
     }
@@ -495,6 +871,8 @@ function render({ model, el }) {
   let moved = false;
   function onDown(evt) {
     if (evt.button !== 0) return;
+    wheelArmed = true;
+    root.classList.add("argus-wheel-armed");
     drag = { x: evt.clientX, y: evt.clientY, view: { ...view } };
     moved = false;
   }
@@ -506,11 +884,7 @@ function render({ model, el }) {
     if (Math.abs(dx) + Math.abs(dy) > 3) moved = true;
     if (!moved) return;
     userMoved = true;
-    setView({
-      ...drag.view,
-      x: drag.view.x - (dx / r.width) * drag.view.w,
-      y: drag.view.y - (dy / r.height) * drag.view.h,
-    });
+    setView({ ...drag.view, x: drag.view.x - (dx / r.width) * drag.view.w, y: drag.view.y - (dy / r.height) * drag.view.h });
   }
   function onUp() {
     drag = null;
@@ -534,29 +908,107 @@ function render({ model, el }) {
     if (node) select(node.getAttribute("data-id"));
   }
   function onWheel(evt) {
+    // The wheel scrolls the notebook unless Ctrl/Cmd is held or the user
+    // clicked into the canvas first.
+    if (!(evt.ctrlKey || evt.metaKey || wheelArmed)) return;
     evt.preventDefault();
     const p = toSvg(evt);
     zoom(evt.deltaY > 0 ? 1.15 : 1 / 1.15, p.x, p.y);
   }
+  function disarm() {
+    wheelArmed = false;
+    root.classList.remove("argus-wheel-armed");
+  }
+  function onKey(evt) {
+    if (evt.target.closest("textarea, input")) return;
+    const node = evt.target.closest && evt.target.closest("g.argus-node");
+    if (node && (evt.key === "Enter" || evt.key === " ")) {
+      evt.preventDefault();
+      select(node.getAttribute("data-id"));
+      return;
+    }
+    if (node && evt.key.startsWith("Arrow")) {
+      // Arrows move to the nearest node that way (layers run left to right).
+      evt.preventDefault();
+      const next = nearest(node.getAttribute("data-id"), evt.key);
+      if (next) nodeEls.get(next).g.focus();
+      return;
+    }
+    if (evt.key === "Escape" && model.get("selected")) {
+      select("");
+      return;
+    }
+    if (evt.ctrlKey || evt.metaKey || evt.altKey) return;
+    const keys = { s: "step", r: "run", p: "pause" };
+    const action = keys[evt.key];
+    if (action && !buttons[action].disabled) {
+      evt.preventDefault();
+      evt.stopPropagation(); // not JupyterLab's command-mode shortcuts
+      send(action);
+    } else if (evt.key === "+" || evt.key === "=") zoom(1 / 1.3);
+    else if (evt.key === "-") zoom(1.3);
+  }
+  function nearest(id, key) {
+    const a = nodeEls.get(id).node;
+    const ax = a.x + a.w / 2;
+    const ay = a.y + a.h / 2;
+    let best = null;
+    let bestD = Infinity;
+    for (const [other, ref] of nodeEls) {
+      if (other === id) continue;
+      const n = ref.node;
+      const dx = n.x + n.w / 2 - ax;
+      const dy = n.y + n.h / 2 - ay;
+      const ok =
+        (key === "ArrowRight" && dx > 1) ||
+        (key === "ArrowLeft" && dx < -1) ||
+        (key === "ArrowDown" && dy > 1) ||
+        (key === "ArrowUp" && dy < -1);
+      if (!ok) continue;
+      // Prefer the same row (or column): the cross axis counts four times over.
+      const horizontal = key === "ArrowRight" || key === "ArrowLeft";
+      const d = horizontal ? Math.abs(dx) + 4 * Math.abs(dy) : Math.abs(dy) + 4 * Math.abs(dx);
+      if (d < bestD) {
+        bestD = d;
+        best = other;
+      }
+    }
+    return best;
+  }
+
+  function onFocus(evt) {
+    // Keyboard focus (Tab) brings the node into view; a click's focus must not
+    // move the graph under the pointer.
+    if (drag) return;
+    const node = evt.target.closest && evt.target.closest("g.argus-node");
+    if (node) ensureVisible(node.getAttribute("data-id"));
+  }
   svg.addEventListener("pointerdown", onDown);
+  svg.addEventListener("pointerleave", disarm);
+  svg.addEventListener("blur", disarm);
   window.addEventListener("pointermove", onMove);
   window.addEventListener("pointerup", onUp);
   svg.addEventListener("click", onClick);
   svg.addEventListener("wheel", onWheel, { passive: false });
+  root.addEventListener("keydown", onKey);
+  root.addEventListener("focusin", onFocus);
   zoomIn.addEventListener("click", () => zoom(1 / 1.3));
   zoomOut.addEventListener("click", () => zoom(1.3));
-  fitBtn.addEventListener("click", fit);
+  fitBtn.addEventListener("click", fitAll);
+  selBtn.addEventListener("click", () => centreOn(model.get("selected")));
+  expandBtn.addEventListener("click", () => {
+    expanded = !expanded;
+    expandBtn.setAttribute("aria-pressed", String(expanded));
+    expandBtn.textContent = expanded ? "Collapse" : "Expand";
+    size();
+  });
 
   // -- wiring -----------------------------------------------------------------
-  const size = () => {
-    canvas.style.height = `${model.get("height")}px`;
-    detail.style.height = `${model.get("height")}px`;
-  };
-  size();
   const handlers = {
     "change:graph": () => {
       draw();
-      fit();
+      size();
+      frame();
     },
     "change:status_codes": paint,
     "change:palette": () => {
@@ -564,49 +1016,65 @@ function render({ model, el }) {
       paint();
     },
     "change:breakpoints": marks,
-    "change:stale": marks,
+    "change:stale": () => {
+      marks();
+      renderControls();
+    },
+    "change:marks": marks,
+    "change:differs": marks,
     "change:selected": highlight,
     "change:detail": renderDetail,
     "change:summary": renderSummary,
     "change:approvals": renderApprovals,
     "change:message": renderMessage,
-    "change:busy": renderBusy,
+    "change:busy": renderControls,
+    "change:cell_running": renderControls,
+    "change:family": renderCrumbs,
+    "change:session_name": renderCrumbs,
     "change:height": () => {
       size();
-      fit();
+      frame();
     },
+    // ipywidgets marks every model of a restarted or dead kernel this way.
+    comm_live_update: () => setDisconnected("the kernel's comm closed"),
   };
   for (const [ev, fn] of Object.entries(handlers)) model.on(ev, fn);
   draw();
+  renderCrumbs();
   renderSummary();
   renderApprovals();
   renderMessage();
-  renderBusy();
+  renderControls();
   renderDetail();
-  // Fit once the element has a size (it may not be attached yet); later resizes
-  // (the detail panel opening, the window) refit, or keep the user's zoom and
-  // centre once they have panned or zoomed.
+  size();
+  // Frame once the element has a size (it may not be attached yet); later
+  // resizes (the panel opening, the window) re-frame, or keep the user's zoom
+  // and centre once they have panned or zoomed.
   let size0 = null;
   const ro = new ResizeObserver(() => {
     const cw = svg.clientWidth;
     const ch = svg.clientHeight;
     if (!cw || !ch) return;
-    if (!size0 || !userMoved) fit();
+    if (!size0 || !userMoved) frame();
     else {
-      const w = (view.w * cw) / size0.w;
-      const hh = (view.h * ch) / size0.h;
+      const scale = size0.w / view.w; // keep the zoom the user chose
+      const w = cw / scale;
+      const hh = ch / scale;
       setView({ x: view.x + (view.w - w) / 2, y: view.y + (view.h - hh) / 2, w, h: hh });
     }
     size0 = { w: cw, h: ch };
   });
   ro.observe(svg);
-  fit();
+  frame();
 
   return () => {
     for (const [ev, fn] of Object.entries(handlers)) model.off(ev, fn);
     window.removeEventListener("pointermove", onMove);
     window.removeEventListener("pointerup", onUp);
+    window.removeEventListener("pointerup", miniUp);
     ro.disconnect();
+    // This live view is gone: let the static fallback show again.
+    for (const f of fallbacks()) f.style.display = "";
   };
 }
 

@@ -265,8 +265,10 @@ def _outcome(f: Frames) -> list[_Block]:
         reused = int(t["reused"].fillna(False).sum())
         forked = f.events[f.events["kind"] == "forked"]["payload"]
         parent = json.loads(forked.iloc[0]).get("parent_name") if len(forked) else None
+        at = s["forked_at"]
+        where = f"at `{at}`" if isinstance(at, str) and at else "keeping every result"
         items.append(
-            f"Forked from `{parent or s['parent_id']}` at `{s['forked_at']}`; "
+            f"Forked from `{parent or s['parent_id']}` {where}; "
             f"reused {reused} finished task(s) from it"
         )
     return [_Block("p", head), _Block("ul", items=items)]
@@ -295,7 +297,18 @@ def report(src: Session | Frames, *, parent: Session | Frames | None = None) -> 
             name="timeline",
         ),
     ]
-    fc = failure_chains(f)
+    # Every "attempts" in the report counts attempts started in this session in
+    # all generations, as the Outcome's total does (a record counts only its
+    # current generation's).
+    started = f.attempts.groupby("task_id").size()
+
+    def all_attempts(df: Any) -> Any:
+        if df.empty or "attempts" not in df:
+            return df
+        n = df["task_id"].map(started).fillna(0).astype("int64")
+        return df.assign(attempts=n)
+
+    fc = all_attempts(failure_chains(f))
     blocks.append(_Block("h2", "Failures and what they blocked"))
     if fc.empty:
         blocks.append(_Block("p", "No task failed."))
@@ -344,7 +357,9 @@ def report(src: Session | Frames, *, parent: Session | Frames | None = None) -> 
     blocks += [
         _Block("h2", "Slowest tasks"),
     ]
-    slow = slowest(f, 5)[["task_id", "tool", "status", "attempts", "duration", "busy"]]
+    slow = all_attempts(
+        slowest(f, 5)[["task_id", "tool", "status", "attempts", "duration", "busy"]]
+    )
     blocks.append(
         _Block("p", "No task has finished in this session.")
         if slow.empty

@@ -208,6 +208,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("name", help="session name or id")
     s.add_argument("--events", action="store_true", help="list its events too")
     s.add_argument("--limit", type=int, metavar="N", help="only the last N events")
+    s.add_argument(
+        "--svg", metavar="FILE", help="also write the graph as a standalone SVG file"
+    )
 
     rs = add("resume", "continue a session exactly where it stopped")
     rs.add_argument("name", help="session name or id")

@@ -296,6 +296,15 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         }
         if args.events:
             payload["events"] = [e.model_dump(mode="json") for e in events]
+        if getattr(args, "svg", None):
+            from pathlib import Path
+
+            path = Path(args.svg)
+            try:
+                path.write_text(s.graph_svg(), encoding="utf-8")
+            except OSError as err:
+                raise UsageError(f"cannot write the SVG to {path}: {err}") from None
+            payload["svg"] = str(path)
         out.data(payload)
         if out.json_mode:
             return EXIT_OK

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import html
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
@@ -30,19 +30,22 @@ __all__ = [
     "plan_html",
     "session_html",
     "session_summary",
+    "session_svg",
 ]
 
 STATUS_COLORS: dict[str, str] = {
-    "pending": "#d0d7de",
-    "running": "#54aeff",
-    "awaiting_approval": "#e3b341",
-    "succeeded": "#4ac26b",
-    "failed": "#f47067",
-    "skipped": "#eef1f4",
-    "blocked": "#9198a1",
-    "in_doubt": "#b083f0",
+    "pending": "#e9ecef",
+    "running": "#8ecae6",
+    "awaiting_approval": "#f6c85f",
+    "succeeded": "#7ccfb0",
+    "failed": "#f4a582",
+    "skipped": "#f7f7f7",
+    "blocked": "#bdbdbd",
+    "in_doubt": "#d9a6c9",
 }
-"""Fill colour of a node per task status (the widget uses the same palette)."""
+"""Fill colour of a node per task status in light themes: Okabe-Ito hues, safe
+for colour-blind readers (widgets/graph.css holds the same values and the dark
+ones; every status also has a glyph there)."""
 
 STATUS_CODES: dict[str, str] = {
     "pending": "p",
@@ -56,7 +59,19 @@ STATUS_CODES: dict[str, str] = {
 }
 """One character per status: the widget sends statuses as one short string."""
 
-assert set(STATUS_COLORS) == set(STATUSES) == set(STATUS_CODES)
+STATUS_GLYPHS: dict[str, str] = {
+    "pending": "○",
+    "running": "▶",
+    "awaiting_approval": "?",
+    "succeeded": "✓",
+    "failed": "✕",
+    "skipped": "↷",
+    "blocked": "⊘",
+    "in_doubt": "!",
+}
+"""One glyph per status, so no status is told by colour alone (as in the widget)."""
+
+assert set(STATUS_COLORS) == set(STATUSES) == set(STATUS_CODES) == set(STATUS_GLYPHS)
 
 MAX_STATIC_NODES = 1500
 """Above this many tasks the static view shows the table only (the SVG would be
@@ -80,7 +95,12 @@ def session_summary(session: Session) -> dict[str, Any]:
     tokens = sum(r.tokens for r in recs.values())
     started: float | None = None
     ended: float | None = None
+    # A fork's kept results ran in its parent, before the fork existed: they do
+    # not count towards its elapsed time (nor does the idle time since).
+    since = session.info.created if session.info.parent else None
     for r in recs.values():
+        if since is not None and (r.started is None or r.started < since):
+            continue
         if r.started is not None and (started is None or r.started < started):
             started = r.started
         last = r.ended if r.ended is not None else r.started
@@ -136,15 +156,15 @@ def graph_svg(
     statuses: Mapping[str, str],
     *,
     stale: frozenset[str] = frozenset(),
-    max_height: int = 480,
 ) -> str:
-    """An inline SVG of a layout with nodes filled by status (no script)."""
+    """An SVG of a layout at full size, nodes filled and marked by status (no
+    script); HTML views put it in a scrolling box."""
     esc = html.escape
     by_id = {n["id"]: n for n in layout["nodes"]}
     w, h = layout["width"], layout["height"]
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w:g} {h:g}" '
-        f'width="{w:g}" style="max-width:100%;height:auto;max-height:{max_height}px;'
+        f'width="{w:g}" height="{h:g}" style="max-width:none;'
         'font-family:system-ui,sans-serif;font-size:12px" role="img">'
     ]
     for g in layout["groups"]:
@@ -172,7 +192,8 @@ def graph_svg(
             status = statuses.get(n["id"], "pending")
         fill = STATUS_COLORS.get(status, STATUS_COLORS["pending"])
         extra = ' stroke-dasharray="3 2"' if n["id"] in stale else ""
-        label = n["label"] if len(n["label"]) <= 22 else n["label"][:21] + "…"
+        label = n["label"] if len(n["label"]) <= 20 else n["label"][:19] + "…"
+        label = f"{STATUS_GLYPHS.get(status, '')} {label}"
         out.append(
             f'<g data-id="{esc(n["id"])}" data-status="{status}">'
             f"<title>{esc(n['id'])}: {status}</title>"
@@ -183,6 +204,45 @@ def graph_svg(
         )
     out.append("</svg>")
     return "".join(out)
+
+
+def session_svg(session: Session) -> str:
+    """A standalone SVG file's text of a session's graph, coloured by status
+    with a glyph per status (what ``s.graph_svg()`` and ``argus show --svg``
+    write, for papers and issue reports). Drawn whatever the plan's size."""
+    statuses = {t: r.status for t, r in session.records.items()}
+    lay = layout_plan(session.plan)
+    h = lay["height"]
+    legend, legend_w = _svg_legend(statuses.values(), y=h + 6)
+    # Room for the legend below the graph (and beside it, for a narrow graph).
+    bigger: Layout = {**lay, "height": h + 28, "width": max(lay["width"], legend_w)}
+    svg = graph_svg(bigger, statuses, stale=frozenset(session.stale()))
+    title = f"<title>{html.escape(session.name)}: {html.escape(session.goal)}</title>"
+    head, sep, rest = svg.partition(">")
+    body, _, _ = rest.rpartition("</svg>")
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n{head}{sep}{title}{body}'
+        f"{legend}</svg>\n"
+    )
+
+
+def _svg_legend(statuses: Iterable[str], *, y: float) -> tuple[str, float]:
+    """One swatch with its glyph per status present, left to right; the
+    markup and the width it needs."""
+    present = [s for s in STATUS_COLORS if s in set(statuses)]
+    out, x = ['<g class="legend">'], 16.0
+    for s in present:
+        label = s.replace("_", " ")
+        out.append(
+            f'<rect x="{x:g}" y="{y:g}" width="16" height="16" rx="3" '
+            f'fill="{STATUS_COLORS[s]}" stroke="#57606a"/>'
+            f'<text x="{x + 3:g}" y="{y + 12:g}" fill="#1f2328">'
+            f"{STATUS_GLYPHS[s]}</text>"
+            f'<text x="{x + 21:g}" y="{y + 12:g}" fill="#1f2328">{label}</text>'
+        )
+        x += 30 + 7 * len(label)
+    out.append("</g>")
+    return "".join(out), x + 16
 
 
 def _edge_path(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
@@ -262,7 +322,11 @@ def _graph_or_note(plan: Plan, statuses: Mapping[str, str]) -> str:
             f"<p>(the graph of {len(plan.tasks)} tasks is drawn by the live widget "
             "only)</p>"
         )
-    return graph_svg(layout_plan(plan), statuses)
+    # Drawn at full size (labels 12 px) in a scrolling box, never shrunk to fit.
+    return (
+        '<div style="overflow:auto;max-height:480px;max-width:100%">'
+        f"{graph_svg(layout_plan(plan), statuses)}</div>"
+    )
 
 
 class PlanView:

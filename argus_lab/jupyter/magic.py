@@ -63,6 +63,8 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
     return _ma.parse_argstring(magic, line)
 
 
+_TASK_COMMANDS = ("approve", "reject", "retry", "skip")
+
 _VAR = re.compile(r"\{\{([A-Za-z_]\w*)\}\}|(?<!\$)\{([A-Za-z_]\w*)\}")
 
 
@@ -138,9 +140,11 @@ class ArgusMagics(Magics):
         default_value="show",
         help="What a %%argus cell does without --run/--step/--plan-only.",
     ).tag(config=True)
-    height = traitlets.Int(440, help="Height of the graph widget in pixels.").tag(
-        config=True
-    )
+    height = traitlets.Int(
+        440,
+        help="Largest height of the graph canvas in pixels (it follows the graph "
+        "up to this; the widget's Expand button goes beyond).",
+    ).tag(config=True)
     session_options = traitlets.Dict(
         help="Options for new and opened sessions (concurrency, approvals, ...)."
     ).tag(config=True)
@@ -150,6 +154,15 @@ class ArgusMagics(Magics):
         self._workspaces: dict[Path, al.Workspace] = {}
         self._live: dict[tuple[Path, str], al.Session] = {}
         self._planner: Any = None  # the HTN planner of the cell being run
+        # The widget each cell last showed: a rerun replaces its output, so the
+        # old widget stops listening (one subscription per displayed widget).
+        self._shown: dict[str, GraphWidget] = {}
+        self._cell_id: str | None = None
+        if shell is not None:
+            shell.events.register("pre_run_cell", self._pre_run_cell)
+
+    def _pre_run_cell(self, info: Any) -> None:
+        self._cell_id = getattr(info, "cell_id", None)
 
     # -- %%argus -----------------------------------------------------------------
 
@@ -232,7 +245,7 @@ class ArgusMagics(Magics):
         limits = {"max_cost_usd": a.max_cost, "max_steps": a.max_steps}
         if any(v is not None for v in limits.values()):
             session.set_budget(**{k: v for k, v in limits.items() if v is not None})
-        w = self._widget(session)
+        w = self._widget(session, a.var, f"%%argus {line}\n{cell}")
         mode = modes[0] if modes else self.mode
         if mode == "run":
             w.act("run")
@@ -291,9 +304,17 @@ class ArgusMagics(Magics):
     # -- %argus --------------------------------------------------------------
 
     @magic_arguments(name="argus")
-    @argument("command", choices=["ls", "open", "resume", "fork", "df"])
+    @argument(
+        "command",
+        choices=["ls", "open", "resume", "fork", "df", *_TASK_COMMANDS],
+    )
     @argument("name", nargs="?", help="Session name or id.")
-    @argument("what", nargs="?", help="For df: tasks (default), events or llm.")
+    @argument(
+        "what",
+        nargs="?",
+        help="For df: tasks (default), events or llm; for approve, reject, "
+        "retry and skip: the TASK.",
+    )
     @argument("--at", help="For fork: the task to start again from.")
     @argument("--tools", help="Tools for open/resume/fork, as for %%argus.")
     @argument(
@@ -312,6 +333,8 @@ class ArgusMagics(Magics):
         ``%argus fork NAME --at TASK``: a new session that keeps results from
         before TASK, shown in a widget (``-o VAR`` binds the fork).
         ``%argus df NAME [tasks|events|llm]``: one of the session's DataFrames.
+        ``%argus approve NAME TASK`` (and ``reject``, ``retry``, ``skip``): one
+        call of the Session method on the named session, no variable needed.
         The cell magic ``%%argus`` is documented under ``%%argus?``.
         """
         a = parse_argstring(self.argus_line, line)
@@ -326,6 +349,8 @@ class ArgusMagics(Magics):
             return self._ls()
         if not a.name:
             raise UsageError(f"%argus {a.command} needs a session NAME (see %argus ls)")
+        if a.command in _TASK_COMMANDS:
+            return self._task_command(a.command, a.name, a.what)
         if a.what is not None and a.command != "df":
             raise UsageError(f"%argus {a.command}: unexpected argument {a.what!r}")
         if a.at is not None and a.command != "fork":
@@ -341,10 +366,26 @@ class ArgusMagics(Magics):
             self._live[(session.workspace.path, session.id)] = session
         if a.var:
             self._ns()[a.var] = session
-        w = self._widget(session)
+        w = self._widget(session, a.var, f"%argus {line}")
         if a.command == "resume":
             w.act("run")
         return w
+
+    def _task_command(self, command: str, name: str, task: str | None) -> None:
+        if not task:
+            raise UsageError(
+                f"%argus {command} needs a TASK: %argus {command} NAME TASK"
+            )
+        s = self._open(name, self._tools(None))
+        if task not in s.records:
+            raise UsageError(f"%argus {command}: session {name!r} has no task {task!r}")
+        try:
+            getattr(s, command)(task)
+        except ArgusError as e:
+            raise UsageError(f"%argus {command}: {e}") from None
+        done = {"approve": "approved", "reject": "rejected", "retry": "pending again",
+                "skip": "skipped"}[command]  # fmt: skip
+        print(f"{name}: {task} {done}")
 
     def _options(self) -> dict[str, Any]:
         """Session options: the configured ones, plus the planner just used."""
@@ -501,10 +542,17 @@ class ArgusMagics(Magics):
         self._live[(ws.path, s.id)] = s
         return s
 
-    def _widget(self, session: al.Session) -> GraphWidget:
+    def _widget(self, session: al.Session, var: str | None, source: str) -> GraphWidget:
+        """A widget for the cell; the one this cell showed before is closed."""
         from argus_lab.jupyter.widget import GraphWidget
 
-        return GraphWidget(session, height=self.height)
+        key = self._cell_id or source
+        old = self._shown.pop(key, None)
+        if old is not None:
+            old.close()
+        w = GraphWidget(session, height=self.height, hint_var=var or "")
+        self._shown[key] = w
+        return w
 
 
 def _goal_call(

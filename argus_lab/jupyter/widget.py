@@ -14,19 +14,31 @@ messages bounded by its duration, not by its task count (``comm_messages``
 counts them; see benchmarks/bench_widget.py).
 
 Long actions never block the kernel: Run uses ``session.start()``; Step,
-approvals and forks run on a one-thread executor; Pause is immediate.
+approvals and forks run on a one-thread executor; Pause is immediate (see
+:mod:`argus_lab.jupyter._actions`). While a run goes on, flushes keep coming
+until it ends; while a *cell* runs a blocking ``s.run()`` (``blocking_run``),
+``cell_running`` tells the front end that clicks wait for the cell.
+
+What no event announces is caught up after each notebook cell (an IPython
+``post_run_cell`` hook): tools redefined with ``s.update_tools`` (stale tasks),
+and the static fallback output, which is displayed before the live view so
+that a page reload without the kernel still shows the graph.
 
 The widget only observes its Session and calls its public methods: breakpoints,
 budgets and whether a run goes on are the Session's (``set_breakpoint`` /
-``breakpoints``, ``set_budget``, ``running``); the traits mirror them.
+``breakpoints``, ``set_budget``, ``running``, ``blocking_run``); the traits
+mirror them.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import html
 import json
 import threading
 import time
+import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,40 +46,29 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
+from argus_lab.jupyter._actions import ACTIONS, WidgetActions, user_terms
+from argus_lab.jupyter._detail import node_detail, status_marks
+from argus_lab.jupyter._family import family_of
 from argus_lab.jupyter.display import (
     STATUS_CODES,
     STATUS_COLORS,
     session_html,
     session_summary,
 )
-from argus_lab.jupyter.layout import GROUP_PREFIX, layout_plan
+from argus_lab.jupyter.layout import layout_plan
 
 if TYPE_CHECKING:
     from argus_lab.events import EventBase
-    from argus_lab.runtime.session import RunResult, Session
+    from argus_lab.runtime.session import Session
 
 __all__ = ["ACTIONS", "GraphWidget", "asset_path"]
 
-ACTIONS = (
-    "approve",
-    "fork",
-    "pause",
-    "reject",
-    "rerun_stale",
-    "retry",
-    "retry_failed",
-    "run",
-    "select",
-    "skip",
-    "step",
-    "toggle_breakpoint",
+_FALLBACK_NOTE = (
+    '<p class="argus-fallback-note" style="color:#57606a;font-size:12px">'
+    "Static view as of {when} (the live widget is not connected). Reopen the "
+    "live one, with what was committed since, with "
+    "<code>%argus open {name}</code>.</p>"
 )
-"""Actions the front end may send (``{"action": name, ...}``)."""
-
-_BLOCKING = ("step", "run", "retry_failed", "rerun_stale", "fork")
-"""Actions refused while a step or run of the session goes on."""
-
-_PREVIEW_CHARS = 2000
 
 
 def asset_path(name: str) -> Path:
@@ -87,22 +88,7 @@ def asset_path(name: str) -> Path:
     )
 
 
-def _preview(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = json.dumps(value, indent=2, ensure_ascii=False)
-        except (TypeError, ValueError):
-            text = repr(value)
-    if len(text) > _PREVIEW_CHARS:
-        text = text[:_PREVIEW_CHARS] + f"\n… ({len(text) - _PREVIEW_CHARS} more chars)"
-    return text
-
-
-class GraphWidget(anywidget.AnyWidget):
+class GraphWidget(WidgetActions, anywidget.AnyWidget):
     """A live view of a Session's plan that can also drive it.
 
     Args:
@@ -152,7 +138,20 @@ class GraphWidget(anywidget.AnyWidget):
     message = traitlets.Dict().tag(sync=True)
     """The last action's outcome: text, level ("info" or "error"), n."""
     height = traitlets.Int(440).tag(sync=True)
-    """Height of the view in pixels."""
+    """Largest height of the canvas in pixels (it follows the graph up to it)."""
+    cell_running = traitlets.Bool(False).tag(sync=True)
+    """A cell runs a blocking ``s.run()``: clicks act only once it returns."""
+    hint_var = traitlets.Unicode("").tag(sync=True)
+    """The variable the session is bound to (``%%argus -o VAR``), for hints."""
+    family = traitlets.Dict().tag(sync=True)
+    """The fork's parent (name, forked_at) and the forks made here (names)."""
+    differs = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    """After "compare with parent": tasks whose status or result differ."""
+    marks = traitlets.Dict().tag(sync=True)
+    """Tasks drawn apart from their status: ``rejected`` (by a person or a
+    policy) and ``cached`` (a fork's results kept from its parent)."""
+    fallback_key = traitlets.Unicode("").tag(sync=True)
+    """Marks this widget's static fallback output, which the live view hides."""
 
     def __init__(
         self,
@@ -160,6 +159,7 @@ class GraphWidget(anywidget.AnyWidget):
         *,
         update_interval: float = 0.25,
         height: int = 440,
+        hint_var: str = "",
         **kwargs: Any,
     ) -> None:
         # Plain attributes first: the base class sends state while it initialises.
@@ -175,9 +175,15 @@ class GraphWidget(anywidget.AnyWidget):
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._msg_n = 0
         self._unsubscribe: Callable[[], None] | None = None
-        super().__init__(height=height, **kwargs)
+        self._family: dict[str, Session] = {}  # name -> parent or fork opened here
+        self._hook: Callable[..., None] | None = None
+        self._fallback_seen: tuple[str, int, int] | None = None  # as last shown
+        super().__init__(
+            height=height, hint_var=hint_var, fallback_key=uuid.uuid4().hex, **kwargs
+        )
         self.on_msg(self._on_msg)
         self._bind(session)
+        self._watch_cells()
 
     # -- binding -------------------------------------------------------------
 
@@ -189,12 +195,18 @@ class GraphWidget(anywidget.AnyWidget):
     def _bind(self, session: Session) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
+        old = getattr(self, "_session", None)
+        if old is not None:
+            self._family.setdefault(old.name, old)
         self._session = session
+        self._family.setdefault(session.name, session)
         self._plan_dirty = False
         with self._lock, self.hold_sync():
             self.session_name = session.name
             self.breakpoints = session.breakpoints
             self.selected = ""
+            self.differs = []
+            self.family = family_of(session, self._family)
             self._load_plan()
         self._unsubscribe = session.subscribe(self._on_event)
         self.refresh()
@@ -244,68 +256,28 @@ class GraphWidget(anywidget.AnyWidget):
             self.stale = stale
             self.breakpoints = s.breakpoints
             self.approvals = s.pending_approvals()
-            self.summary = session_summary(s)
+            self.summary = self._summary()
+            self.marks = status_marks(s)
+            self.cell_running = s.blocking_run and not self.busy
             self._update_detail()
 
     def _update_detail(self) -> None:
         with self._lock:
-            self.detail = self._detail(self.selected)
+            self.detail = node_detail(
+                self._session,
+                self.selected,
+                stale=self.stale,
+                breakpoints=self.breakpoints,
+            )
 
-    def _detail(self, node: str) -> dict[str, Any]:
+    def _summary(self) -> dict[str, Any]:
         s = self._session
-        if not node:
-            return {}
-        if node.startswith(GROUP_PREFIX):
-            key = node[len(GROUP_PREFIX) :]
-            members = [t.id for t in s.plan.tasks if t.parent == key]
-            recs = s.records
-            counts: dict[str, int] = {}
-            for t in members:
-                counts[recs[t].status] = counts.get(recs[t].status, 0) + 1
-            return {"id": node, "kind": "group", "title": key, "members": members,
-                    "counts": counts}  # fmt: skip
-        if node not in self._index:
-            return {}
-        task = s.plan.task(node)
-        rec = s.record(node)
-        try:
-            result = _preview(s.result(node)) if rec.status == "succeeded" else None
-        except Exception as e:  # a missing artifact must not break the panel
-            result = f"(result unavailable: {e})"
-        duration = (
-            rec.ended - rec.started
-            if rec.ended is not None and rec.started is not None
-            else None
-        )
-        # What the task's prompt held (LLM tasks): read on selection only.
-        context = s.context_breakdown(node) if task.kind == "llm" else None
-        return {
-            "id": node,
-            "kind": "task",
-            "title": task.title or task.id,
-            "description": task.description,
-            "tool": task.tool,
-            "args": task.args,
-            "deps": list(task.deps),
-            "group": task.parent,
-            "status": rec.status,
-            "attempts": rec.attempts,
-            "started": rec.started,
-            "ended": rec.ended,
-            "duration": duration,
-            "result": result,
-            "error": rec.error,
-            "error_type": rec.error_type,
-            "traceback": rec.traceback,
-            "reason": rec.reason,
-            "approval": rec.approval,
-            "idempotency_key": rec.idempotency_key,
-            "cost": rec.cost_usd,
-            "tokens": rec.tokens,
-            "context": context(node) if callable(context) else None,
-            "stale": node in self.stale,
-            "breakpoint": node in self.breakpoints,
-        }
+        summ = session_summary(s)
+        summ["reason"] = user_terms(summ["reason"], s.name, self.hint_var)
+        summ["live"] = s.running
+        return summ
+
+    # -- family: a fork's parent and the forks made here -----------------------
 
     # -- live updates (on the session's loop thread) --------------------------
 
@@ -338,6 +310,8 @@ class GraphWidget(anywidget.AnyWidget):
             dirty, self._dirty = self._dirty, set()
             self._flush_handle = None
             self._last_flush = time.monotonic()
+        if self._unsubscribe is None:  # closed meanwhile
+            return
         s = self._session
         with self._lock, self.hold_sync():
             if self._plan_dirty:  # tasks were added or removed: lay out again
@@ -351,189 +325,19 @@ class GraphWidget(anywidget.AnyWidget):
             self.status_codes = "".join(self._codes)
             self.breakpoints = s.breakpoints
             self.approvals = s.pending_approvals()
-            self.summary = session_summary(s)
+            self.summary = self._summary()
+            self.marks = status_marks(s)
+            self.cell_running = s.blocking_run and not self.busy
+            # A run's last events come before it ends: look again until it has,
+            # so "Running…" and Pause do not outlive it.
+            again = self.summary.get("live") or self.cell_running
             if self.selected in dirty:
                 self._update_detail()
             self.flushes += 1
-
-    # -- actions -------------------------------------------------------------
-
-    def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not isinstance(content, dict) or "action" not in content:
-            return
-        payload = {k: v for k, v in content.items() if k != "action"}
-        try:
-            self.act(str(content["action"]), **payload)
-        except Exception as e:  # shown in the widget; the kernel must not raise
-            self._say(str(e), "error")
-
-    def act(self, action: str, **payload: Any) -> concurrent.futures.Future[Any]:
-        """Performs a toolbar action, as a click in the front end does.
-
-        Args:
-            action: One of :data:`ACTIONS`.
-            **payload: ``task`` (approve, reject, retry, skip, select,
-                toggle_breakpoint), ``args`` (approve), ``reason`` (reject, skip),
-                ``at`` (fork).
-
-        Returns:
-            A future for the action's outcome: it is done once the widget's
-            traits reflect it. Errors are also shown in the widget.
-
-        Raises:
-            ValueError: an unknown action or a missing task.
-        """
-        if action not in ACTIONS:
-            raise ValueError(f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
-        task = payload.get("task")
-        if action in ("approve", "reject", "retry", "skip", "toggle_breakpoint") and (
-            not isinstance(task, str) or task not in self._index
-        ):
-            raise ValueError(f"action {action!r} needs the id of a task, got {task!r}")
-        if action in _BLOCKING and self._running():
-            return self._failed(
-                RuntimeError(
-                    f"a run is going on in session {self._session.name!r}; "
-                    "pause it first"
-                )
-            )
-        if action == "select":
-            self.selected = str(payload.get("task") or "")
-            return self._done(self.selected)
-        if action == "toggle_breakpoint":
-            assert isinstance(task, str)
-            return self._done(self._toggle_breakpoint(task))
-        if action == "pause":
-            self._session.pause()
-            self._say("pausing: running tasks finish, no new task starts")
-            return self._done(None)
-        if action == "run":
-            return self._run(self._session.start)
-        if action == "retry_failed":
-            return self._run(self._retry_failed)
-        return self._in_background(action, payload)
-
-    def _running(self) -> bool:
-        """Whether a step or run is in progress that another must not overlap:
-        one this widget is starting (``busy``) or any of the session's, from the
-        widget or from a cell (``session.running``)."""
-        return bool(self.busy) or self._session.running
-
-    def _toggle_breakpoint(self, task: str) -> bool:
-        on = task not in self._session.breakpoints
-        self._session.set_breakpoint(task, on=on)
-        with self._lock:
-            self.breakpoints = self._session.breakpoints
-            self._update_detail()
-        return on
-
-    def _retry_failed(self) -> concurrent.futures.Future[RunResult]:
-        failed = [t for t, r in self._session.records.items() if r.status == "failed"]
-        for t in failed:
-            self._session.retry(t)
-        return self._session.start()
-
-    def _run(
-        self, start: Callable[[], concurrent.futures.Future[RunResult]]
-    ) -> concurrent.futures.Future[Any]:
-        """Starts a background run; the returned future ends after the refresh."""
-        outer: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._set_busy("run")
-        try:
-            fut = start()
-        except Exception as e:
-            self._set_busy("")
-            self._say(str(e), "error")
-            outer.set_exception(e)
-            return outer
-
-        def finished(f: concurrent.futures.Future[RunResult]) -> None:
-            try:
-                result = f.result()
-            except BaseException as e:
-                self._say(f"run stopped: {e}", "error")
-                self._set_busy("")
-                self.refresh()
-                outer.set_exception(e)
-                return
-            self._say(str(result), "info" if result.status != "failed" else "error")
-            self._set_busy("")
-            self.refresh()
-            outer.set_result(result)
-
-        fut.add_done_callback(finished)
-        return outer
-
-    def _in_background(
-        self, action: str, payload: Mapping[str, Any]
-    ) -> concurrent.futures.Future[Any]:
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="argus-widget"
-            )
-        if action in _BLOCKING:
-            self._set_busy(action)
-        return self._executor.submit(self._perform, action, dict(payload))
-
-    def _perform(self, action: str, p: dict[str, Any]) -> Any:
-        s = self._session
-        try:
-            out: Any = None
-            if action == "step":
-                ran = s.step()
-                text = ", ".join(f"{r.task_id} {r.status}" for r in ran)
-                self._say(
-                    f"step: {text}" if ran else f"step: nothing to run ({s.reason})"
-                )
-                out = ran
-            elif action == "approve":
-                args = p.get("args")
-                if args is not None and not isinstance(args, dict):
-                    raise ValueError("approve: args must be a JSON object")
-                s.approve(p["task"], args)
-                self._say(f"approved {p['task']!r}; Step or Run goes on")
-            elif action == "reject":
-                s.reject(p["task"], str(p.get("reason") or "rejected in the widget"))
-                self._say(f"rejected {p['task']!r}")
-            elif action == "retry":
-                s.retry(p["task"])
-                self._say(f"{p['task']!r} is pending again; Step or Run goes on")
-            elif action == "skip":
-                s.skip(p["task"], str(p.get("reason") or "skipped in the widget"))
-                self._say(f"skipped {p['task']!r}")
-            elif action == "rerun_stale":
-                n = len(s.stale())
-                result = s.rerun_stale()
-                self._say(f"reran {n} stale task(s): {result}")
-                out = result
-            elif action == "fork":
-                at = p.get("at") or None
-                fork = s.fork(at=at)
-                self._bind(fork)
-                self._say(
-                    f"forked {s.name!r} at {at!r} into {fork.name!r}; this widget "
-                    "now shows the fork (widget.session)"
-                )
-                out = fork
-        except Exception as e:
-            self._say(f"{action}: {e}", "error")
-            raise
-        finally:
-            if self.busy == action:
-                self._set_busy("")
-            self.refresh()
-        return out
-
-    def _done(self, value: Any) -> concurrent.futures.Future[Any]:
-        f: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        f.set_result(value)
-        return f
-
-    def _failed(self, error: Exception) -> concurrent.futures.Future[Any]:
-        self._say(str(error), "error")
-        f: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        f.set_exception(error)
-        return f
+        if again:
+            with self._dirty_lock:
+                if self._flush_handle is None:
+                    self._flush_handle = self._schedule(max(self.update_interval, 0.1))
 
     def _set_busy(self, action: str) -> None:
         with self._lock:
@@ -541,6 +345,8 @@ class GraphWidget(anywidget.AnyWidget):
 
     def _say(self, text: str, level: str = "info") -> None:
         with self._lock:
+            if self.message.get("text") == text:  # each message once
+                return
             self._msg_n += 1
             self.message = {"text": text, "level": level, "n": self._msg_n}
 
@@ -551,11 +357,48 @@ class GraphWidget(anywidget.AnyWidget):
         self.comm_bytes += len(json.dumps(msg, default=str))
         super()._send(msg, buffers)
 
+    def _watch_cells(self) -> None:
+        """After each notebook cell, catch up with what no event announces:
+        tools redefined by ``s.update_tools(...)`` (stale tasks) and the end of
+        a blocking ``s.run()``. Holds the widget weakly: a dropped widget is not
+        kept alive by the hook."""
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        ip = get_ipython()
+        if ip is None:
+            return
+        ref = weakref.ref(self)
+
+        def after_cell(*_: Any) -> None:
+            w = ref()
+            if w is None or w._unsubscribe is None:
+                return
+            s = w._session
+            if s.stale() != w.stale or w.cell_running:
+                w.refresh()
+            w._sync_fallback()
+
+        ip.events.register("post_run_cell", after_cell)
+        self._hook = after_cell
+
     def close(self) -> None:
         """Stops live updates and closes the front-end view (not the session)."""
+        if self._hook is not None:
+            try:
+                from IPython import get_ipython
+
+                ip = get_ipython()
+                if ip is not None:
+                    ip.events.unregister("post_run_cell", self._hook)
+            except (ImportError, ValueError):
+                pass
+            self._hook = None
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        # A flush already scheduled finds the widget closed and does nothing.
         if self._executor is not None:
             # No waiting: close() also runs from __del__ (garbage collection).
             self._executor.shutdown(wait=False)
@@ -576,3 +419,58 @@ class GraphWidget(anywidget.AnyWidget):
         # Shown wherever no widget front end runs (nbconvert, GitHub, nbval).
         data["text/html"] = session_html(self._session)
         return data, meta
+
+    def fallback_html(self) -> str:
+        """The static view shown when the live one cannot be (its model is gone
+        after a kernel restart and a page reload): the session's SVG and table,
+        and how to reopen it. The live view hides it (``fallback_key``)."""
+        note = _FALLBACK_NOTE.format(
+            name=html.escape(self._session.name),
+            when=time.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+        key = f"argus-fb-{self.fallback_key}"
+        # In JupyterLab, the widget output right after this one says "Error
+        # displaying widget: model not found" once its model is gone; this view
+        # says what to do instead, so that message is hidden (only there).
+        hide = (
+            f"<style>.jp-OutputArea-child:has(.{key}) + .jp-OutputArea-child "
+            ".jp-OutputArea-output.jupyter-widgets{display:none}</style>"
+        )
+        return (
+            f'<div class="argus-fallback {key}">{hide}'
+            f"{note}{session_html(self._session)}</div>"
+        )
+
+    def _ipython_display_(self) -> None:
+        """Two outputs: the static fallback, then the live view.
+
+        JupyterLab never falls back from a widget output whose model is missing
+        to its text/html, so the static view is an output of its own; the live
+        view hides it while it runs (and shows it again if it is removed).
+        """
+        from IPython.display import display
+
+        show: Any = display  # IPython's display is untyped
+        self._fallback_seen = self._fallback_state()
+        show(
+            {"text/html": self.fallback_html()}, raw=True, display_id=self.fallback_key
+        )
+        data, meta = super()._repr_mimebundle_() or ({}, {})
+        show(data, raw=True, metadata=meta)
+
+    def _fallback_state(self) -> tuple[str, int, int]:
+        summ = self.summary
+        return (str(summ.get("status")), summ.get("done", 0), summ.get("failed", 0))
+
+    def _sync_fallback(self) -> None:
+        """Brings the static fallback output up to date (after a cell, on the
+        kernel's main thread, so the front end and the saved notebook get it)."""
+        if self._fallback_seen is None or self._fallback_state() == self._fallback_seen:
+            return
+        from IPython.display import update_display
+
+        self._fallback_seen = self._fallback_state()
+        update: Any = update_display  # untyped
+        update(
+            {"text/html": self.fallback_html()}, raw=True, display_id=self.fallback_key
+        )

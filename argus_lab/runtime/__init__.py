@@ -23,6 +23,9 @@ another's private names)::
       │                 └─▶ MemoryFeed (remember.py)  results and lessons
       ├─▶ Actions (actions.py)       a person's retry / skip / approve / reject
       │                              (a rejection goes to the Settler too)
+      ├─▶ Closer (shutdown.py)       close() and the process's exit (atexit of
+      │                              threads, SIGTERM, a kernel's shutdown):
+      │                              stop, a grace period, then RunLoop.abandon
       └─▶ SessionState (state.py)    records, plan, usage; commit()
                  ▲
                  └── every part above writes ONLY through SessionState.commit,
@@ -31,7 +34,8 @@ another's private names)::
 
 - Where does an attempt's outcome get decided? In **policy.py**:
   ``FailurePolicy.decide`` matches the typed outcome (Succeeded, Failed(kind),
-  TimedOut, InDoubt, Rejected, OverBudget; Interrupted on recovery) and
+  TimedOut, InDoubt, Rejected, OverBudget; Interrupted on recovery; ShutDown,
+  never a failure, when the session or its process shuts down) and
   returns a decision (accept, retry later, ask, stop for budget, give up with
   remedies, then fail or skip); settle.py only carries it out.
 - Who writes to the store? **state.py**: ``SessionState.commit`` (records,

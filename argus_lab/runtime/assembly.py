@@ -16,10 +16,12 @@ from argus_lab.runtime.budget import BudgetChecker
 from argus_lab.runtime.engine import RunLoop
 from argus_lab.runtime.lease import Lease
 from argus_lab.runtime.llm_task import LlmTaskRunner
+from argus_lab.runtime.loop import LoopThread
 from argus_lab.runtime.options import SessionOptions
 from argus_lab.runtime.policy import FailurePolicy
 from argus_lab.runtime.remember import MemoryFeed, Rememberer
 from argus_lab.runtime.settle import Settler
+from argus_lab.runtime.shutdown import Closer, track
 from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import SessionState
 from argus_lab.runtime.supervisor import Supervisor
@@ -43,11 +45,15 @@ class Parts:
     runner: RunLoop
     """The lease around calls, recovery, the run and step loops."""
     attempts: AttemptRunner
-    """One attempt of a task (its tool threads are closed with the session)."""
+    """One attempt of a task."""
     actions: Actions
     """A person's decisions."""
     memories: Rememberer
     """The memory writer thread (flushed when the session closes)."""
+    loop: LoopThread
+    """The session's private loop thread, where every change happens."""
+    closer: Closer
+    """Closes it all (on ``close()`` and when the process shuts down)."""
 
 
 def assemble(
@@ -77,9 +83,23 @@ def assemble(
     supervisor = Supervisor(state, options.planner)
     settler = Settler(state, policy, supervisor, signals, memory, options)
     llm = LlmTaskRunner(state, budget, options, workspace)
-    attempts = AttemptRunner(state, settler, budget, llm, options, workspace.path)
+    attempts = AttemptRunner(
+        state, settler, signals, budget, llm, options, workspace.path
+    )
     runner = RunLoop(state, signals, attempts, supervisor, settler, policy, options)
     memory.prepare()
+    loop = LoopThread(f"argus-{loaded.meta.name}")
+
+    def close_parts() -> None:
+        # diskcache keeps one SQLite connection per thread: close the loop
+        # thread's own, so SQLite can checkpoint and drop its WAL file.
+        loop.stop(state.close)
+        attempts.close()
+        memories.close()  # the queued memories are written before we go
+        state.close()
+
+    closer = Closer(loop, runner, signals, options.shutdown_grace, close_parts)
+    track(closer)  # weakly: closed at interpreter exit or SIGTERM
     return Parts(
         state=state,
         signals=signals,
@@ -87,4 +107,6 @@ def assemble(
         attempts=attempts,
         actions=Actions(state, settler, signals),
         memories=memories,
+        loop=loop,
+        closer=closer,
     )

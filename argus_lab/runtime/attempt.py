@@ -9,6 +9,7 @@ the failure policy what it means.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import os
 from typing import TYPE_CHECKING, Any
@@ -25,8 +26,9 @@ from argus_lab.runtime.options import (
     input_hash,
     tool_replay_key,
 )
-from argus_lab.runtime.outcome import Failed, OverBudget, Rejected
+from argus_lab.runtime.outcome import Failed, Outcome, OverBudget, Rejected, ShutDown
 from argus_lab.runtime.settle import Settler
+from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import ApprovalPolicy, decide
 from argus_lab.tools.registry import Tool, ToolContext
@@ -43,6 +45,7 @@ class AttemptRunner:
     Args:
         state: The session state (the only writer).
         settler: Carries out what an outcome means.
+        signals: Says whether the session is shutting down.
         budget: Checks the step budget before the intent.
         llm: Supplies the tool of LLM tasks.
         options: concurrency, approvals, executor.
@@ -53,6 +56,7 @@ class AttemptRunner:
         self,
         state: SessionState,
         settler: Settler,
+        signals: Signals,
         budget: BudgetChecker,
         llm: LlmTaskRunner,
         options: SessionOptions,
@@ -60,6 +64,7 @@ class AttemptRunner:
     ) -> None:
         self._state = state
         self._settler = settler
+        self._signals = signals
         self._budget = budget
         self._llm = llm
         self._options = options
@@ -151,6 +156,9 @@ class AttemptRunner:
         if hit is not None:
             self._settler.budget_stop(tid, hit)
             return
+        if self._signals.stopping is not None:  # shutting down: start nothing
+            st.sched.set(tid, "pending")
+            return
         st.usage["steps"] = st.usage.get("steps", 0) + 1
         # Invariant 2: the intent is durable before the side effect can happen.
         rec = rec.model_copy(
@@ -187,6 +195,7 @@ class AttemptRunner:
             await self._intents.commit(
                 rec, started, relaxed=tool.side_effect != "write"
             )
+        out: Outcome
         try:
             out = await run_attempt(
                 tool,
@@ -199,6 +208,19 @@ class AttemptRunner:
                 remote=self._options.executor,
                 gate=self._inline,
             )
+        except asyncio.CancelledError:
+            # Only an inline call that fell back to a thread can be waiting
+            # here with its intent deferred: it was never written, so the task
+            # is simply pending again (side_effect="none": nothing to decide).
+            st.drop_deferred()
+            if not self._signals.abandoning:
+                raise
+            # The shutdown's own cancellation (RunLoop.abandon): the call may
+            # have begun, so its intent stays for the next open to decide.
+            me = asyncio.current_task()
+            if me is not None:
+                me.uncancel()
+            out = ShutDown(self._signals.stopping or "shut down", started=True)
         except BaseException:
             st.drop_deferred()
             raise

@@ -25,6 +25,7 @@ from argus_lab.runtime.outcome import (
     FailureKind,
     InDoubt,
     Outcome,
+    ShutDown,
     Succeeded,
     TimedOut,
 )
@@ -49,6 +50,10 @@ def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
     t0 = time.perf_counter()
     result = fn(**kwargs)
     return result, time.perf_counter() - t0
+
+
+class _NotStarted(Exception):
+    """The tool pool refused the call (the process is shutting down)."""
 
 
 class InlineGate:
@@ -123,7 +128,10 @@ async def _call_sync(
                 gate.inline_took(tool, time.perf_counter() - t0)
             return result
     loop = asyncio.get_running_loop()
-    fut = loop.run_in_executor(pool, _timed, tool.fn, kwargs)
+    try:
+        fut = loop.run_in_executor(pool, _timed, tool.fn, kwargs)
+    except RuntimeError as e:  # the pool refuses: the interpreter is shutting down
+        raise _NotStarted(str(e)) from e
     # A sync tool cannot be killed: on timeout its thread runs on, but the
     # attempt is abandoned and counted as a transient failure.
     result, took = await asyncio.wait_for(fut, timeout)
@@ -225,7 +233,13 @@ async def _attempt(
                 idempotent=tool.idempotent or tool.side_effect != "write",
             )
         else:
-            result = await _call_sync(tool, kwargs, timeout, pool, gate)
+            try:
+                result = await _call_sync(tool, kwargs, timeout, pool, gate)
+            except _NotStarted as e:
+                # "cannot schedule new futures after (interpreter) shutdown": the
+                # process is exiting, which is no failure of the task's; the call
+                # never began.
+                return ShutDown(str(e), started=False)
     except TimeoutError as e:
         if tool.side_effect == "write" and not tool.idempotent:
             # Abandoned mid-call, it may still take effect: never run it again

@@ -46,12 +46,31 @@ class IntentBatch:
         self._events.append(event)
         self._relaxed = self._relaxed and relaxed
         self._waiters.append(fut)
-        await fut
+        try:
+            await fut
+        except asyncio.CancelledError:
+            # Cancelled before the batch was written: the intent stays out (here,
+            # or in _flush), so no record says "running" for a call that never
+            # began. Cancelled after: the intent is committed and the call may
+            # as well have begun, as for any attempt cancelled at an await.
+            if fut in self._waiters:
+                i = self._waiters.index(fut)
+                del self._waiters[i], self._records[i], self._events[i]
+            raise
 
     def _flush(self) -> None:
         records, events, relaxed = self._records, self._events, self._relaxed
         waiters = self._waiters
         self._records, self._events, self._relaxed, self._waiters = [], [], True, []
+        if any(w.cancelled() for w in waiters):
+            # Task.cancel() cancels the future its task waits on at once, before
+            # the task runs again: leave out the intents of cancelled attempts.
+            kept = [i for i, w in enumerate(waiters) if not w.cancelled()]
+            records = [records[i] for i in kept]
+            events = [events[i] for i in kept]
+            waiters = [waiters[i] for i in kept]
+        if not waiters:  # every attempt of the batch was cancelled
+            return
         try:
             self._state.commit(records, events, relaxed=relaxed)
         except BaseException as e:  # every attempt of the batch sees it

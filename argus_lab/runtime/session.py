@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,7 +19,6 @@ from argus_lab.model import Plan, SessionInfo, SessionStatus, TaskRecord
 from argus_lab.runtime.assembly import assemble
 from argus_lab.runtime.budget import budget_scope
 from argus_lab.runtime.budget import merge as merge_budget
-from argus_lab.runtime.loop import LoopThread
 from argus_lab.runtime.options import (
     RunResult,
     SessionOptions,
@@ -26,6 +26,7 @@ from argus_lab.runtime.options import (
     T,
     current_user,
 )
+from argus_lab.runtime.shutdown import hold
 from argus_lab.runtime.views import VIEWS
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.tools.registry import Tool, as_toolset
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from argus_lab.workspace import Workspace
 
 __all__ = ["RunResult", "Session", "SessionOptions"]
+
+_BLOCKING_LOCK = threading.Lock()
 
 
 class Session:
@@ -61,10 +64,9 @@ class Session:
         self._state = parts.state
         self._signals = parts.signals
         self._runner = parts.runner
-        self._attempts = parts.attempts
         self._actions = parts.actions
-        self._memories = parts.memories
-        self._loop = LoopThread(f"argus-{loaded.meta.name}")
+        self._loop = parts.loop
+        self._closer = parts.closer
         self._bg: concurrent.futures.Future[RunResult] | None = None
 
     # -- what it is ----------------------------------------------------------
@@ -211,17 +213,35 @@ class Session:
             self._runner.guarded(coro), lambda: self.pause("interrupted by the user")
         )
 
+    _blocking_calls = 0  # blocking run()/step()/rerun_stale() calls waiting now
+
+    def _blocking(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``_call`` for the calls that run tasks while their caller waits."""
+        with _BLOCKING_LOCK:
+            self._blocking_calls += 1
+        try:
+            return self._call(coro)
+        finally:
+            with _BLOCKING_LOCK:
+                self._blocking_calls -= 1
+
+    @property
+    def blocking_run(self) -> bool:
+        """Whether a blocking ``run()``, ``step()`` or ``rerun_stale()`` is in
+        progress: its caller (e.g. a notebook cell) waits until it returns, unlike
+        a background ``start()``. The widget uses it to say its controls act
+        only when the cell is done."""
+        return self._blocking_calls > 0
+
     def close(self) -> None:
-        """Stops the loop thread and closes the store (waits for a background run)."""
-        if self._bg is not None and not self._bg.done():
-            self.pause("session closed")
-            concurrent.futures.wait([self._bg])  # its error stays in the future
-        # diskcache keeps one SQLite connection per thread: close the loop
-        # thread's own, so SQLite can checkpoint and drop its WAL file.
-        self._loop.stop(self._state.close)
-        self._attempts.close()
-        self._memories.close()  # the queued memories are written before we go
-        self._state.close()
+        """Closes the session; idempotent, and done for you at interpreter exit.
+
+        No task starts from now on. Attempts in flight get
+        ``shutdown_grace`` seconds to finish and commit; any still running then
+        are left as their committed intents, decided on the next open exactly
+        as after a crash. Nothing is marked failed by closing.
+        """
+        self._closer.close("session closed")
 
     def __enter__(self) -> Session:
         return self
@@ -235,20 +255,21 @@ class Session:
         Waits for a scheduled retry if that is all there is. Returns the records
         of the tasks that ran (empty when nothing could run).
         """
-        self._signals.pause_requested = None  # here, so a pause() right after counts
-        return self._call(self._runner.step())
+        self._signals.go()  # here, so a pause() right after counts
+        return self._blocking(self._runner.step())
 
     def run(self) -> RunResult:
         """Runs until every task is done, the session pauses, or nothing can run."""
-        self._signals.pause_requested = None
-        return self._call(self._runner.run())
+        self._signals.go()
+        return self._blocking(self._runner.run())
 
     def start(self) -> concurrent.futures.Future[RunResult]:
         """Starts ``run()`` in the background and returns its future at once."""
         if self._bg is not None and not self._bg.done():
             return self._bg
-        self._signals.pause_requested = None
+        self._signals.go()
         self._bg = self._loop.submit(self._runner.guarded(self._runner.run()))
+        hold(self._closer, self._bg)  # a run going on is closed at exit too
         return self._bg
 
     async def arun(self) -> RunResult:
@@ -347,6 +368,11 @@ class Session:
         self._state.need_task(task_id)
         self._call(self._actions.set_breakpoint(task_id, on))
 
+    def graph_svg(self) -> str:
+        """The plan's graph as a standalone SVG document, nodes coloured and
+        marked by status (for papers and issue reports; ``argus show --svg``)."""
+        return str(VIEWS.get("graph_svg")(self))
+
     # -- change: tools, staleness, forks ---------------------------------------
 
     def update_tools(self, *tools: Tool | Callable[..., Any]) -> None:
@@ -367,8 +393,8 @@ class Session:
 
     def rerun_stale(self) -> RunResult:
         """Makes exactly the stale tasks pending again, then ``run()``s."""
-        self._signals.pause_requested = None
-        return self._call(self._rerun_stale())
+        self._signals.go()
+        return self._blocking(self._rerun_stale())
 
     async def _rerun_stale(self) -> RunResult:
         await self._actions.mark_stale()
