@@ -54,6 +54,7 @@ def test_an_attempt_cancelled_before_the_batch_is_written_leaves_no_intent(
         a = asyncio.create_task(batch.commit(*intent(st, "a"), relaxed=True))  # type: ignore[misc]
         b = asyncio.create_task(batch.commit(*intent(st, "b"), relaxed=True))  # type: ignore[misc]
         await asyncio.sleep(0)  # both queued; the flush is the next callback
+        assert st.records["a"].status == "running"  # in flight, like a commit
         a.cancel()
         await asyncio.gather(a, b, return_exceptions=True)
         assert a.cancelled() and b.done() and b.exception() is None
@@ -65,5 +66,7 @@ def test_an_attempt_cancelled_before_the_batch_is_written_leaves_no_intent(
     finally:
         other.close()
     assert recs["b"].status == "running" and "a" not in recs
+    # In memory too: a is pending again (it showed running while queued).
+    assert st.records["a"].status == "pending" and st.records["b"].status == "running"
     assert [e.task_id for e in st.read_events()] == ["b"]
     store.close()

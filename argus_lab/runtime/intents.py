@@ -34,6 +34,9 @@ class IntentBatch:
         self._events: list[EventBase] = []
         self._relaxed = True
         self._waiters: list[asyncio.Future[None]] = []
+        self._before: dict[str, TaskRecord] = {}
+        """Task id -> its record before the queued intent (to put back if the
+        intent is never written)."""
 
     async def commit(self, rec: TaskRecord, event: EventBase, *, relaxed: bool) -> None:
         """Returns once ``rec`` and ``event`` are committed (raises what the
@@ -46,6 +49,11 @@ class IntentBatch:
         self._events.append(event)
         self._relaxed = self._relaxed and relaxed
         self._waiters.append(fut)
+        # Shown as running at once, as a synchronous commit would: the
+        # scheduler, a plan patch and a person's retry/skip see it in flight.
+        records = self._state.records
+        self._before[rec.task_id] = records[rec.task_id]
+        records[rec.task_id] = rec
         try:
             await fut
         except asyncio.CancelledError:
@@ -56,7 +64,17 @@ class IntentBatch:
             if fut in self._waiters:
                 i = self._waiters.index(fut)
                 del self._waiters[i], self._records[i], self._events[i]
+                self._put_back([rec])
             raise
+        finally:
+            self._before.pop(rec.task_id, None)
+
+    def _put_back(self, records: list[TaskRecord]) -> None:
+        """Intents that were not written: their tasks' records are as before."""
+        for rec in records:
+            old = self._before.get(rec.task_id)
+            if old is not None and self._state.records.get(rec.task_id) is rec:
+                self._state.records[rec.task_id] = old
 
     def _flush(self) -> None:
         records, events, relaxed = self._records, self._events, self._relaxed
@@ -66,6 +84,7 @@ class IntentBatch:
             # Task.cancel() cancels the future its task waits on at once, before
             # the task runs again: leave out the intents of cancelled attempts.
             kept = [i for i, w in enumerate(waiters) if not w.cancelled()]
+            self._put_back([r for i, r in enumerate(records) if i not in kept])
             records = [records[i] for i in kept]
             events = [events[i] for i in kept]
             waiters = [waiters[i] for i in kept]
@@ -74,6 +93,7 @@ class IntentBatch:
         try:
             self._state.commit(records, events, relaxed=relaxed)
         except BaseException as e:  # every attempt of the batch sees it
+            self._put_back(records)
             for w in waiters:
                 if not w.done():
                     w.set_exception(e)

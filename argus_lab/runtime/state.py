@@ -266,11 +266,14 @@ class SessionState:
         self.tasks = {t.id: t for t in plan.tasks}
         for t in self.tasks:
             self.records.setdefault(t, TaskRecord(task_id=t))
+        # In flight, whatever their records say yet (an intent may be waiting
+        # for its group commit): never ready a second time.
+        busy = [t for t, st in self.sched.status.items() if st == "running"]
         self.sched = Scheduler(
             {t.id: t.deps for t in plan.tasks},
             {t: r.status for t, r in self.records.items()},
         )
-        for t in self.timers:  # waiting out a retry delay: not ready yet
+        for t in [*self.timers, *busy]:  # or waiting out a retry delay
             if t in self.tasks:
                 self.sched.set(t, "running")
 
