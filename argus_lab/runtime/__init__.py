@@ -4,9 +4,12 @@ Who calls whom (arrows are calls; every part gets what it needs in its
 constructor, wired in assembly.py; none inherits from another or touches
 another's private names)::
 
-    Session (session.py)  public methods, argument checks; runs everything
-      │                   on its private loop thread (loop.py)
-      ├─▶ RunLoop (engine.py)        lease around each call, crash recovery
+    Session (session.py)  public methods, argument checks
+      ├─▶ RunDriver (driver.py)      carries each call to the private loop
+      │     │                        thread (loop.py): waits or runs in the
+      │     │                        background; Ctrl-C becomes a pause
+      │     ▼
+      │   RunLoop (engine.py)        lease around each call, crash recovery
       │     │                        (FailurePolicy.after_interrupt), the
       │     │                        run/step loops, how a run ends
       │     ├─▶ Scheduler (scheduler.py)   ready tasks, critical path first (pure)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from argus_lab.runtime.actions import Actions
 from argus_lab.runtime.attempt import AttemptRunner
 from argus_lab.runtime.budget import BudgetChecker
+from argus_lab.runtime.driver import RunDriver
 from argus_lab.runtime.engine import RunLoop
 from argus_lab.runtime.lease import Lease
 from argus_lab.runtime.llm_task import LlmTaskRunner
@@ -42,16 +43,14 @@ class Parts:
     """What the session knows; the store's only writer."""
     signals: Signals
     """Pause requests and the run loop's wake-up."""
-    runner: RunLoop
-    """The lease around calls, recovery, the run and step loops."""
+    driver: RunDriver
+    """Carries calls to the loop thread; the run loop's step, run and start."""
     attempts: AttemptRunner
     """One attempt of a task."""
     actions: Actions
     """A person's decisions."""
     memories: Rememberer
     """The memory writer thread (flushed when the session closes)."""
-    loop: LoopThread
-    """The session's private loop thread, where every change happens."""
     closer: Closer
     """Closes it all (on ``close()`` and when the process shuts down)."""
 
@@ -87,6 +86,7 @@ def assemble(
         state, settler, signals, budget, llm, options, workspace.path
     )
     runner = RunLoop(state, signals, attempts, supervisor, settler, policy, options)
+    actions = Actions(state, settler, signals)
     memory.prepare()
     loop = LoopThread(f"argus-{loaded.meta.name}")
 
@@ -103,10 +103,9 @@ def assemble(
     return Parts(
         state=state,
         signals=signals,
-        runner=runner,
+        driver=RunDriver(loop, runner, signals, actions, closer),
         attempts=attempts,
-        actions=Actions(state, settler, signals),
+        actions=actions,
         memories=memories,
-        loop=loop,
         closer=closer,
     )
