@@ -18,11 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.events import EventBase, PlanPatched, RetryScheduled
-
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from argus_lab.events import EventBase
     from argus_lab.runtime.session import RunResult, Session
     from argus_lab.workspace import Workspace
 
@@ -292,6 +291,8 @@ def _progress(s: Session, out: Out) -> Iterator[None]:
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from argus_lab.events import PlanPatched, RetryScheduled  # pydantic: used here
 
     done = ("succeeded", "skipped")
     total = len(s.plan.tasks)

@@ -1,5 +1,8 @@
 """A workspace's session folders on disk: which exist, how big, removing one.
 
+Light to import (the CLI's front reads sizes with it): the store is imported
+only to delete.
+
 Layout (see argus_lab.workspace): ``sessions/<id>/`` holds a session's
 checkpoints, ``files/<id>/`` its tools' working files, ``.trash/`` what a removal
 cut short left behind.
@@ -10,9 +13,12 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from argus_lab.errors import ConcurrentSessionError, StorageError
-from argus_lab.store.checkpoints import Durability, SessionStore, lease_is_live
+
+if TYPE_CHECKING:
+    from argus_lab.store.checkpoints import Durability
 
 __all__ = [
     "delete_session",
@@ -73,6 +79,8 @@ def delete_session(root: Path, sid: str, durability: Durability) -> tuple[str, i
     Raises:
         ConcurrentSessionError: a live process holds its lease (nothing removed).
     """
+    from argus_lab.store.checkpoints import SessionStore, lease_is_live  # pydantic
+
     name, lease = "", None
     try:
         store = SessionStore(root / "sessions" / sid, sid, durability=durability)

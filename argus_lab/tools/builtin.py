@@ -53,12 +53,6 @@ def _default_tools() -> dict[str, Tool]:
         _defaults.update(make_file_tools())
         _defaults["python"] = make_python_tool()
     _defaults.update(_provided)
-    missing = [n for n in BUILTIN_NAMES if n not in _defaults]
-    if missing:
-        raise RuntimeError(
-            f"built-in tools {missing} were not registered; import "
-            "argus_lab.store.memory_tools (import argus_lab does)"
-        )
     return _defaults
 
 
@@ -100,5 +94,11 @@ def builtin_tools(
             max_read_bytes=max_read_bytes, max_write_bytes=max_write_bytes
         )
         tools["python"] = make_python_tool(sandbox)
-        tools.update({n: _default_tools()[n] for n in ("memory_add", "memory_search")})
+        tools.update(_provided)
+    missing = [n for n in names if n not in tools]
+    if missing:  # the memory tools register when their module is imported
+        raise RuntimeError(
+            f"built-in tools {missing} are not registered: import "
+            "argus_lab.store.memory_tools (al.builtin_tools does it for you)"
+        )
     return [tools[n] for n in dict.fromkeys(names)]
