@@ -60,11 +60,24 @@ def plan_from_dict(
     except ValidationError as e:
         msgs = [
             _where(err["loc"], data, name, lines or {})
-            + f"{_field_path(err['loc'], data)}: {err['msg']}"
+            + f"{_field_path(err['loc'], data)}: {_message(err)}"
             for err in e.errors()
         ]
         raise PlanError("invalid plan:\n- " + "\n- ".join(msgs)) from None
     return plan.validate_against(None)
+
+
+_ID_RULE = (
+    "a task id is 1 to 200 letters, digits and _ . / : - (ASCII), starting with "
+    "a letter, digit or _"
+)
+
+
+def _message(err: Any) -> str:
+    # The id pattern's regex means nothing to a reader: say it in words.
+    if err["type"] == "string_pattern_mismatch" and err["loc"][-1:] == ("id",):
+        return _ID_RULE
+    return str(err["msg"])
 
 
 def _where(
