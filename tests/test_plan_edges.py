@@ -7,8 +7,10 @@ and nothing blocks (a FIFO, /dev/zero) or reads without bound (a huge file).
 from __future__ import annotations
 
 import io
+import math
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +121,60 @@ def test_bad_task_ids_say_what_an_id_may_hold(tid: str) -> None:
         f"invalid plan:\n- task {tid!r}.id: a task id is 1 to 200 letters, digits "
         "and _ . / : - (ASCII), starting with a letter, digit or _"
     )
+
+
+def _cyclic() -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    d["me"] = d
+    return d
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (math.nan, "task 'root/fetch': args.q: nan is not a JSON number"),
+        ({1, 2}, "task 'root/fetch': args.q: a set is not plain data"),
+        (b"x", "task 'root/fetch': args.q: a bytes is not plain data"),
+        ({1: 2}, "task 'root/fetch': args.q: key 1 is not text"),
+        (10**5000, "task 'root/fetch': args.q: an integer too long to store"),
+        (_cyclic(), "task 'root/fetch': args.q.me: refers to itself"),
+    ],
+    ids=["nan", "set", "bytes", "int-key", "huge-int", "cycle"],
+)
+def test_htn_operator_args_are_checked_like_a_plan_file(
+    value: Any, expected: str
+) -> None:
+    from argus_lab.plan.domain import HTNContext, HTNDomain, Subtask
+    from argus_lab.plan.htn import HTNPlanner
+
+    dom = HTNDomain("d")
+    dom.operator("fetch", params=["q"])
+
+    @dom.method("root")
+    def root(ctx: HTNContext) -> list[Subtask]:
+        return [Subtask("fetch", value)]
+
+    with pytest.raises(al.PlanError) as info:
+        HTNPlanner(dom).plan("root")
+    assert expected in info.value.message
+
+
+def test_htn_compound_args_may_stay_python_objects() -> None:
+    # Only what becomes a stored task (operators, lazy compounds) must be JSON:
+    # a method may hand its sub-methods a set, a cycle or a huge integer.
+    from argus_lab.plan.domain import HTNContext, HTNDomain, Subtask
+    from argus_lab.plan.htn import HTNPlanner
+
+    dom = HTNDomain("d")
+    dom.operator("fetch", params=["q"])
+
+    @dom.method("root")
+    def root(ctx: HTNContext) -> list[Subtask]:
+        return [Subtask("inner", {3, 1, 2}, _cyclic(), 10**5000)]
+
+    @dom.method("inner")
+    def inner(ctx: HTNContext, s: set[int], c: Any, n: int) -> list[Subtask]:
+        return [Subtask("fetch", sorted(s))]
+
+    plan = HTNPlanner(dom).plan("root")
+    assert [t.args for t in plan.tasks] == [{"q": [1, 2, 3]}]

@@ -21,6 +21,7 @@ from argus_lab.plan.domain import (
     NotApplicable,
     Phase,
     Subtask,
+    _short_repr,
     as_subtask,
     call_text,
 )
@@ -386,4 +387,9 @@ def _rewrite(value: Any, mapping: dict[str, str]) -> Any:
 
 
 def _jsonable(value: Any) -> Any:
-    return to_jsonable_python(value, fallback=repr)
+    # A method's Python arguments, for the decision log: a container inside
+    # itself has no JSON form, so it is recorded by its repr.
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except ValueError:
+        return _short_repr(value)

@@ -132,8 +132,8 @@ class Subtask:
         )
 
     def _call_parts(self) -> list[str]:
-        return [repr(a) for a in self.args] + [
-            f"{k}={v!r}" for k, v in self.kwargs.items()
+        return [_short_repr(a) for a in self.args] + [
+            f"{k}={_short_repr(v)}" for k, v in self.kwargs.items()
         ]
 
     def _options(self) -> dict[str, Any]:
@@ -167,6 +167,14 @@ def as_subtask(item: object) -> Subtask:
         f"bad subtask {item!r}: give a Subtask(...), a (task, *args) tuple or a "
         "task name"
     )
+
+
+def _short_repr(value: Any) -> str:
+    # An integer past Python's 4,300-digit limit has no repr at all.
+    try:
+        return repr(value)
+    except ValueError:
+        return f"<{type(value).__name__} too long to print>"
 
 
 def call_text(task: Subtask, limit: int = 100) -> str:
