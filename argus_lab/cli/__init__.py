@@ -6,7 +6,9 @@ scripts) and ``-w/--workspace DIR`` (default ``$ARGUS_HOME``, else ./.argus).
 Exit codes: 0 done (succeeded), 1 the session failed, 2 bad usage or input (a
 missing session or task, a malformed argument, an invalid plan), 3 the session
 paused and needs a decision (an approval, an in-doubt task, a budget), 4 another
-Argus error (a session being run elsewhere, a damaged store).
+Argus error (a session being run elsewhere, a damaged store), 130 interrupted
+(Ctrl-C: the session is paused, nothing failed), 141 the output was closed
+early (piped to ``head``): no traceback, and never 1, which means "failed".
 
 Modules: ``_common`` (output, workspaces, tools, runs), ``_sessions`` (run,
 resume, fork, approve, reject, ls, show, export), ``_retention`` and ``_cleanup``
@@ -19,12 +21,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from argus_lab.cli._common import (
     EXIT_ERROR,
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PAUSED,
+    EXIT_PIPE,
     EXIT_USAGE,
     CliError,
     Out,
@@ -36,8 +41,10 @@ from argus_lab.errors import ArgusError, PlanError
 __all__ = [
     "EXIT_ERROR",
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_PAUSED",
+    "EXIT_PIPE",
     "EXIT_USAGE",
     "load_tools",
     "main",
@@ -46,7 +53,7 @@ __all__ = [
 EXIT_CODES = (
     "exit codes: 0 succeeded, 1 failed, 2 bad usage or input (e.g. no such "
     "session), 3 paused (needs a decision), 4 other Argus error (e.g. the session "
-    "is being run elsewhere)"
+    "is being run elsewhere), 130 interrupted (Ctrl-C; the session is paused)"
 )
 EPILOG = f"""{EXIT_CODES}
 
@@ -60,6 +67,14 @@ start here:
 """
 
 Command = Callable[[argparse.Namespace, Out], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that says a mistake in one line (not usage text, then the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        more = f"({self.prog} --help says more)"
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} {more}\n")
 
 
 def _commands() -> dict[str, Command]:
@@ -130,7 +145,7 @@ def _tool_options(sp: argparse.ArgumentParser, *, required: bool = False) -> Non
 def _parser() -> argparse.ArgumentParser:
     from argus_lab.cli._cleanup import parse_age, parse_size
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "-w", "--workspace", default=argparse.SUPPRESS, help="workspace folder"
     )
@@ -140,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="print one JSON document for scripts",
     )
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="argus",
         description="Argus Lab: run agent plans as durable, resumable sessions.",
         epilog=EPILOG,
@@ -326,11 +341,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(out, args.command, str(e), EXIT_ERROR)
     except ArgusError as e:
         return _fail(out, args.command, e.message, EXIT_ERROR)
-    except KeyboardInterrupt:
-        return _fail(
-            out,
-            args.command,
-            "interrupted: running tasks finished and were saved; the session is "
-            "paused (argus resume NAME goes on)",
-            EXIT_PAUSED,
+    except KeyboardInterrupt as e:
+        name = getattr(e, "session", None)
+        what = (
+            f"interrupted: running tasks finished and were saved; session {name!r} "
+            f"is paused (argus resume {name} goes on)"
+            if name
+            else "interrupted (Ctrl-C)"
         )
+        return _fail(out, args.command, what, EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    # The reader (``| head``) has gone: say nothing more, and point stdout at
+    # /dev/null so the interpreter's final flush does not print a traceback.
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (captured): nothing to flush
+        pass
+    return EXIT_PIPE

@@ -62,13 +62,13 @@ def read_text(source: str | Path) -> tuple[str, str]:
     looks_like_path = isinstance(source, Path) or (
         "\n" not in source and source.strip().endswith((".yaml", ".yml", ".json"))
     )
-    if not looks_like_path:
+    if isinstance(source, str) and not looks_like_path:
         if len(source) > MAX_PLAN_BYTES:
             raise PlanError(
                 f"the plan text is {len(source):,} characters: a plan may be at "
                 f"most {MAX_PLAN_BYTES:,} ({_TOO_BIG})"
             )
-        return str(source), "<plan text>"
+        return source, "<plan text>"
     name = str(source)
     data = _read_file(name)
     try:
