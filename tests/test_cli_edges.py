@@ -202,3 +202,18 @@ def test_ctrl_c_during_run_is_one_line_exit_130_and_nothing_fails(
     with al.Workspace(ws).open("sl") as s:
         assert [s.record(t).status for t in ("a", "b")] == ["succeeded", "pending"]
         assert s.status == "paused"
+
+
+def test_a_damaged_entry_named_on_the_command_line_says_why(
+    files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws, plan, tools = files
+    assert main(["-w", str(ws), "run", str(plan), "--tools", str(tools)]) == 0
+    capsys.readouterr()
+    (ws / "sessions" / "dangling").symlink_to("/nonexistent/x")
+    code, err = _err(capsys, "-w", ws, "show", "dangling")
+    assert (code, err) == (
+        4,
+        f"argus show: session dangling: {ws / 'sessions' / 'dangling'} is a "
+        "symbolic link to nothing\n",
+    )

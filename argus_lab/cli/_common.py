@@ -174,6 +174,8 @@ def workspace(args: argparse.Namespace, *, create: bool = False) -> Workspace:
 
 def _known(ws: Workspace, name: str) -> str:
     sid = ws._lookup(name)
+    if sid is None and (why := ws.damaged_sessions().get(name)) is not None:
+        raise CliError(why)  # it is there, but cannot be read: say why
     if sid is None:
         recent = ", ".join(i.name for i in ws.sessions()[-8:]) or "none yet"
         raise UsageError(f"no session {name!r} in {ws.path} (recent: {recent})")
