@@ -14,17 +14,14 @@ from typing import Any, Final, Literal, TypeAlias
 from pydantic_core import to_jsonable_python
 
 from argus_lab.errors import PlanError
-from argus_lab.plan.domain import (
-    NAME,
-    HTNContext,
-    HTNDomain,
+from argus_lab.plan._subtask import (
     NotApplicable,
-    Phase,
     Subtask,
-    _short_repr,
     as_subtask,
     call_text,
+    short_repr,
 )
+from argus_lab.plan.domain import NAME, HTNContext, HTNDomain, Phase
 from argus_lab.plan.graph import _REF, _parse_ref, iter_references
 
 _MAX_ID: Final = 200
@@ -392,4 +389,4 @@ def _jsonable(value: Any) -> Any:
     try:
         return to_jsonable_python(value, fallback=repr)
     except ValueError:
-        return _short_repr(value)
+        return short_repr(value)
