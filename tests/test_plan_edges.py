@@ -178,3 +178,16 @@ def test_htn_compound_args_may_stay_python_objects() -> None:
 
     plan = HTNPlanner(dom).plan("root")
     assert [t.args for t in plan.tasks] == [{"q": [1, 2, 3]}]
+
+
+def test_a_file_name_without_a_plan_suffix_gets_a_hint(tmp_path: Path) -> None:
+    f = tmp_path / "plan.txt"
+    f.write_text("tasks: []\n")
+    with pytest.raises(al.PlanError) as info:
+        al.Plan.from_yaml(str(f))
+    assert info.value.message == (
+        f"<plan text>: a plan must be a mapping with 'goal' and 'tasks', got the "
+        f"text {str(f)!r} (a file name must end in .yaml, .yml or .json, or be "
+        "given as a Path)"
+    )
+    assert al.Plan.from_yaml(f).tasks == []  # as a Path, any name is a file

@@ -48,9 +48,15 @@ def plan_from_dict(
     """
     if not isinstance(data, dict):
         where = f"{name}: " if name else ""
+        got = "nothing" if data is None else type(data).__name__
+        if isinstance(data, str) and name == "<plan text>" and "\n" not in data:
+            # One word of text: most likely a file name Argus did not take as one.
+            got = (
+                f"the text {data[:80]!r} (a file name must end in .yaml, .yml or "
+                ".json, or be given as a Path)"
+            )
         raise PlanError(
-            f"{where}a plan must be a mapping with 'goal' and 'tasks', "
-            f"got {'nothing' if data is None else type(data).__name__}"
+            f"{where}a plan must be a mapping with 'goal' and 'tasks', got {got}"
         )
     check_json(data, name=name, lines=lines)
     if "tasks" not in data:
