@@ -217,3 +217,39 @@ def test_a_damaged_entry_named_on_the_command_line_says_why(
         f"argus show: session dangling: {ws / 'sessions' / 'dangling'} is a "
         "symbolic link to nothing\n",
     )
+
+
+_BAD_NAME = (
+    "must start with a letter or digit and use only letters, digits, '.', '_' "
+    "or '-' (at most 64)"
+)
+
+
+@pytest.mark.parametrize("name", ["bad name!", "", "_x", "a" * 65])
+def test_a_bad_session_name_is_one_line(
+    files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    ws, plan, tools = files
+    for argv, flag in (
+        (["run", plan, "--tools", tools, "--name", name], "--name"),
+        (["fork", "x", "--at", "a", "--name", name], "--name"),
+        (["demo", "--name", name], "--name"),
+    ):
+        code, err = _err(capsys, "-w", ws, *argv)
+        assert (code, err) == (
+            2,
+            f"argus {argv[0]}: argument {flag}: session name {name!r} {_BAD_NAME} "
+            f"(argus {argv[0]} --help says more)\n",
+        )
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_a_bad_port_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], port: str
+) -> None:
+    code, err = _err(capsys, "-w", tmp_path, "serve", f"--port={port}")
+    assert (code, err) == (
+        2,
+        f"argus serve: argument --port: {port!r} is not a port (0 to 65535) "
+        "(argus serve --help says more)\n",
+    )

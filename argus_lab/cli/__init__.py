@@ -119,6 +119,19 @@ def _positive(text: str) -> int:
     return value
 
 
+def _session_name(text: str) -> str:
+    """An argparse type: a valid session name (the workspace's rule)."""
+    import re
+
+    # The workspace's own rule, without importing the runtime for --help.
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", text):
+        raise argparse.ArgumentTypeError(
+            f"session name {text!r} must start with a letter or digit and use "
+            "only letters, digits, '.', '_' or '-' (at most 64)"
+        )
+    return text
+
+
 def _tool_options(sp: argparse.ArgumentParser, *, required: bool = False) -> None:
     sp.add_argument(
         "--tools",
@@ -177,6 +190,7 @@ def _parser() -> argparse.ArgumentParser:
     d = add("demo", "run the offline research demo (Palmer Penguins study)")
     d.add_argument(
         "--name",
+        type=_session_name,
         help="session name (default demo-<time>); an "
         "unfinished one of that name is resumed",
     )
@@ -214,7 +228,9 @@ def _parser() -> argparse.ArgumentParser:
 
     r = add("run", "run a YAML/JSON plan as a new session")
     r.add_argument("plan", help="path of a YAML or JSON plan file")
-    r.add_argument("--name", help="session name (default: from the goal)")
+    r.add_argument(
+        "--name", type=_session_name, help="session name (default: from the goal)"
+    )
     _tool_options(r, required=True)
 
     add("ls", "list the sessions of the workspace")
@@ -251,7 +267,13 @@ def _parser() -> argparse.ArgumentParser:
         help="cached: serve unchanged calls from the recordings "
         "(default); none: execute everything again",
     )
-    f.add_argument("--name", dest="new_name", metavar="NEW", help="the fork's name")
+    f.add_argument(
+        "--name",
+        dest="new_name",
+        type=_session_name,
+        metavar="NEW",
+        help="the fork's name",
+    )
     f.add_argument("--run", action="store_true", help="run the fork now")
     _tool_options(f)
 

@@ -9,6 +9,17 @@ from argus_lab.cli._common import EXIT_OK, Out, load_tools, workspace
 __all__ = ["add_serve", "cmd_serve"]
 
 
+def _port(text: str) -> int:
+    """An argparse type: a TCP port number."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
+    return port
+
+
 def add_serve(sp: argparse.ArgumentParser) -> None:
     """The options of ``argus serve``."""
     sp.add_argument(
@@ -16,7 +27,7 @@ def add_serve(sp: argparse.ArgumentParser) -> None:
         default="127.0.0.1",
         help="address to bind (default 127.0.0.1: this machine only)",
     )
-    sp.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    sp.add_argument("--port", type=_port, default=8765, help="port (default 8765)")
     sp.add_argument(
         "--tools",
         action="append",
