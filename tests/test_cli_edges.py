@@ -253,3 +253,20 @@ def test_a_bad_port_is_one_line(
         f"argus serve: argument --port: {port!r} is not a port (0 to 65535) "
         "(argus serve --help says more)\n",
     )
+
+
+def test_a_port_in_use_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        code, err = _err(capsys, "-w", tmp_path, "serve", "--port", port)
+    assert (code, err) == (
+        2,
+        f"argus serve: cannot listen on 127.0.0.1:{port}: Address already in "
+        "use; choose another --port (or --host)\n",
+    )
