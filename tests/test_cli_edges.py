@@ -270,3 +270,27 @@ def test_a_port_in_use_is_one_line(
         f"argus serve: cannot listen on 127.0.0.1:{port}: Address already in "
         "use; choose another --port (or --host)\n",
     )
+
+
+def test_piped_output_has_no_escapes_and_no_color_has_no_colours(
+    files: tuple[Path, Path, Path],
+) -> None:
+    import re
+
+    ws, plan, tools = files
+    assert main(["-w", str(ws), "run", str(plan), "--tools", str(tools)]) == 0
+    plain = {k: v for k, v in ENV.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    for extra, pattern in (
+        ({"TERM": "xterm-256color"}, r"\x1b\["),  # not a terminal: nothing at all
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, r"\x1b\[(3\d|9\d|38;)"),  # no colour
+    ):
+        for argv in (["ls"], ["--json", "ls"]):
+            p = subprocess.run(
+                [sys.executable, "-m", "argus_lab.cli", "-w", str(ws), *argv],
+                capture_output=True,
+                text=True,
+                env={**plain, **extra},
+                timeout=60,
+            )
+            assert p.returncode == 0 and "succeeded" in p.stdout, p.stderr
+            assert not re.search(pattern, p.stdout + p.stderr), (extra, argv)
