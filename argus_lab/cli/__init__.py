@@ -364,16 +364,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArgusError as e:
         return _fail(out, args.command, e.message, EXIT_ERROR)
     except KeyboardInterrupt as e:
-        name = getattr(e, "session", None)
-        what = (
-            f"interrupted: running tasks finished and were saved; session {name!r} "
-            f"is paused (argus resume {name} goes on)"
-            if name
-            else "interrupted (Ctrl-C)"
-        )
-        return _fail(out, args.command, what, EXIT_INTERRUPTED)
+        return _fail(out, args.command, _interrupted(e), EXIT_INTERRUPTED)
     except BrokenPipeError:
         return _closed_pipe()
+
+
+def _interrupted(e: KeyboardInterrupt) -> str:
+    name = getattr(e, "session", None)
+    if not name:
+        return "interrupted (Ctrl-C)"
+    running = getattr(e, "in_flight", [])
+    if not running:
+        return (
+            "interrupted: running tasks finished and were saved; session "
+            f"{name!r} is paused (argus resume {name} goes on)"
+        )
+    ids = ", ".join(running[:5]) + (", ..." if len(running) > 5 else "")
+    return (
+        f"interrupted again before {len(running)} running task(s) finished "
+        f"({ids}); session {name!r} is paused and nothing failed: argus resume "
+        f"{name} reruns them if their tools are idempotent, else holds them in doubt"
+    )
 
 
 def _closed_pipe() -> int:

@@ -375,7 +375,12 @@ def run_session(
     try:
         return _run(s, out, approve_as, on_approval)
     except KeyboardInterrupt as e:
-        e.session = s.name  # type: ignore[attr-defined]  # main() names it
+        # main() says which session paused, and whether a second Ctrl-C left
+        # attempts running (committed intents, as after a crash).
+        e.session = s.name  # type: ignore[attr-defined]
+        e.in_flight = [  # type: ignore[attr-defined]
+            t.id for t in s.plan.tasks if s.record(t.id).status == "running"
+        ]
         raise
 
 
