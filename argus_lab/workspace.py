@@ -370,12 +370,15 @@ class Workspace:
     # -- finding and opening -------------------------------------------------
 
     def _lookup(self, name_or_id: str, *, scan: bool = True) -> str | None:
+        if not isinstance(name_or_id, str):
+            raise TypeError(
+                "a session name or id is text, got "
+                f"{type(name_or_id).__name__}: {name_or_id!r}"
+            )
+        if not _NAME.match(name_or_id):
+            return None  # no session has it (and it must not reach a path)
         # By id first: opening a session by id never depends on the index.
-        if (
-            "/" not in name_or_id
-            and name_or_id not in ("", ".", "..")
-            and (self._session_dir(name_or_id) / "cache.db").exists()
-        ):
+        if (self._session_dir(name_or_id) / "cache.db").exists():
             return name_or_id
         sid = self._index_call(lambda ix: ix.get("name:" + name_or_id))
         if isinstance(sid, str) and self._session_dir(sid).exists():

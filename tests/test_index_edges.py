@@ -146,3 +146,24 @@ def test_processes_rebuilding_the_index_at_once(tmp_path: Path) -> None:
             "beta",
             "gamma",
         ]
+
+
+@pytest.mark.parametrize("name", ["", "../x", "a/b", ".", "..", "\x00", "x" * 10_000])
+def test_names_that_cannot_be_sessions_are_just_missing(
+    tmp_path: Path, name: str
+) -> None:
+    ws = al.Workspace(tmp_path)
+    with pytest.raises(KeyError, match="no session"):
+        ws.open(name)
+    with pytest.raises(KeyError, match="no session"):
+        ws.progress(name)
+
+
+@pytest.mark.parametrize("name", [None, 123, b"alpha"])
+def test_a_name_that_is_not_text(tmp_path: Path, name: Any) -> None:
+    ws = al.Workspace(tmp_path)
+    with pytest.raises(TypeError) as info:
+        ws.open(name)
+    assert str(info.value) == (
+        f"a session name or id is text, got {type(name).__name__}: {name!r}"
+    )
