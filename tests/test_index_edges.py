@@ -167,3 +167,21 @@ def test_a_name_that_is_not_text(tmp_path: Path, name: Any) -> None:
     assert str(info.value) == (
         f"a session name or id is text, got {type(name).__name__}: {name!r}"
     )
+
+
+def test_an_index_rebuilt_with_no_readable_session_is_not_rebuilt_again(
+    tmp_path: Path,
+) -> None:
+    ids = _workspace(tmp_path, ("alpha",))
+    (tmp_path / "sessions" / ids["alpha"] / "cache.db").write_bytes(b"junk" * 1000)
+    shutil.rmtree(tmp_path / "index")
+    with pytest.warns(IndexRebuiltWarning, match="0 session"):
+        al.Workspace(tmp_path).sessions()
+        al.Workspace(tmp_path)._index  # noqa: B018 - opens (rebuilds) the index
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ws = al.Workspace(tmp_path)
+            assert ws._index is not None and _names(ws) == []
+            ws.close()
+    assert len(list(tmp_path.glob("index.damaged-*"))) == 0

@@ -176,7 +176,15 @@ def open_index(root: Path, durability: Durability) -> diskcache.Cache:
         return cache
     if _has_sessions(root):
         return rebuild_index(root, durability, why="missing")
-    return open_cache(folder, durability)
+    cache = open_cache(folder, durability)
+    cache.set(_BUILT, str(time.time()))
+    return cache
+
+
+_BUILT = "built:"
+"""Set in every index made or rebuilt: an index with no key at all is a zero-byte
+file SQLite took for an empty database, while one with only this key is an index
+of a workspace with no readable session (not rebuilt again at every open)."""
 
 
 def _has_sessions(root: Path) -> bool:
@@ -247,6 +255,7 @@ def _rebuild(root: Path, durability: Durability, why: str) -> diskcache.Cache:
     infos, damaged = scan_sessions(root / "sessions", durability)
     try:
         with cache.transact(retry=True):
+            cache.set(_BUILT, str(time.time()))
             for info in infos:
                 cache.set("name:" + info.name, info.id)
     except sqlite3.DatabaseError as e:
