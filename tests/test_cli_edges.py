@@ -294,3 +294,19 @@ def test_piped_output_has_no_escapes_and_no_color_has_no_colours(
             )
             assert p.returncode == 0 and "succeeded" in p.stdout, p.stderr
             assert not re.search(pattern, p.stdout + p.stderr), (extra, argv)
+
+
+def test_rm_of_a_damaged_entry_says_why(
+    files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws, plan, tools = files
+    assert main(["-w", str(ws), "run", str(plan), "--tools", str(tools)]) == 0
+    capsys.readouterr()
+    (ws / "sessions" / "afile").write_text("x")
+    assert _err(capsys, "-w", ws, "rm", "afile", "-y") == (
+        4,
+        f"argus rm: session afile: {ws / 'sessions' / 'afile'} is a file, not a "
+        "session folder\n",
+    )
+    code, err = _err(capsys, "-w", ws, "rm", "nobody", "-y")
+    assert code == 2 and err.startswith("argus rm: no session 'nobody' in ")

@@ -38,6 +38,7 @@ __all__ = [
     "exit_code",
     "human_age",
     "human_bytes",
+    "known_session",
     "load_tools",
     "open_session",
     "plain",
@@ -172,7 +173,13 @@ def workspace(args: argparse.Namespace, *, create: bool = False) -> Workspace:
     return Workspace(path)
 
 
-def _known(ws: Workspace, name: str) -> str:
+def known_session(ws: Workspace, name: str) -> str:
+    """The id of session ``name``.
+
+    Raises:
+        UsageError: No such session (the message lists recent ones).
+        CliError: An entry of that name is there but damaged (it says why).
+    """
     sid = ws._lookup(name)
     if sid is None and (why := ws.damaged_sessions().get(name)) is not None:
         raise CliError(why)  # it is there, but cannot be read: say why
@@ -184,7 +191,7 @@ def _known(ws: Workspace, name: str) -> str:
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:
     """``ws.open`` that turns a missing session into a UsageError (exit 2)."""
-    _known(ws, name)
+    known_session(ws, name)
     return ws.open(name, **options)
 
 
