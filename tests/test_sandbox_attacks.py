@@ -772,3 +772,29 @@ def test_the_threat_model_document_matches_these_tests_row_for_row() -> None:
         for name, abbreviated in named:
             found = [t for t in here if t.startswith(name + "_")] if abbreviated else []
             assert name in here or found, f"{rule}: no test {name} here"
+
+
+# --- Variants of the same classes (a second attacker's round) --------------------
+
+
+def test_terminal_escapes_in_the_output_are_made_visible(ws: al.Workspace) -> None:
+    # Shown raw by the CLI (an error's stderr tail) they would clear the screen,
+    # retitle the window, write the clipboard (OSC 52) or overwrite a line.
+    code = (
+        "import sys\n"
+        "sys.stdout.write('a\\x1b]52;c;cHduZWQ=\\x07b\\x1b[2Jc\\rFAKE\\u202ed\\n')\n"
+        "sys.stdout.flush()\n"
+        "import os; os.write(1, b'\\xc2\\x9b31m\\xff\\xfe\\n')\n"
+        "sys.stderr.write('\\x1b]0;title\\x07 boom\\n')\n"
+        "raise SystemExit(2)\n"
+    )
+    res = attack(ws, code)
+    for text in (res["stdout"], res["stderr"]):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), text
+    assert res["stdout"].startswith("a\\x1b]52;c;cHduZWQ=\\x07b\\x1b[2Jc\nFAKE\\u202ed\n")
+    assert "\\x9b31m\ufffd\ufffd" in res["stdout"]  # bad UTF-8 replaced, visibly
+    # The failure's message (what the CLI prints) carries the escaped text too.
+    task = {"id": "attack", "tool": "python", "args": {"code": code, "check": True}}
+    s = session(ws, [task])
+    error = s.record("attack").error or ""
+    assert "\\x1b]0;title\\x07 boom" in error and "\x1b" not in error

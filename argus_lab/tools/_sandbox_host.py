@@ -14,6 +14,7 @@ import functools
 import inspect
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -124,8 +125,23 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Characters a terminal acts on (ESC sequences, 8-bit CSI, bell, backspace)
+or that reorder text (bidi overrides): never passed on as they are."""
+
+
+def _visible(text: str) -> str:
+    """``text`` safe to show in a terminal: line ends become ``\\n`` (a bare
+    ``\\r`` would overwrite what was printed) and other control characters
+    their escape (``\\x1b``), so the code's output cannot clear the screen,
+    retitle the window, write the clipboard or fake what was printed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 class _Capture:
-    """Keeps the head and tail of a stream within ``limit`` bytes."""
+    """Keeps the head and tail of a stream within ``limit`` bytes; ``text()``
+    decodes it (bad UTF-8 replaced) and makes control characters visible."""
 
     def __init__(self, limit: int) -> None:
         self.limit = max(limit, 64)
@@ -147,14 +163,13 @@ class _Capture:
 
     def text(self) -> str:
         if self.total <= self.limit:
-            return self.head.decode("utf-8", "replace")
+            return _visible(self.head.decode("utf-8", "replace"))
         tail = bytes(self.tail[-self.tail_size :])
         head = bytes(self.head[: self.limit - len(tail)])
         cut = self.total - len(head) - len(tail)
         marker = f"\n[... truncated {cut} bytes ...]\n"
-        return (
-            head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
-        )
+        ends = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
+        return _visible(ends[0] + marker + ends[1])
 
 
 async def _drain(stream: asyncio.StreamReader | None, cap: _Capture) -> None:
