@@ -798,3 +798,33 @@ def test_terminal_escapes_in_the_output_are_made_visible(ws: al.Workspace) -> No
     s = session(ws, [task])
     error = s.record("attack").error or ""
     assert "\\x1b]0;title\\x07 boom" in error and "\x1b" not in error
+
+
+def test_produced_file_names_cannot_break_the_result_or_carry_a_secret(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A name that is not UTF-8 made the task fail ("result that is not JSON")
+    # even with check=False; a name with ESC or a newline reached the CLI; a
+    # file or folder named after a secret put it on disk in the workspace.
+    secret = "nm-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_NAMES_TOKEN", secret)
+    code = (
+        "import os\n"
+        "s = '${env.ARGUS_NAMES_TOKEN}'\n"
+        "open(b'bad\\xff.txt', 'w').write('x')\n"
+        "open('esc\\x1b[31m\\nname.txt', 'w').write('x')\n"
+        "open(s + '.txt', 'w').write('named')\n"
+        "os.mkdir(s); open(s + '/inner.txt', 'w').write('inside')\n"
+        "open('plain.txt', 'w').write('kept')\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 0
+    names = sorted(res["files"])
+    assert [n.split("attempt-1/")[1] for n in names] == [
+        "[REDACTED].txt",
+        "[REDACTED]/inner.txt",
+        "plain.txt",
+    ], names
+    assert any("were not kept" in w for w in res["warnings"])  # the two bad names
+    on_disk = [str(p) for p in ws.path.rglob("*")]
+    assert not [p for p in on_disk if secret in p or "\x1b" in p or "\udcff" in p]

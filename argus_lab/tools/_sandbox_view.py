@@ -159,20 +159,33 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
 
     Runs in the launcher after every process of the code has ended (the quota
     exists only with a PID namespace), so nothing changes underneath. Only
-    regular files with one link, outside hidden folders (caches under HOME), at
-    most ``max_files`` of them and ``disk`` bytes. An entry that cannot be
+    regular files with one link, outside hidden folders (caches under HOME),
+    named in UTF-8 without control characters, at most ``max_files`` of them
+    and ``disk`` bytes. An entry that cannot be
     copied (a path too long, say) is skipped: the code's exit status must
     still reach the host.
     """
     import os
     import stat
 
+    def bad(name: str) -> bool:
+        # Hidden (caches under HOME), not UTF-8 (a result key cannot hold it),
+        # or with a control character (a terminal would act on it when shown).
+        try:
+            name.encode("utf-8")
+        except UnicodeError:
+            return True
+        return name.startswith(".") or any(
+            ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in name
+        )
+
     src = str(cfg["folder"])
     budget, room = int(cfg["disk"]), int(cfg["max_files"])
     files = size = skipped = 0
     for top, subdirs, names in os.walk(src):
         rel_top = os.path.relpath(top, src)
-        subdirs[:] = [d for d in subdirs if not d.startswith(".")]
+        skipped += sum(1 for d in subdirs if bad(d) and not d.startswith("."))
+        subdirs[:] = [d for d in subdirs if not bad(d)]
         for d in subdirs:
             rel = os.path.normpath(os.path.join(rel_top, d))
             try:  # noqa: SIM105 - no contextlib import (see _sandbox_child)
@@ -183,7 +196,10 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
             path = os.path.join(top, name)
             try:
                 st = os.lstat(path)
-                if name.startswith(".") or not stat.S_ISREG(st.st_mode):
+                if not stat.S_ISREG(st.st_mode) or name.startswith("."):
+                    continue
+                if bad(name):
+                    skipped += 1
                     continue
                 if st.st_nlink > 1 or files >= room or size + st.st_size > budget:
                     skipped += 1

@@ -313,7 +313,7 @@ def make_python_tool(limits: Limits | None = None, *, check: bool = True) -> Too
             readable=[Path(ctx.workdir)],
             hidden=[Path(ctx.workspace)],
         )
-        refused = _scrub(run, ctx)
+        refused = _scrub(run, ctx, folder, lim.max_files)
         if check:
             _check(run)
         if refused:
