@@ -485,6 +485,7 @@ FULL = {
     "processes": "cgroup",
     "memory": "cgroup",
     "pid_namespace": True,
+    "ipc_namespace": True,
     "view": True,
     "quota": True,
     "uid": 65534,
@@ -520,7 +521,8 @@ def test_warnings_name_each_rule_left_open() -> None:
     )
     # Each layer missing alone opens exactly its own rules.
     for layer, off, rules in (
-        ("seccomp", False, {"unix_sockets", "ptrace", "namespaces", "network"}),
+        ("seccomp", False, {"unix_sockets", "ipc", "ptrace", "namespaces", "network"}),
+        ("ipc_namespace", False, {"ipc"}),
         ("view", False, {"metadata"}),
         ("memory", "rlimit", {"memory"}),
         ("quota", False, {"disk"}),

@@ -828,3 +828,36 @@ def test_produced_file_names_cannot_break_the_result_or_carry_a_secret(
     assert any("were not kept" in w for w in res["warnings"])  # the two bad names
     on_disk = [str(p) for p in ws.path.rglob("*")]
     assert not [p for p in on_disk if secret in p or "\x1b" in p or "\udcff" in p]
+
+
+def test_ipc_stays_inside_and_host_files_cannot_be_watched(ws: al.Workspace) -> None:
+    # inotify on a readable host file was a channel between sandboxes of two
+    # sessions (one opens /etc/hostname, the other sees IN_OPEN) and a view of
+    # the host's activity; SysV IPC, message queues and /dev/shm must be private.
+    if not enforced("ipc"):
+        return
+    key = 0x5A000000 + uuid.uuid4().int % 0xFFFFFF
+    name = f"argus-ipc-{uuid.uuid4().hex[:8]}"
+    body = (
+        f"key, name = {key}, {name!r}\n"
+        "def watch(flags):\n"
+        "    fd = libc.inotify_init1(0)\n"
+        "    c(-1 if fd < 0 else 0)\n"
+        "    c(libc.inotify_add_watch(fd, b'/etc/hostname', flags))\n"
+        "t('inotify', lambda: watch(0xfff))\n"
+        "t('inotify_old', lambda: c(min(0, libc.inotify_init())))\n"
+        "t('fanotify', lambda: c(min(0, libc.fanotify_init(0x200, 0))))\n"
+        "t('shm', lambda: c(min(0, libc.shmget(key, 4096, 0o1666))))\n"
+        "t('msg', lambda: c(min(0, libc.msgget(key, 0o1666))))\n"
+        "t('dev_shm', lambda: open('/dev/shm/' + name, 'w').write('x') and None)\n"
+    )
+    tries = outcomes(ws, body)
+    assert tries["inotify"] != "ok" and tries["inotify_old"] != "ok", tries
+    assert tries["fanotify"] != "ok"
+    # Made inside, seen nowhere outside: the host's IPC objects and /dev/shm.
+    assert tries["shm"] == tries["msg"] == tries["dev_shm"] == "ok", tries
+    for table in ("/proc/sysvipc/shm", "/proc/sysvipc/msg"):
+        if os.path.exists(table):
+            keys = [line.split()[0] for line in Path(table).read_text().splitlines()]
+            assert str(key) not in keys, table
+    assert not os.path.exists(f"/dev/shm/{name}")

@@ -65,6 +65,7 @@ def _launcher() -> None:
         "pid_namespace": False,
         "user_namespace": False,
         "mount_namespace": False,
+        "ipc_namespace": False,
         "view": False,
         "quota": False,
         "uid": os.getuid(),
@@ -130,7 +131,9 @@ def _launcher() -> None:
             iso["pid_namespace"] = True
         else:
             fail("pid_namespace", "pid namespace")
-        if not unshare(new_ipc | new_uts):
+        if unshare(new_ipc | new_uts):
+            iso["ipc_namespace"] = True
+        else:
             fail("ipc_namespace", "ipc namespace")
         if unshare(new_ns):
             iso["mount_namespace"] = True

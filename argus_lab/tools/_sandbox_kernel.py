@@ -256,6 +256,14 @@ def seccomp_filter() -> tuple[bytes, str | None]:
         # clone3 passes its flags in memory seccomp cannot read: "not
         # implemented" makes the C library fall back to clone, which is checked.
         f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        # Watching files: every readable host file (/etc, the Python
+        # installation) would be a channel between sandboxes of different
+        # sessions (one opens, the other sees IN_OPEN) and a view of the host's
+        # activity. "Not implemented" makes libraries fall back to polling.
+        for name in ("inotify_init", "inotify_init1"):
+            f.add_rule(sc.ERRNO(errno.ENOSYS), name)
+        for name in ("fanotify_init", "fanotify_mark"):
+            f.add_rule(sc.ERRNO(errno.EPERM), name)
         # Unix sockets by path or abstract name reach past every namespace;
         # socketpair (pipes between the code's own processes) stays allowed.
         f.add_rule(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.EQ, 1))

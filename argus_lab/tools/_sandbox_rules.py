@@ -26,6 +26,10 @@ RULES: dict[str, str] = {
         "netlink opens (vsock would reach a virtual machine's host)"
     ),
     "unix_sockets": "unix sockets (by path or abstract name) cannot be created",
+    "ipc": (
+        "no IPC reaches outside the sandbox: SysV IPC, message queues and "
+        "/dev/shm are private, and files cannot be watched (inotify, fanotify)"
+    ),
     "ptrace": "ptrace and process_vm_readv/writev fail",
     "namespaces": "new user (and other) namespaces cannot be created",
     "memory": "memory is limited for the whole process tree",
@@ -95,6 +99,21 @@ def rules(iso: dict[str, Any], network: bool) -> dict[str, tuple[str | None, str
         out["network"] = (None, why("network"))
     for rule in ("unix_sockets", "ptrace", "namespaces"):
         out[rule] = ("seccomp", "") if seccomp else (None, why("seccomp"))
+    ipc_ns = bool(iso.get("ipc_namespace"))
+    if ipc_ns and seccomp:
+        out["ipc"] = ("ipc namespace + seccomp", "")
+    elif ipc_ns:
+        out["ipc"] = (
+            "ipc namespace",
+            f"host files can be watched with inotify ({why('seccomp')})",
+        )
+    elif seccomp:
+        out["ipc"] = (
+            "seccomp",
+            f"SysV IPC and message queues are the host's ({why('ipc_namespace')})",
+        )
+    else:
+        out["ipc"] = (None, why("ipc_namespace", "seccomp"))
     if iso.get("memory") == "cgroup":
         out["memory"] = ("memory cgroup", "")
     elif iso.get("memory") == "watch":
