@@ -791,7 +791,8 @@ def test_terminal_escapes_in_the_output_are_made_visible(ws: al.Workspace) -> No
     res = attack(ws, code)
     for text in (res["stdout"], res["stderr"]):
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), text
-    assert res["stdout"].startswith("a\\x1b]52;c;cHduZWQ=\\x07b\\x1b[2Jc\nFAKE\\u202ed\n")
+    shown = "a\\x1b]52;c;cHduZWQ=\\x07b\\x1b[2Jc\nFAKE\\u202ed\n"
+    assert res["stdout"].startswith(shown)
     assert "\\x9b31m\ufffd\ufffd" in res["stdout"]  # bad UTF-8 replaced, visibly
     # The failure's message (what the CLI prints) carries the escaped text too.
     task = {"id": "attack", "tool": "python", "args": {"code": code, "check": True}}
