@@ -484,6 +484,7 @@ FULL = {
     "network": "namespace",
     "processes": "cgroup",
     "memory": "cgroup",
+    "cpu": "cgroup",
     "pid_namespace": True,
     "ipc_namespace": True,
     "view": True,
@@ -511,7 +512,7 @@ def test_warnings_name_each_rule_left_open() -> None:
     bare = {"notes": {"user_namespace": "user namespace: Operation not permitted"}}
     got = named(_warnings(bare, Limits()))
     always = {"report", "environment"}
-    weaker = {"memory", "disk"}  # rlimits still hold per process / per file
+    weaker = {"memory", "disk", "cpu"}  # rlimits still hold per process / file
     assert got == {
         **dict.fromkeys(set(sandbox.RULES) - always - weaker, "NOT enforced"),
         **dict.fromkeys(weaker, "weaker"),
@@ -525,6 +526,7 @@ def test_warnings_name_each_rule_left_open() -> None:
         ("ipc_namespace", False, {"ipc"}),
         ("view", False, {"metadata"}),
         ("memory", "rlimit", {"memory"}),
+        ("cpu", "rlimit", {"cpu"}),
         ("quota", False, {"disk"}),
         ("uid", 0, {"uid"}),
         ("filesystem", "none", {"read"}),

@@ -862,3 +862,33 @@ def test_ipc_stays_inside_and_host_files_cannot_be_watched(ws: al.Workspace) -> 
             keys = [line.split()[0] for line in Path(table).read_text().splitlines()]
             assert str(key) not in keys, table
     assert not os.path.exists(f"/dev/shm/{name}")
+
+
+@pytest.mark.slow
+def test_many_busy_processes_get_only_their_share_of_the_cores(
+    ws: al.Workspace,
+) -> None:
+    # RLIMIT_CPU is per process: 64 busy processes kept every core of the host
+    # busy for the whole wall time (up to 600 s), starving Argus and others.
+    if STATUS["rules"]["cpu"] != "cpu cgroup":
+        assert any(w.startswith("rule 'cpu' is weaker") for w in STATUS["warnings"])
+        return
+    code = (
+        "import os, time\n"
+        "kids = []\n"
+        "for i in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        end = time.monotonic() + 4\n"
+        "        while time.monotonic() < end:\n"
+        "            pass\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "for k in kids:\n"
+        "    os.waitpid(k, 0)\n"
+        "t = os.times()\n"
+        "print(t.children_user + t.children_system)\n"
+    )
+    res = attack(ws, code, Limits(wall_time=30, cpus=0.2))
+    used = float(res["stdout"])
+    assert 0 < used <= 0.2 * 4 * 1.25 + 0.3, res  # 4 busy processes, 0.2 cores

@@ -62,6 +62,7 @@ def _launcher() -> None:
         "network": "allowed" if cfg["network"] else "none",
         "processes": "none",
         "memory": "rlimit",
+        "cpu": "rlimit",
         "pid_namespace": False,
         "user_namespace": False,
         "mount_namespace": False,
@@ -100,7 +101,7 @@ def _launcher() -> None:
         try:
             with open(procs, "w") as f:
                 f.write(str(os.getpid()))
-            iso["processes" if ctrl == "pids" else "memory"] = "cgroup"
+            iso[{"pids": "processes"}.get(ctrl, ctrl)] = "cgroup"
         except OSError as e:
             notes[ctrl] = f"{ctrl} cgroup: {e}"
     uid, gid = os.getuid(), os.getgid()

@@ -51,6 +51,9 @@ class Limits:
     files copied out, and so stored as artifacts, never exceed it."""
     processes: int = 64
     """Most processes at once (pids cgroup or RLIMIT_NPROC)."""
+    cpus: float | None = None
+    """Cores the whole process tree may keep busy at once (cpu cgroup); None:
+    all of this machine's but one (at least one), so the host keeps a core."""
     open_files: int = 1024
     """Most open files per process (RLIMIT_NOFILE)."""
     output: int = 64 << 10
@@ -66,6 +69,12 @@ class Limits:
     unenforced (see ``sandbox_status``)."""
     python: str | None = None
     """The interpreter to run; default: the one running Argus Lab."""
+
+    def cores(self) -> float:
+        """``cpus``, or its default for this machine."""
+        if self.cpus is not None:
+            return self.cpus
+        return float(max(1, (os.cpu_count() or 1) - 1))
 
 
 @dataclass(slots=True)
@@ -354,7 +363,7 @@ def _probe(python: str, network: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="argus-sandbox-probe-") as d:
         folder = Path(d)
         cfg = _config(folder, limits, 5, [], python)
-        cg = Cgroups.create(8, 256 << 20)
+        cg = Cgroups.create(8, 256 << 20, limits.cores())
         r, w = os.pipe()
         cfg["report_fd"] = w
         cfg["cgroups"] = cg.procs

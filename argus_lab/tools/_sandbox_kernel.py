@@ -1,8 +1,9 @@
 """Kernel mechanisms the sandbox's parent sets up: cgroups and the seccomp filter.
 
 - **cgroups** (v2, or v1 as on hosts with a hybrid layout): one folder per run
-  with ``pids`` (most processes) and ``memory`` (the whole process tree's
-  memory, tmpfs pages of the task folder included) controllers; the launcher
+  with ``pids`` (most processes), ``memory`` (the whole process tree's
+  memory, tmpfs pages of the task folder included) and ``cpu`` (cores kept
+  busy at once) controllers; the launcher
   joins them before it starts anything, so every descendant is counted.
 - **seccomp**: the filter is compiled here with libseccomp (through
   ``pyseccomp``'s ctypes binding of the system's ``libseccomp.so.2``) into
@@ -27,7 +28,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-_CONTROLLERS = ("pids", "memory")
+_CONTROLLERS = ("pids", "memory", "cpu")
+_PERIOD = 100_000
+"""The cpu controller's accounting period, microseconds (the kernel default)."""
 
 
 @functools.cache
@@ -84,7 +87,7 @@ class Cgroups:
         self.paths = paths
 
     @classmethod
-    def create(cls, max_pids: int, memory: int) -> Cgroups:
+    def create(cls, max_pids: int, memory: int, cpus: float = 1.0) -> Cgroups:
         """Creates what this machine allows; a controller left out is reported
         missing by the launcher (and named in ``sandbox_status`` warnings)."""
         name = f"argus-sandbox-{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -94,8 +97,14 @@ class Cgroups:
             path = base / name
             try:
                 path.mkdir(exist_ok=version == 2)
+                quota = max(1000, round(cpus * _PERIOD))
                 if ctrl == "pids":
                     (path / "pids.max").write_text(str(max_pids))
+                elif ctrl == "cpu" and version == 2:
+                    (path / "cpu.max").write_text(f"{quota} {_PERIOD}")
+                elif ctrl == "cpu":
+                    (path / "cpu.cfs_period_us").write_text(str(_PERIOD))
+                    (path / "cpu.cfs_quota_us").write_text(str(quota))
                 elif version == 2:
                     (path / "memory.max").write_text(str(memory))
                     with contextlib.suppress(OSError):

@@ -34,6 +34,7 @@ RULES: dict[str, str] = {
     "namespaces": "new user (and other) namespaces cannot be created",
     "memory": "memory is limited for the whole process tree",
     "processes": "the number of processes is limited",
+    "cpu": "the cores the process tree keeps busy at once are limited",
     "disk": "the task folder has a quota, and what is copied out stays within it",
     "lifetime": "every process the code starts ends with the run",
     "signals": "signals cannot reach processes outside the sandbox",
@@ -128,6 +129,15 @@ def rules(iso: dict[str, Any], network: bool) -> dict[str, tuple[str | None, str
             "rlimit",
             "only per process (RLIMIT_AS): several processes together may use "
             f"more (no memory cgroup: {notes.get('memory') or 'none writable'})",
+        )
+    if iso.get("cpu") == "cgroup":
+        out["cpu"] = ("cpu cgroup", "")
+    else:
+        out["cpu"] = (
+            "rlimit",
+            "only CPU seconds per process (RLIMIT_CPU): many processes may keep "
+            f"every core busy until the wall-time limit (no cpu cgroup: "
+            f"{notes.get('cpu') or 'none writable'})",
         )
     procs = iso.get("processes")
     if procs in ("cgroup", "rlimit"):

@@ -18,7 +18,8 @@ rule a missing layer leaves open):
   ``no_new_privs`` is set.
 - **seccomp** (compiled by libseccomp): no ptrace, no new namespaces, no unix
   sockets, no mounts, keyrings, BPF or io_uring.
-- **cgroups**: memory and pids limits for the whole process tree.
+- **cgroups**: memory, pids and cpu (cores busy at once) limits for the whole
+  process tree.
 - **rlimits**: CPU seconds, address space, file size and open files per process.
 - **The exit status** travels from the kernel (``waitpid``) only: nothing the
   code can reach carries it.
@@ -182,7 +183,10 @@ async def run_python(
     folder.mkdir(parents=True, exist_ok=True)
     cfg = _config(folder, limits, cpu, list(readable or []), python, hidden)
     out, err = _Capture(limits.output), _Capture(limits.output)
-    cg = Cgroups.create(limits.processes + 1, limits.memory)  # +1: the launcher
+    if limits.cpus is not None and not limits.cpus > 0:
+        raise ToolError(f"python: cpus must be a positive number, got {limits.cpus!r}")
+    # +1 process: the launcher.
+    cg = Cgroups.create(limits.processes + 1, limits.memory, limits.cores())
     cfg["cgroups"] = cg.procs
     r, w = os.pipe()
     cfg["report_fd"] = w
