@@ -892,3 +892,55 @@ def test_many_busy_processes_get_only_their_share_of_the_cores(
     res = attack(ws, code, Limits(wall_time=30, cpus=0.2))
     used = float(res["stdout"])
     assert 0 < used <= 0.2 * 4 * 1.25 + 0.3, res  # 4 busy processes, 0.2 cores
+
+
+def test_a_socketpair_cannot_reach_a_host_path_socket(ws: al.Workspace) -> None:
+    # socket(AF_UNIX) fails, but a datagram socketpair is not bound to its
+    # peer: sendto() or connect() reached any path socket (here one in the
+    # session folder; /dev/log where a syslog daemon listens there).
+    if not enforced("unix_sockets"):
+        return
+    servers = []
+
+    def prepare(folder: Path) -> None:
+        for kind, name in (
+            (socket.SOCK_DGRAM, "dgram.sock"),
+            (socket.SOCK_STREAM, "s.sock"),
+        ):
+            srv = socket.socket(socket.AF_UNIX, kind)
+            srv.bind(str(folder / name))
+            os.chmod(folder / name, 0o777)
+            if kind == socket.SOCK_STREAM:
+                srv.listen()
+            srv.setblocking(False)
+            servers.append(srv)
+
+    body = (
+        "dg, st = os.path.abspath('../../../dgram.sock'), "
+        "os.path.abspath('../../../s.sock')\n"
+        "U, S = socket.AF_UNIX, socket\n"
+        "def pair(kind, how):\n"
+        "    a, b = socket.socketpair(U, kind)\n"
+        "    return how(a)\n"
+        "def send(a):\n"
+        "    a.sendto(b'x', dg)\n"
+        "t('dgram_sendto', lambda: pair(S.SOCK_DGRAM, send))\n"
+        "t('dgram_connect', lambda: pair(S.SOCK_DGRAM, lambda a: a.connect(dg)))\n"
+        "t('raw_sendto', lambda: pair(S.SOCK_RAW, send))\n"
+        "t('dgram_cloexec', lambda: pair(S.SOCK_DGRAM | S.SOCK_CLOEXEC, send))\n"
+        "t('stream_connect', lambda: pair(S.SOCK_STREAM, lambda a: a.connect(st)))\n"
+        "t('seqpkt_connect', lambda: pair(S.SOCK_SEQPACKET, lambda a: a.connect(st)))\n"
+        "t('stream_sendto', lambda: pair(S.SOCK_STREAM, send))\n"
+        "t('stream_pair_works', lambda: pair(S.SOCK_STREAM, lambda a: None))\n"
+    )
+    try:
+        tries = outcomes(ws, body, prepare=prepare)
+        assert tries.pop("stream_pair_works") == "ok"  # multiprocessing needs it
+        assert "ok" not in tries.values(), tries
+        with pytest.raises(BlockingIOError):
+            servers[0].recv(100)  # no datagram arrived
+        with pytest.raises(BlockingIOError):
+            servers[1].accept()  # no connection
+    finally:
+        for srv in servers:
+            srv.close()

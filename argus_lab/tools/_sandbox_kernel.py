@@ -234,6 +234,7 @@ _DENIED = tuple(
     ]
 )
 _AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
+_SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
 _NEW_NAMESPACES = (
     0x00020000,  # CLONE_NEWNS
     0x02000000,  # CLONE_NEWCGROUP
@@ -276,6 +277,14 @@ def seccomp_filter() -> tuple[bytes, str | None]:
         # Unix sockets by path or abstract name reach past every namespace;
         # socketpair (pipes between the code's own processes) stays allowed.
         f.add_rule(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.EQ, 1))
+        # A datagram pair (SOCK_RAW is one too, for unix sockets) is not bound
+        # to its peer: sendto() or connect() reach any path socket (/dev/log,
+        # a socket in the session folder). Stream and seqpacket pairs are
+        # connected for good (connect: EISCONN); they stay for multiprocessing.
+        for kind in range(16):
+            if kind not in (_SOCK_STREAM, _SOCK_SEQPACKET):
+                args = (sc.Arg(0, sc.EQ, _AF_UNIX), sc.Arg(1, sc.MASKED_EQ, 15, kind))
+                f.add_rule(sc.ERRNO(errno.EACCES), "socketpair", *args)
         # Every other family but IP and netlink (both per network namespace):
         # vsock reaches a virtual machine's host, others reach hardware.
         for family in range(64):
