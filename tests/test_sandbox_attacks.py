@@ -944,3 +944,26 @@ def test_a_socketpair_cannot_reach_a_host_path_socket(ws: al.Workspace) -> None:
     finally:
         for srv in servers:
             srv.close()
+
+
+def test_a_tree_deeper_than_the_recursion_limit_does_not_hide_the_exit_status(
+    ws: al.Workspace,
+) -> None:
+    # 1,500 folders of one letter stay under PATH_MAX but past Python's
+    # recursion limit: os.walk in the launcher's copy-out raised RecursionError,
+    # and the host saw exit code 1 (the launcher's) instead of the code's 3.
+    code = (
+        "import os\n"
+        "open('top.txt', 'w').write('kept')\n"
+        "for _ in range(1500):\n"
+        "    os.mkdir('d')\n"
+        "    os.chdir('d')\n"
+        "open('deep.txt', 'w').write('lost')\n"
+        "os._exit(3)\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 3 and res["killed_by"] is None, res
+    assert "RecursionError" not in res["stderr"]
+    assert [Path(k).name for k in res["files"]] == ["top.txt"]
+    deepest = max(len(p.parts) for p in ws.path.rglob("*"))
+    assert deepest < 80  # what reached the host is 32 folders deep at most

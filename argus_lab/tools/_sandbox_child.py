@@ -155,7 +155,11 @@ def _launcher() -> None:
         signal.signal(signal.SIGUSR1, lambda *_: os.kill(child, signal.SIGKILL))
         say("child", child)
         _, status, usage = os.wait4(child, 0)
-        copied = _copy_out(cfg, host_dir) if host_dir >= 0 else None
+        copied: object = None
+        try:
+            copied = _copy_out(cfg, host_dir) if host_dir >= 0 else None
+        except BaseException as e:  # the code's status must still go out
+            copied = {"files": 0, "bytes": 0, "skipped": 0, "error": repr(e)[:200]}
         say("exit", {"cpu": usage.ru_utime + usage.ru_stime, "copied": copied})
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)

@@ -67,9 +67,11 @@ def _run_result(
     if copied.get("skipped"):
         warns.append(
             f"{copied['skipped']} more produced files were not kept (over "
-            f"{limits.max_files} files or {limits.disk >> 20} MiB, or named "
-            "with bytes that are not UTF-8 or with control characters)"
+            f"{limits.max_files} files, {limits.disk >> 20} MiB or 32 folders deep, "
+            "or named with bytes that are not UTF-8 or with control characters)"
         )
+    if copied.get("error"):
+        warns.append(f"copying the produced files out failed: {copied['error']}")
     files, omitted = _listed(folder, limits.max_files)
     if omitted:
         warns.append(f"{omitted} more produced files are not listed")

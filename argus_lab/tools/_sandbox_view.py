@@ -160,10 +160,10 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
     Runs in the launcher after every process of the code has ended (the quota
     exists only with a PID namespace), so nothing changes underneath. Only
     regular files with one link, outside hidden folders (caches under HOME),
-    named in UTF-8 without control characters, at most ``max_files`` of them
-    and ``disk`` bytes. An entry that cannot be
-    copied (a path too long, say) is skipped: the code's exit status must
-    still reach the host.
+    named in UTF-8 without control characters, at most ``max_files`` of them,
+    ``disk`` bytes and 32 folders deep. An entry that cannot be copied (a path
+    too long, say) is skipped: the code's exit status must still reach the
+    host.
     """
     import os
     import stat
@@ -186,6 +186,12 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
         rel_top = os.path.relpath(top, src)
         skipped += sum(1 for d in subdirs if bad(d) and not d.startswith("."))
         subdirs[:] = [d for d in subdirs if not bad(d)]
+        if rel_top.count(os.sep) >= 31:
+            # 32 levels at most: os.walk recurses (a tree 1,000 deep ended the
+            # launcher with RecursionError, and so hid the code's exit status),
+            # and the host walks what is copied.
+            skipped += len(subdirs)
+            subdirs[:] = []
         for d in subdirs:
             rel = os.path.normpath(os.path.join(rel_top, d))
             try:  # noqa: SIM105 - no contextlib import (see _sandbox_child)
