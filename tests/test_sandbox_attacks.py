@@ -16,6 +16,7 @@ import re
 import shutil
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -967,3 +968,43 @@ def test_a_tree_deeper_than_the_recursion_limit_does_not_hide_the_exit_status(
     assert [Path(k).name for k in res["files"]] == ["top.txt"]
     deepest = max(len(p.parts) for p in ws.path.rglob("*"))
     assert deepest < 80  # what reached the host is 32 folders deep at most
+
+
+def test_host_device_events_do_not_reach_the_sandbox(ws: al.Workspace) -> None:
+    # A uevent netlink socket in the sandbox's network namespace received the
+    # host's device events (a USB key plugged in, a disk added): only routing
+    # netlink (getifaddrs) opens now.
+    if STATUS["rules"]["network"] != "network namespace + seccomp":
+        assert any(w.startswith("rule 'network'") for w in STATUS["warnings"])
+        return
+    stop = threading.Event()
+    null_uevent = Path("/sys/devices/virtual/mem/null/uevent")
+
+    def poke() -> None:  # the host makes device events while the code listens
+        while not stop.wait(0.2):
+            try:
+                null_uevent.write_text("change")
+            except OSError:
+                return  # not root: the socket must fail to open all the same
+
+    body = (
+        "import select\n"
+        "def listen(proto):\n"
+        "    s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, proto)\n"
+        "    s.bind((0, 1))\n"
+        "    r, _, _ = select.select([s], [], [], 3)\n"
+        "    return s.recv(4096)[:60].decode('latin-1') if r else None\n"
+        "t('uevent', lambda: listen(15))\n"
+        "for proto in (4, 9, 11, 16):  # sock_diag, audit, connector, generic\n"
+        "    t(f'netlink {proto}', lambda: socket.socket(16, 3, proto).close())\n"
+        "t('route', lambda: socket.socket(16, 3, 0).close())\n"
+    )
+    thread = threading.Thread(target=poke, daemon=True)
+    thread.start()
+    try:
+        tries = outcomes(ws, body)
+    finally:
+        stop.set()
+        thread.join(5)
+    assert tries.pop("route") == "ok", tries
+    assert set(tries.values()) == {"OSError"}, tries  # not even an empty listen

@@ -235,6 +235,7 @@ _DENIED = tuple(
 )
 _AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
 _SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
+_NETLINK_ROUTE = 0
 _NEW_NAMESPACES = (
     0x00020000,  # CLONE_NEWNS
     0x02000000,  # CLONE_NEWCGROUP
@@ -292,6 +293,11 @@ def seccomp_filter() -> tuple[bytes, str | None]:
                 arg = sc.Arg(0, sc.EQ, family)
                 f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", arg)
         f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.GE, 64))
+        # Netlink for routes and addresses only (getifaddrs): the other
+        # protocols are not all per network namespace (uevents brought the
+        # host's device events in, such as a USB key plugged in).
+        args = (sc.Arg(0, sc.EQ, _AF_NETLINK), sc.Arg(2, sc.NE, _NETLINK_ROUTE))
+        f.add_rule(sc.ERRNO(errno.EPROTONOSUPPORT), "socket", *args)
         with tempfile.TemporaryFile() as out:
             f.export_bpf(out)
             out.seek(0)

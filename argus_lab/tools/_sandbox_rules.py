@@ -23,7 +23,7 @@ RULES: dict[str, str] = {
     "uid": "the code runs as an unprivileged uid",
     "network": (
         "no network: TCP, UDP and DNS fail, and no socket family but IP and "
-        "netlink opens (vsock would reach a virtual machine's host)"
+        "routing netlink opens (vsock would reach a virtual machine's host)"
     ),
     "unix_sockets": "unix sockets (by path or abstract name) cannot be created",
     "ipc": (
