@@ -1008,3 +1008,37 @@ def test_host_device_events_do_not_reach_the_sandbox(ws: al.Workspace) -> None:
         thread.join(5)
     assert tries.pop("route") == "ok", tries
     assert set(tries.values()) == {"OSError"}, tries  # not even an empty listen
+
+
+def test_credentials_files_are_hidden_even_inside_a_kept_folder(
+    ws: al.Workspace, tmp_path: Path
+) -> None:
+    # World-readable files where credentials live (/etc/environment,
+    # /etc/pip.conf, ...) were readable, and so was a virtual environment's
+    # pip.conf (an index URL with a token): the environment is put back under
+    # the hidden /tmp, which showed what was hidden inside it again.
+    if not enforced("hidden") or STATUS["rules"]["hidden"] != "mount namespace":
+        return
+    from argus_lab.tools._sandbox_host import HIDDEN
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
+    token = "index-token-" + uuid.uuid4().hex
+    (venv / "pip.conf").write_text(f"[global]\nindex-url = https://u:{token}@x/\n")
+    (venv / "visible.txt").write_text("seen")
+    here = [p for p in HIDDEN if os.path.lexists(p)]
+    body = (
+        f"venv, here = {str(venv)!r}, {here!r}\n"
+        "def look(p):\n"
+        "    return os.listdir(p) if os.path.isdir(p) else open(p).read()\n"
+        "t('pip.conf', lambda: look(venv + '/pip.conf'))\n"
+        "t('visible', lambda: look(venv + '/visible.txt'))\n"
+        "for p in here:\n"
+        "    t(p, lambda: look(p))\n"
+    )
+    tries = outcomes(ws, body, Limits(wall_time=20, python=str(venv / "bin/python")))
+    assert tries.pop("visible") == "'seen'", tries  # the environment is readable
+    for path, got in tries.items():
+        assert got in ("''", "[]", "FileNotFoundError", "PermissionError"), (path, got)
+    assert "/etc/shadow" in here or not os.path.exists("/etc/shadow")

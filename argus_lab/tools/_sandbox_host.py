@@ -275,10 +275,39 @@ HIDDEN = (
     "/etc/sudoers.d",
     "/etc/ssh",
     "/etc/ssl/private",
+    # World-readable places credentials are often kept in (code running as
+    # nobody reads them all the same), and root-only ones, for the unprivileged
+    # user who may be in their group.
+    "/etc/environment",
+    "/etc/pip.conf",
+    "/etc/xdg/pip",
+    "/etc/netrc",
+    "/etc/.git-credentials",
+    "/etc/apt/auth.conf",
+    "/etc/apt/auth.conf.d",
+    "/etc/docker",
+    "/etc/containers/auth.json",
+    "/etc/NetworkManager/system-connections",
+    "/etc/wireguard",
+    "/etc/ipsec.secrets",
+    "/etc/ipsec.d/private",
+    "/etc/ppp/chap-secrets",
+    "/etc/ppp/pap-secrets",
+    "/etc/krb5.keytab",
+    "/etc/letsencrypt",
+    "/etc/pki/tls/private",
+    "/etc/credstore",
+    "/etc/credstore.encrypted",
+    "/etc/security/opasswd",
+    "/etc/libvirt/secrets",
+    "/etc/mysql/debian.cnf",
 )
 """Hidden from the code on every machine: secrets-bearing system paths, home
 folders and the places sockets live. The workspace, the project and the current
 folder are added per run (see ``_hidden``)."""
+
+
+_PIP_CONFIG = ("pip.conf", "pip.ini")
 
 
 def _under(p: str, q: str) -> bool:
@@ -340,7 +369,11 @@ def _config(
         "folder": str(folder),
         "read_paths": reads,
         "python_roots": roots,
-        "hide": _hidden(list(hidden or [])),
+        # pip's configuration in a virtual environment may hold an index URL
+        # with a token in it; the environment itself stays readable.
+        "hide": _hidden(
+            [*(hidden or []), *(Path(r, n) for r in roots for n in _PIP_CONFIG)]
+        ),
         "keep": [*roots, *reads, str(folder)],
         "uid": 65534,  # nobody: the code's uid when Argus Lab runs as root
         "network": limits.network,

@@ -115,11 +115,32 @@ def _view(
     folder = str(cfg["folder"])
     if not iso.get("quota"):  # its own mount, so it can stay writable below
         mount(folder, folder, None, ms_bind, "")
+
+    def top(paths: list[str]) -> list[str]:
+        return [p for p in paths if not any(q != p and under(p, q) for q in paths)]
+
+    def cover(paths: list[str]) -> bool:
+        for h in paths:
+            if not os.path.lexists(h) or os.path.islink(h):
+                continue  # under a hidden folder after all, or a link
+            if os.path.isdir(h):
+                ok = mount(
+                    "tmpfs", h, "tmpfs", ms_nosuid | ms_nodev, "size=1m,mode=0755"
+                )
+            else:
+                ok = mount("/dev/null", h, None, ms_bind, "")
+            if not ok:
+                return False
+        return True
+
     hide = [p for p in cfg["hide"] if os.path.lexists(p) and not os.path.islink(p)]
-    hide = [p for p in hide if not any(h != p and under(p, h) for h in hide)]
-    dirs = [h for h in hide if os.path.isdir(h)]
-    keep = [str(p) for p in cfg["keep"] if os.path.isdir(p)]
-    keep = [k for k in keep if not any(j != k and under(k, j) for j in keep)]
+    keep = top([str(p) for p in cfg["keep"] if os.path.isdir(p)])
+    # Hidden paths inside a kept folder (pip.conf in a virtual environment
+    # inside the hidden project) are covered after the kept folders are put
+    # back, or the put-back copy would show them again.
+    inside = [h for h in hide if any(h != k and under(h, k) for k in keep)]
+    first = top([h for h in hide if h not in inside])
+    dirs = [h for h in first if os.path.isdir(h)]
     clones: list[tuple[str, int]] = []
     for k in keep:
         if any(under(k, h) for h in dirs):
@@ -128,13 +149,8 @@ def _view(
                 err(f"open_tree {k}")
                 return
             clones.append((k, fd))
-    for h in hide:
-        if h in dirs:
-            ok = mount("tmpfs", h, "tmpfs", ms_nosuid | ms_nodev, "size=1m,mode=0755")
-        else:
-            ok = mount("/dev/null", h, None, ms_bind, "")
-        if not ok:
-            return
+    if not cover(first):
+        return
     for k, fd in clones:
         os.makedirs(k, mode=0o755, exist_ok=True)
         ok = libc.syscall(sys_move_mount, fd, b"", at_fdcwd, k.encode(), 4)
@@ -142,6 +158,8 @@ def _view(
         if ok != 0:
             err(f"move_mount {k}")
             return
+    if not cover(top(inside)):
+        return
     if not setattr("/", at_recursive, attr_rdonly | attr_nosuid, 0):
         return
     if not setattr(folder, 0, 0, attr_rdonly):
