@@ -1042,3 +1042,178 @@ def test_credentials_files_are_hidden_even_inside_a_kept_folder(
     for path, got in tries.items():
         assert got in ("''", "[]", "FileNotFoundError", "PermissionError"), (path, got)
     assert "/etc/shadow" in here or not os.path.exists("/etc/shadow")
+
+
+# --- Variants already blocked, kept blocked --------------------------------------
+
+
+def test_metadata_variants_outside_the_task_folder_fail(ws: al.Workspace) -> None:
+    if not enforced("metadata"):
+        return
+    seen: dict[str, Any] = {}
+
+    def prepare(folder: Path) -> None:
+        (folder / "target.txt").write_text("host file")
+        (folder / "link").symlink_to("target.txt")
+        seen["before"] = state(folder / "target.txt")
+        seen["path"] = folder / "target.txt"
+
+    body = (
+        "libc.syscall.restype = ctypes.c_long\n"
+        "p = os.path.abspath('../../../target.txt')\n"
+        "lnk = os.path.abspath('../../../link')\n"
+        "def sc(*a):\n"
+        "    c(0 if libc.syscall(*a) >= 0 else -1)\n"
+        "t('lchown', lambda: os.lchown(lnk, 65534, 65534))\n"
+        "t('lsetxattr', lambda: os.setxattr(lnk, 'user.x', b'1', "
+        "follow_symlinks=False))\n"
+        "t('opath_chmod', lambda: os.chmod("
+        "f'/proc/self/fd/{os.open(p, os.O_PATH)}', 0o4777))\n"
+        "t('fchmodat2', lambda: sc(452, -100, p.encode(), 0o4777, 0))\n"
+        "t('utimensat', lambda: os.utime(p, ns=(0, 0)))\n"
+        "t('setxattr_trusted', lambda: os.setxattr(p, 'trusted.x', b'1'))\n"
+        "t('setxattr_security', lambda: os.setxattr(p, 'security.x', b'1'))\n"
+        "t('link_procfd', lambda: os.link("
+        "f'/proc/self/fd/{os.open(p, os.O_RDONLY)}', 'hl'))\n"
+        "t('linkat_empty_path', lambda: c(libc.linkat("
+        "os.open(p, os.O_RDONLY), b'', -100, b'hl2', 0x1000)))\n"
+        "t('rename_out', lambda: os.rename(p, 'moved'))\n"
+        "t('truncate_fd', lambda: os.truncate(os.open(p, os.O_RDONLY), 0))\n"
+    )
+    tries = outcomes(ws, body, prepare=prepare)
+    assert len(tries) == 11 and "ok" not in tries.values(), tries
+    assert state(seen["path"]) == seen["before"]
+    assert (seen["path"].parent / "link").is_symlink()
+
+
+def test_handles_x32_and_kernel_interfaces_fail(ws: al.Workspace) -> None:
+    if not enforced("namespaces"):
+        return
+    body = (
+        "libc.syscall.restype = ctypes.c_long\n"
+        "def sc(*a):\n"
+        "    c(0 if libc.syscall(*a) >= 0 else -1)\n"
+        "buf = ctypes.create_string_buffer(256)\n"
+        "mount_id = ctypes.c_int()\n"
+        "t('name_to_handle_at', lambda: sc(303, -100, b'/etc/passwd', buf, "
+        "ctypes.byref(mount_id), 0))\n"
+        "t('open_by_handle_at', lambda: sc(304, -100, buf, 0))\n"
+        "t('clone3', lambda: sc(435, 0, 0))\n"
+        "t('io_uring_setup', lambda: sc(425, 1, buf))\n"
+        "t('userfaultfd', lambda: sc(323, 0))\n"
+        "t('bpf', lambda: sc(321, 0, 0, 0))\n"
+        "t('perf_event_open', lambda: sc(298, 0, 0, -1, -1, 0))\n"
+        "t('keyctl', lambda: sc(250, 0, -3, 0, 0, 0))\n"
+        "t('add_key', lambda: sc(248, b'user', b'k', b'v', 1, -3))\n"
+        "t('finit_module', lambda: sc(313, 0, b'', 0))\n"
+        "t('personality', lambda: sc(135, 0x0040000))\n"
+        "t('acct', lambda: sc(163, b'/dev/shm/acct'))\n"
+        "t('setns', lambda: sc(308, os.open('/proc/self/ns/net', 0), 0))\n"
+        "t('proc_sys_write', lambda: open('/proc/sys/kernel/hostname', 'w')"
+        ".write('x'))\n"
+        "t('sysrq', lambda: open('/proc/sysrq-trigger', 'w').write('h'))\n"
+    )
+    tries = outcomes(ws, body)
+    assert len(tries) == 15 and "ok" not in tries.values(), tries
+    # x32 system calls (bit 30 set) are another ABI the filter does not list:
+    # the kernel kills the process instead of running one.
+    res = attack(ws, "import ctypes\nctypes.CDLL(None).syscall(0x40000000 | 39)\n")
+    assert res["killed_by"] == "SIGSYS", res
+
+
+def test_only_stdio_descriptors_and_its_own_processes_are_reachable(
+    ws: al.Workspace,
+) -> None:
+    # Every descriptor of the code: stdin (/dev/null), stdout, stderr; nothing
+    # inherited. Every process it can see is its own; none is the launcher.
+    code = (
+        "import os, json\n"
+        "fds = {}\n"
+        "for fd in os.listdir('/proc/self/fd'):\n"
+        "    try:\n"
+        "        fds[fd] = os.readlink(f'/proc/self/fd/{fd}')\n"
+        "    except OSError:\n"
+        "        pass  # the listing's own descriptor, closed meanwhile\n"
+        "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+        "print(json.dumps({'fds': fds, 'pids': pids, 'ppid': os.getppid()}))\n"
+    )
+    got = json.loads(attack(ws, code)["stdout"])
+    assert got["fds"]["0"] == "/dev/null"
+    assert got["fds"]["1"].startswith("pipe:") and got["fds"]["2"].startswith("pipe:")
+    assert set(got["fds"]) == {"0", "1", "2"}, got["fds"]
+    if STATUS["rules"]["lifetime"] == "pid namespace":
+        assert got["pids"] == [1] and got["ppid"] == 0, got
+
+
+def test_priorities_of_host_processes_cannot_be_changed(ws: al.Workspace) -> None:
+    # setpriority(PRIO_USER) and ioprio_set(IOPRIO_WHO_USER) act on every
+    # process of a uid: the code's uid is nobody's, as are host daemons and
+    # other sessions' sandboxes. The PID namespace limits both to its own.
+    if not enforced("signals"):
+        return
+    victim = None
+    if os.geteuid() == 0:
+        victim = psutil.Popen(["sleep", "60"], user=65534, group=65534)
+    try:
+        body = (
+            "libc.syscall.restype = ctypes.c_long\n"
+            "uid = os.getuid()\n"
+            "t('setpriority', lambda: c(libc.setpriority(2, uid, 19)))\n"
+            "t('ioprio', lambda: c(libc.syscall(251, 3, uid, 3 << 13)))\n"
+            "t('kill_all', lambda: os.kill(-1, 9) if os.fork() else os._exit(0))\n"
+        )
+        tries = outcomes(ws, body)
+        assert tries["kill_all"] in ("ok", "ProcessLookupError"), tries
+        if victim is not None:
+            assert victim.nice() == 0 and victim.is_running()
+            assert victim.ionice().ioclass != psutil.IOPRIO_CLASS_IDLE
+    finally:
+        if victim is not None:
+            victim.kill()
+            victim.wait()
+
+
+@pytest.mark.slow
+def test_memfd_and_dev_shm_count_against_the_memory_limit(ws: al.Workspace) -> None:
+    if STATUS["rules"]["memory"] != "memory cgroup":
+        assert any(w.startswith("rule 'memory'") for w in STATUS["warnings"])
+        return
+    limit = 192 << 20
+    code = (
+        "import os, ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "made = 0\n"
+        "try:\n"
+        "    for i in range(3):  # /dev/shm holds 64 MiB, the file-size limit\n"
+        "        with open(f'/dev/shm/f{i}', 'wb') as f:\n"
+        "            f.write(b'x' * (60 << 20)); made += 60\n"
+        "    for i in range(8):\n"
+        "        fd = libc.memfd_create(b'm', 0)\n"
+        "        os.write(fd, b'x' * (60 << 20)); made += 60\n"
+        "except OSError as e:\n"
+        "    print('stopped', made, e.errno)\n"
+        "print('made', made)\n"
+    )
+    res = attack(ws, code, Limits(wall_time=30, memory=limit))
+    assert res["memory_peak"] <= limit, res
+    assert res["killed_by"] == "memory" or "stopped" in res["stdout"], res
+
+
+def test_a_thread_bomb_stops_at_the_process_limit(ws: al.Workspace) -> None:
+    if STATUS["rules"]["processes"] != "pids cgroup":
+        assert enforced("processes")
+        return
+    code = (
+        "import threading, time\n"
+        "ev = threading.Event()\n"
+        "n = 0\n"
+        "try:\n"
+        "    for _ in range(500):\n"
+        "        threading.Thread(target=ev.wait, daemon=True).start(); n += 1\n"
+        "except RuntimeError as e:\n"
+        "    print('stopped', n)\n"
+        "ev.set()\n"
+    )
+    res = attack(ws, code, Limits(wall_time=20, processes=32))
+    assert res["stdout"].startswith("stopped"), res
+    assert int(res["stdout"].split()[1]) < 32
