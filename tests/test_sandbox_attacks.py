@@ -1217,3 +1217,34 @@ def test_a_thread_bomb_stops_at_the_process_limit(ws: al.Workspace) -> None:
     res = attack(ws, code, Limits(wall_time=20, processes=32))
     assert res["stdout"].startswith("stopped"), res
     assert int(res["stdout"].split()[1]) < 32
+
+
+def test_a_secret_across_the_copy_chunks_or_in_a_link_never_lands(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The launcher copies in 1 MiB chunks: a secret across a chunk boundary,
+    # deep in a folder, in a hidden file, or as a symlink's target.
+    secret = "chunk-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_CHUNK_TOKEN", secret)
+    code = (
+        "import os\n"
+        "s = '${env.ARGUS_CHUNK_TOKEN}'\n"
+        "head = 'a' * ((1 << 20) - 7)\n"
+        "open('big.txt', 'w').write(head + s + 'b' * (1 << 20))\n"
+        "os.makedirs('a/b/c')\n"
+        "open('a/b/c/deep.txt', 'w').write('x\\n' + s)\n"
+        "open('.hidden', 'w').write(s)\n"
+        "os.symlink('/x/' + s, 'link')\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 0, res
+    big = next(p for k, p in res["files"].items() if k.endswith("big.txt"))
+    assert big.read_text().count("[REDACTED]") == 1
+    hits = [
+        p
+        for p in ws.path.rglob("*")
+        if secret in str(p)
+        or (p.is_symlink() and secret in os.readlink(p))
+        or (p.is_file() and not p.is_symlink() and secret.encode() in p.read_bytes())
+    ]
+    assert hits == []
