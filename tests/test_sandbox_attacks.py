@@ -1248,3 +1248,28 @@ def test_a_secret_across_the_copy_chunks_or_in_a_link_never_lands(
         or (p.is_file() and not p.is_symlink() and secret.encode() in p.read_bytes())
     ]
     assert hits == []
+
+
+def test_empty_folders_and_special_files_are_not_copied_out(ws: al.Workspace) -> None:
+    # 4,000 empty folders (the tmpfs has inodes for them) were all made on the
+    # host, past the quota; links, FIFOs and hard links never leave either.
+    if STATUS["rules"]["disk"] != "tmpfs quota":
+        assert any(w.startswith("rule 'disk'") for w in STATUS["warnings"])
+        return
+    code = (
+        "import os, socket\n"
+        "for i in range(4000):\n"
+        "    os.mkdir(f'e{i}')\n"
+        "os.makedirs('a/b')\n"
+        "open('a/b/kept.txt', 'w').write('kept')\n"
+        "os.symlink('/etc/shadow', 'shadow')\n"
+        "os.symlink('/etc', 'etc')\n"
+        "os.mkfifo('fifo')\n"
+        "open('one', 'w').write('x'); os.link('one', 'two')\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 0, res
+    assert [k.split("attempt-1/")[1] for k in res["files"]] == ["a/b/kept.txt"]
+    (task_dir,) = (ws.path / "files").glob("*/tasks/attack/attempt-1")
+    found = sorted(str(p.relative_to(task_dir)) for p in task_dir.rglob("*"))
+    assert found == ["a", "a/b", "a/b/kept.txt"], found[:10]

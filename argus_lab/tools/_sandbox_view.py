@@ -200,6 +200,7 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
     src = str(cfg["folder"])
     budget, room = int(cfg["disk"]), int(cfg["max_files"])
     files = size = skipped = 0
+    made: set[str] = set()
     for top, subdirs, names in os.walk(src):
         rel_top = os.path.relpath(top, src)
         skipped += sum(1 for d in subdirs if bad(d) and not d.startswith("."))
@@ -210,12 +211,6 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
             # and the host walks what is copied.
             skipped += len(subdirs)
             subdirs[:] = []
-        for d in subdirs:
-            rel = os.path.normpath(os.path.join(rel_top, d))
-            try:  # noqa: SIM105 - no contextlib import (see _sandbox_child)
-                os.mkdir(rel, 0o755, dir_fd=host_dir)
-            except OSError:
-                pass  # exists, or cannot be made: its files are skipped below
         for name in names:
             path = os.path.join(top, name)
             try:
@@ -229,6 +224,17 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
                     skipped += 1
                     continue
                 rel = os.path.normpath(os.path.join(rel_top, name))
+                # Folders only for the files copied: 4,096 empty ones (the
+                # tmpfs's inodes) would take the host's disk past the quota.
+                part = ""
+                for piece in rel.split(os.sep)[:-1]:
+                    part = os.path.join(part, piece)
+                    if part not in made:
+                        try:  # noqa: SIM105 - no contextlib import (see _sandbox_child)
+                            os.mkdir(part, 0o755, dir_fd=host_dir)
+                        except FileExistsError:
+                            pass
+                        made.add(part)
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                 fin = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
                 try:
