@@ -1273,3 +1273,79 @@ def test_empty_folders_and_special_files_are_not_copied_out(ws: al.Workspace) ->
     (task_dir,) = (ws.path / "files").glob("*/tasks/attack/attempt-1")
     found = sorted(str(p.relative_to(task_dir)) for p in task_dir.rglob("*"))
     assert found == ["a", "a/b", "a/b/kept.txt"], found[:10]
+
+
+def test_a_concurrent_sandbox_is_out_of_reach(tmp_path: Path) -> None:
+    # Two sessions' sandboxes at once, both as nobody: B looks for A through
+    # /proc/<pid>/root, /proc/<pid>/cwd, its folder on the host, signals.
+    import asyncio
+
+    from argus_lab.tools.sandbox import run_python
+
+    if not enforced("signals") or not enforced("hidden"):
+        return
+    ws = tmp_path / "ws"
+    marker = "a-private-" + uuid.uuid4().hex
+    folder_a = ws / "files" / "A" / "tasks" / "t" / "attempt-1"
+    folder_b = ws / "files" / "B" / "tasks" / "t" / "attempt-1"
+    go = ws / "files" / "A" / "go"
+    code_a = (
+        "import os, time\n"
+        f"open('secret.txt', 'w').write({marker!r})\n"
+        "while not os.path.exists('../../../go'):  # until B has looked\n"
+        "    time.sleep(0.05)\n"
+    )
+    results: dict[str, Any] = {}
+
+    def run(name: str, code: str, folder: Path, timeout: float) -> None:
+        session = folder.parents[2]
+        results[name] = asyncio.run(
+            run_python(
+                code,
+                folder,
+                limits=Limits(wall_time=timeout),
+                readable=[session],
+                hidden=[ws],
+            )
+        )
+
+    (ws / "files" / "A").mkdir(parents=True)
+    a = threading.Thread(target=run, args=("a", code_a, folder_a, 30))
+    a.start()
+    try:
+        deadline = time.monotonic() + 20
+        pid_a = None
+        while pid_a is None and time.monotonic() < deadline:
+            for p in psutil.process_iter(["cmdline"]):
+                cmd = p.info["cmdline"] or []
+                if any(marker in c for c in cmd) and p.ppid() != os.getpid():
+                    pid_a = p.pid  # the code's process, not its launcher
+            a.join(0.05)
+        assert pid_a is not None, "sandbox A did not start"
+        code_b = (
+            "import os, json\n"
+            "found = {}\n"
+            f"where = ['/proc/{pid_a}/root', '/proc/{pid_a}/cwd', {str(folder_a)!r}]\n"
+            "for p in where:\n"
+            "    try:\n"
+            "        found[p] = os.listdir(p)\n"
+            "    except OSError as e:\n"
+            "        found[p] = type(e).__name__\n"
+            "try:\n"
+            f"    os.kill({pid_a}, 9); found['kill'] = 'ok'\n"
+            "except OSError as e:\n"
+            "    found['kill'] = type(e).__name__\n"
+            "found['pids'] = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "print(json.dumps(found))\n"
+        )
+        run("b", code_b, folder_b, 20)
+    finally:
+        go.write_text("go")
+        a.join(30)
+    got = json.loads(results["b"].stdout)
+    assert marker not in results["b"].stdout
+    assert got.pop("pids") == ["1"]
+    assert got.pop("kill") == "ProcessLookupError"
+    for path, seen in got.items():
+        assert seen in ("FileNotFoundError", "PermissionError", []), (path, seen)
+    assert results["a"].exit_code == 0 and (folder_a / "secret.txt").exists()
