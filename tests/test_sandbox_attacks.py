@@ -1349,3 +1349,29 @@ def test_a_concurrent_sandbox_is_out_of_reach(tmp_path: Path) -> None:
     for path, seen in got.items():
         assert seen in ("FileNotFoundError", "PermissionError", []), (path, seen)
     assert results["a"].exit_code == 0 and (folder_a / "secret.txt").exists()
+
+
+@pytest.mark.slow
+def test_memory_the_oom_killer_cannot_see_does_not_kill_the_launcher(
+    ws: al.Workspace,
+) -> None:
+    # memfd pages count in no process's resident memory: the OOM killer picked
+    # the launcher (the biggest process it could see), and the produced files
+    # and the launcher's report were lost. The launcher leaves the cgroups.
+    if STATUS["rules"]["memory"] != "memory cgroup":
+        assert any(w.startswith("rule 'memory'") for w in STATUS["warnings"])
+        return
+    code = (
+        "import os, ctypes\n"
+        "open('kept.txt', 'w').write('kept')\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "chunk = b'x' * (1 << 16)\n"
+        "while True:\n"
+        "    fd = libc.memfd_create(b'm', 0)\n"
+        "    for _ in range(512):\n"
+        "        os.write(fd, chunk)\n"
+    )
+    for _ in range(2):  # the OOM killer's pick was the launcher every time
+        res = attack(ws, code, Limits(wall_time=30, memory=192 << 20))
+        assert res["killed_by"] == "memory", res
+        assert [Path(k).name for k in res["files"]] == ["kept.txt"], res

@@ -150,6 +150,16 @@ def _launcher() -> None:
     child = os.fork()
     if child:
         # --- the launcher: wait for the code, copy its files out, end like it.
+        # Out of the run's cgroups (the child stays, and all it starts): the
+        # OOM killer picks by resident memory, for which memfd and tmpfs pages
+        # count nowhere, so it killed this launcher, losing the files and the
+        # report. Nor do the limits on processes and cores count it.
+        for procs in (cfg.get("cgroups_home") or {}).values():
+            try:
+                with open(procs, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:
+                pass  # it stays in: as before, only the OOM killer may pick it
         # The parent's wall-time limit: kill the code (its PID namespace goes
         # with it), then copy the files out as after any end.
         signal.signal(signal.SIGUSR1, lambda *_: os.kill(child, signal.SIGKILL))

@@ -387,6 +387,7 @@ def _config(
         "processes": limits.processes,
         "seccomp": bpf.hex(),
         "cgroups": {},
+        "cgroups_home": {},
     }
 
 
@@ -399,7 +400,7 @@ def _probe(python: str, network: bool) -> dict[str, Any]:
         cg = Cgroups.create(8, 256 << 20, limits.cores())
         r, w = os.pipe()
         cfg["report_fd"] = w
-        cfg["cgroups"] = cg.procs
+        cfg["cgroups"], cfg["cgroups_home"] = cg.procs, cg.home
         try:
             proc = subprocess.run(
                 [python, "-I", "-c", _sources()[0], _encode_config(cfg), "pass"],

@@ -125,6 +125,12 @@ class Cgroups:
         """controller -> its ``cgroup.procs`` file, for the launcher to join."""
         return {c: str(p / "cgroup.procs") for c, (p, _) in self.paths.items()}
 
+    @property
+    def home(self) -> dict[str, str]:
+        """controller -> the ``cgroup.procs`` file of the cgroup the run's was
+        made in: the launcher goes back there once its child has started."""
+        return {c: str(p.parent / "cgroup.procs") for c, (p, _) in self.paths.items()}
+
     def memory(self) -> tuple[int | None, bool]:
         """(peak bytes of the whole tree, whether the OOM killer struck)."""
         if "memory" not in self.paths:

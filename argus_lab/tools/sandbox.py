@@ -185,9 +185,9 @@ async def run_python(
     out, err = _Capture(limits.output), _Capture(limits.output)
     if limits.cpus is not None and not limits.cpus > 0:
         raise ToolError(f"python: cpus must be a positive number, got {limits.cpus!r}")
-    # +1 process: the launcher.
-    cg = Cgroups.create(limits.processes + 1, limits.memory, limits.cores())
-    cfg["cgroups"] = cg.procs
+    # At least 2: the launcher is in them until its child has started.
+    cg = Cgroups.create(max(2, limits.processes), limits.memory, limits.cores())
+    cfg["cgroups"], cfg["cgroups_home"] = cg.procs, cg.home
     r, w = os.pipe()
     cfg["report_fd"] = w
     report = _Report(r)
