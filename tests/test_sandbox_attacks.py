@@ -1119,6 +1119,17 @@ def test_handles_x32_and_kernel_interfaces_fail(ws: al.Workspace) -> None:
     # the kernel kills the process instead of running one.
     res = attack(ws, "import ctypes\nctypes.CDLL(None).syscall(0x40000000 | 39)\n")
     assert res["killed_by"] == "SIGSYS", res
+    # And the i386 ABI (int 0x80), whose numbers differ: same end.
+    if os.uname().machine == "x86_64":
+        code = (
+            "import ctypes, mmap\n"
+            "m = mmap.mmap(-1, 4096, prot=7)\n"
+            "m.write(b'\\xb8\\x14\\x00\\x00\\x00\\xcd\\x80\\xc3')  # getpid\n"
+            "addr = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+            "print(ctypes.CFUNCTYPE(ctypes.c_int)(addr)())\n"
+        )
+        res = attack(ws, code)
+        assert res["killed_by"] == "SIGSYS" and res["stdout"] == "", res
 
 
 def test_only_stdio_descriptors_and_its_own_processes_are_reachable(
