@@ -1386,3 +1386,30 @@ def test_memory_the_oom_killer_cannot_see_does_not_kill_the_launcher(
         res = attack(ws, code, Limits(wall_time=30, memory=192 << 20))
         assert res["killed_by"] == "memory", res
         assert [Path(k).name for k in res["files"]] == ["kept.txt"], res
+
+
+def test_a_long_output_is_never_cut_inside_a_secret(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Output over the limit keeps its head and tail: a secret printed across
+    # either cut kept its first (or last) characters, which the redactor no
+    # longer recognised, and so they were stored.
+    secret = "cut-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_CUT_TOKEN", secret)
+    limit = 4096
+    tail = limit // 4
+    code = (
+        "import sys\n"
+        "s = '${env.ARGUS_CUT_TOKEN}'\n"
+        f"sys.stdout.write('a' * ({limit - tail} - 14) + s)  # across the head's end\n"
+        "sys.stdout.write('b' * 20000)\n"
+        f"sys.stdout.write(s + 'c' * ({tail} - 14))  # across the tail's start\n"
+    )
+    res = attack(ws, code, Limits(wall_time=20, output=limit))
+    out = res["stdout"]
+    assert "[... truncated" in out
+    for piece in (secret[:12], secret[-12:], secret[:8], secret[-8:]):
+        assert piece not in out, piece
+    assert out.startswith("a" * 100) and out.endswith("c" * 100)
+    stored = [p for p in ws.path.rglob("*") if p.is_file()]
+    assert not [p for p in stored if secret[:12].encode() in p.read_bytes()]

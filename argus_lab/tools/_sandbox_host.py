@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import ToolError
+from argus_lab.redact import Redactor
 from argus_lab.tools._sandbox_child import _boot, _landlock, _launcher
 from argus_lab.tools._sandbox_kernel import Cgroups, seccomp_filter
 from argus_lab.tools._sandbox_view import _copy_out, _quota, _view
@@ -148,6 +149,10 @@ def _visible(text: str) -> str:
     return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
+_PAD = 4096
+"""Bytes kept past each cut of a long output, to find a secret across it."""
+
+
 class _Capture:
     """Keeps the head and tail of a stream within ``limit`` bytes; ``text()``
     decodes it (bad UTF-8 replaced) and makes control characters visible."""
@@ -155,29 +160,47 @@ class _Capture:
     def __init__(self, limit: int) -> None:
         self.limit = max(limit, 64)
         self.tail_size = self.limit // 4
-        self.head = bytearray()
-        self.tail = bytearray()
+        self.head = bytearray()  # the first limit + _PAD bytes
+        self.tail = bytearray()  # the last bytes past the first limit
         self.total = 0
 
     def feed(self, chunk: bytes) -> None:
+        start = self.total
         self.total += len(chunk)
-        room = self.limit - len(self.head)
+        room = self.limit + _PAD - len(self.head)
         if room > 0:
             self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > 2 * self.tail_size:
-                del self.tail[: len(self.tail) - self.tail_size]
+        rest = chunk[max(0, self.limit - start) :]
+        if rest:
+            self.tail += rest
+            keep = self.tail_size + _PAD
+            if len(self.tail) > 2 * keep:
+                del self.tail[: len(self.tail) - keep]
 
-    def text(self) -> str:
+    def text(self, redactor: Redactor | None = None) -> str:
+        """The output, cut in the middle with a marker if over the limit. With
+        ``redactor``, a cut never falls inside a secret (half a secret is one
+        the redactor could no longer find): the cut moves to its edge."""
         if self.total <= self.limit:
             return _visible(self.head.decode("utf-8", "replace"))
         tail = bytes(self.tail[-self.tail_size :])
-        head = bytes(self.head[: self.limit - len(tail)])
-        cut = self.total - len(head) - len(tail)
+        n_head = self.limit - len(tail)
+        head_ext = bytes(self.head[: n_head + _PAD]).decode("utf-8", "replace")
+        tail_ext = bytes(self.tail[-(self.tail_size + _PAD) :]).decode(
+            "utf-8", "replace"
+        )
+        h = len(bytes(self.head[:n_head]).decode("utf-8", "replace"))
+        t = len(tail_ext) - len(tail.decode("utf-8", "replace"))
+        if redactor is not None:
+            for a, b in sorted(redactor.spans(head_ext), reverse=True):
+                if a < h < b:
+                    h = a
+            for a, b in sorted(redactor.spans(tail_ext)):
+                if a < t < b:
+                    t = b
+        ends = head_ext[:h], tail_ext[t:]
+        cut = self.total - sum(len(e.encode("utf-8", "replace")) for e in ends)
         marker = f"\n[... truncated {cut} bytes ...]\n"
-        ends = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
         return _visible(ends[0] + marker + ends[1])
 
 

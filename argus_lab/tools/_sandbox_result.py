@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import ToolError, TransientError
+from argus_lab.redact import Redactor
 from argus_lab.tools._sandbox_host import _CONTROL, Limits, RunResult, _Capture
 from argus_lab.tools._sandbox_rules import warnings
 from argus_lab.tools.files import walk_files
@@ -33,6 +34,7 @@ def _run_result(
     folder: Path,
     limits: Limits,
     warns: list[str],
+    redactor: Redactor | None = None,
 ) -> RunResult:
     iso: dict[str, Any] = report.get("setup") or {}
     ex: dict[str, Any] = report.get("exit") or {}
@@ -77,8 +79,8 @@ def _run_result(
         warns.append(f"{omitted} more produced files are not listed")
     return RunResult(
         exit_code=exit_code,
-        stdout=out.text(),
-        stderr=err.text(),
+        stdout=out.text(redactor),
+        stderr=err.text(redactor),
         timed_out=timed_out,
         killed_by=killed_by,
         files=files,

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import ToolError
+from argus_lab.redact import Redactor
 from argus_lab.tools._sandbox_host import (
     Limits,
     RunResult,
@@ -138,6 +139,7 @@ async def run_python(
     timeout: float | None = None,
     readable: list[Path] | None = None,
     hidden: list[Path] | None = None,
+    redactor: Redactor | None = None,
 ) -> RunResult:
     """Runs ``code`` in the sandbox with ``folder`` as its working folder.
 
@@ -151,6 +153,9 @@ async def run_python(
         readable: More folders the code may read (not write).
         hidden: More folders the code must not see (besides ``HIDDEN``, the
             project, the current folder and HOME), such as the workspace.
+        redactor: Where stdout or stderr is cut (over ``limits.output``), the
+            cut moves off any secret it knows, so no part of one is kept
+            that it could no longer recognise. It masks nothing itself.
 
     Raises:
         ToolError: Bad arguments, an unsupported platform, a rule left
@@ -255,7 +260,9 @@ async def run_python(
         peak, oom = watch.peak, watch.fired
         if data.get("setup"):
             data["setup"]["memory"] = "watch"
-    res = _run_result(data, proc, out, err, timed_out, cpu, folder, limits, warns)
+    res = _run_result(
+        data, proc, out, err, timed_out, cpu, folder, limits, warns, redactor
+    )
     res.memory_peak = peak
     if oom and res.killed_by in ("SIGKILL", "cpu_time"):
         res.killed_by = "memory"
@@ -316,6 +323,7 @@ def make_python_tool(limits: Limits | None = None, *, check: bool = True) -> Too
             timeout=timeout,
             readable=[Path(ctx.workdir)],
             hidden=[Path(ctx.workspace)],
+            redactor=ctx.redactor,
         )
         refused = _scrub(run, ctx, folder, lim.max_files)
         if check:
