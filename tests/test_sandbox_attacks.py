@@ -1411,5 +1411,17 @@ def test_a_long_output_is_never_cut_inside_a_secret(
     for piece in (secret[:12], secret[-12:], secret[:8], secret[-8:]):
         assert piece not in out, piece
     assert out.startswith("a" * 100) and out.endswith("c" * 100)
+    # The end of stderr in a failure's message is cut the same way.
+    failing = (
+        "import sys\n"
+        "sys.stderr.write('x' * 100 + '${env.ARGUS_CUT_TOKEN}' + 'c' * 1486)\n"
+        "raise SystemExit(1)\n"
+    )
+    task = {"id": "attack", "tool": "python", "args": {"code": failing, "check": True}}
+    s = session(ws, [task], Limits(wall_time=20, output=limit))
+    error = s.record("attack").error or ""
+    assert "stderr (end):\n..." + "c" * 1486 in error, error[-1600:]
+    assert secret[-8:] not in error  # its last 14 characters were kept
     stored = [p for p in ws.path.rglob("*") if p.is_file()]
-    assert not [p for p in stored if secret[:12].encode() in p.read_bytes()]
+    for piece in (secret[:12], secret[-12:]):
+        assert not [p for p in stored if piece.encode() in p.read_bytes()], piece

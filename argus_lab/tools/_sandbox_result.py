@@ -157,12 +157,19 @@ def _scrub(run: RunResult, ctx: ToolContext, folder: Path, most: int) -> list[st
     return refused
 
 
-def _tail(text: str, n: int = 1500) -> str:
+def _tail(text: str, n: int = 1500, redactor: Redactor | None = None) -> str:
+    """The last ``n`` characters; the cut moves past a secret it would split."""
     text = text.strip()
-    return text if len(text) <= n else "..." + text[-n:]
+    if len(text) <= n:
+        return text
+    start = len(text) - n
+    for a, b in sorted(redactor.spans(text) if redactor else []):
+        if a < start < b:
+            start = b
+    return "..." + text[start:]
 
 
-def _check(run: RunResult) -> None:
+def _check(run: RunResult, redactor: Redactor | None = None) -> None:
     """Failure is failure: raises for a run that did not end with exit code 0."""
     if run.exit_code == 0 and not run.timed_out:
         return
@@ -174,9 +181,9 @@ def _check(run: RunResult) -> None:
         why = f"exited with code {run.exit_code}"
     parts = [f"python: the code {why}"]
     if run.stderr.strip():
-        parts.append("stderr (end):\n" + _tail(run.stderr))
+        parts.append("stderr (end):\n" + _tail(run.stderr, 1500, redactor))
     if run.stdout.strip():
-        parts.append("stdout (end):\n" + _tail(run.stdout, 500))
+        parts.append("stdout (end):\n" + _tail(run.stdout, 500, redactor))
     text = "\n".join(parts)
     # A timeout may pass on another try (a busy machine); code that fails does not.
     raise TransientError(text) if run.timed_out else ToolError(text)

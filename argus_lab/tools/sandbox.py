@@ -327,7 +327,7 @@ def make_python_tool(limits: Limits | None = None, *, check: bool = True) -> Too
         )
         refused = _scrub(run, ctx, folder, lim.max_files)
         if check:
-            _check(run)
+            _check(run, ctx.redactor)
         if refused:
             raise ToolError(
                 f"python: task {ctx.task_id!r} wrote binary files with a secret in "
