@@ -815,6 +815,7 @@ def test_produced_file_names_cannot_break_the_result_or_carry_a_secret(
         "s = '${env.ARGUS_NAMES_TOKEN}'\n"
         "open(b'bad\\xff.txt', 'w').write('x')\n"
         "open('esc\\x1b[31m\\nname.txt', 'w').write('x')\n"
+        "open('bidi\\u202etxt.exe', 'w').write('x')\n"
         "open(s + '.txt', 'w').write('named')\n"
         "os.mkdir(s); open(s + '/inner.txt', 'w').write('inside')\n"
         "open('plain.txt', 'w').write('kept')\n"
@@ -830,6 +831,7 @@ def test_produced_file_names_cannot_break_the_result_or_carry_a_secret(
     assert any("were not kept" in w for w in res["warnings"])  # the two bad names
     on_disk = [str(p) for p in ws.path.rglob("*")]
     assert not [p for p in on_disk if secret in p or "\x1b" in p or "\udcff" in p]
+    assert not [p for p in on_disk if "\u202e" in p]
 
 
 def test_ipc_stays_inside_and_host_files_cannot_be_watched(ws: al.Workspace) -> None:

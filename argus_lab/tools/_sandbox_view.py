@@ -194,7 +194,11 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
         except UnicodeError:
             return True
         return name.startswith(".") or any(
-            ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in name
+            ord(ch) < 32
+            or 127 <= ord(ch) < 160
+            or 0x202A <= ord(ch) <= 0x202E  # bidi overrides: "exe.txt" shown
+            or 0x2066 <= ord(ch) <= 0x2069  # for a name ending in ".exe"
+            for ch in name
         )
 
     src = str(cfg["folder"])
