@@ -237,6 +237,23 @@ _DENIED = tuple(
         "vhangup",
         "iopl",
         "ioperm",
+        # What Docker's default profile also denies, less used kernel surface:
+        # old interfaces, the x86 LDT, NUMA page moving, mount listings.
+        "uselib",
+        "ustat",
+        "sysfs",
+        "_sysctl",
+        "lookup_dcookie",
+        "nfsservctl",
+        "modify_ldt",
+        "vm86",
+        "vm86old",
+        "migrate_pages",
+        "move_pages",
+        "quotactl_fd",
+        "open_tree_attr",
+        "listmount",
+        "statmount",
     ]
 )
 _AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
