@@ -1116,9 +1116,17 @@ def test_handles_x32_and_kernel_interfaces_fail(ws: al.Workspace) -> None:
         "t('sysrq', lambda: open('/proc/sysrq-trigger', 'w').write('h'))\n"
         "t('modify_ldt', lambda: sc(154, 0, buf, 16))\n"
         "t('move_pages_self', lambda: sc(279, 0, 0, 0, 0, 0, 0))\n"
+        "prctl = lambda *a: sc(157, *a, *[0] * (5 - len(a)))\n"
+        "t('prctl_mm', lambda: prctl(35, 8, 0))  # PR_SET_MM: argv of itself\n"
+        "t('prctl_ambient', lambda: prctl(47, 2, 21))  # raise CAP_SYS_ADMIN\n"
+        "t('prctl_securebits', lambda: prctl(28, 0))\n"
+        "t('prctl_no_new_privs_off', lambda: prctl(38, 0))\n"
+        "import resource\n"
+        "t('rlimit_nofile_up', lambda: resource.setrlimit(resource.RLIMIT_NOFILE, "
+        "(1 << 20, 1 << 20)))\n"
     )
     tries = outcomes(ws, body)
-    assert len(tries) == 17 and "ok" not in tries.values(), tries
+    assert len(tries) == 22 and "ok" not in tries.values(), tries
     # x32 system calls (bit 30 set) are another ABI the filter does not list:
     # the kernel kills the process instead of running one.
     res = attack(ws, "import ctypes\nctypes.CDLL(None).syscall(0x40000000 | 39)\n")
