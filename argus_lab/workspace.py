@@ -27,6 +27,7 @@ from argus_lab.events import make_event
 from argus_lab.model import Budget, Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
+from argus_lab.runtime.shutdown import track
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
 from argus_lab.store.index import (
@@ -126,6 +127,7 @@ class Workspace:
         )
         self._index_cache: diskcache.Cache | None = None
         self.embedder = embedder
+        track(self)  # weakly: its index is closed at interpreter exit
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r})"
@@ -482,7 +484,8 @@ class Workspace:
         return state_names(self.path / "states")
 
     def close(self) -> None:
-        """Closes the workspace index (sessions close on their own)."""
+        """Closes the workspace index (idempotent; done for you at interpreter
+        exit; sessions close on their own)."""
         if self._index_cache is not None:
             self._index_cache.close()
             self._index_cache = None

@@ -57,6 +57,12 @@ class RemoteSession:
     def running(self) -> bool:
         return bool(self.refresh()["running"])
 
+    @property
+    def blocking_run(self) -> bool:
+        """Always false: a run in the server never blocks a cell of this kernel,
+        so a widget of a remote session keeps its controls live."""
+        return False
+
     def counts(self) -> dict[str, int]:
         """Tasks per status."""
         return dict(self.refresh()["counts"])

@@ -14,16 +14,8 @@ from typing import Any, Final, Literal, TypeAlias
 from pydantic_core import to_jsonable_python
 
 from argus_lab.errors import PlanError
-from argus_lab.plan.domain import (
-    NAME,
-    HTNContext,
-    HTNDomain,
-    NotApplicable,
-    Phase,
-    Subtask,
-    as_subtask,
-    call_text,
-)
+from argus_lab.plan._subtask import NotApplicable, Subtask, as_subtask, call_text
+from argus_lab.plan.domain import NAME, HTNContext, HTNDomain, Phase
 from argus_lab.plan.graph import _REF, _parse_ref, iter_references
 
 _MAX_ID: Final = 200

@@ -9,6 +9,7 @@ the failure policy what it means.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import os
 from typing import TYPE_CHECKING, Any
@@ -24,8 +25,9 @@ from argus_lab.runtime.options import (
     input_hash,
     tool_replay_key,
 )
-from argus_lab.runtime.outcome import Failed, OverBudget, Rejected
+from argus_lab.runtime.outcome import Failed, Outcome, OverBudget, Rejected, ShutDown
 from argus_lab.runtime.settle import Settler
+from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import ApprovalPolicy, decide
 from argus_lab.tools.registry import Tool, ToolContext
@@ -42,6 +44,7 @@ class AttemptRunner:
     Args:
         state: The session state (the only writer).
         settler: Carries out what an outcome means.
+        signals: Says whether the session is shutting down.
         budget: Checks the step budget before the intent.
         llm: Supplies the tool of LLM tasks.
         options: concurrency, approvals, executor.
@@ -52,6 +55,7 @@ class AttemptRunner:
         self,
         state: SessionState,
         settler: Settler,
+        signals: Signals,
         budget: BudgetChecker,
         llm: LlmTaskRunner,
         options: SessionOptions,
@@ -59,6 +63,7 @@ class AttemptRunner:
     ) -> None:
         self._state = state
         self._settler = settler
+        self._signals = signals
         self._budget = budget
         self._llm = llm
         self._options = options
@@ -148,6 +153,9 @@ class AttemptRunner:
         if hit is not None:
             self._settler.budget_stop(tid, hit)
             return
+        if self._signals.stopping is not None:  # shutting down: start nothing
+            st.sched.set(tid, "pending")
+            return
         st.usage["steps"] = st.usage.get("steps", 0) + 1
         # Invariant 2: the intent is durable before the side effect can happen.
         rec = rec.model_copy(
@@ -172,16 +180,27 @@ class AttemptRunner:
             ],
             relaxed=tool.side_effect != "write",
         )
-        out = await run_attempt(
-            tool,
-            args,
-            self._ctx(tid, attempt, key),
-            timeout=task.timeout or tool.timeout,
-            success=task.success,
-            pool=self._thread_pool(),
-            artifacts=st.artifacts.redacting(st.redactor, tid),
-            remote=self._options.executor,
-        )
+        out: Outcome
+        try:
+            out = await run_attempt(
+                tool,
+                args,
+                self._ctx(tid, attempt, key),
+                timeout=task.timeout or tool.timeout,
+                success=task.success,
+                pool=self._thread_pool(),
+                artifacts=st.artifacts.redacting(st.redactor, tid),
+                remote=self._options.executor,
+            )
+        except asyncio.CancelledError:
+            if not self._signals.abandoning:
+                raise
+            # The shutdown's own cancellation (RunLoop.abandon): the call may
+            # have begun, so its intent stays for the next open to decide.
+            me = asyncio.current_task()
+            if me is not None:
+                me.uncancel()
+            out = ShutDown(self._signals.stopping or "shut down", started=True)
         hit = self._llm.take_budget_hit(tid)
         if hit is not None and isinstance(out, Failed) and out.kind == "budget":
             out = OverBudget(hit, out.error, duration=out.duration)

@@ -26,6 +26,7 @@ from argus_lab.runtime.outcome import (
     FailureKind,
     InDoubt,
     Outcome,
+    ShutDown,
     Succeeded,
     TimedOut,
 )
@@ -123,7 +124,13 @@ async def _attempt(
             )
         else:
             loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(pool, functools.partial(tool.fn, **kwargs))
+            try:
+                fut = loop.run_in_executor(pool, functools.partial(tool.fn, **kwargs))
+            except RuntimeError as e:
+                # "cannot schedule new futures after (interpreter) shutdown": the
+                # process is exiting, which is no failure of the task's; the call
+                # never began.
+                return ShutDown(str(e), started=False)
             # A sync tool cannot be killed: on timeout its thread runs on, but the
             # attempt is abandoned and counted as a transient failure.
             result = await asyncio.wait_for(fut, timeout)

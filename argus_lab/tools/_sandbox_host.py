@@ -26,8 +26,9 @@ from typing import Any
 
 from argus_lab.errors import ToolError
 from argus_lab.redact import Redactor
-from argus_lab.tools._sandbox_child import _boot, _landlock, _launcher
+from argus_lab.tools._sandbox_child import _boot, _launcher
 from argus_lab.tools._sandbox_kernel import Cgroups, seccomp_filter
+from argus_lab.tools._sandbox_landlock import _landlock
 from argus_lab.tools._sandbox_view import _copy_out, _quota, _view
 
 
@@ -107,7 +108,7 @@ class RunResult:
 
 @functools.cache
 def _sources() -> tuple[str, str]:
-    """(launcher source, boot source), cut out of ``_sandbox_child``'s text."""
+    """(launcher source, boot source), cut out of the ``_sandbox_*`` modules' text."""
     funcs = (_launcher, _quota, _view, _copy_out, _landlock, _boot)
     # Annotations stay strings (never evaluated), so ``Any`` needs no import.
     launcher = "from __future__ import annotations\n"
