@@ -18,7 +18,8 @@ from typing import Any
 
 from argus_lab.errors import ToolError, TransientError
 from argus_lab.redact import Redactor
-from argus_lab.tools._sandbox_host import _CONTROL, Limits, RunResult, _Capture
+from argus_lab.tools._sandbox_host import Limits, RunResult
+from argus_lab.tools._sandbox_output import _CONTROL, _Capture, _tail
 from argus_lab.tools._sandbox_rules import warnings
 from argus_lab.tools.files import walk_files
 from argus_lab.tools.registry import ToolContext
@@ -155,18 +156,6 @@ def _scrub(run: RunResult, ctx: ToolContext, folder: Path, most: int) -> list[st
         raise ToolError(f"python: task {ctx.task_id!r}: its folder names a secret")
     run.files = _listed(folder, most)[0]
     return refused
-
-
-def _tail(text: str, n: int = 1500, redactor: Redactor | None = None) -> str:
-    """The last ``n`` characters; the cut moves past a secret it would split."""
-    text = text.strip()
-    if len(text) <= n:
-        return text
-    start = len(text) - n
-    for a, b in sorted(redactor.spans(text) if redactor else []):
-        if a < start < b:
-            start = b
-    return "..." + text[start:]
 
 
 def _check(run: RunResult, redactor: Redactor | None = None) -> None:

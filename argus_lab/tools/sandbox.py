@@ -46,8 +46,6 @@ from argus_lab.redact import Redactor
 from argus_lab.tools._sandbox_host import (
     Limits,
     RunResult,
-    _Capture,
-    _drain,
     _killpg,
     _probe,
     _Report,
@@ -60,6 +58,7 @@ from argus_lab.tools._sandbox_host import _env as _env
 from argus_lab.tools._sandbox_host import _read_report as _read_report
 from argus_lab.tools._sandbox_host import _sources as _sources
 from argus_lab.tools._sandbox_kernel import Cgroups, MemoryWatch, can_watch_memory
+from argus_lab.tools._sandbox_output import _Capture, _drain
 from argus_lab.tools._sandbox_result import (
     _check,
     _describe,
