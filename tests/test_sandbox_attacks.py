@@ -1454,3 +1454,49 @@ def test_the_seccomp_filter_builds_wherever_libseccomp_loads() -> None:
         return
     assert bpf and why is None, why
     assert STATUS["seccomp"] is True, STATUS["notes"]
+
+
+def test_the_code_and_its_secrets_are_not_in_any_process_listing(
+    tmp_path: Path,
+) -> None:
+    # The code went in the launcher's argv: `ps` on the host, for any user,
+    # showed it, and with it every secret a ${env.NAME} had put in it.
+    import asyncio
+
+    from argus_lab.tools.sandbox import run_python
+
+    secret = "ps-" + uuid.uuid4().hex
+    folder = tmp_path / "s" / "tasks" / "t" / "attempt-1"
+    go = tmp_path / "s" / "go"
+    code = (
+        "import os, time\n"
+        f"token = {secret!r}\n"
+        "while not os.path.exists('../../../go'):\n"
+        "    time.sleep(0.05)\n"
+        "print(len(token))\n"
+    )
+    results: list[Any] = []
+
+    def run() -> None:
+        run_ = run_python(code, folder, limits=FAST, readable=[tmp_path / "s"])
+        results.append(asyncio.run(run_))
+
+    (tmp_path / "s").mkdir()
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        seen: list[str] = []
+        deadline = time.monotonic() + 20
+        while len(seen) < 2 and time.monotonic() < deadline:
+            seen = []
+            for p in psutil.process_iter(["cmdline"]):
+                cmd = "\0".join(p.info["cmdline"] or [])
+                if "_launcher()" in cmd and str(folder) in cmd:
+                    seen.append(cmd)  # the launcher and the code's process
+            thread.join(0.05)
+        assert len(seen) == 2, "the sandbox's processes were not found"
+        assert not [cmd for cmd in seen if secret in cmd]
+    finally:
+        go.write_text("go")
+        thread.join(30)
+    assert results[0].stdout == f"{len(secret)}\n", results[0]

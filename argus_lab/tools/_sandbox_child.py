@@ -22,14 +22,15 @@ from argus_lab.tools._sandbox_view import _copy_out, _quota, _view
 def _launcher() -> None:
     """The sandbox's first process: namespaces, the task folder's quota, the code.
 
-    argv is ``-c <config json> <code>``. Process tree: this launcher (trusted, in
-    the host's PID namespace) -> the code (the forked child, PID 1 of a new PID
-    namespace when there is one; when it ends the kernel kills what it left
+    argv is ``-c <config> <code>``; on Linux the code comes in a memfd instead
+    (``code_fd``), so no ``ps`` on the host shows it. Process tree: this launcher
+    (trusted, in the host's PID namespace) -> the code (the forked child, PID 1 of a
+    new PID namespace when there is one; when it ends the kernel kills what it left
     behind). Before the code starts, the child builds the file view, drops to an
-    unprivileged uid and applies Landlock, rlimits and the seccomp filter; then
-    it runs the code itself (``_boot``). The code's exit status travels by the
-    kernel only: this launcher waits for it and ends the same way (same exit
-    code or same signal).
+    unprivileged uid and applies Landlock, rlimits and the seccomp filter; then it
+    runs the code itself (``_boot``). The code's exit status travels by the kernel
+    only: this launcher waits for it and ends the same way (same exit code or same
+    signal).
     The report pipe carries what was set up and the CPU used; the code never
     holds it (closed before ``exec``, and this launcher is outside its PID
     namespace).
@@ -54,7 +55,15 @@ def _launcher() -> None:
             cfg[key] = dict(item.split("=", 1) for item in items)
         else:
             cfg[key] = value
-    code = sys.argv[2]
+    code_fd = int(cfg.get("code_fd", -1))
+    if code_fd >= 0:  # not in argv, where any user of the host reads it
+        parts = []
+        while chunk := os.read(code_fd, 1 << 20):
+            parts.append(chunk)
+        os.close(code_fd)
+        code = b"".join(parts).decode("utf-8", "surrogatepass")
+    else:
+        code = sys.argv[2]
     report_fd = int(cfg["report_fd"])
     linux = sys.platform.startswith("linux")
     libc = ctypes.CDLL(None, use_errno=True)

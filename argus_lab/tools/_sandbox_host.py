@@ -128,6 +128,21 @@ def _env(folder: Path, python: str) -> dict[str, str]:
     }
 
 
+def _code_fd(code: str) -> int:
+    """The code in an anonymous memory file, for the launcher to read (then
+    close): in its argv every user of the host could read it with ``ps``,
+    secrets from ``${env.NAME}`` included. -1 where there is no memfd (not
+    Linux: the code then goes in argv)."""
+    if not hasattr(os, "memfd_create"):
+        return -1
+    fd = os.memfd_create("argus-code", os.MFD_CLOEXEC)
+    view = memoryview(code.encode("utf-8", "surrogatepass"))
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _killpg(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)

@@ -46,6 +46,7 @@ from argus_lab.redact import Redactor
 from argus_lab.tools._sandbox_host import (
     Limits,
     RunResult,
+    _code_fd,
     _killpg,
     _probe,
     _Report,
@@ -195,6 +196,7 @@ async def run_python(
     r, w = os.pipe()
     cfg["report_fd"] = w
     report = _Report(r)
+    code_fd = cfg["code_fd"] = _code_fd(code)
     proc: asyncio.subprocess.Process | None = None
     readers: list[asyncio.Task[None]] = []
     watch: MemoryWatch | None = None
@@ -208,17 +210,19 @@ async def run_python(
                 "-c",
                 _sources()[0],
                 _encode_config(cfg),
-                code,
+                code if code_fd < 0 else "",
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=folder,
                 env=_env(folder, python),
                 start_new_session=True,
-                pass_fds=(w,),
+                pass_fds=(w,) if code_fd < 0 else (w, code_fd),
             )
         finally:
             os.close(w)
+            if code_fd >= 0:
+                os.close(code_fd)
         readers = [
             asyncio.ensure_future(_drain(proc.stdout, out)),
             asyncio.ensure_future(_drain(proc.stderr, err)),
