@@ -1340,8 +1340,8 @@ def test_a_concurrent_sandbox_is_out_of_reach(tmp_path: Path) -> None:
         pid_a = None
         while pid_a is None and time.monotonic() < deadline:
             for p in psutil.process_iter(["cmdline"]):
-                cmd = p.info["cmdline"] or []
-                if any(marker in c for c in cmd) and p.ppid() != os.getpid():
+                cmd = p.info["cmdline"] or []  # the config names the folder
+                if any(str(folder_a) in c for c in cmd) and p.ppid() != os.getpid():
                     pid_a = p.pid  # the code's process, not its launcher
             a.join(0.05)
         assert pid_a is not None, "sandbox A did not start"
