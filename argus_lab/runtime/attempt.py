@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetChecker
-from argus_lab.runtime.executor import run_attempt
+from argus_lab.runtime.executor import InlineGate, run_attempt
+from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.options import (
     SessionOptions,
@@ -70,6 +71,8 @@ class AttemptRunner:
         self._root = root
         self._workdir: Path | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._inline = InlineGate()
+        self._intents = IntentBatch(state)
 
     def tool_for(self, task: Task) -> Tool | None:
         """The tool a task calls (None: not registered in this session)."""
@@ -169,30 +172,47 @@ class AttemptRunner:
                 "next_attempt_at": None,
             }
         )
-        # A tool without side effects loses nothing if this intent is lost to a
-        # power cut (the attempt just runs again): no fsync for it under "full".
-        st.commit(
-            [rec],
-            [
-                st.event(
-                    "task_started", tid, attempt=attempt, payload={"tool": tool.name}
-                )
-            ],
-            relaxed=tool.side_effect != "write",
+        started = st.event(
+            "task_started", tid, attempt=attempt, payload={"tool": tool.name}
         )
+        timeout = task.timeout or tool.timeout
+        one_commit = (
+            tool.side_effect != "write"
+            and self._options.executor is None
+            and self._inline.inline_now(tool, timeout)
+        )
+        if one_commit:
+            # A quick call on the loop of a tool without side effects: nothing
+            # else runs until it returns, and invariant 2 asks nothing of it, so
+            # its intent goes into the outcome's commit (one transaction per
+            # step). A crash mid-call leaves the task pending: it runs again.
+            st.defer([started])
+        else:
+            # Committed with the intents of the tasks starting beside it (one
+            # transaction), before the call. A tool without side effects loses
+            # nothing if its intent is lost to a power cut (the attempt just
+            # runs again): no fsync for it under "full".
+            await self._intents.commit(
+                rec, started, relaxed=tool.side_effect != "write"
+            )
         out: Outcome
         try:
             out = await run_attempt(
                 tool,
                 args,
                 self._ctx(tid, attempt, key),
-                timeout=task.timeout or tool.timeout,
+                timeout=timeout,
                 success=task.success,
                 pool=self._thread_pool(),
                 artifacts=st.artifacts.redacting(st.redactor, tid),
                 remote=self._options.executor,
+                gate=self._inline,
             )
         except asyncio.CancelledError:
+            # Only an inline call that fell back to a thread can be waiting
+            # here with its intent deferred: it was never written, so the task
+            # is simply pending again (side_effect="none": nothing to decide).
+            st.drop_deferred()
             if not self._signals.abandoning:
                 raise
             # The shutdown's own cancellation (RunLoop.abandon): the call may
@@ -201,12 +221,16 @@ class AttemptRunner:
             if me is not None:
                 me.uncancel()
             out = ShutDown(self._signals.stopping or "shut down", started=True)
+        except BaseException:
+            st.drop_deferred()
+            raise
         hit = self._llm.take_budget_hit(tid)
         if hit is not None and isinstance(out, Failed) and out.kind == "budget":
             out = OverBudget(hit, out.error, duration=out.duration)
         self._settler.settle(
             tid,
-            st.records[tid],  # an LLM task's calls added their cost to it
+            # An LLM task's calls added their cost to the committed record.
+            rec if one_commit else st.records[tid],
             out,
             tool_hash=tool.code_hash,
             retries=task.retries if task.retries is not None else tool.retries,
