@@ -18,12 +18,18 @@ import sqlite3
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from argus_lab.errors import ArgusError, ConcurrentSessionError, PlanError
+from argus_lab.errors import (
+    ArgusError,
+    ConcurrentSessionError,
+    CorruptCheckpointError,
+    PlanError,
+)
 from argus_lab.events import EventBase, Forked, PlanCreated, SessionCreated, make_event
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
@@ -36,10 +42,13 @@ from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
 from argus_lab.store.folders import delete_session, session_folder_ids
 from argus_lab.store.index import (
+    IndexRebuiltWarning,
+    mismatch,
     open_index,
     read_progress,
     rebuild_or_raise,
     scan_sessions,
+    session_store,
 )
 from argus_lab.tools.approval import policies_from_data, policies_to_data
 from argus_lab.tools.registry import Tool, as_toolset
@@ -90,7 +99,14 @@ class Workspace:
         self.path = Path(root).expanduser().resolve()
         if self.path.exists() and not self.path.is_dir():
             raise ArgusError(f"workspace path {self.path} exists and is not a folder")
-        (self.path / "sessions").mkdir(parents=True, exist_ok=True)
+        try:
+            (self.path / "sessions").mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ArgusError(
+                f"cannot use {self.path} as a workspace: {self.path / 'sessions'} "
+                f"cannot be made a folder ({e.strerror or e}); give a folder you "
+                "can write to"
+            ) from None
         self.durability: Durability = durability
         self.artifacts = ArtifactStore(
             self.path / "artifacts", fsync=durability == "full"
@@ -123,8 +139,10 @@ class Workspace:
 
     @property
     def memory(self) -> Memory:
-        """Long-term memory (LanceDB, full-text / vector / hybrid) in <root>/memory/;
-        vector search uses the default embedder unless given another (``embedder=``).
+        """Long-term memory (LanceDB, full-text / vector / hybrid) in <root>/memory/.
+
+        Vector and hybrid search use the default embedder unless the workspace
+        was given another: ``Workspace(path, embedder=...)``.
         """
         from argus_lab.store.memory import open_memory
 
@@ -194,8 +212,11 @@ class Workspace:
         replays: dict[str, str] | None = None,
     ) -> Session:
         now = time.time()
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
-        sid = f"{stamp}-{uuid.uuid4().hex[:8]}"
+        sid = (
+            time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+            + "-"
+            + uuid.uuid4().hex[:8]
+        )
         red = Redactor(opts.secrets)
         if name is None:
             masked = red.text(plan.goal)  # a name is a key: no secret in it
@@ -213,7 +234,7 @@ class Workspace:
                 f"session name {name!r} must start with a letter or digit and use "
                 "only letters, digits, '.', '_' or '-' (at most 64)"
             )
-        if self._lookup(name) is not None:
+        if self._lookup(name, scan=False) is not None:
             raise ArgusError(
                 f"a session named {name!r} already exists in {self.path}; open it "
                 f"with ws.open({name!r}) or choose another name"
@@ -250,7 +271,7 @@ class Workspace:
             kept_ids = [r.task_id for r in kept]
             ev.append(Forked(session_id=sid, ts=now, task_id=at, kept=kept_ids, **fork))
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
-        store.redactor = red
+        store.redactor = Redactor(opts.secrets)
         try:
             head = store.create(meta, plan, kept, ev, replays)
             if not self._index_call(lambda ix: ix.add("name:" + name, sid)):
@@ -287,18 +308,43 @@ class Workspace:
 
     # -- finding and opening -------------------------------------------------
 
-    def _lookup(self, name_or_id: str) -> str | None:
+    def _lookup(self, name_or_id: str, *, scan: bool = True) -> str | None:
+        if not isinstance(name_or_id, str):
+            raise TypeError(
+                "a session name or id is text, got "
+                f"{type(name_or_id).__name__}: {name_or_id!r}"
+            )
+        if not _NAME.match(name_or_id):
+            return None  # no session has it (and it must not reach a path)
         # By id first: opening a session by id never depends on the index.
-        if (
-            "/" not in name_or_id
-            and name_or_id not in ("", ".", "..")
-            and (self._session_dir(name_or_id) / "cache.db").exists()
-        ):
+        if (self._session_dir(name_or_id) / "cache.db").exists():
             return name_or_id
         sid = self._index_call(lambda ix: ix.get("name:" + name_or_id))
         if isinstance(sid, str) and self._session_dir(sid).exists():
             return sid
-        return None
+        return self._find_in_folders(name_or_id) if scan else None
+
+    def _find_in_folders(self, name: str) -> str | None:
+        """A name the index does not know, looked for in the session folders.
+
+        The index is a cache: an entry lost (a crash between the folder and
+        the index, a rebuild that raced a create) is found and written back.
+        """
+        found = [i.id for i in self.sessions() if i.name == name]
+        if len(found) != 1:
+            return None
+        sid = found[0]
+        self._index_call(lambda ix: ix.set("name:" + name, sid))
+        warnings.warn(
+            f"the workspace index {self.path / 'index'} did not know {name!r}; "
+            f"found it in the session folders ({sid}) and added it back",
+            IndexRebuiltWarning,
+            stacklevel=3,
+        )
+        return sid
+
+    def _store(self, sid: str) -> SessionStore:
+        return session_store(self._session_dir(sid), sid, self.durability)
 
     def open(
         self,
@@ -325,9 +371,12 @@ class Workspace:
             LostCommitsError: commits this session had made were lost.
         """
         sid = self.resolve(name_or_id)
-        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        store = self._store(sid)
         try:
             loaded = store.load(accept_lost_commits=accept_lost_commits)
+            other = mismatch(self._session_dir(sid), loaded.meta)
+            if other is not None:
+                raise CorruptCheckpointError(other, session_id=sid)
             given = self._policies(store, loaded, dict(options))
         except BaseException:
             store.close()
@@ -370,8 +419,7 @@ class Workspace:
             KeyError: no such session.
             CorruptCheckpointError: its store cannot be opened.
         """
-        sid = self.resolve(name_or_id)
-        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        store = self._store(self.resolve(name_or_id))
         try:
             yield store
         finally:
@@ -420,15 +468,11 @@ class Workspace:
         sid = self._lookup(name_or_id)
         if sid is None:
             raise KeyError(f"no session {name_or_id!r} in {self.path}")
-        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        store = self._store(sid)
         try:
             return read_progress(store)
         finally:
             store.close()
-
-    def damaged_sessions(self) -> dict[str, str]:
-        """Sessions that cannot be read: id -> the error saying why."""
-        return scan_sessions(self.path / "sessions", self.durability)[1]
 
     def delete(self, name_or_id: str) -> int:
         """Deletes a session: its checkpoints, working files and name (its folder
@@ -449,6 +493,10 @@ class Workspace:
 
         self._index_call(release)
         return freed
+
+    def damaged_sessions(self) -> dict[str, str]:
+        """Sessions that cannot be read: id -> the error saying why."""
+        return scan_sessions(self.path / "sessions", self.durability)[1]
 
     # -- typed states (store/state.py) ------------------------------------------
 

@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 
@@ -106,7 +107,8 @@ class RemoteSession:
 
     def result(self, task_id: str) -> Any:
         """A task's result (large artifacts come back as their text form)."""
-        path = f"/sessions/{self.name}/tasks/{task_id}/result"
+        # HTN task ids hold "/": sent as %2F, so "a/../b" cannot climb the URL.
+        path = f"/sessions/{self.name}/tasks/{quote(task_id, safe='')}/result"
         return self.workspace.request("GET", path).json()
 
     def context_breakdown(self, task_id: str) -> dict[str, Any] | None:

@@ -14,7 +14,14 @@ from typing import Any, TypeAlias
 
 from argus_lab.errors import PlanError
 
-__all__ = ["NotApplicable", "Subtask", "SubtaskLike", "as_subtask", "call_text"]
+__all__ = [
+    "NotApplicable",
+    "Subtask",
+    "SubtaskLike",
+    "as_subtask",
+    "call_text",
+    "short_repr",
+]
 
 
 class NotApplicable(Exception):
@@ -85,8 +92,8 @@ class Subtask:
         )
 
     def _call_parts(self) -> list[str]:
-        return [repr(a) for a in self.args] + [
-            f"{k}={v!r}" for k, v in self.kwargs.items()
+        return [short_repr(a) for a in self.args] + [
+            f"{k}={short_repr(v)}" for k, v in self.kwargs.items()
         ]
 
     def _options(self) -> dict[str, Any]:
@@ -120,6 +127,14 @@ def as_subtask(item: object) -> Subtask:
         f"bad subtask {item!r}: give a Subtask(...), a (task, *args) tuple or a "
         "task name"
     )
+
+
+def short_repr(value: Any) -> str:
+    """repr(), except for an integer past Python's 4,300-digit limit (it has none)."""
+    try:
+        return repr(value)
+    except ValueError:
+        return f"<{type(value).__name__} too long to print>"
 
 
 def call_text(task: Subtask, limit: int = 100) -> str:

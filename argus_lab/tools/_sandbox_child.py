@@ -22,14 +22,15 @@ from argus_lab.tools._sandbox_view import _copy_out, _quota, _view
 def _launcher() -> None:
     """The sandbox's first process: namespaces, the task folder's quota, the code.
 
-    argv is ``-c <config json> <code>``. Process tree: this launcher (trusted, in
-    the host's PID namespace) -> the code (the forked child, PID 1 of a new PID
-    namespace when there is one; when it ends the kernel kills what it left
+    argv is ``-c <config> <code>``; on Linux the code comes in a memfd instead
+    (``code_fd``), so no ``ps`` on the host shows it. Process tree: this launcher
+    (trusted, in the host's PID namespace) -> the code (the forked child, PID 1 of a
+    new PID namespace when there is one; when it ends the kernel kills what it left
     behind). Before the code starts, the child builds the file view, drops to an
-    unprivileged uid and applies Landlock, rlimits and the seccomp filter; then
-    it runs the code itself (``_boot``). The code's exit status travels by the
-    kernel only: this launcher waits for it and ends the same way (same exit
-    code or same signal).
+    unprivileged uid and applies Landlock, rlimits and the seccomp filter; then it
+    runs the code itself (``_boot``). The code's exit status travels by the kernel
+    only: this launcher waits for it and ends the same way (same exit code or same
+    signal).
     The report pipe carries what was set up and the CPU used; the code never
     holds it (closed before ``exec``, and this launcher is outside its PID
     namespace).
@@ -54,7 +55,15 @@ def _launcher() -> None:
             cfg[key] = dict(item.split("=", 1) for item in items)
         else:
             cfg[key] = value
-    code = sys.argv[2]
+    code_fd = int(cfg.get("code_fd", -1))
+    if code_fd >= 0:  # not in argv, where any user of the host reads it
+        parts = []
+        while chunk := os.read(code_fd, 1 << 20):
+            parts.append(chunk)
+        os.close(code_fd)
+        code = b"".join(parts).decode("utf-8", "surrogatepass")
+    else:
+        code = sys.argv[2]
     report_fd = int(cfg["report_fd"])
     linux = sys.platform.startswith("linux")
     libc = ctypes.CDLL(None, use_errno=True)
@@ -65,9 +74,11 @@ def _launcher() -> None:
         "network": "allowed" if cfg["network"] else "none",
         "processes": "none",
         "memory": "rlimit",
+        "cpu": "rlimit",
         "pid_namespace": False,
         "user_namespace": False,
         "mount_namespace": False,
+        "ipc_namespace": False,
         "view": False,
         "quota": False,
         "uid": os.getuid(),
@@ -102,7 +113,7 @@ def _launcher() -> None:
         try:
             with open(procs, "w") as f:
                 f.write(str(os.getpid()))
-            iso["processes" if ctrl == "pids" else "memory"] = "cgroup"
+            iso[{"pids": "processes"}.get(ctrl, ctrl)] = "cgroup"
         except OSError as e:
             notes[ctrl] = f"{ctrl} cgroup: {e}"
     uid, gid = os.getuid(), os.getgid()
@@ -133,7 +144,9 @@ def _launcher() -> None:
             iso["pid_namespace"] = True
         else:
             fail("pid_namespace", "pid namespace")
-        if not unshare(new_ipc | new_uts):
+        if unshare(new_ipc | new_uts):
+            iso["ipc_namespace"] = True
+        else:
             fail("ipc_namespace", "ipc namespace")
         if unshare(new_ns):
             iso["mount_namespace"] = True
@@ -149,12 +162,26 @@ def _launcher() -> None:
     child = os.fork()
     if child:
         # --- the launcher: wait for the code, copy its files out, end like it.
+        # Out of the run's cgroups (the child stays, and all it starts): the
+        # OOM killer picks by resident memory, for which memfd and tmpfs pages
+        # count nowhere, so it killed this launcher, losing the files and the
+        # report. Nor do the limits on processes and cores count it.
+        for procs in (cfg.get("cgroups_home") or {}).values():
+            try:
+                with open(procs, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:
+                pass  # it stays in: as before, only the OOM killer may pick it
         # The parent's wall-time limit: kill the code (its PID namespace goes
         # with it), then copy the files out as after any end.
         signal.signal(signal.SIGUSR1, lambda *_: os.kill(child, signal.SIGKILL))
         say("child", child)
         _, status, usage = os.wait4(child, 0)
-        copied = _copy_out(cfg, host_dir) if host_dir >= 0 else None
+        copied: object = None
+        try:
+            copied = _copy_out(cfg, host_dir) if host_dir >= 0 else None
+        except BaseException as e:  # the code's status must still go out
+            copied = {"files": 0, "bytes": 0, "skipped": 0, "error": repr(e)[:200]}
         say("exit", {"cpu": usage.ru_utime + usage.ru_stime, "copied": copied})
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
