@@ -62,6 +62,9 @@ if TYPE_CHECKING:
 __all__ = ["Workspace"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_CREATING_S = 30.0
+"""How long after its creation a session missing from the index is taken for a
+create still in progress (its folder is written before its index entry)."""
 ToolsArg = Iterable[Tool | Callable[..., Any]] | None
 M = TypeVar("M")
 
@@ -274,7 +277,11 @@ class Workspace:
         store.redactor = Redactor(opts.secrets)
         try:
             head = store.create(meta, plan, kept, ev, replays)
-            if not self._index_call(lambda ix: ix.add("name:" + name, sid)):
+            if not self._index_call(
+                lambda ix: (
+                    ix.add("name:" + name, sid) or ix.get("name:" + name) == sid
+                )  # a reader found the folder first
+            ):
                 raise ArgusError(f"a session named {name!r} was just created elsewhere")
         except BaseException:
             store.close()
@@ -330,11 +337,15 @@ class Workspace:
         The index is a cache: an entry lost (a crash between the folder and
         the index, a rebuild that raced a create) is found and written back.
         """
-        found = [i.id for i in self.sessions() if i.name == name]
+        found = [i for i in self.sessions() if i.name == name]
         if len(found) != 1:
             return None
-        sid = found[0]
+        sid = found[0].id
         self._index_call(lambda ix: ix.set("name:" + name, sid))
+        if time.time() - found[0].created < _CREATING_S:
+            # A create in progress writes its folder, then its index entry: a
+            # reader in between has found it early, not found a lost entry.
+            return sid
         warnings.warn(
             f"the workspace index {self.path / 'index'} did not know {name!r}; "
             f"found it in the session folders ({sid}) and added it back",
