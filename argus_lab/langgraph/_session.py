@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from argus_lab.model import SessionInfo, SessionStatus
 from argus_lab.plan import Plan
-from argus_lab.store.checkpoints import Head
-from argus_lab.store.checkpoints import encode as encode_argus
+from argus_lab.store.envelope import encode as encode_argus
+from argus_lab.store.head import Head
 
 if TYPE_CHECKING:
     from argus_lab.langgraph._store import ThreadStore

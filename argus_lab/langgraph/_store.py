@@ -35,14 +35,9 @@ from argus_lab.errors import (
     CorruptCheckpointError,
     SchemaVersionError,
 )
-from argus_lab.store.checkpoints import (
-    Durability,
-    Head,
-    lease_is_live,
-    make_lease,
-    open_cache,
-)
-from argus_lab.store.checkpoints import encode as encode_argus
+from argus_lab.store.envelope import Durability, open_cache
+from argus_lab.store.envelope import encode as encode_argus
+from argus_lab.store.head import Head, lease_is_live, make_lease
 
 __all__ = [
     "LG_MIGRATIONS",

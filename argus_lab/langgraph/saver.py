@@ -56,7 +56,7 @@ from argus_lab.langgraph._store import (
     ThreadStore,
     thread_session_id,
 )
-from argus_lab.store.checkpoints import Durability
+from argus_lab.store.envelope import Durability
 
 if TYPE_CHECKING:
     import pandas as pd

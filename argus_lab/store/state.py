@@ -31,7 +31,7 @@ import jsonpatch
 from pydantic import BaseModel
 
 from argus_lab.errors import ArgusError, ConflictError
-from argus_lab.store.checkpoints import Durability
+from argus_lab.store.envelope import Durability
 from argus_lab.store.state_core import (
     Hook,
     InvariantViolation,

@@ -32,13 +32,8 @@ import diskcache
 import jsonpatch
 
 from argus_lab.errors import ConflictError, CorruptCheckpointError, SchemaVersionError
-from argus_lab.store.checkpoints import (
-    SCHEMA_VERSION,
-    Durability,
-    encode,
-    lease_is_live,
-    open_cache,
-)
+from argus_lab.store.envelope import SCHEMA_VERSION, Durability, encode, open_cache
+from argus_lab.store.head import lease_is_live
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "StateHead", "StateLog", "dumps"]
 
