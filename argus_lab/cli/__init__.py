@@ -10,7 +10,9 @@ Argus error (a session being run elsewhere, a damaged store), 130 interrupted
 (Ctrl-C: the session is paused, nothing failed), 141 the output was closed
 early (piped to ``head``): no traceback, and never 1, which means "failed".
 
-Modules: ``_common`` (output, workspaces, tools, runs), ``_sessions`` (run,
+Modules: ``_common`` (exit codes, output, workspaces, task tables), ``_tools``
+(loading the user's tools and planners), ``_run`` (a run with a progress bar),
+``_sessions`` (run,
 resume, fork, approve, reject, ls, show, export), ``_retention`` and ``_cleanup``
 (rm, gc), ``_demo`` (demo). Imports stay light until a command needs more, so
 ``argus --help`` is instant (no pandas, rich, lancedb or anthropic).
@@ -34,8 +36,8 @@ from argus_lab.cli._common import (
     CliError,
     Out,
     UsageError,
-    load_tools,
 )
+from argus_lab.cli._tools import load_tools
 from argus_lab.errors import ArgusError, PlanError
 
 __all__ = [
