@@ -26,7 +26,7 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from argus_lab.langgraph._codec import encode
 from argus_lab.langgraph._delta import blob_record, checkpoint_record, next_memo
 from argus_lab.langgraph._read import blob_key, ckpt_key
-from argus_lab.langgraph._store import US
+from argus_lab.langgraph._record import US
 from argus_lab.langgraph._threads import OpenThreads
 
 __all__ = ["put_checkpoint", "put_task_writes"]

@@ -26,7 +26,7 @@ __all__ = ["write_session_records", "write_status"]
 
 def write_session_records(st: ThreadStore) -> None:
     """Writes ``lg:thread`` (the thread id) with ``head``, ``meta`` and ``plan``."""
-    from argus_lab.langgraph._store import lg_encode
+    from argus_lab.langgraph._record import lg_encode
 
     now = time.time()
     goal = f"LangGraph thread {st.thread_id!r}"

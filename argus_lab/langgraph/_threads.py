@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 
 from argus_lab.langgraph._delta import BlobMemo, CkptMemo
-from argus_lab.langgraph._store import ThreadStore, thread_session_id
+from argus_lab.langgraph._record import thread_session_id
+from argus_lab.langgraph._store import ThreadStore
 from argus_lab.store.envelope import Durability
 
 __all__ = ["OpenThreads"]
