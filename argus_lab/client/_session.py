@@ -28,6 +28,8 @@ class RemoteSession:
         self.name = name
         self._view: dict[str, Any] = {}
         self._plan: tuple[int, Plan] | None = None
+        self._blocking = 0
+        self._blocking_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<RemoteSession {self.name!r} {self._view.get('status')}>"
@@ -106,9 +108,22 @@ class RemoteSession:
         """Not served over HTTP (the widget shows none for a remote session)."""
         return None
 
+    @property
+    def blocking_run(self) -> bool:
+        """Whether a ``step()`` of this client is waiting for the server (its
+        caller, e.g. a notebook cell, is blocked until it returns); the widget
+        says its controls wait for it, as for a local blocking ``run()``."""
+        return self._blocking > 0
+
     def step(self) -> list[str]:
         """Runs the next ready task(s) once, in the server; returns their ids."""
-        return list(self._post("step")["ran"])
+        with self._blocking_lock:
+            self._blocking += 1
+        try:
+            return list(self._post("step")["ran"])
+        finally:
+            with self._blocking_lock:
+                self._blocking -= 1
 
     def set_breakpoint(self, task_id: str, on: bool = True) -> None:
         self._post("breakpoint", {"task_id": task_id, "on": on})
