@@ -447,3 +447,36 @@ def test_a_copy_never_shares_containers_with_the_stored_state(ws: al.Workspace) 
             s.rows[0]["a"].append(3)
         assert st.get().rows == [{"a": [1, 3]}]  # ...changed nothing stored
         assert st.at(2).rows == [{"a": [1]}] and st.version == 3
+
+
+# -- hardening (issue 17, second pass) ---------------------------------------------
+
+
+def test_a_full_disk_is_not_called_damage_and_loses_nothing(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import sqlite3
+
+    import diskcache
+
+    st = ws.state("p", model=Portfolio)
+    st.update(lambda s: setattr(s, "cash", 2.0))
+    real = diskcache.Cache.set
+
+    def full(self: diskcache.Cache, key: str, value: object, *a: object) -> object:
+        if key.startswith("v:"):
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, key, value, *a)
+
+    monkeypatch.setattr(diskcache.Cache, "set", full)
+    with pytest.raises(al.StorageFullError) as info:
+        st.update(lambda s: setattr(s, "cash", 3.0))
+    e = info.value
+    assert isinstance(e, OSError) and e.errno == errno.ENOSPC
+    assert e.message.startswith("state p: the disk is full")
+    assert "Nothing committed was lost" in e.message and "damaged" not in e.message
+    monkeypatch.setattr(diskcache.Cache, "set", real)
+    assert st.version == 2 and st.get().cash == 2.0  # the failed commit left nothing
+    st.update(lambda s: setattr(s, "cash", 3.0))  # and writing goes on once freed
+    assert st.version == 3 and st.at(2).cash == 2.0

@@ -31,7 +31,12 @@ from typing import Any
 import diskcache
 import jsonpatch
 
-from argus_lab.errors import ConflictError, CorruptCheckpointError, SchemaVersionError
+from argus_lab.errors import (
+    ConflictError,
+    CorruptCheckpointError,
+    SchemaVersionError,
+    StorageFullError,
+)
 from argus_lab.store.checkpoints import (
     SCHEMA_VERSION,
     Durability,
@@ -39,6 +44,7 @@ from argus_lab.store.checkpoints import (
     lease_is_live,
     open_cache,
 )
+from argus_lab.store.space import full_error, is_disk_full
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "StateHead", "StateLog", "dumps"]
 
@@ -126,6 +132,14 @@ class StateLog:
             key=key,
         )
 
+    def _failed(self, key: str, e: Exception) -> Exception:
+        """A full disk (nothing damaged, nothing committed) or a damaged file."""
+        if is_disk_full(e, self.directory):
+            err = full_error(self.directory / "cache.db", e, what="committing to")
+            err.message = f"state {self.name}: {err.message}"
+            return err
+        return self._corrupt(key, e)
+
     def _decode(self, key: str, raw: Any) -> Any:
         if isinstance(raw, bytes):
             raw = raw.decode("utf-8", "replace")
@@ -152,7 +166,7 @@ class StateLog:
         try:
             raw = self.cache.get(key)
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(key, e) from None
+            raise self._failed(key, e) from None
         return None if raw is None else self._decode(key, raw)
 
     def _scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
@@ -175,8 +189,13 @@ class StateLog:
         try:
             with self.cache.transact(retry=True):
                 yield
-        except sqlite3.DatabaseError as e:
-            raise self._corrupt("cache.db", e) from None
+        except StorageFullError:
+            raise
+        except (sqlite3.DatabaseError, OSError) as e:
+            # OSError: a record over 4 MB is written as a file (ENOSPC there).
+            if isinstance(e, OSError) and not is_disk_full(e):
+                raise
+            raise self._failed("cache.db", e) from None
 
     # -- reading ---------------------------------------------------------------
 
