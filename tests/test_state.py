@@ -124,11 +124,21 @@ def test_lock_refuses_other_writers_until_released(ws: al.Workspace) -> None:
         s.cash = 1
         with pytest.raises(al.ConflictError, match="locked"):
             other.update(lambda o: setattr(o, "cash", 2.0), retries=0)
-        with (
-            pytest.raises(al.ConflictError, match="not free"),
-            other.transaction(lock=True, timeout=0.05),
-        ):
-            pass
+        import threading
+
+        def contend() -> None:  # another thread waits out its timeout
+            with (
+                pytest.raises(al.ConflictError, match="not free"),
+                other.transaction(lock=True, timeout=0.05),
+            ):
+                pass
+            waited.set()
+
+        waited = threading.Event()
+        t = threading.Thread(target=contend)
+        t.start()
+        t.join(timeout=30)
+        assert waited.is_set()
     assert st.get().cash == 1.0
     other.update(lambda o: setattr(o, "cash", 2.0), retries=0)  # released
     assert st.get().cash == 2.0
@@ -480,3 +490,45 @@ def test_a_full_disk_is_not_called_damage_and_loses_nothing(
     assert st.version == 2 and st.get().cash == 2.0  # the failed commit left nothing
     st.update(lambda s: setattr(s, "cash", 3.0))  # and writing goes on once freed
     assert st.version == 3 and st.at(2).cash == 2.0
+
+
+def test_a_long_locked_transaction_keeps_its_lease(ws: al.Workspace) -> None:
+    import threading
+    import time
+
+    st = ws.state("p", model=Portfolio, lock_ttl=0.3)
+    other = ws.state("p", model=Portfolio, lock_ttl=0.3)
+    tick = threading.Event()
+    refused = 0
+    with st.transaction(lock=True) as s:
+        s.cash = 1.0
+        end = time.monotonic() + 1.5  # five lifetimes of the lease
+        while time.monotonic() < end:
+            with pytest.raises(al.ConflictError, match="locked"):
+                other.update(lambda o: setattr(o, "cash", 2.0), retries=0)
+            refused += 1
+            tick.wait(0.05)  # time passing is the point here, not a sync
+    assert refused >= 5 and st.version == 2 and st.get().cash == 1.0
+    other.update(lambda o: setattr(o, "cash", 2.0), retries=0)  # released at exit
+    assert st.get().cash == 2.0
+
+
+def test_a_nested_locked_transaction_fails_at_once(ws: al.Workspace) -> None:
+    import time
+
+    st = ws.state("p", model=Portfolio)
+    again = ws.state("p", model=Portfolio)
+    t0 = time.monotonic()
+    with st.transaction(lock=True) as s:
+        s.cash = 5.0
+        for inner in (st, again):
+            with (
+                pytest.raises(al.ArgusError, match="would wait for itself"),
+                inner.transaction(lock=True),
+            ):
+                pass
+    assert time.monotonic() - t0 < 5  # not the 30 s lease wait
+    assert st.get().cash == 5.0 and st.version == 2
+    with st.transaction(lock=True) as s:  # and the lock is free again
+        s.cash = 6.0
+    assert st.version == 3

@@ -58,6 +58,42 @@ class _Tx:
     schema: int
     holder: str | None
     caller: str
+    renewer: _Renewer | None = None
+
+
+class _Renewer:
+    """Keeps a held lease alive (every third of its lifetime) while a locked
+    transaction runs, however long its body takes; a lease stops being renewed
+    only when its process dies, which is when it should expire."""
+
+    def __init__(self, log: StateLog, holder: str, ttl: float) -> None:
+        self.lost = False
+        self._stop = threading.Event()
+        self._log, self._holder, self._ttl = log, holder, ttl
+        self._thread = threading.Thread(
+            target=self._run, name=f"argus-state-lease-{log.name}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(max(self._ttl / 3, 0.01)):
+            try:
+                lease = make_lease(self._holder, self._ttl)
+                if self._log.set_lease(self._holder, lease) is None:
+                    self.lost = True  # e.g. this process was stopped past the ttl
+                    return
+            except Exception:  # the commit will meet the same store error
+                log.exception("state %s: renewing the lease failed", self._log.name)
+                return
+
+    def stop(self) -> None:
+        """Stops renewing, and waits so that no renewal lands after a release."""
+        self._stop.set()
+        self._thread.join()
+
+
+_HOLDING = threading.local()
+"""Per thread: the state folders whose lock this thread holds (nesting check)."""
 
 
 class StateCore(Generic[M]):
@@ -161,14 +197,28 @@ class StateCore(Generic[M]):
         return self._copies_known
 
     def _begin(self, lock: bool, timeout: float, caller: str) -> _Tx:
-        holder = self._acquire(timeout) if lock else None
+        if not lock:
+            k = self._current()
+            return _Tx(k.version, k.doc, k.schema, None, caller)
+        held: set[str] = _HOLDING.__dict__.setdefault("dirs", set())
+        key = str(self._log.directory.resolve())
+        if key in held:
+            raise ArgusError(
+                f"state {self.name}: transaction(lock=True) inside another locked "
+                "transaction of the same state in this thread would wait for itself "
+                "until the lease expires; make the changes in the outer block"
+            )
+        holder = self._acquire(timeout)
+        tx = _Tx(0, None, 0, holder, caller)
+        tx.renewer = _Renewer(self._log, holder, self.lock_ttl)
+        held.add(key)
         try:
             k = self._current()
         except BaseException:
-            if holder:
-                self._log.set_lease(holder, None)
+            self._release(tx)
             raise
-        return _Tx(k.version, k.doc, k.schema, holder, caller)
+        tx.version, tx.doc, tx.schema = k.version, k.doc, k.schema
+        return tx
 
     def _thaw_tx(self, tx: _Tx) -> M:
         k = self._known
@@ -190,7 +240,24 @@ class StateCore(Generic[M]):
             pause = min(pause * 2, 0.02)
         return holder
 
+    def _stop_renewing(self, tx: _Tx) -> None:
+        if tx.renewer is not None:
+            tx.renewer.stop()
+            _HOLDING.__dict__.get("dirs", set()).discard(
+                str(self._log.directory.resolve())
+            )
+            if tx.renewer.lost and tx.holder is not None:
+                tx.renewer = None
+                raise ConflictError(
+                    f"state {self.name}: the lock of this transaction(lock=True) "
+                    f"expired (lock_ttl={self.lock_ttl}s; the process was stalled "
+                    "past it) and another writer took it; nothing was written",
+                    state=self.name,
+                )
+            tx.renewer = None
+
     def _release(self, tx: _Tx) -> None:
+        self._stop_renewing(tx)
         if tx.holder is not None:
             self._log.set_lease(tx.holder, None)
             tx.holder = None
@@ -251,6 +318,7 @@ class StateCore(Generic[M]):
         self._commit(c, tx)
 
     def _commit(self, c: Commit, tx: _Tx, *, prune: bool = False) -> None:
+        self._stop_renewing(tx)  # before the commit releases the lease
         if c.schema != tx.schema and isinstance(self.model, type):
             c.json_schema = self.model.model_json_schema()  # type: ignore[attr-defined]
         head = self._log.commit(
