@@ -532,3 +532,63 @@ def test_a_nested_locked_transaction_fails_at_once(ws: al.Workspace) -> None:
     with st.transaction(lock=True) as s:  # and the lock is free again
         s.cash = 6.0
     assert st.version == 3
+
+
+class Named(BaseModel):
+    name: str = "x"
+    age: int = 0
+
+
+class Renamed(BaseModel):  # `name` became `full_name`, same schema version
+    full_name: str = "x"
+    age: int = 0
+
+
+class Dropping(BaseModel):
+    model_config = {"extra": "ignore"}  # said out loud: unknown fields may go
+    age: int = 0
+
+
+def test_a_renamed_field_without_a_migration_is_not_dropped_silently(
+    ws: al.Workspace,
+) -> None:
+    ws.state("who", model=Named).update(lambda s: setattr(s, "name", "Ada"))
+    st = ws.state("who", model=Renamed)
+    assert st.get().age == 0  # reading works
+    with (
+        pytest.raises(al.SchemaVersionError, match=r"\['name'\].*migration"),
+        st.transaction() as s,
+    ):
+        s.age = 36
+    assert st.version == 2 and ws.state("who", model=Named).get().name == "Ada"
+    # Bumping the schema with a migration carries the value over.
+    st2 = ws.state("who", model=Renamed, schema_version=2)
+
+    @st2.migration(from_version=1)
+    def rename(d: dict[str, object]) -> None:  # changing in place is enough
+        d["full_name"] = d.pop("name")
+
+    st2.update(lambda s: setattr(s, "age", 36))
+    assert st2.get() == Renamed(full_name="Ada", age=36)
+    # A model that says extra="ignore" may drop what it does not know.
+    ws.state("who2", model=Named).close()
+    d = ws.state("who2", model=Dropping)
+    d.update(lambda s: setattr(s, "age", 1))
+    assert ws.state("who2").get_json()[1] == {"age": 1}
+
+
+def test_a_migration_that_raises_writes_nothing_and_says_which(
+    ws: al.Workspace,
+) -> None:
+    ws.state("m", model=Named).update(lambda s: setattr(s, "name", "Ada"))
+    st = ws.state("m", model=Renamed, schema_version=2)
+
+    @st.migration(from_version=1)
+    def broken(d: dict[str, object]) -> dict[str, object]:
+        raise KeyError("full")
+
+    with pytest.raises(al.SchemaVersionError, match="migration from schema version 1"):
+        st.update(lambda s: setattr(s, "age", 1))
+    with pytest.raises(al.SchemaVersionError, match="broken"):
+        st.get()
+    assert ws.state("m", model=Named).get().name == "Ada" and st.version == 2

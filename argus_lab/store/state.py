@@ -251,6 +251,8 @@ class State(StateCore[M]):
             out = hook(obj)
             obj = obj if out is None else out
         doc, text = self._validate(obj)
+        if tx.schema == self.schema_version:
+            self._keeps_fields(tx.doc, doc)
         ev = {"kind": "state_compacted", "state": self.name, "ts": time.time()}
         ev["payload"] = {
             "before": before,

@@ -161,7 +161,15 @@ class StateCore(Generic[M]):
                     f"state {self.name}: no migration from schema version {v}; "
                     f"register one with @st.migration(from_version={v})"
                 )
-            doc = fn(doc)
+            try:
+                out = fn(doc)
+            except Exception as e:
+                raise SchemaVersionError(
+                    f"state {self.name}: the migration from schema version {v} "
+                    f"({getattr(fn, '__name__', fn)}) raised {e!r}; nothing was "
+                    "written. Fix the migration and open the state again."
+                ) from e
+            doc = doc if out is None else out  # changed in place, as update() allows
         return doc
 
     def _thaw(self, text: str | None, schema: int, doc: Any = None) -> M:
@@ -294,8 +302,30 @@ class StateCore(Generic[M]):
                 )
         return doc, text
 
+    def _keeps_fields(self, before: Any, after: Any) -> None:
+        """Refuses a commit that would drop stored top-level fields the model
+        does not know (a field renamed or removed without a migration), unless
+        the model says ``extra="ignore"`` itself."""
+        model: Any = self.model
+        if model is None or not isinstance(before, dict) or not isinstance(after, dict):
+            return
+        if "extra" in model.model_config:  # explicit: ignore, allow or forbid
+            return
+        lost = sorted(set(before) - set(after))
+        if lost:
+            raise SchemaVersionError(
+                f"state {self.name}: the stored state has field(s) {lost} that "
+                f"{model.__name__} does not have (renamed or removed?); this "
+                "commit would drop them, so nothing was written. Raise "
+                "schema_version and register @st.migration(from_version=...) "
+                "that moves or drops them, or set model_config = "
+                "ConfigDict(extra='ignore') to let them go."
+            )
+
     def _finish(self, tx: _Tx, obj: Any) -> None:
         doc, text = self._validate(obj)
+        if tx.schema == self.schema_version:
+            self._keeps_fields(tx.doc, doc)
         c = Commit(doc, text, self.schema_version, tx.caller)
         if tx.schema == self.schema_version:
             ops = diff(tx.doc, doc)
