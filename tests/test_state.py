@@ -289,8 +289,12 @@ def test_damaged_record_names_the_state_and_key(ws: al.Workspace) -> None:
     st.update(lambda s: setattr(s, "cash", 1.0))
     raw = st._log.cache.get("v:000000000002")
     st._log.cache.set("v:000000000002", raw.replace("1.0", "2.0"))
-    with pytest.raises(al.CorruptCheckpointError, match="v:000000000002"):
+    with pytest.raises(al.CorruptCheckpointError, match="v:000000000002") as info:
         st.at(2)
+    assert info.value.message.startswith("state d: version 2 ")
+    assert info.value.state == "d" and info.value.version == 2  # type: ignore[attr-defined]
+    with pytest.raises(al.CorruptCheckpointError, match="state d: version 2 "):
+        ws.state("d", model=Portfolio).get()  # a fresh reader replays it too
     assert st.at(1) == Portfolio()  # the rest stays readable
 
 

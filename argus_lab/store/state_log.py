@@ -125,12 +125,16 @@ class StateLog:
     # -- the envelope ----------------------------------------------------------
 
     def _corrupt(self, key: str, why: object) -> CorruptCheckpointError:
-        return CorruptCheckpointError(
-            f"state {self.name}: record {key!r} is damaged ({why}). Other states "
+        version = int(key[2:]) if key.startswith("v:") and key[2:].isdigit() else None
+        what = f"version {version} (record {key!r})" if version else f"record {key!r}"
+        err = CorruptCheckpointError(
+            f"state {self.name}: {what} is damaged ({why}). Other states "
             "and sessions are unaffected; fork the state at an earlier version "
             "(st.fork(at=...)) to go on from there.",
             key=key,
         )
+        err.state, err.version = self.name, version  # type: ignore[attr-defined]
+        return err
 
     def _failed(self, key: str, e: Exception) -> Exception:
         """A full disk (nothing damaged, nothing committed) or a damaged file."""
