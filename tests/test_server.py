@@ -388,3 +388,70 @@ def test_a_widget_follows_a_session_running_in_the_server(server: Server) -> Non
             if isinstance(t, threading.Timer):
                 t.join(timeout=60)
         remote.close()
+
+
+# -- hardening (issue 17, second pass) ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_other_host_names_are_refused_before_anything_else(server: Server) -> None:
+    # DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends its
+    # own name as Host; only this server's own names are answered.
+    for host in ("evil.example", "evil.example:80", f"127.0.0.1.evil:{server.port}"):
+        r = server.http.get("/states", headers={"Host": host})
+        assert r.status_code == 421, (host, r.text)
+        assert host.split(":")[0] in r.json()["detail"]
+        assert httpx.get(server.url + "/health", headers={"Host": host}).status_code == 421
+    for host in (f"127.0.0.1:{server.port}", f"localhost:{server.port}", "localhost"):
+        assert server.http.get("/states", headers={"Host": host}).status_code == 200
+    # No CORS: a browser page elsewhere gets no permission to read answers.
+    r = server.http.options(
+        "/states",
+        headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "GET"},
+    )
+    assert "access-control-allow-origin" not in r.headers
+
+
+@pytest.mark.slow
+def test_long_urls_are_refused_on_every_route(server: Server) -> None:
+    for path in (
+        "/sessions/approve/events/stream?since=" + "1" * 9000,
+        "/states?" + "a=1&" * 3000,
+        "/sessions/" + "x" * 5000,
+        "/states/" + "y" * 5000 + "/history",
+    ):
+        r = server.http.get(path)
+        assert r.status_code == 414, (path[:40], r.status_code)
+        assert "too long" in r.json()["detail"]
+        assert len(r.content) < 500  # the input is not echoed back
+    # Names that cannot exist are a plain 404 (never a 500 from the file system).
+    for name in ("x" * 300, "a%00b", "%2e%2e", "..%2f..%2fetc"):
+        assert server.http.get(f"/sessions/{name}").status_code == 404, name
+        assert server.http.get(f"/states/{name}").status_code == 404, name
+        r = server.http.post(f"/sessions/{name}/step")
+        assert r.status_code == 404, name
+        assert r.headers["content-type"] == "application/json"
+
+
+@pytest.mark.slow
+def test_the_bearer_scheme_is_case_insensitive_and_unknown_routes_need_it(
+    server: Server,
+) -> None:
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        hdr = {"Authorization": f"{scheme} {server.token}"}
+        assert httpx.get(server.url + "/states", headers=hdr).status_code == 200
+    # Without the token nothing says whether a name or route exists.
+    for path in ("/sessions/approve", "/sessions/nope", "/nowhere", "/states/nope"):
+        r = httpx.get(server.url + path)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["detail"].startswith("a bearer token is required")
+    r = httpx.get(server.url + "/states", headers={"Authorization": server.token})
+    assert r.status_code == 401  # the scheme is needed
+    assert server.text().count(server.token) == 1
+
+
+@pytest.mark.slow
+def test_the_request_log_cannot_be_forged(server: Server) -> None:
+    server.http.get("/states/a%0aGET%20/admin%20200")
+    wait_until(lambda: "GET /states/a\\nGET /admin 200 404" in server.text(), "the log")
+    assert "\nGET /admin 200" not in server.text()

@@ -34,12 +34,19 @@ def token_path(workspace: Any) -> Path:
     return Path(workspace.path) / "server-token"
 
 
-def create_app(workspace: Any, token: str, *, tools: list[Any] | None = None) -> Any:
-    """The ASGI app over ``workspace`` (see ``argus_lab.server._app``)."""
+def create_app(
+    workspace: Any,
+    token: str,
+    *,
+    tools: list[Any] | None = None,
+    host: str = "127.0.0.1",
+) -> Any:
+    """The ASGI app over ``workspace`` (see ``argus_lab.server._app``); ``host``
+    is the address it will be bound to (other Host names are refused)."""
     _need_extra()
     from argus_lab.server._app import create_app as make
 
-    return make(workspace, token, tools=tools)
+    return make(workspace, token, tools=tools, host=host)
 
 
 def serve(
@@ -57,7 +64,7 @@ def serve(
     from argus_lab.server._guard import load_token
 
     token, created = load_token(token_path(workspace))
-    app = create_app(workspace, token, tools=tools)
+    app = create_app(workspace, token, tools=tools, host=host)
     where = f"http://{host}:{port}"
     if created:
         announce(f"argus serve: new token (kept in {token_path(workspace)}): {token}")

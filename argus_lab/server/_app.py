@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -21,7 +22,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from argus_lab.errors import ArgusError, ConcurrentSessionError, ConflictError
 from argus_lab.runtime.session import Session
-from argus_lab.server._guard import MAX_BODY, Guard
+from argus_lab.server._guard import LOOPBACK, MAX_BODY, Guard
 from argus_lab.server._states import add_state_routes
 from argus_lab.store.state import State
 from argus_lab.workspace import Workspace
@@ -60,6 +61,18 @@ class ForkSession(_Strict):
     reuse: Literal["cached", "none"] = "cached"
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""What a session or state name (or id) can be: anything else cannot exist,
+and never reaches the file system."""
+
+
+def known_name(name: str, what: str = "session") -> str:
+    """``name``, or KeyError (404) when no session or state can have it."""
+    if not _NAME.fullmatch(name):
+        raise KeyError(f"no {what} named {name[:80]!r}")
+    return name
+
+
 class Hub:
     """Open sessions and states, shared by the request threads."""
 
@@ -72,6 +85,7 @@ class Hub:
 
     def control(self, name: str) -> Session:
         """The session this server drives (kept open: it may run here)."""
+        known_name(name)
         with self.lock:
             s = self.controlled.get(name)
             if s is None:
@@ -81,6 +95,7 @@ class Hub:
     @contextmanager
     def reading(self, name: str) -> Iterator[Session]:
         """A session to read: the one running here, else a fresh view of disk."""
+        known_name(name)
         with self.lock:
             s = self.controlled.get(name)
             if s is not None and s.running:
@@ -93,6 +108,7 @@ class Hub:
             s.close()
 
     def state(self, name: str) -> State[Any]:
+        known_name(name, "state")
         with self.lock:
             st = self.states.get(name)
             if st is None:
@@ -148,8 +164,16 @@ def _session_view(s: Session) -> dict[str, Any]:
     return d
 
 
-def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> Any:
-    """The ASGI app: FastAPI routes behind the token/size/log guard."""
+def create_app(
+    ws: Workspace,
+    token: str,
+    *,
+    tools: list[Any] | None = None,
+    host: str = "127.0.0.1",
+) -> Any:
+    """The ASGI app: FastAPI routes behind the token/size/log guard. ``host``:
+    the address it is bound to; requests naming another Host are refused
+    (every interface, 0.0.0.0 or ::, accepts any)."""
     hub = Hub(ws, list(tools or []))
 
     @asynccontextmanager
@@ -241,7 +265,7 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
         since: int = Query(0, ge=0),
         tail: bool = Query(False, description="only events committed from now on"),
     ) -> EventSourceResponse:
-        s = await run_in_threadpool(ws.open, name)
+        s = await run_in_threadpool(ws.open, known_name(name))
         if tail:
             past = await run_in_threadpool(s.events, since)
             since = past[-1].seq if past else since
@@ -335,4 +359,5 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
 
     add_state_routes(app, hub)
 
-    return Guard(app, token=token, max_body=MAX_BODY)
+    hosts = None if host in ("0.0.0.0", "::", "") else LOOPBACK | {host.strip("[]")}
+    return Guard(app, token=token, max_body=MAX_BODY, hosts=hosts)
