@@ -455,3 +455,18 @@ def test_the_request_log_cannot_be_forged(server: Server) -> None:
     server.http.get("/states/a%0aGET%20/admin%20200")
     wait_until(lambda: "GET /states/a\\nGET /admin 200 404" in server.text(), "the log")
     assert "\nGET /admin 200" not in server.text()
+
+
+@pytest.mark.slow
+def test_a_damaged_state_is_a_json_500_naming_the_version(server: Server) -> None:
+    ws = al.Workspace(server.root)
+    st = ws.state("damaged")
+    st.update(lambda d: d.update(n=1))
+    raw = st._log.cache.get("v:000000000002")
+    st._log.cache.set("v:000000000002", raw.replace('"n"', '"m"'))
+    st.close()
+    ws.close()
+    r = server.http.get("/states/damaged")
+    assert r.status_code == 500 and r.headers["content-type"] == "application/json"
+    assert r.json()["detail"].startswith("state damaged: version 2 ")
+    assert server.http.get("/states/damaged", params={"version": 1}).json() == {}

@@ -20,7 +20,13 @@ from jsonschema.exceptions import ValidationError as SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette.sse import EventSourceResponse
 
-from argus_lab.errors import ArgusError, ConcurrentSessionError, ConflictError
+from argus_lab.errors import (
+    ArgusError,
+    ConcurrentSessionError,
+    ConflictError,
+    CorruptCheckpointError,
+    StorageFullError,
+)
 from argus_lab.runtime.session import Session
 from argus_lab.server._guard import LOOPBACK, MAX_BODY, Guard
 from argus_lab.server._states import add_state_routes
@@ -201,6 +207,22 @@ def create_app(
     @app.exception_handler(ArgusError)
     async def _argus(_: Request, e: ArgusError) -> JSONResponse:
         return JSONResponse({"detail": e.message}, 400)
+
+    @app.exception_handler(CorruptCheckpointError)
+    async def _damaged(_: Request, e: ArgusError) -> JSONResponse:
+        return JSONResponse({"detail": e.message}, 500)  # the server's data, not ours
+
+    @app.exception_handler(StorageFullError)
+    async def _full(_: Request, e: ArgusError) -> JSONResponse:
+        return JSONResponse({"detail": e.message}, 507)
+
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, e: Exception) -> JSONResponse:
+        # Logged with its traceback by the server; the body names only its type.
+        return JSONResponse(
+            {"detail": f"internal error ({type(e).__name__}); see the server's log"},
+            500,
+        )
 
     @app.exception_handler(ValidationError)
     @app.exception_handler(SchemaError)
