@@ -401,13 +401,18 @@ def test_other_host_names_are_refused_before_anything_else(server: Server) -> No
         r = server.http.get("/states", headers={"Host": host})
         assert r.status_code == 421, (host, r.text)
         assert host.split(":")[0] in r.json()["detail"]
-        assert httpx.get(server.url + "/health", headers={"Host": host}).status_code == 421
+        assert (
+            httpx.get(server.url + "/health", headers={"Host": host}).status_code == 421
+        )
     for host in (f"127.0.0.1:{server.port}", f"localhost:{server.port}", "localhost"):
         assert server.http.get("/states", headers={"Host": host}).status_code == 200
     # No CORS: a browser page elsewhere gets no permission to read answers.
     r = server.http.options(
         "/states",
-        headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "GET"},
+        headers={
+            "Origin": "http://evil.example",
+            "Access-Control-Request-Method": "GET",
+        },
     )
     assert "access-control-allow-origin" not in r.headers
 
@@ -470,3 +475,116 @@ def test_a_damaged_state_is_a_json_500_naming_the_version(server: Server) -> Non
     assert r.status_code == 500 and r.headers["content-type"] == "application/json"
     assert r.json()["detail"].startswith("state damaged: version 2 ")
     assert server.http.get("/states/damaged", params={"version": 1}).json() == {}
+
+
+def _patch(
+    server: Server, name: str, ops: Any, tag: str | None = None
+) -> httpx.Response:
+    if tag is None:
+        tag = server.http.get(f"/states/{name}").headers["etag"]
+    return server.http.patch(
+        f"/states/{name}",
+        content=json.dumps(ops),
+        headers={"Content-Type": PATCH, "If-Match": tag},
+    )
+
+
+@pytest.mark.slow
+def test_if_match_is_strong_quoted_listed_or_star(server: Server) -> None:
+    assert server.http.post("/states/etag", json={"n": 0}).status_code == 201
+
+    def set_n(tag: str, n: int) -> httpx.Response:
+        return _patch(
+            server, "etag", [{"op": "replace", "path": "/n", "value": n}], tag
+        )
+
+    r = set_n('W/"1"', 1)  # a weak tag never matches for If-Match (RFC 9110)
+    assert r.status_code == 412 and "weak" in r.json()["detail"]
+    r = set_n("1", 1)
+    assert r.status_code == 400 and '"1"' in r.json()["detail"]  # must be quoted
+    assert set_n('"7", "1"', 1).status_code == 200  # any tag of a list
+    r = set_n('"x"', 2)
+    assert r.status_code == 412 and r.headers["etag"] == '"2"'
+    assert '"2"' in r.json()["detail"]  # says which version is current
+    r = set_n("*", 2)  # any version: applied to the latest, never 412
+    assert r.status_code == 200 and r.headers["etag"] == '"3"'
+    assert set_n('"2"', 9).status_code == 412
+    r = server.http.get("/states/etag")
+    assert r.json() == {"n": 2}
+    again = server.http.get(
+        "/states/etag", headers={"If-None-Match": r.headers["etag"]}
+    )
+    assert again.status_code == 304 and again.content == b""
+    assert _patch(server, "nope", [], "*").status_code == 404
+
+
+@pytest.mark.slow
+def test_json_patch_edge_cases(server: Server) -> None:
+    doc = {"a~b": 1, "c/d": 2, "l": [1, 2], "o": {"k": 1}}
+    assert server.http.post("/states/ops", json=doc).status_code == 201
+    r = _patch(
+        server,
+        "ops",
+        [
+            {"op": "test", "path": "/l/0", "value": 1},
+            {"op": "replace", "path": "/a~0b", "value": 10},
+            {"op": "add", "path": "/c~1d", "value": 20},
+            {"op": "add", "path": "/l/-", "value": 3},
+            {"op": "move", "from": "/o/k", "path": "/o/j"},
+            {"op": "copy", "from": "/l", "path": "/m"},
+            {"op": "add", "path": "/z", "value": None},
+        ],
+    )
+    assert r.status_code == 200, r.text
+    want = {"a~b": 10, "c/d": 20, "l": [1, 2, 3], "o": {"j": 1}, "m": [1, 2, 3]}
+    assert r.json() == want | {"z": None}
+    # A failed test refuses the whole patch (409), even ops before it.
+    r = _patch(
+        server,
+        "ops",
+        [
+            {"op": "replace", "path": "/a~0b", "value": 0},
+            {"op": "test", "path": "/l/0", "value": 99},
+        ],
+    )
+    assert r.status_code == 409 and "/l/0" in r.json()["detail"]
+    for ops, why in (
+        ([{"op": "replace", "path": "", "value": 5}], "JSON object"),
+        ([{"op": "remove", "path": ""}], "remove the whole document"),
+        ([{"op": "copy", "path": "/x"}], "from"),
+        ([{"op": "move", "from": "/l", "path": "/l/0"}], "own children"),
+        ([{"op": "add", "path": "l", "value": 1}], "start with /"),
+        ([{"op": "add", "path": "/l/-"}], "value"),
+        ({"op": "add"}, "a list of operations"),
+        ([1], "operation 0"),
+    ):
+        r = _patch(server, "ops", ops)
+        assert r.status_code == 422 and why in str(r.json()["detail"]), (ops, r.text)
+    # Copies that double the document on each op are stopped before memory is.
+    big = [{"op": "add", "path": "/big", "value": ["x" * 1000] * 500}]
+    assert _patch(server, "ops", big).status_code == 200
+    bomb = [{"op": "copy", "from": "/big", "path": "/big/-"}] * 40
+    r = _patch(server, "ops", bomb)
+    assert r.status_code == 413 and "copies" in r.json()["detail"]
+    assert server.http.get("/states/ops").headers["etag"] == '"3"'  # all refused
+
+
+@pytest.mark.slow
+def test_a_patch_that_breaks_a_typed_state_names_the_field(server: Server) -> None:
+    from pydantic import BaseModel
+
+    class Wallet(BaseModel):
+        cash: float = 10.0
+        owner: str = "ada"
+
+    ws = al.Workspace(server.root)
+    ws.state("wallet", model=Wallet).close()
+    ws.close()
+    r = _patch(server, "wallet", [{"op": "replace", "path": "/cash", "value": "x"}])
+    assert r.status_code == 422 and r.json()["field"] == "cash"
+    assert r.json()["detail"].startswith("cash: 'x' is not of type 'number'")
+    r = _patch(server, "wallet", [{"op": "add", "path": "/bogus", "value": 1}])
+    assert r.status_code == 422 and "bogus" in r.json()["detail"]  # unknown field
+    r = _patch(server, "wallet", [{"op": "remove", "path": "/owner"}])
+    assert r.status_code == 200  # a field with a default may go: it comes back
+    assert server.http.get("/states/wallet").json() == {"cash": 10.0}

@@ -224,8 +224,24 @@ def create_app(
             500,
         )
 
-    @app.exception_handler(ValidationError)
     @app.exception_handler(SchemaError)
+    async def _schema(_: Request, e: SchemaError) -> JSONResponse:
+        # The document breaks the state's model: name the field, not the schema.
+        field = "/".join(str(p) for p in e.absolute_path)
+        where = field or "the document"
+        return JSONResponse(
+            {"detail": f"{where}: {e.message[:500]}", "field": field}, 422
+        )
+
+    @app.exception_handler(ValidationError)
+    async def _model(_: Request, e: ValidationError) -> JSONResponse:
+        err = e.errors(include_url=False)[0]
+        field = "/".join(str(p) for p in err["loc"])
+        return JSONResponse(
+            {"detail": f"{field or 'the document'}: {err['msg']}", "field": field},
+            422,
+        )
+
     @app.exception_handler(ValueError)
     async def _invalid(_: Request, e: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(e)[:2000]}, 422)

@@ -50,7 +50,28 @@ from argus_lab.store.state_log import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["InvariantViolation", "State", "open_state", "state_names"]
+__all__ = [
+    "MAX_PATCH_COPY",
+    "InvariantViolation",
+    "PatchTestFailed",
+    "PatchTooLarge",
+    "State",
+    "open_state",
+    "state_names",
+]
+
+MAX_PATCH_COPY = 8 << 20
+"""Bytes the ``copy`` operations of one JSON Patch may copy in all: each copy
+can double the document, so 40 of them in a 1 MB request would need 2**40
+times its size; honest patches copy far less."""
+
+
+class PatchTestFailed(ValueError):
+    """A ``test`` operation of a JSON Patch did not hold; nothing was written."""
+
+
+class PatchTooLarge(ValueError):
+    """A JSON Patch copies more than ``MAX_PATCH_COPY`` bytes; nothing was written."""
 
 
 class State(StateCore[M]):
@@ -221,21 +242,55 @@ class State(StateCore[M]):
             time.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def patch(self, ops: list[dict[str, Any]], *, expected: int, caller: str) -> int:
-        """Applies a JSON Patch to version ``expected`` and commits it (the
-        HTTP API's PATCH); returns the new version. ConflictError when stale."""
+    def patch(
+        self, ops: list[dict[str, Any]], *, expected: int | None, caller: str
+    ) -> int:
+        """Applies a JSON Patch to version ``expected`` (None: the latest) and
+        commits it (the HTTP API's PATCH); returns the new version.
+
+        Raises:
+            ConflictError: the state is no longer at ``expected``.
+            PatchTestFailed: a ``test`` operation did not hold.
+            PatchTooLarge: the patch copies more than ``MAX_PATCH_COPY`` bytes.
+            ValueError: the patch does not apply, or would leave a document
+                that is not a JSON object where it was one.
+        """
         tx = self._begin(False, 0.0, caller)
-        if tx.version != expected:
+        if expected is not None and tx.version != expected:
             raise ConflictError(
                 f"state {self.name} is at version {tx.version}, not {expected}",
                 state=self.name,
                 version=tx.version,
             )
         doc = self._migrate(json.loads(dumps(tx.doc)), tx.schema)
-        try:
-            doc = jsonpatch.apply_patch(doc, ops, in_place=True)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
-            raise ValueError(f"the JSON Patch does not apply: {e}") from None
+        was_object = isinstance(doc, dict)
+        copied = 0
+        for i, op in enumerate(ops):
+            try:
+                if op.get("op") == "copy" and isinstance(op.get("from"), str):
+                    copied += len(dumps(jsonpatch.JsonPointer(op["from"]).resolve(doc)))
+                    if copied > MAX_PATCH_COPY:
+                        raise PatchTooLarge(
+                            f"the JSON Patch copies more than {MAX_PATCH_COPY} bytes "
+                            f"(operation {i}); send the values instead"
+                        )
+                doc = jsonpatch.apply_patch(doc, [op], in_place=True)
+            except jsonpatch.JsonPatchTestFailed as e:
+                raise PatchTestFailed(
+                    f"operation {i} (test {op.get('path')}) failed: {e}; nothing "
+                    "was written"
+                ) from None
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+                raise ValueError(
+                    f"the JSON Patch does not apply: operation {i} "
+                    f"({op.get('op')} {op.get('path')!r}): {e}"
+                ) from None
+        if was_object and not isinstance(doc, dict):
+            raise ValueError(
+                "the JSON Patch would make the state a "
+                f"{type(doc).__name__}; it must stay a JSON object (its fields "
+                "at the root)"
+            )
         obj = doc if self.model is None else self.model.model_validate(doc)  # type: ignore[attr-defined]
         self._finish(tx, obj)
         return self.version

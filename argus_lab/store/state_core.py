@@ -281,6 +281,10 @@ class StateCore(Generic[M]):
             if schema:
                 import jsonschema
 
+                if "properties" in schema and "additionalProperties" not in schema:
+                    # The model ignores unknown fields, and a typed reader
+                    # would refuse to drop them: refuse them at the door.
+                    schema = {**schema, "additionalProperties": False}
                 jsonschema.validate(doc, schema)
             valid: Any = doc
         else:
