@@ -588,3 +588,29 @@ def test_a_patch_that_breaks_a_typed_state_names_the_field(server: Server) -> No
     r = _patch(server, "wallet", [{"op": "remove", "path": "/owner"}])
     assert r.status_code == 200  # a field with a default may go: it comes back
     assert server.http.get("/states/wallet").json() == {"cash": 10.0}
+
+
+@pytest.mark.slow
+def test_every_list_is_paged_and_a_huge_limit_is_refused(server: Server) -> None:
+    server.http.post("/states/paged", json={"n": 0})
+    for n in range(1, 6):
+        r = _patch(server, "paged", [{"op": "replace", "path": "/n", "value": n}])
+        assert r.status_code == 200
+    for path in (
+        "/sessions",
+        "/sessions/approve/tasks",
+        "/sessions/approve/events",
+        "/states/paged/history",
+        "/states/paged/events",
+    ):
+        r = server.http.get(path, params={"limit": 10**9})
+        assert r.status_code == 422 and "limit" in r.text, path
+        assert server.http.get(path, params={"limit": 0}).status_code == 422, path
+    page = server.http.get("/states/paged/history", params={"limit": 2}).json()
+    assert [h["version"] for h in page["items"]] == [1, 2] and page["more"]
+    rest = server.http.get("/states/paged/history", params={"since": page["next"]})
+    assert [h["version"] for h in rest.json()["items"]] == [3, 4, 5, 6]
+    assert not rest.json()["more"]
+    remote = al.connect(server.url, server.token)
+    assert list(remote.state("paged").history()["version"]) == [1, 2, 3, 4, 5, 6]
+    remote.close()

@@ -596,3 +596,15 @@ def test_a_migration_that_raises_writes_nothing_and_says_which(
     with pytest.raises(al.SchemaVersionError, match="broken"):
         st.get()
     assert ws.state("m", model=Named).get().name == "Ada" and st.version == 2
+
+
+def test_history_dtypes_and_pages(ws: al.Workspace) -> None:
+    st = ws.state("h", model=Portfolio)
+    for i in range(4):
+        st.update(lambda s, i=i: setattr(s, "cash", float(i)))
+    full = st.history()
+    empty = st.history(since=99)
+    assert len(empty) == 0 and list(empty.dtypes) == list(full.dtypes)
+    assert str(full["time"].dtype) == "datetime64[ns, UTC]"
+    assert full["version"].dtype == "int64" and full["snapshot"].dtype == bool
+    assert list(st.history(since=2, limit=2)["version"]) == [3, 4]

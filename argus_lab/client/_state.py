@@ -89,7 +89,16 @@ class RemoteState:
         """One row per version, as ``State.history()``."""
         import pandas as pd
 
-        items = self.workspace.request("GET", self._path + "/history").json()["items"]
+        items: list[dict[str, Any]] = []
+        since = 0
+        while True:
+            page = self.workspace.request(
+                "GET", self._path + "/history", params={"since": since}
+            ).json()
+            items += page["items"]
+            since = page["next"]
+            if not page["more"]:
+                break
         df = pd.DataFrame(items)
         if "time" in df:
             df["time"] = pd.to_datetime(df["time"], utc=True)

@@ -5,6 +5,7 @@ control, and typed states with JSON Patch and ETags. ``/docs`` and
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import threading
@@ -27,6 +28,7 @@ from argus_lab.errors import (
     CorruptCheckpointError,
     StorageFullError,
 )
+from argus_lab.events import event_adapter
 from argus_lab.runtime.session import Session
 from argus_lab.server._guard import LOOPBACK, MAX_BODY, Guard
 from argus_lab.server._states import add_state_routes
@@ -286,11 +288,14 @@ def create_app(
         since: int = Query(0, ge=0),
         limit: int = Query(1000, ge=1, le=10000),
     ) -> dict[str, Any]:
+        ad = event_adapter()
         with hub.reading(name) as s:
-            evs = s.events(since)
-        items = [e.model_dump(mode="json") for e in evs[:limit]]
+            # Only the page (and one more, to tell whether there is more) is
+            # parsed, however long the trajectory.
+            raw = list(itertools.islice(s.event_json(since), limit + 1))
+        items = [ad.validate_json(b).model_dump(mode="json") for b in raw[:limit]]
         nxt = items[-1]["seq"] if items else since
-        return {"items": items, "next": nxt, "more": len(evs) > limit}
+        return {"items": items, "next": nxt, "more": len(raw) > limit}
 
     @app.get(
         "/sessions/{name}/events/stream",

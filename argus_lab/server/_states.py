@@ -209,15 +209,32 @@ def add_state_routes(app: FastAPI, hub: Hub) -> None:
             return JSONResponse({"detail": str(e)}, 413)
         return _state_response(*st.get_json())
 
-    @app.get("/states/{name}/history", summary="One row per version")
-    def state_history(name: str) -> dict[str, Any]:
-        h = hub.state(name).history()
+    @app.get("/states/{name}/history", summary="One row per version (paged)")
+    def state_history(
+        name: str,
+        since: int = Query(0, ge=0, description="versions after this one"),
+        limit: int = Query(1000, ge=1, le=10000),
+    ) -> dict[str, Any]:
+        h = hub.state(name).history(since=since, limit=limit + 1)
+        more = len(h) > limit
+        h = h.iloc[:limit].copy()
         h["time"] = h["time"].map(lambda t: t.isoformat())
-        return {"items": h.to_dict(orient="records")}
+        items = h.to_dict(orient="records")
+        nxt = int(items[-1]["version"]) if items else since
+        return {"items": items, "next": nxt, "more": more}
 
-    @app.get("/states/{name}/events", summary="Size warnings, compactions, forks")
-    def state_events(name: str, since: int = Query(0, ge=0)) -> dict[str, Any]:
-        return {"items": hub.state(name).events(since)}
+    @app.get(
+        "/states/{name}/events", summary="Size warnings, compactions, forks (paged)"
+    )
+    def state_events(
+        name: str,
+        since: int = Query(0, ge=0),
+        limit: int = Query(1000, ge=1, le=10000),
+    ) -> dict[str, Any]:
+        evs = hub.state(name).events(since, limit + 1)
+        items = evs[:limit]
+        nxt = items[-1]["seq"] if items else since
+        return {"items": items, "next": nxt, "more": len(evs) > limit}
 
     @app.post("/states/{name}/fork", status_code=201, summary="Fork a state")
     def fork_state(name: str, body: ForkState) -> JSONResponse:

@@ -143,9 +143,10 @@ class State(StateCore[M]):
         doc, schema = self._log.replay(version)
         return self._thaw(None, schema, doc)
 
-    def history(self) -> pd.DataFrame:
+    def history(self, *, since: int = 0, limit: int | None = None) -> pd.DataFrame:
         """One row per version: version, time, kind, size, changed, caller,
-        snapshot (whether the version is stored in full)."""
+        snapshot (whether the version is stored in full). ``since``/``limit``:
+        only versions after ``since``, at most ``limit`` of them."""
         import pandas as pd
 
         rows = [
@@ -158,9 +159,9 @@ class State(StateCore[M]):
                 "caller": r["caller"],
                 "snapshot": "snapshot" in r,
             }
-            for r in self._log.records()
+            for r in self._log.records(since + 1, limit=limit)
         ]
-        return pd.DataFrame(
+        df = pd.DataFrame(
             rows,
             columns=[
                 "version",
@@ -172,10 +173,23 @@ class State(StateCore[M]):
                 "snapshot",
             ],
         )
+        # The same dtypes with no rows as with many (an empty page, a filter).
+        return df.astype(
+            {
+                "version": "int64",
+                "time": "datetime64[ns, UTC]",
+                "kind": "str",
+                "size": "int64",
+                "changed": object,
+                "caller": "str",
+                "snapshot": bool,
+            }
+        )
 
-    def events(self, since: int = 0) -> list[dict[str, Any]]:
-        """Size warnings, compactions, migrations and forks, oldest first."""
-        return self._log.events(since)
+    def events(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """Size warnings, compactions, migrations and forks with seq > since,
+        oldest first (at most ``limit``)."""
+        return self._log.events(since, limit)
 
     # -- writing -----------------------------------------------------------------
 

@@ -173,13 +173,16 @@ class StateLog:
             raise self._failed(key, e) from None
         return None if raw is None else self._decode(key, raw)
 
-    def _scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
+    def _scan(
+        self, lo: str, hi: str, limit: int | None = None
+    ) -> Iterator[tuple[str, Any]]:
         # One range query (diskcache has no range read; checkpoints do the same).
+        # LIMIT in SQL: a page of history never reads the snapshots past it.
         try:
             rows = self.cache._sql(
                 "SELECT key, mode, filename, value FROM Cache "
-                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
-                (lo, hi),
+                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key LIMIT ?",
+                (lo, hi, -1 if limit is None else limit),
             ).fetchall()
         except sqlite3.DatabaseError as e:
             raise self._corrupt(f"{lo}*", e) from None
@@ -220,10 +223,13 @@ class StateLog:
             raise KeyError(f"state {self.name} has no version {version}")
         return dict(rec)
 
-    def records(self, lo: int = 1, hi: int | None = None) -> Iterator[dict[str, Any]]:
-        """Records of versions lo..hi (inclusive), oldest first."""
+    def records(
+        self, lo: int = 1, hi: int | None = None, *, limit: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Records of versions lo..hi (inclusive), oldest first; at most
+        ``limit`` of them."""
         top = _vkey(hi + 1) if hi is not None else "v;"
-        for _, rec in self._scan(_vkey(lo), top):
+        for _, rec in self._scan(_vkey(lo), top, limit):
             yield rec
 
     def replay(
@@ -259,9 +265,9 @@ class StateLog:
             raise self._corrupt(_vkey(n), "missing from the version log")
         return doc, schema
 
-    def events(self, since: int = 0) -> list[dict[str, Any]]:
-        """State events with seq > since."""
-        return [ev for _, ev in self._scan(f"e:{since + 1:012d}", "e;")]
+    def events(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """State events with seq > since (at most ``limit``)."""
+        return [ev for _, ev in self._scan(f"e:{since + 1:012d}", "e;", limit)]
 
     # -- writing ---------------------------------------------------------------
 
