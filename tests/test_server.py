@@ -614,3 +614,31 @@ def test_every_list_is_paged_and_a_huge_limit_is_refused(server: Server) -> None
     remote = al.connect(server.url, server.token)
     assert list(remote.state("paged").history()["version"]) == [1, 2, 3, 4, 5, 6]
     remote.close()
+
+
+def test_the_token_file_must_be_private(tmp_path: Path) -> None:
+    from argus_lab.server._guard import load_token
+
+    path = tmp_path / "ws" / "server-token"
+    token, created = load_token(path)
+    assert created and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_token(path) == (token, False)
+    path.chmod(0o644)  # e.g. copied with cp: others may have read it
+    with pytest.raises(al.ArgusError, match="readable by others") as info:
+        load_token(path)
+    assert token not in info.value.message and "chmod 600" in info.value.message
+    path.chmod(0o600)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("planted\n")
+    elsewhere.chmod(0o600)
+    link = tmp_path / "linked" / "server-token"
+    link.parent.mkdir()
+    link.symlink_to(elsewhere)  # a token planted through a link is not used
+    with pytest.raises(al.ArgusError, match="symbolic link"):
+        load_token(link)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone could swap the token file
+    with pytest.raises(al.ArgusError, match="writable by others"):
+        load_token(shared / "server-token")
+    assert not (shared / "server-token").exists()

@@ -23,9 +23,12 @@ import json
 import logging
 import os
 import secrets
+import stat
 import time
 from pathlib import Path
 from typing import Any
+
+from argus_lab.errors import ArgusError
 
 __all__ = ["LOOPBACK", "MAX_BODY", "MAX_PATH", "MAX_QUERY", "Guard", "load_token"]
 
@@ -47,18 +50,46 @@ Send = Any
 
 def load_token(path: Path) -> tuple[str, bool]:
     """The server's token from ``path``, generated (and stored 0600) the first
-    time. Returns (token, created)."""
+    time. Returns (token, created).
+
+    Refuses (ArgusError) a token file that others could have read (group or
+    world permissions), a symbolic link (a token planted elsewhere), and a
+    folder others may write to without the sticky bit (they could swap it).
+    """
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    mode = folder.stat().st_mode
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        raise ArgusError(
+            f"{folder} is writable by others, who could replace the server "
+            f"token in it; run `chmod o-w {folder}` (or serve another workspace)"
+        )
+    if path.is_symlink():
+        raise ArgusError(
+            f"{path} is a symbolic link; the server token must be a plain file "
+            "of its own: delete the link and start `argus serve` again for a new one"
+        )
     if path.exists():
+        mode = path.stat().st_mode
+        if mode & 0o077:
+            raise ArgusError(
+                f"the server token in {path} is readable by others (mode "
+                f"{stat.S_IMODE(mode):o}); treat it as leaked: delete it for a "
+                f"new one, or `chmod 600 {path}` if nobody else can log in here"
+            )
+        if path.stat().st_uid != os.getuid():
+            raise ArgusError(f"{path} belongs to another user; delete it")
         token = path.read_text().strip()
         if token:
             return token, False
+        path.unlink()
     token = secrets.token_urlsafe(32)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Created 0600 from the start: never world-readable, not even briefly.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # Created 0600 from the start (never world-readable, not even briefly),
+    # exclusively and never through a link planted meanwhile.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
-    os.chmod(path, 0o600)
     return token, True
 
 
