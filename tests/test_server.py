@@ -287,7 +287,8 @@ def test_state_over_http(server: Server) -> None:
     names = [s["name"] for s in server.http.get("/states").json()["items"]]
     assert {"bot", "bot-b"} <= set(names)
     assert server.http.get("/states/none").status_code == 404
-    assert server.http.get("/states/bot/events").json() == {"items": []}
+    empty = {"items": [], "next": 0, "more": False}
+    assert server.http.get("/states/bot/events").json() == empty
     # The token is printed once, at first start; the request log never has it.
     assert server.text().count(server.token) == 1
     assert "GET /states/bot 200" in server.text()  # ...but every request
@@ -295,7 +296,7 @@ def test_state_over_http(server: Server) -> None:
 
 @pytest.mark.slow
 def test_connect_reads_and_steers(server: Server) -> None:
-    with pytest.raises(al.ArgusError, match="refused the token"):
+    with pytest.raises(al.ArgusError, match="the token is wrong"):
         al.connect(server.url, "wrong")
     remote = al.connect(server.url, server.token)
     assert "approve" in [i.name for i in remote.sessions()]
@@ -642,3 +643,42 @@ def test_the_token_file_must_be_private(tmp_path: Path) -> None:
     with pytest.raises(al.ArgusError, match="writable by others"):
         load_token(shared / "server-token")
     assert not (shared / "server-token").exists()
+
+
+def test_the_client_says_where_it_could_not_connect(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with pytest.raises(ConnectionError, match=f"{url}.*argus serve") as info:
+        al.connect(url, "secret-token-123", timeout=2)
+    assert "secret-token-123" not in str(info.value)
+
+
+def test_the_client_times_out_with_the_url(tmp_path: Path) -> None:
+    with socket.socket() as s:  # accepts, never answers
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+        with pytest.raises(TimeoutError, match=f"{url}.*0.3 s"):
+            al.connect(url, "t", timeout=0.3)
+
+
+@pytest.mark.slow
+def test_the_client_keeps_the_token_out_of_sight(server: Server) -> None:
+    with pytest.raises(al.ArgusError) as info:
+        al.connect(server.url, "wrong-token")
+    msg = info.value.message
+    assert "token is wrong" in msg and "server-token" in msg
+    assert "wrong-token" not in msg
+    remote = al.connect(server.url, server.token)
+    st = remote.state("bot")
+    s = remote.open("approve")
+    for obj in (remote, st, s, remote._http):
+        assert server.token not in repr(obj) and server.token not in str(obj)
+    # Names are one path segment: no way to reach another route through them.
+    with pytest.raises(KeyError):
+        remote.state("../sessions/approve").get()
+    with pytest.raises(KeyError):
+        remote.open("..%2fstates")
+    remote.close()

@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 
@@ -28,6 +29,7 @@ class RemoteSession:
         self.name = name
         self._view: dict[str, Any] = {}
         self._plan: tuple[int, Plan] | None = None
+        self._path = ws.path("sessions", name)
         self._blocking = 0
         self._blocking_lock = threading.Lock()
 
@@ -36,12 +38,12 @@ class RemoteSession:
 
     def _post(self, action: str, body: dict[str, Any] | None = None) -> Any:
         return self.workspace.request(
-            "POST", f"/sessions/{self.name}/{action}", json=body or {}
+            "POST", f"{self._path}/{action}", json=body or {}
         ).json()
 
     def refresh(self) -> dict[str, Any]:
         """Reads the session's info, status and counts again."""
-        self._view = self.workspace.request("GET", f"/sessions/{self.name}").json()
+        self._view = self.workspace.request("GET", self._path).json()
         return self._view
 
     @property
@@ -88,7 +90,7 @@ class RemoteSession:
         """The plan (fetched again only when its version changed)."""
         version = int(self._view.get("plan_version") or self.refresh()["plan_version"])
         if self._plan is None or self._plan[0] != version:
-            d = self.workspace.request("GET", f"/sessions/{self.name}/plan").json()
+            d = self.workspace.request("GET", f"{self._path}/plan").json()
             self._plan = (version, Plan.model_validate(d))
         return self._plan[1]
 
@@ -101,7 +103,7 @@ class RemoteSession:
 
     def result(self, task_id: str) -> Any:
         """A task's result (large artifacts come back as their text form)."""
-        path = f"/sessions/{self.name}/tasks/{task_id}/result"
+        path = f"{self._path}/tasks/{quote(task_id, safe='')}/result"
         return self.workspace.request("GET", path).json()
 
     def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
@@ -156,7 +158,7 @@ class RemoteSession:
                     )
                     try:
                         with http.stream(
-                            "GET", f"/sessions/{self.name}/events/stream", params=params
+                            "GET", f"{self._path}/events/stream", params=params
                         ) as r:
                             live["response"] = r
                             for ev in _events(r, on_start=mark):
@@ -191,7 +193,7 @@ class RemoteSession:
         offset = 0
         while True:
             page = self.workspace.request(
-                "GET", f"/sessions/{self.name}/tasks", params={"offset": offset}
+                "GET", f"{self._path}/tasks", params={"offset": offset}
             ).json()
             for d in page["items"]:
                 out[d["task_id"]] = TaskRecord.model_validate(d)
@@ -205,7 +207,7 @@ class RemoteSession:
         out: list[EventBase] = []
         while True:
             page = self.workspace.request(
-                "GET", f"/sessions/{self.name}/events", params={"since": since}
+                "GET", f"{self._path}/events", params={"since": since}
             ).json()
             out += [ad.validate_python(d) for d in page["items"]]
             since = page["next"]
@@ -217,13 +219,13 @@ class RemoteSession:
         breaking out of the loop."""
         with self.workspace._http.stream(
             "GET",
-            f"/sessions/{self.name}/events/stream",
+            f"{self._path}/events/stream",
             params={"since": since},
             timeout=httpx.Timeout(30.0, read=None),
         ) as r:
             if r.status_code >= 400:
                 r.read()
-                self.workspace.fail("GET", f"/sessions/{self.name}/events", r)
+                self.workspace.fail("GET", f"{self._path}/events", r)
             yield from _events(r)
 
     def start(self) -> None:

@@ -26,7 +26,7 @@ class RemoteState:
     def __init__(self, ws: RemoteWorkspace, name: str) -> None:
         self.workspace = ws
         self.name = name
-        self._path = f"/states/{name}"
+        self._path = ws.path("states", name)
 
     def __repr__(self) -> str:
         return f"RemoteState({self.name!r})"
