@@ -212,7 +212,11 @@ def test_retry_skip_reject(server: Server) -> None:
 @pytest.mark.slow
 def test_event_stream(server: Server) -> None:
     got: list[dict[str, Any]] = []
-    with server.http.stream("GET", "/sessions/approve/events/stream") as r:
+    # Needs the events of test_sessions_read_and_control; a read timeout under
+    # the 15 s ping turns a missing event into a failure, not a hang.
+    with server.http.stream(
+        "GET", "/sessions/approve/events/stream", timeout=httpx.Timeout(30, read=10)
+    ) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
         for line in r.iter_lines():
@@ -682,3 +686,48 @@ def test_the_client_keeps_the_token_out_of_sight(server: Server) -> None:
     with pytest.raises(KeyError):
         remote.open("..%2fstates")
     remote.close()
+
+
+@pytest.mark.slow
+def test_slow_and_silent_clients_do_not_block_others(server: Server) -> None:
+    from argus_lab.server._app import MAX_STREAMS
+
+    hello = (
+        f"GET /sessions/approve/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {server.token}\r\n"
+    ).encode()
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(30):  # slow loris: headers that never end
+            c = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            c.sendall(hello)
+            socks.append(c)
+        opened = 0
+        for _ in range(MAX_STREAMS + 1):  # streams whose events nobody reads
+            c = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            c.sendall(hello + b"\r\n")
+            socks.append(c)
+            if not c.recv(12).startswith(b"HTTP/1.1 200"):
+                break
+            opened += 1
+        # (An earlier test's stream may still be closing: it counts too.)
+        assert MAX_STREAMS - 2 <= opened <= MAX_STREAMS
+        with httpx.Client(base_url=server.url, timeout=10) as quick:
+            hdr = {"Authorization": f"Bearer {server.token}"}
+            assert quick.get("/states", headers=hdr).status_code == 200
+            r = quick.get("/sessions/approve/events/stream", headers=hdr)
+            assert r.status_code == 503 and "streams" in r.json()["detail"]
+            assert r.headers["retry-after"]
+    finally:
+        for c in socks:
+            c.close()
+    # Once they are gone, streams open again.
+    wait_until(
+        lambda: _stream_opens(server),
+        "a stream to open after the others closed",
+    )
+
+
+def _stream_opens(server: Server) -> bool:
+    with server.http.stream("GET", "/sessions/approve/events/stream") as r:
+        return r.status_code == 200

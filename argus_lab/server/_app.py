@@ -35,7 +35,10 @@ from argus_lab.server._states import add_state_routes
 from argus_lab.store.state import State
 from argus_lab.workspace import Workspace
 
-__all__ = ["Hub", "create_app"]
+__all__ = ["MAX_STREAMS", "Hub", "create_app"]
+
+MAX_STREAMS = 32
+"""Event streams open at once; each holds a session open. More get 503."""
 
 
 class _Strict(BaseModel):
@@ -90,6 +93,7 @@ class Hub:
         self.controlled: dict[str, Session] = {}
         self.states: dict[str, State[Any]] = {}
         self.lock = threading.Lock()
+        self.streams = 0  # changed on the event loop only
 
     def control(self, name: str) -> Session:
         """The session this server drives (kept open: it may run here)."""
@@ -307,10 +311,30 @@ def create_app(
         name: str,
         since: int = Query(0, ge=0),
         tail: bool = Query(False, description="only events committed from now on"),
-    ) -> EventSourceResponse:
-        s = await run_in_threadpool(ws.open, known_name(name))
+    ) -> Response:
+        known_name(name)
+        if hub.streams >= MAX_STREAMS:
+            return JSONResponse(
+                {
+                    "detail": f"{MAX_STREAMS} event streams are open already; "
+                    "close one, or poll GET /sessions/{name}/events?since=N"
+                },
+                503,
+                headers={"Retry-After": "5"},
+            )
+        hub.streams += 1  # given back when the stream ends, however it ends
+        try:
+            s = await run_in_threadpool(ws.open, name)
+        except BaseException:
+            hub.streams -= 1
+            raise
         if tail:
-            past = await run_in_threadpool(s.events, since)
+            try:
+                past = await run_in_threadpool(s.events, since)
+            except BaseException:
+                hub.streams -= 1
+                await run_in_threadpool(s.close)
+                raise
             since = past[-1].seq if past else since
         resume = request.headers.get("last-event-id", "")
         if resume.isdigit():  # a reconnecting EventSource goes on where it was
@@ -331,6 +355,7 @@ def create_app(
                         }
                     await asyncio.sleep(0.2)  # the store is polled: any writer
             finally:
+                hub.streams -= 1
                 await run_in_threadpool(s.close)
 
         return EventSourceResponse(gen(), ping=15)
