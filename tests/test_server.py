@@ -207,6 +207,24 @@ def test_retry_skip_reject(server: Server) -> None:
     assert r.status_code == 400 and "after" in r.json()["detail"]  # not waiting
     r = server.http.post("/sessions/fail/pause", json={})
     assert r.status_code == 200
+    # A refusal of a task that waits for a decision.
+    ws = al.Workspace(server.root)  # another process's view of the same folder
+    ws.new_session(
+        plan=server_tools.APPROVE, tools=server_tools.TOOLS, name="refused"
+    ).close()
+    ws.close()
+    assert server.http.post("/sessions/refused/run").status_code == 202
+    wait_until(
+        lambda: "two" in _session(server, "refused")["pending_approvals"],
+        "the approval request",
+    )
+    r = server.http.post(
+        "/sessions/refused/reject", json={"task_id": "two", "reason": "not now"}
+    )
+    assert r.status_code == 200, r.text
+    wait_until(
+        lambda: _session(server, "refused")["counts"].get("failed") == 1, "the refusal"
+    )
 
 
 @pytest.mark.slow
@@ -731,3 +749,40 @@ def test_slow_and_silent_clients_do_not_block_others(server: Server) -> None:
 def _stream_opens(server: Server) -> bool:
     with server.http.stream("GET", "/sessions/approve/events/stream") as r:
         return r.status_code == 200
+
+
+# Keep this test last: it reads the log the tests above left.
+@pytest.mark.slow
+def test_every_route_is_documented_and_answered_in_these_tests(
+    server: Server, request: pytest.FixtureRequest
+) -> None:
+    import re
+
+    from fastapi.routing import APIRoute
+
+    from argus_lab.server import create_app
+
+    mine = {n for n in dir(request.module) if n.startswith("test_")}
+    ran = {i.name for i in request.session.items if i.module is request.module}
+    if ran != mine:
+        pytest.skip("needs the whole module: it checks what the other tests did")
+    doc = server.http.get("/openapi.json").json()
+    documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    ws = al.Workspace(server.root)
+    app = create_app(ws, "t").app  # the routes, as built (inside the guard)
+    ws.close()
+    routes = {
+        (m, r.path)
+        for r in app.routes
+        if isinstance(r, APIRoute)
+        for m in r.methods
+        if m != "HEAD"
+    }
+    assert routes == documented
+    log = server.text()
+    missing = []
+    for method, path in sorted(routes):
+        pattern = re.sub(r"\\\{[^}]+\\\}", "[^ ]+", re.escape(path))
+        if not re.search(rf"{method} {pattern} [23]\d\d ", log):
+            missing.append(f"{method} {path}")
+    assert not missing, f"no test got an answer from: {missing}"
