@@ -608,3 +608,47 @@ def test_history_dtypes_and_pages(ws: al.Workspace) -> None:
     assert str(full["time"].dtype) == "datetime64[ns, UTC]"
     assert full["version"].dtype == "int64" and full["snapshot"].dtype == bool
     assert list(st.history(since=2, limit=2)["version"]) == [3, 4]
+
+
+def test_a_reference_kept_after_the_block_changes_nothing(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+    with st.transaction() as kept:
+        kept.positions["A"] = 1
+    kept.positions["A"] = 99  # after the commit: a private copy
+    kept.cash = -5
+    assert st.get() == Portfolio(positions={"A": 1}) and st.version == 2
+    with st.transaction() as s:
+        s.notes.append("next")
+    assert st.get().positions == {"A": 1} and st.at(3).cash == 1000.0
+
+
+def test_a_nested_optimistic_transaction_wins_and_the_outer_one_conflicts(
+    ws: al.Workspace,
+) -> None:
+    st = ws.state("p", model=Portfolio)
+    with pytest.raises(al.ConflictError), st.transaction() as outer:
+        outer.cash = 1.0
+        with st.transaction() as inner:
+            inner.cash = 2.0
+    assert st.get().cash == 2.0 and st.version == 2
+
+
+def test_versions_dropped_by_compaction_say_so(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio, snapshot_every=2)
+    for i in range(5):
+        st.update(lambda s, i=i: s.notes.append(str(i)))
+    assert st.at(3).notes == ["0", "1"]  # across snapshots
+    v = st.compact(keep_history=False)
+    assert v == 7 and st.get().notes == [str(i) for i in range(5)]
+    for old in (3, 6):
+        with pytest.raises(KeyError, match=r"compact\(keep_history=False\).*7"):
+            st.at(old)
+        with pytest.raises(KeyError, match="compact"):
+            st.fork(at=old)
+    with pytest.raises(KeyError, match="has no version 8"):
+        st.at(8)
+    st.update(lambda s: s.notes.clear())
+    f = st.fork(at=7, name="p-after")
+    f.update(lambda s: s.notes.append("fork"))
+    assert st.get().notes == [] and f.get().notes[-1] == "fork"
+    assert f.at(1).notes == st.at(7).notes

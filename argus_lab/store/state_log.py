@@ -220,6 +220,13 @@ class StateLog:
         """The stored record of one version (KeyError when there is none)."""
         rec = self._get(_vkey(version))
         if rec is None:
+            first = next(self.records(limit=1), None)
+            if first is not None and 0 < version < int(first["v"]):
+                raise KeyError(
+                    f"state {self.name}: version {version} was dropped by "
+                    f"compact(keep_history=False); the oldest version kept is "
+                    f"{first['v']}"
+                )
             raise KeyError(f"state {self.name} has no version {version}")
         return dict(rec)
 
