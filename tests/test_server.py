@@ -786,3 +786,26 @@ def test_every_route_is_documented_and_answered_in_these_tests(
         if not re.search(rf"{method} {pattern} [23]\d\d ", log):
             missing.append(f"{method} {path}")
     assert not missing, f"no test got an answer from: {missing}"
+
+
+def test_a_server_bound_elsewhere_answers_to_its_names_only(ws: al.Workspace) -> None:
+    from starlette.testclient import TestClient
+
+    from argus_lab.server import create_app
+
+    app = create_app(ws, "tok", host="192.168.7.7", allow_hosts=["box.lan"])
+    auth = {"Authorization": "Bearer tok"}
+    with TestClient(app) as c:
+        for host, code in (
+            ("box.lan", 200),
+            ("box.lan:8765", 200),
+            ("192.168.7.7:8765", 200),
+            ("localhost", 200),
+            ("evil.example", 421),
+            ("box.lan.evil.example", 421),
+        ):
+            r = c.get("/states", headers={**auth, "Host": host})
+            assert r.status_code == code, host
+    everywhere = create_app(ws, "tok", host="0.0.0.0")
+    with TestClient(everywhere) as c:  # bound to every interface: any name
+        assert c.get("/states", headers={**auth, "Host": "box"}).status_code == 200

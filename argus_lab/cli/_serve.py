@@ -18,6 +18,14 @@ def add_serve(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     sp.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another host name clients may use for this server (repeat); "
+        "requests naming any other Host are refused against DNS rebinding",
+    )
+    sp.add_argument(
         "--tools",
         action="append",
         default=[],
@@ -33,7 +41,13 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     ws = workspace(args, create=True)
     tools = load_tools(args.tools) if args.tools else []
     try:
-        serve(ws, host=args.host, port=args.port, tools=tools)
+        serve(
+            ws,
+            host=args.host,
+            port=args.port,
+            tools=tools,
+            allow_hosts=args.allow_host,
+        )
     finally:
         ws.close()
     return EXIT_OK

@@ -182,6 +182,7 @@ def create_app(
     *,
     tools: list[Any] | None = None,
     host: str = "127.0.0.1",
+    allow_hosts: list[str] | tuple[str, ...] = (),
 ) -> Any:
     """The ASGI app: FastAPI routes behind the token/size/log guard. ``host``:
     the address it is bound to; requests naming another Host are refused
@@ -427,5 +428,9 @@ def create_app(
 
     add_state_routes(app, hub)
 
-    hosts = None if host in ("0.0.0.0", "::", "") else LOOPBACK | {host.strip("[]")}
+    hosts = (
+        None
+        if host in ("0.0.0.0", "::", "")
+        else LOOPBACK | {host.strip("[]"), *allow_hosts}
+    )
     return Guard(app, token=token, max_body=MAX_BODY, hosts=hosts)
