@@ -248,13 +248,16 @@ class StateCore(Generic[M]):
             pause = min(pause * 2, 0.02)
         return holder
 
-    def _stop_renewing(self, tx: _Tx) -> None:
+    def _stop_renewing(self, tx: _Tx, *, check: bool = False) -> None:
+        """Stops the lease's renewal; ``check``: ConflictError if it was lost
+        (before a commit; never on the way out of a failed block, whose own
+        exception must be the one the caller sees)."""
         if tx.renewer is not None:
             tx.renewer.stop()
             _HOLDING.__dict__.get("dirs", set()).discard(
                 str(self._log.directory.resolve())
             )
-            if tx.renewer.lost and tx.holder is not None:
+            if check and tx.renewer.lost and tx.holder is not None:
                 tx.renewer = None
                 raise ConflictError(
                     f"state {self.name}: the lock of this transaction(lock=True) "
@@ -352,7 +355,7 @@ class StateCore(Generic[M]):
         self._commit(c, tx)
 
     def _commit(self, c: Commit, tx: _Tx, *, prune: bool = False) -> None:
-        self._stop_renewing(tx)  # before the commit releases the lease
+        self._stop_renewing(tx, check=True)  # before the commit releases it
         if c.schema != tx.schema and isinstance(self.model, type):
             c.json_schema = self.model.model_json_schema()  # type: ignore[attr-defined]
         head = self._log.commit(
