@@ -27,23 +27,23 @@ from argus_lab.errors import (
     ToolError,
     TransientError,
 )
-from argus_lab.events import Event
-from argus_lab.model import Budget, Plan, SessionInfo, Task, TaskRecord
-from argus_lab.plan.domain import HTNDomain, Subtask
-from argus_lab.plan.htn import HTNPlanner
-from argus_lab.runtime.session import RunResult, Session
 from argus_lab.runtime.views import VIEWS as _VIEWS
-from argus_lab.tools.approval import ApprovalPolicy
-from argus_lab.tools.builtin import builtin_tools
-from argus_lab.tools.registry import Tool, ToolContext, tool
-from argus_lab.workspace import Workspace
 
 if TYPE_CHECKING:
     from argus_lab import analysis, llm
     from argus_lab.client import connect
+    from argus_lab.events import Event
     from argus_lab.llm.anthropic import AnthropicModel
+    from argus_lab.model import Budget, Plan, SessionInfo, Task, TaskRecord
+    from argus_lab.plan.domain import HTNDomain, Subtask
+    from argus_lab.plan.htn import HTNPlanner
     from argus_lab.plan.llm import LLMPlanner
     from argus_lab.runtime.dask import DaskExecutor
+    from argus_lab.runtime.session import RunResult, Session
+    from argus_lab.tools.approval import ApprovalPolicy
+    from argus_lab.tools.builtin import builtin_tools
+    from argus_lab.tools.registry import Tool, ToolContext, tool
+    from argus_lab.workspace import Workspace
 
 __version__ = "0.1.0"
 
@@ -97,18 +97,43 @@ _LAZY = {
     "LLMPlanner": ("argus_lab.plan.llm", "LLMPlanner"),
     "DaskExecutor": ("argus_lab.runtime.dask", "DaskExecutor"),
     "connect": ("argus_lab.client", "connect"),
+    "Event": ("argus_lab.events", "Event"),
+    "Budget": ("argus_lab.model", "Budget"),
+    "Plan": ("argus_lab.model", "Plan"),
+    "SessionInfo": ("argus_lab.model", "SessionInfo"),
+    "Task": ("argus_lab.model", "Task"),
+    "TaskRecord": ("argus_lab.model", "TaskRecord"),
+    "HTNDomain": ("argus_lab.plan.domain", "HTNDomain"),
+    "Subtask": ("argus_lab.plan.domain", "Subtask"),
+    "HTNPlanner": ("argus_lab.plan.htn", "HTNPlanner"),
+    "RunResult": ("argus_lab.runtime.session", "RunResult"),
+    "Session": ("argus_lab.runtime.session", "Session"),
+    "ApprovalPolicy": ("argus_lab.tools.approval", "ApprovalPolicy"),
+    "builtin_tools": ("argus_lab.tools.builtin", "builtin_tools"),
+    "Tool": ("argus_lab.tools.registry", "Tool"),
+    "ToolContext": ("argus_lab.tools.registry", "ToolContext"),
+    "tool": ("argus_lab.tools.registry", "tool"),
+    "Workspace": ("argus_lab.workspace", "Workspace"),
 }
+"""Public names loaded on first use. pydantic and the runtime take ~0.3 s to
+import, pandas and the anthropic SDK 0.5-1.5 s: ``import argus_lab`` (and the
+``argus`` command's front, ``argus --help``) pays for none of them."""
 
 
 def __getattr__(name: str) -> Any:
-    # pandas and the anthropic SDK cost 0.5-1.5 s to import: load on first use.
     if name in _LAZY:
         import importlib
 
         module, attr = _LAZY[name]
         mod = importlib.import_module(module)
-        return mod if attr is None else getattr(mod, attr)
+        value = mod if attr is None else getattr(mod, attr)
+        globals()[name] = value  # the next access is a plain lookup
+        return value
     raise AttributeError(f"module 'argus_lab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def _tasks_df(session: Session, **options: Any) -> Any:

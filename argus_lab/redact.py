@@ -124,6 +124,18 @@ class Redactor:
             return [self.value(x) for x in v]
         return v
 
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) of every secret value and secret shape in ``text``."""
+        out = []
+        for v in self.values:
+            i = text.find(v)
+            while i >= 0:
+                out.append((i, i + len(v)))
+                i = text.find(v, i + 1)
+        if _may_have_shape(text):
+            out += [m.span() for m in _SHAPES.finditer(text)]
+        return out
+
     def needed(self, text: str) -> bool:
         """Whether ``text`` contains anything this redactor would mask."""
         if any(v in text for v in self.values):

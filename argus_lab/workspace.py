@@ -18,22 +18,32 @@ import shutil
 import sqlite3
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from argus_lab.errors import ArgusError, ConcurrentSessionError, PlanError
+from argus_lab.errors import (
+    ArgusError,
+    ConcurrentSessionError,
+    CorruptCheckpointError,
+    PlanError,
+)
 from argus_lab.events import make_event
 from argus_lab.model import Budget, Plan, SessionInfo, TaskRecord
 from argus_lab.redact import Redactor
 from argus_lab.runtime.session import Session, SessionOptions
+from argus_lab.runtime.shutdown import track
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
 from argus_lab.store.index import (
+    IndexRebuiltWarning,
+    mismatch,
     open_index,
     read_progress,
     rebuild_or_raise,
     scan_sessions,
+    session_store,
 )
 from argus_lab.tools.approval import policies_from_data, policies_to_data
 from argus_lab.tools.registry import Tool, as_toolset
@@ -119,13 +129,21 @@ class Workspace:
         self.path = Path(root).expanduser().resolve()
         if self.path.exists() and not self.path.is_dir():
             raise ArgusError(f"workspace path {self.path} exists and is not a folder")
-        (self.path / "sessions").mkdir(parents=True, exist_ok=True)
+        try:
+            (self.path / "sessions").mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ArgusError(
+                f"cannot use {self.path} as a workspace: {self.path / 'sessions'} "
+                f"cannot be made a folder ({e.strerror or e}); give a folder you "
+                "can write to"
+            ) from None
         self.durability: Durability = durability
         self.artifacts = ArtifactStore(
             self.path / "artifacts", fsync=durability == "full"
         )
         self._index_cache: diskcache.Cache | None = None
         self.embedder = embedder
+        track(self)  # weakly: its index is closed at interpreter exit
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r})"
@@ -250,7 +268,7 @@ class Workspace:
                 f"session name {name!r} must start with a letter or digit and use "
                 "only letters, digits, '.', '_' or '-' (at most 64)"
             )
-        if self._lookup(name) is not None:
+        if self._lookup(name, scan=False) is not None:
             raise ArgusError(
                 f"a session named {name!r} already exists in {self.path}; open it "
                 f"with ws.open({name!r}) or choose another name"
@@ -351,18 +369,43 @@ class Workspace:
 
     # -- finding and opening -------------------------------------------------
 
-    def _lookup(self, name_or_id: str) -> str | None:
+    def _lookup(self, name_or_id: str, *, scan: bool = True) -> str | None:
+        if not isinstance(name_or_id, str):
+            raise TypeError(
+                "a session name or id is text, got "
+                f"{type(name_or_id).__name__}: {name_or_id!r}"
+            )
+        if not _NAME.match(name_or_id):
+            return None  # no session has it (and it must not reach a path)
         # By id first: opening a session by id never depends on the index.
-        if (
-            "/" not in name_or_id
-            and name_or_id not in ("", ".", "..")
-            and (self._session_dir(name_or_id) / "cache.db").exists()
-        ):
+        if (self._session_dir(name_or_id) / "cache.db").exists():
             return name_or_id
         sid = self._index_call(lambda ix: ix.get("name:" + name_or_id))
         if isinstance(sid, str) and self._session_dir(sid).exists():
             return sid
-        return None
+        return self._find_in_folders(name_or_id) if scan else None
+
+    def _find_in_folders(self, name: str) -> str | None:
+        """A name the index does not know, looked for in the session folders.
+
+        The index is a cache: an entry lost (a crash between the folder and
+        the index, a rebuild that raced a create) is found and written back.
+        """
+        found = [i.id for i in self.sessions() if i.name == name]
+        if len(found) != 1:
+            return None
+        sid = found[0]
+        self._index_call(lambda ix: ix.set("name:" + name, sid))
+        warnings.warn(
+            f"the workspace index {self.path / 'index'} did not know {name!r}; "
+            f"found it in the session folders ({sid}) and added it back",
+            IndexRebuiltWarning,
+            stacklevel=3,
+        )
+        return sid
+
+    def _store(self, sid: str) -> SessionStore:
+        return session_store(self._session_dir(sid), sid, self.durability)
 
     def open(
         self,
@@ -394,9 +437,12 @@ class Workspace:
             raise KeyError(
                 f"no session {name_or_id!r} in {self.path} (recent: {names})"
             )
-        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        store = self._store(sid)
         try:
             loaded = store.load(accept_lost_commits=accept_lost_commits)
+            other = mismatch(self._session_dir(sid), loaded.meta)
+            if other is not None:
+                raise CorruptCheckpointError(other, session_id=sid)
             options = self._policies(store, loaded, options)
         except BaseException:
             store.close()
@@ -446,7 +492,7 @@ class Workspace:
         sid = self._lookup(name_or_id)
         if sid is None:
             raise KeyError(f"no session {name_or_id!r} in {self.path}")
-        store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
+        store = self._store(sid)
         try:
             return read_progress(store)
         finally:
@@ -482,7 +528,8 @@ class Workspace:
         return state_names(self.path / "states")
 
     def close(self) -> None:
-        """Closes the workspace index (sessions close on their own)."""
+        """Closes the workspace index (idempotent; done for you at interpreter
+        exit; sessions close on their own)."""
         if self._index_cache is not None:
             self._index_cache.close()
             self._index_cache = None

@@ -65,14 +65,20 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """Two worker processes, one thread each, on loopback; no dashboard."""
-    with distributed.LocalCluster(
-        n_workers=2,
-        processes=True,
-        threads_per_worker=1,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-    ) as c:
-        yield c
+    main = sys.modules["__main__"]
+    with pytest.MonkeyPatch.context() as mp:
+        # An IPython shell made by an earlier test leaves its namespace module as
+        # __main__, without the __spec__ that multiprocessing's spawn reads.
+        if not hasattr(main, "__spec__"):
+            mp.setattr(main, "__spec__", None, raising=False)
+        with distributed.LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+        ) as c:
+            yield c
 
 
 @pytest.fixture

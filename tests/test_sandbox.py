@@ -180,7 +180,9 @@ def test_fork_bomb_is_contained(ctx: al.ToolContext) -> None:
     t0 = time.monotonic()
     res = run(ctx, bomb, Limits(wall_time=2, processes=16))
     assert res["timed_out"] and time.monotonic() - t0 < 10
-    _, alive = psutil.wait_procs(marked_processes(marker), timeout=5)
+    # The forks carry the launcher's argv, which names the task folder.
+    folder = str(sandbox.task_folder(ctx))
+    _, alive = psutil.wait_procs(marked_processes(folder), timeout=5)
     assert not alive
     # The machine is fine: we can still start processes.
     assert run(ctx, "print('alive')")["stdout"] == "alive\n"
@@ -337,15 +339,21 @@ def test_cancellation_kills_the_sandbox(ctx: al.ToolContext) -> None:
         )
     code = f"# {marker}\n{escape}import time\ntime.sleep(60)\n"
     # The task folder is the sandbox's own tmpfs until the run ends: wait for
-    # the processes themselves.
-    want = 2 if escape else 1
+    # the processes themselves (the launcher and the code name the folder in
+    # their argv; the code itself is not there, it travels in a memfd).
+    folder = str(sandbox.task_folder(ctx))
+
+    def found() -> list[psutil.Process]:
+        return marked_processes(marker) + marked_processes(folder)
+
+    want = 3 if escape else 2
 
     async def main() -> None:
         task = asyncio.create_task(
             make_python_tool(Limits(wall_time=60)).fn(code=code, ctx=ctx)
         )
         deadline = time.monotonic() + 10
-        while len(marked_processes(marker)) < want:  # the condition, with a deadline
+        while len(found()) < want:  # the condition, with a deadline
             assert time.monotonic() < deadline and not task.done()
             await asyncio.sleep(0.01)
         task.cancel()
@@ -355,7 +363,7 @@ def test_cancellation_kills_the_sandbox(ctx: al.ToolContext) -> None:
     t0 = time.monotonic()
     asyncio.run(main())
     assert time.monotonic() - t0 < 15
-    _, alive = psutil.wait_procs(marked_processes(marker), timeout=5)
+    _, alive = psutil.wait_procs(found(), timeout=5)
     assert not alive
 
 
@@ -484,7 +492,9 @@ FULL = {
     "network": "namespace",
     "processes": "cgroup",
     "memory": "cgroup",
+    "cpu": "cgroup",
     "pid_namespace": True,
+    "ipc_namespace": True,
     "view": True,
     "quota": True,
     "uid": 65534,
@@ -510,7 +520,7 @@ def test_warnings_name_each_rule_left_open() -> None:
     bare = {"notes": {"user_namespace": "user namespace: Operation not permitted"}}
     got = named(_warnings(bare, Limits()))
     always = {"report", "environment"}
-    weaker = {"memory", "disk"}  # rlimits still hold per process / per file
+    weaker = {"memory", "disk", "cpu"}  # rlimits still hold per process / file
     assert got == {
         **dict.fromkeys(set(sandbox.RULES) - always - weaker, "NOT enforced"),
         **dict.fromkeys(weaker, "weaker"),
@@ -520,9 +530,11 @@ def test_warnings_name_each_rule_left_open() -> None:
     )
     # Each layer missing alone opens exactly its own rules.
     for layer, off, rules in (
-        ("seccomp", False, {"unix_sockets", "ptrace", "namespaces", "network"}),
+        ("seccomp", False, {"unix_sockets", "ipc", "ptrace", "namespaces", "network"}),
+        ("ipc_namespace", False, {"ipc"}),
         ("view", False, {"metadata"}),
         ("memory", "rlimit", {"memory"}),
+        ("cpu", "rlimit", {"cpu"}),
         ("quota", False, {"disk"}),
         ("uid", 0, {"uid"}),
         ("filesystem", "none", {"read"}),

@@ -16,6 +16,7 @@ import re
 import shutil
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -772,3 +773,730 @@ def test_the_threat_model_document_matches_these_tests_row_for_row() -> None:
         for name, abbreviated in named:
             found = [t for t in here if t.startswith(name + "_")] if abbreviated else []
             assert name in here or found, f"{rule}: no test {name} here"
+
+
+# --- Variants of the same classes (a second attacker's round) --------------------
+
+
+def test_terminal_escapes_in_the_output_are_made_visible(ws: al.Workspace) -> None:
+    # Shown raw by the CLI (an error's stderr tail) they would clear the screen,
+    # retitle the window, write the clipboard (OSC 52) or overwrite a line.
+    code = (
+        "import sys\n"
+        "sys.stdout.write('a\\x1b]52;c;cHduZWQ=\\x07b\\x1b[2Jc\\rFAKE\\u202ed\\n')\n"
+        "sys.stdout.flush()\n"
+        "import os; os.write(1, b'\\xc2\\x9b31m\\xff\\xfe\\n')\n"
+        "sys.stderr.write('\\x1b]0;title\\x07 boom\\n')\n"
+        "raise SystemExit(2)\n"
+    )
+    res = attack(ws, code)
+    for text in (res["stdout"], res["stderr"]):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), text
+    shown = "a\\x1b]52;c;cHduZWQ=\\x07b\\x1b[2Jc\nFAKE\\u202ed\n"
+    assert res["stdout"].startswith(shown)
+    assert "\\x9b31m\ufffd\ufffd" in res["stdout"]  # bad UTF-8 replaced, visibly
+    # The failure's message (what the CLI prints) carries the escaped text too.
+    task = {"id": "attack", "tool": "python", "args": {"code": code, "check": True}}
+    s = session(ws, [task])
+    error = s.record("attack").error or ""
+    assert "\\x1b]0;title\\x07 boom" in error and "\x1b" not in error
+
+
+def test_produced_file_names_cannot_break_the_result_or_carry_a_secret(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A name that is not UTF-8 made the task fail ("result that is not JSON")
+    # even with check=False; a name with ESC or a newline reached the CLI; a
+    # file or folder named after a secret put it on disk in the workspace.
+    secret = "nm-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_NAMES_TOKEN", secret)
+    code = (
+        "import os\n"
+        "s = '${env.ARGUS_NAMES_TOKEN}'\n"
+        "open(b'bad\\xff.txt', 'w').write('x')\n"
+        "open('esc\\x1b[31m\\nname.txt', 'w').write('x')\n"
+        "open('bidi\\u202etxt.exe', 'w').write('x')\n"
+        "open(s + '.txt', 'w').write('named')\n"
+        "os.mkdir(s); open(s + '/inner.txt', 'w').write('inside')\n"
+        "open('plain.txt', 'w').write('kept')\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 0
+    names = sorted(res["files"])
+    assert [n.split("attempt-1/")[1] for n in names] == [
+        "[REDACTED].txt",
+        "[REDACTED]/inner.txt",
+        "plain.txt",
+    ], names
+    assert any("were not kept" in w for w in res["warnings"])  # the two bad names
+    on_disk = [str(p) for p in ws.path.rglob("*")]
+    assert not [p for p in on_disk if secret in p or "\x1b" in p or "\udcff" in p]
+    assert not [p for p in on_disk if "\u202e" in p]
+
+
+def test_ipc_stays_inside_and_host_files_cannot_be_watched(ws: al.Workspace) -> None:
+    # inotify on a readable host file was a channel between sandboxes of two
+    # sessions (one opens /etc/hostname, the other sees IN_OPEN) and a view of
+    # the host's activity; SysV IPC, message queues and /dev/shm must be private.
+    if not enforced("ipc"):
+        return
+    key = 0x5A000000 + uuid.uuid4().int % 0xFFFFFF
+    name = f"argus-ipc-{uuid.uuid4().hex[:8]}"
+    body = (
+        f"key, name = {key}, {name!r}\n"
+        "def watch(flags):\n"
+        "    fd = libc.inotify_init1(0)\n"
+        "    c(-1 if fd < 0 else 0)\n"
+        "    c(libc.inotify_add_watch(fd, b'/etc/hostname', flags))\n"
+        "t('inotify', lambda: watch(0xfff))\n"
+        "t('inotify_old', lambda: c(min(0, libc.inotify_init())))\n"
+        "t('fanotify', lambda: c(min(0, libc.fanotify_init(0x200, 0))))\n"
+        "t('shm', lambda: c(min(0, libc.shmget(key, 4096, 0o1666))))\n"
+        "t('msg', lambda: c(min(0, libc.msgget(key, 0o1666))))\n"
+        "t('dev_shm', lambda: open('/dev/shm/' + name, 'w').write('x') and None)\n"
+    )
+    tries = outcomes(ws, body)
+    assert tries["inotify"] != "ok" and tries["inotify_old"] != "ok", tries
+    assert tries["fanotify"] != "ok"
+    # Made inside, seen nowhere outside: the host's IPC objects and /dev/shm.
+    assert tries["shm"] == tries["msg"] == tries["dev_shm"] == "ok", tries
+    for table in ("/proc/sysvipc/shm", "/proc/sysvipc/msg"):
+        if os.path.exists(table):
+            keys = [line.split()[0] for line in Path(table).read_text().splitlines()]
+            assert str(key) not in keys, table
+    assert not os.path.exists(f"/dev/shm/{name}")
+
+
+@pytest.mark.slow
+def test_many_busy_processes_get_only_their_share_of_the_cores(
+    ws: al.Workspace,
+) -> None:
+    # RLIMIT_CPU is per process: 64 busy processes kept every core of the host
+    # busy for the whole wall time (up to 600 s), starving Argus and others.
+    if STATUS["rules"]["cpu"] != "cpu cgroup":
+        assert any(w.startswith("rule 'cpu' is weaker") for w in STATUS["warnings"])
+        return
+    code = (
+        "import os, time\n"
+        "kids = []\n"
+        "for i in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        end = time.monotonic() + 4\n"
+        "        while time.monotonic() < end:\n"
+        "            pass\n"
+        "        os._exit(0)\n"
+        "    kids.append(pid)\n"
+        "for k in kids:\n"
+        "    os.waitpid(k, 0)\n"
+        "t = os.times()\n"
+        "print(t.children_user + t.children_system)\n"
+    )
+    res = attack(ws, code, Limits(wall_time=30, cpus=0.2))
+    used = float(res["stdout"])
+    assert 0 < used <= 0.2 * 4 * 1.25 + 0.3, res  # 4 busy processes, 0.2 cores
+
+
+def test_a_socketpair_cannot_reach_a_host_path_socket(ws: al.Workspace) -> None:
+    # socket(AF_UNIX) fails, but a datagram socketpair is not bound to its
+    # peer: sendto() or connect() reached any path socket (here one in the
+    # session folder; /dev/log where a syslog daemon listens there).
+    if not enforced("unix_sockets"):
+        return
+    servers = []
+
+    def prepare(folder: Path) -> None:
+        for kind, name in (
+            (socket.SOCK_DGRAM, "dgram.sock"),
+            (socket.SOCK_STREAM, "s.sock"),
+        ):
+            srv = socket.socket(socket.AF_UNIX, kind)
+            srv.bind(str(folder / name))
+            os.chmod(folder / name, 0o777)
+            if kind == socket.SOCK_STREAM:
+                srv.listen()
+            srv.setblocking(False)
+            servers.append(srv)
+
+    body = (
+        "dg, st = os.path.abspath('../../../dgram.sock'), "
+        "os.path.abspath('../../../s.sock')\n"
+        "U, S = socket.AF_UNIX, socket\n"
+        "def pair(kind, how):\n"
+        "    a, b = socket.socketpair(U, kind)\n"
+        "    return how(a)\n"
+        "def send(a):\n"
+        "    a.sendto(b'x', dg)\n"
+        "t('dgram_sendto', lambda: pair(S.SOCK_DGRAM, send))\n"
+        "t('dgram_connect', lambda: pair(S.SOCK_DGRAM, lambda a: a.connect(dg)))\n"
+        "t('raw_sendto', lambda: pair(S.SOCK_RAW, send))\n"
+        "t('dgram_cloexec', lambda: pair(S.SOCK_DGRAM | S.SOCK_CLOEXEC, send))\n"
+        "t('stream_connect', lambda: pair(S.SOCK_STREAM, lambda a: a.connect(st)))\n"
+        "t('seqpkt_connect', lambda: pair(S.SOCK_SEQPACKET, lambda a: a.connect(st)))\n"
+        "t('stream_sendto', lambda: pair(S.SOCK_STREAM, send))\n"
+        "t('stream_pair_works', lambda: pair(S.SOCK_STREAM, lambda a: None))\n"
+    )
+    try:
+        tries = outcomes(ws, body, prepare=prepare)
+        assert tries.pop("stream_pair_works") == "ok"  # multiprocessing needs it
+        assert "ok" not in tries.values(), tries
+        with pytest.raises(BlockingIOError):
+            servers[0].recv(100)  # no datagram arrived
+        with pytest.raises(BlockingIOError):
+            servers[1].accept()  # no connection
+    finally:
+        for srv in servers:
+            srv.close()
+
+
+def test_a_tree_deeper_than_the_recursion_limit_does_not_hide_the_exit_status(
+    ws: al.Workspace,
+) -> None:
+    # 1,500 folders of one letter stay under PATH_MAX but past Python's
+    # recursion limit: os.walk in the launcher's copy-out raised RecursionError,
+    # and the host saw exit code 1 (the launcher's) instead of the code's 3.
+    code = (
+        "import os\n"
+        "open('top.txt', 'w').write('kept')\n"
+        "for _ in range(1500):\n"
+        "    os.mkdir('d')\n"
+        "    os.chdir('d')\n"
+        "open('deep.txt', 'w').write('lost')\n"
+        "os._exit(3)\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 3 and res["killed_by"] is None, res
+    assert "RecursionError" not in res["stderr"]
+    assert [Path(k).name for k in res["files"]] == ["top.txt"]
+    deepest = max(len(p.parts) for p in ws.path.rglob("*"))
+    assert deepest < 80  # what reached the host is 32 folders deep at most
+
+
+def test_host_device_events_do_not_reach_the_sandbox(ws: al.Workspace) -> None:
+    # A uevent netlink socket in the sandbox's network namespace received the
+    # host's device events (a USB key plugged in, a disk added): only routing
+    # netlink (getifaddrs) opens now.
+    if STATUS["rules"]["network"] != "network namespace + seccomp":
+        assert any(w.startswith("rule 'network'") for w in STATUS["warnings"])
+        return
+    stop = threading.Event()
+    null_uevent = Path("/sys/devices/virtual/mem/null/uevent")
+
+    def poke() -> None:  # the host makes device events while the code listens
+        while not stop.wait(0.2):
+            try:
+                null_uevent.write_text("change")
+            except OSError:
+                return  # not root: the socket must fail to open all the same
+
+    body = (
+        "import select\n"
+        "def listen(proto):\n"
+        "    s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, proto)\n"
+        "    s.bind((0, 1))\n"
+        "    r, _, _ = select.select([s], [], [], 3)\n"
+        "    return s.recv(4096)[:60].decode('latin-1') if r else None\n"
+        "t('uevent', lambda: listen(15))\n"
+        "for proto in (4, 9, 11, 16):  # sock_diag, audit, connector, generic\n"
+        "    t(f'netlink {proto}', lambda: socket.socket(16, 3, proto).close())\n"
+        "t('route', lambda: socket.socket(16, 3, 0).close())\n"
+    )
+    thread = threading.Thread(target=poke, daemon=True)
+    thread.start()
+    try:
+        tries = outcomes(ws, body)
+    finally:
+        stop.set()
+        thread.join(5)
+    assert tries.pop("route") == "ok", tries
+    assert set(tries.values()) == {"OSError"}, tries  # not even an empty listen
+
+
+def test_credentials_files_are_hidden_even_inside_a_kept_folder(
+    ws: al.Workspace, tmp_path: Path
+) -> None:
+    # World-readable files where credentials live (/etc/environment,
+    # /etc/pip.conf, ...) were readable, and so was a virtual environment's
+    # pip.conf (an index URL with a token): the environment is put back under
+    # the hidden /tmp, which showed what was hidden inside it again.
+    if not enforced("hidden") or STATUS["rules"]["hidden"] != "mount namespace":
+        return
+    from argus_lab.tools._sandbox_host import HIDDEN
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
+    token = "index-token-" + uuid.uuid4().hex
+    (venv / "pip.conf").write_text(f"[global]\nindex-url = https://u:{token}@x/\n")
+    (venv / "visible.txt").write_text("seen")
+    here = [p for p in HIDDEN if os.path.lexists(p)]
+    body = (
+        f"venv, here = {str(venv)!r}, {here!r}\n"
+        "def look(p):\n"
+        "    return os.listdir(p) if os.path.isdir(p) else open(p).read()\n"
+        "t('pip.conf', lambda: look(venv + '/pip.conf'))\n"
+        "t('visible', lambda: look(venv + '/visible.txt'))\n"
+        "for p in here:\n"
+        "    t(p, lambda: look(p))\n"
+    )
+    tries = outcomes(ws, body, Limits(wall_time=20, python=str(venv / "bin/python")))
+    assert tries.pop("visible") == "'seen'", tries  # the environment is readable
+    for path, got in tries.items():
+        assert got in ("''", "[]", "FileNotFoundError", "PermissionError"), (path, got)
+    assert "/etc/shadow" in here or not os.path.exists("/etc/shadow")
+
+
+# --- Variants already blocked, kept blocked --------------------------------------
+
+
+def test_metadata_variants_outside_the_task_folder_fail(ws: al.Workspace) -> None:
+    if not enforced("metadata"):
+        return
+    seen: dict[str, Any] = {}
+
+    def prepare(folder: Path) -> None:
+        (folder / "target.txt").write_text("host file")
+        (folder / "link").symlink_to("target.txt")
+        seen["before"] = state(folder / "target.txt")
+        seen["path"] = folder / "target.txt"
+
+    body = (
+        "libc.syscall.restype = ctypes.c_long\n"
+        "p = os.path.abspath('../../../target.txt')\n"
+        "lnk = os.path.abspath('../../../link')\n"
+        "def sc(*a):\n"
+        "    c(0 if libc.syscall(*a) >= 0 else -1)\n"
+        "t('lchown', lambda: os.lchown(lnk, 65534, 65534))\n"
+        "t('lsetxattr', lambda: os.setxattr(lnk, 'user.x', b'1', "
+        "follow_symlinks=False))\n"
+        "t('opath_chmod', lambda: os.chmod("
+        "f'/proc/self/fd/{os.open(p, os.O_PATH)}', 0o4777))\n"
+        "t('fchmodat2', lambda: sc(452, -100, p.encode(), 0o4777, 0))\n"
+        "t('utimensat', lambda: os.utime(p, ns=(0, 0)))\n"
+        "t('setxattr_trusted', lambda: os.setxattr(p, 'trusted.x', b'1'))\n"
+        "t('setxattr_security', lambda: os.setxattr(p, 'security.x', b'1'))\n"
+        "t('link_procfd', lambda: os.link("
+        "f'/proc/self/fd/{os.open(p, os.O_RDONLY)}', 'hl'))\n"
+        "t('linkat_empty_path', lambda: c(libc.linkat("
+        "os.open(p, os.O_RDONLY), b'', -100, b'hl2', 0x1000)))\n"
+        "t('rename_out', lambda: os.rename(p, 'moved'))\n"
+        "t('truncate_fd', lambda: os.truncate(os.open(p, os.O_RDONLY), 0))\n"
+    )
+    tries = outcomes(ws, body, prepare=prepare)
+    assert len(tries) == 11 and "ok" not in tries.values(), tries
+    assert state(seen["path"]) == seen["before"]
+    assert (seen["path"].parent / "link").is_symlink()
+
+
+def test_handles_x32_and_kernel_interfaces_fail(ws: al.Workspace) -> None:
+    if not enforced("namespaces"):
+        return
+    body = (
+        "libc.syscall.restype = ctypes.c_long\n"
+        "def sc(*a):\n"
+        "    c(0 if libc.syscall(*a) >= 0 else -1)\n"
+        "buf = ctypes.create_string_buffer(256)\n"
+        "mount_id = ctypes.c_int()\n"
+        "t('name_to_handle_at', lambda: sc(303, -100, b'/etc/passwd', buf, "
+        "ctypes.byref(mount_id), 0))\n"
+        "t('open_by_handle_at', lambda: sc(304, -100, buf, 0))\n"
+        "t('clone3', lambda: sc(435, 0, 0))\n"
+        "t('io_uring_setup', lambda: sc(425, 1, buf))\n"
+        "t('userfaultfd', lambda: sc(323, 0))\n"
+        "t('bpf', lambda: sc(321, 0, 0, 0))\n"
+        "t('perf_event_open', lambda: sc(298, 0, 0, -1, -1, 0))\n"
+        "t('keyctl', lambda: sc(250, 0, -3, 0, 0, 0))\n"
+        "t('add_key', lambda: sc(248, b'user', b'k', b'v', 1, -3))\n"
+        "t('finit_module', lambda: sc(313, 0, b'', 0))\n"
+        "t('personality', lambda: sc(135, 0x0040000))\n"
+        "t('acct', lambda: sc(163, b'/dev/shm/acct'))\n"
+        "t('setns', lambda: sc(308, os.open('/proc/self/ns/net', 0), 0))\n"
+        "t('proc_sys_write', lambda: open('/proc/sys/kernel/hostname', 'w')"
+        ".write('x'))\n"
+        "t('sysrq', lambda: open('/proc/sysrq-trigger', 'w').write('h'))\n"
+        "t('modify_ldt', lambda: sc(154, 0, buf, 16))\n"
+        "t('move_pages_self', lambda: sc(279, 0, 0, 0, 0, 0, 0))\n"
+        "prctl = lambda *a: sc(157, *a, *[0] * (5 - len(a)))\n"
+        "t('prctl_mm', lambda: prctl(35, 8, 0))  # PR_SET_MM: argv of itself\n"
+        "t('prctl_ambient', lambda: prctl(47, 2, 21))  # raise CAP_SYS_ADMIN\n"
+        "t('prctl_securebits', lambda: prctl(28, 0))\n"
+        "t('prctl_no_new_privs_off', lambda: prctl(38, 0))\n"
+        "import resource\n"
+        "t('rlimit_nofile_up', lambda: resource.setrlimit(resource.RLIMIT_NOFILE, "
+        "(1 << 20, 1 << 20)))\n"
+    )
+    tries = outcomes(ws, body)
+    assert len(tries) == 22 and "ok" not in tries.values(), tries
+    # x32 system calls (bit 30 set) are another ABI the filter does not list:
+    # the kernel kills the process instead of running one.
+    res = attack(ws, "import ctypes\nctypes.CDLL(None).syscall(0x40000000 | 39)\n")
+    assert res["killed_by"] == "SIGSYS", res
+    # And the i386 ABI (int 0x80), whose numbers differ: same end.
+    if os.uname().machine == "x86_64":
+        code = (
+            "import ctypes, mmap\n"
+            "m = mmap.mmap(-1, 4096, prot=7)\n"
+            "m.write(b'\\xb8\\x14\\x00\\x00\\x00\\xcd\\x80\\xc3')  # getpid\n"
+            "addr = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+            "print(ctypes.CFUNCTYPE(ctypes.c_int)(addr)())\n"
+        )
+        res = attack(ws, code)
+        assert res["killed_by"] == "SIGSYS" and res["stdout"] == "", res
+
+
+def test_only_stdio_descriptors_and_its_own_processes_are_reachable(
+    ws: al.Workspace,
+) -> None:
+    # Every descriptor of the code: stdin (/dev/null), stdout, stderr; nothing
+    # inherited. Every process it can see is its own; none is the launcher.
+    code = (
+        "import os, json\n"
+        "fds = {}\n"
+        "for fd in os.listdir('/proc/self/fd'):\n"
+        "    try:\n"
+        "        fds[fd] = os.readlink(f'/proc/self/fd/{fd}')\n"
+        "    except OSError:\n"
+        "        pass  # the listing's own descriptor, closed meanwhile\n"
+        "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+        "print(json.dumps({'fds': fds, 'pids': pids, 'ppid': os.getppid()}))\n"
+    )
+    got = json.loads(attack(ws, code)["stdout"])
+    assert got["fds"]["0"] == "/dev/null"
+    assert got["fds"]["1"].startswith("pipe:") and got["fds"]["2"].startswith("pipe:")
+    assert set(got["fds"]) == {"0", "1", "2"}, got["fds"]
+    if STATUS["rules"]["lifetime"] == "pid namespace":
+        assert got["pids"] == [1] and got["ppid"] == 0, got
+
+
+def test_priorities_of_host_processes_cannot_be_changed(ws: al.Workspace) -> None:
+    # setpriority(PRIO_USER) and ioprio_set(IOPRIO_WHO_USER) act on every
+    # process of a uid: the code's uid is nobody's, as are host daemons and
+    # other sessions' sandboxes. The PID namespace limits both to its own.
+    if not enforced("signals"):
+        return
+    victim = None
+    if os.geteuid() == 0:
+        victim = psutil.Popen(["sleep", "60"], user=65534, group=65534)
+    try:
+        body = (
+            "libc.syscall.restype = ctypes.c_long\n"
+            "uid = os.getuid()\n"
+            "t('setpriority', lambda: c(libc.setpriority(2, uid, 19)))\n"
+            "t('ioprio', lambda: c(libc.syscall(251, 3, uid, 3 << 13)))\n"
+            "t('kill_all', lambda: os.kill(-1, 9) if os.fork() else os._exit(0))\n"
+        )
+        tries = outcomes(ws, body)
+        assert tries["kill_all"] in ("ok", "ProcessLookupError"), tries
+        if victim is not None:
+            assert victim.nice() == 0 and victim.is_running()
+            assert victim.ionice().ioclass != psutil.IOPRIO_CLASS_IDLE
+    finally:
+        if victim is not None:
+            victim.kill()
+            victim.wait()
+
+
+@pytest.mark.slow
+def test_memfd_and_dev_shm_count_against_the_memory_limit(ws: al.Workspace) -> None:
+    if STATUS["rules"]["memory"] != "memory cgroup":
+        assert any(w.startswith("rule 'memory'") for w in STATUS["warnings"])
+        return
+    limit = 192 << 20
+    code = (
+        "import os, ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "made = 0\n"
+        "try:\n"
+        "    for i in range(3):  # /dev/shm holds 64 MiB, the file-size limit\n"
+        "        with open(f'/dev/shm/f{i}', 'wb') as f:\n"
+        "            f.write(b'x' * (60 << 20)); made += 60\n"
+        "    for i in range(8):\n"
+        "        fd = libc.memfd_create(b'm', 0)\n"
+        "        os.write(fd, b'x' * (60 << 20)); made += 60\n"
+        "except OSError as e:\n"
+        "    print('stopped', made, e.errno)\n"
+        "print('made', made)\n"
+    )
+    res = attack(ws, code, Limits(wall_time=30, memory=limit))
+    assert res["memory_peak"] <= limit, res
+    assert res["killed_by"] == "memory" or "stopped" in res["stdout"], res
+
+
+def test_a_thread_bomb_stops_at_the_process_limit(ws: al.Workspace) -> None:
+    if STATUS["rules"]["processes"] != "pids cgroup":
+        assert enforced("processes")
+        return
+    code = (
+        "import threading, time\n"
+        "ev = threading.Event()\n"
+        "n = 0\n"
+        "try:\n"
+        "    for _ in range(500):\n"
+        "        threading.Thread(target=ev.wait, daemon=True).start(); n += 1\n"
+        "except RuntimeError as e:\n"
+        "    print('stopped', n)\n"
+        "ev.set()\n"
+    )
+    res = attack(ws, code, Limits(wall_time=20, processes=32))
+    assert res["stdout"].startswith("stopped"), res
+    assert int(res["stdout"].split()[1]) < 32
+
+
+def test_a_secret_across_the_copy_chunks_or_in_a_link_never_lands(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The launcher copies in 1 MiB chunks: a secret across a chunk boundary,
+    # deep in a folder, in a hidden file, or as a symlink's target.
+    secret = "chunk-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_CHUNK_TOKEN", secret)
+    code = (
+        "import os\n"
+        "s = '${env.ARGUS_CHUNK_TOKEN}'\n"
+        "head = 'a' * ((1 << 20) - 7)\n"
+        "open('big.txt', 'w').write(head + s + 'b' * (1 << 20))\n"
+        "os.makedirs('a/b/c')\n"
+        "open('a/b/c/deep.txt', 'w').write('x\\n' + s)\n"
+        "open('.hidden', 'w').write(s)\n"
+        "os.symlink('/x/' + s, 'link')\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 0, res
+    big = next(p for k, p in res["files"].items() if k.endswith("big.txt"))
+    assert big.read_text().count("[REDACTED]") == 1
+    hits = [
+        p
+        for p in ws.path.rglob("*")
+        if secret in str(p)
+        or (p.is_symlink() and secret in os.readlink(p))
+        or (p.is_file() and not p.is_symlink() and secret.encode() in p.read_bytes())
+    ]
+    assert hits == []
+
+
+def test_empty_folders_and_special_files_are_not_copied_out(ws: al.Workspace) -> None:
+    # 4,000 empty folders (the tmpfs has inodes for them) were all made on the
+    # host, past the quota; links, FIFOs and hard links never leave either.
+    if STATUS["rules"]["disk"] != "tmpfs quota":
+        assert any(w.startswith("rule 'disk'") for w in STATUS["warnings"])
+        return
+    code = (
+        "import os, socket\n"
+        "for i in range(4000):\n"
+        "    os.mkdir(f'e{i}')\n"
+        "os.makedirs('a/b')\n"
+        "open('a/b/kept.txt', 'w').write('kept')\n"
+        "os.symlink('/etc/shadow', 'shadow')\n"
+        "os.symlink('/etc', 'etc')\n"
+        "os.mkfifo('fifo')\n"
+        "open('one', 'w').write('x'); os.link('one', 'two')\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 0, res
+    assert [k.split("attempt-1/")[1] for k in res["files"]] == ["a/b/kept.txt"]
+    (task_dir,) = (ws.path / "files").glob("*/tasks/attack/attempt-1")
+    found = sorted(str(p.relative_to(task_dir)) for p in task_dir.rglob("*"))
+    assert found == ["a", "a/b", "a/b/kept.txt"], found[:10]
+
+
+def test_a_concurrent_sandbox_is_out_of_reach(tmp_path: Path) -> None:
+    # Two sessions' sandboxes at once, both as nobody: B looks for A through
+    # /proc/<pid>/root, /proc/<pid>/cwd, its folder on the host, signals.
+    import asyncio
+
+    from argus_lab.tools.sandbox import run_python
+
+    if not enforced("signals") or not enforced("hidden"):
+        return
+    ws = tmp_path / "ws"
+    marker = "a-private-" + uuid.uuid4().hex
+    folder_a = ws / "files" / "A" / "tasks" / "t" / "attempt-1"
+    folder_b = ws / "files" / "B" / "tasks" / "t" / "attempt-1"
+    go = ws / "files" / "A" / "go"
+    code_a = (
+        "import os, time\n"
+        f"open('secret.txt', 'w').write({marker!r})\n"
+        "while not os.path.exists('../../../go'):  # until B has looked\n"
+        "    time.sleep(0.05)\n"
+    )
+    results: dict[str, Any] = {}
+
+    def run(name: str, code: str, folder: Path, timeout: float) -> None:
+        session = folder.parents[2]
+        results[name] = asyncio.run(
+            run_python(
+                code,
+                folder,
+                limits=Limits(wall_time=timeout),
+                readable=[session],
+                hidden=[ws],
+            )
+        )
+
+    (ws / "files" / "A").mkdir(parents=True)
+    a = threading.Thread(target=run, args=("a", code_a, folder_a, 30))
+    a.start()
+    try:
+        deadline = time.monotonic() + 20
+        pid_a = None
+        while pid_a is None and time.monotonic() < deadline:
+            for p in psutil.process_iter(["cmdline"]):
+                cmd = p.info["cmdline"] or []  # the config names the folder
+                if any(str(folder_a) in c for c in cmd) and p.ppid() != os.getpid():
+                    pid_a = p.pid  # the code's process, not its launcher
+            a.join(0.05)
+        assert pid_a is not None, "sandbox A did not start"
+        code_b = (
+            "import os, json\n"
+            "found = {}\n"
+            f"where = ['/proc/{pid_a}/root', '/proc/{pid_a}/cwd', {str(folder_a)!r}]\n"
+            "for p in where:\n"
+            "    try:\n"
+            "        found[p] = os.listdir(p)\n"
+            "    except OSError as e:\n"
+            "        found[p] = type(e).__name__\n"
+            "try:\n"
+            f"    os.kill({pid_a}, 9); found['kill'] = 'ok'\n"
+            "except OSError as e:\n"
+            "    found['kill'] = type(e).__name__\n"
+            "found['pids'] = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "print(json.dumps(found))\n"
+        )
+        run("b", code_b, folder_b, 20)
+    finally:
+        go.write_text("go")
+        a.join(30)
+    got = json.loads(results["b"].stdout)
+    assert marker not in results["b"].stdout
+    assert got.pop("pids") == ["1"]
+    assert got.pop("kill") == "ProcessLookupError"
+    for path, seen in got.items():
+        assert seen in ("FileNotFoundError", "PermissionError", []), (path, seen)
+    assert results["a"].exit_code == 0 and (folder_a / "secret.txt").exists()
+
+
+@pytest.mark.slow
+def test_memory_the_oom_killer_cannot_see_does_not_kill_the_launcher(
+    ws: al.Workspace,
+) -> None:
+    # memfd pages count in no process's resident memory: the OOM killer picked
+    # the launcher (the biggest process it could see), and the produced files
+    # and the launcher's report were lost. The launcher leaves the cgroups.
+    if STATUS["rules"]["memory"] != "memory cgroup":
+        assert any(w.startswith("rule 'memory'") for w in STATUS["warnings"])
+        return
+    code = (
+        "import os, ctypes\n"
+        "open('kept.txt', 'w').write('kept')\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "chunk = b'x' * (1 << 16)\n"
+        "while True:\n"
+        "    fd = libc.memfd_create(b'm', 0)\n"
+        "    for _ in range(512):\n"
+        "        os.write(fd, chunk)\n"
+    )
+    for _ in range(2):  # the OOM killer's pick was the launcher every time
+        res = attack(ws, code, Limits(wall_time=30, memory=192 << 20))
+        assert res["killed_by"] == "memory", res
+        assert [Path(k).name for k in res["files"]] == ["kept.txt"], res
+
+
+def test_a_long_output_is_never_cut_inside_a_secret(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Output over the limit keeps its head and tail: a secret printed across
+    # either cut kept its first (or last) characters, which the redactor no
+    # longer recognised, and so they were stored.
+    secret = "cut-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_CUT_TOKEN", secret)
+    limit = 4096
+    tail = limit // 4
+    code = (
+        "import sys\n"
+        "s = '${env.ARGUS_CUT_TOKEN}'\n"
+        f"sys.stdout.write('a' * ({limit - tail} - 14) + s)  # across the head's end\n"
+        "sys.stdout.write('b' * 20000)\n"
+        f"sys.stdout.write(s + 'c' * ({tail} - 14))  # across the tail's start\n"
+    )
+    res = attack(ws, code, Limits(wall_time=20, output=limit))
+    out = res["stdout"]
+    assert "[... truncated" in out
+    for piece in (secret[:12], secret[-12:], secret[:8], secret[-8:]):
+        assert piece not in out, piece
+    assert out.startswith("a" * 100) and out.endswith("c" * 100)
+    # The end of stderr in a failure's message is cut the same way.
+    failing = (
+        "import sys\n"
+        "sys.stderr.write('x' * 100 + '${env.ARGUS_CUT_TOKEN}' + 'c' * 1486)\n"
+        "raise SystemExit(1)\n"
+    )
+    task = {"id": "attack", "tool": "python", "args": {"code": failing, "check": True}}
+    s = session(ws, [task], Limits(wall_time=20, output=limit))
+    error = s.record("attack").error or ""
+    assert "stderr (end):\n..." + "c" * 1486 in error, error[-1600:]
+    assert secret[-8:] not in error  # its last 14 characters were kept
+    stored = [p for p in ws.path.rglob("*") if p.is_file()]
+    for piece in (secret[:12], secret[-12:]):
+        assert not [p for p in stored if piece.encode() in p.read_bytes()], piece
+
+
+def test_the_seccomp_filter_builds_wherever_libseccomp_loads() -> None:
+    # One rule libseccomp refused (a system call name it did not know) once
+    # dropped the whole filter, and every seccomp attack above then passed by
+    # finding the rule "not enforced". Where libseccomp loads, it must build.
+    from argus_lab.tools._sandbox_kernel import seccomp_filter
+
+    bpf, why = seccomp_filter()
+    try:
+        import pyseccomp  # noqa: F401
+    except (ImportError, OSError):
+        assert not bpf and why and "unavailable" in why
+        assert not enforced("ptrace")  # and the status says what is open
+        return
+    assert bpf and why is None, why
+    assert STATUS["seccomp"] is True, STATUS["notes"]
+
+
+def test_the_code_and_its_secrets_are_not_in_any_process_listing(
+    tmp_path: Path,
+) -> None:
+    # The code went in the launcher's argv: `ps` on the host, for any user,
+    # showed it, and with it every secret a ${env.NAME} had put in it.
+    import asyncio
+
+    from argus_lab.tools.sandbox import run_python
+
+    secret = "ps-" + uuid.uuid4().hex
+    folder = tmp_path / "s" / "tasks" / "t" / "attempt-1"
+    go = tmp_path / "s" / "go"
+    code = (
+        "import os, time\n"
+        f"token = {secret!r}\n"
+        "while not os.path.exists('../../../go'):\n"
+        "    time.sleep(0.05)\n"
+        "print(len(token))\n"
+    )
+    results: list[Any] = []
+
+    def run() -> None:
+        run_ = run_python(code, folder, limits=FAST, readable=[tmp_path / "s"])
+        results.append(asyncio.run(run_))
+
+    (tmp_path / "s").mkdir()
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        seen: list[str] = []
+        deadline = time.monotonic() + 20
+        while len(seen) < 2 and time.monotonic() < deadline:
+            seen = []
+            for p in psutil.process_iter(["cmdline"]):
+                cmd = "\0".join(p.info["cmdline"] or [])
+                if "_launcher()" in cmd and str(folder) in cmd:
+                    seen.append(cmd)  # the launcher and the code's process
+            thread.join(0.05)
+        assert len(seen) == 2, "the sandbox's processes were not found"
+        assert not [cmd for cmd in seen if secret in cmd]
+    finally:
+        go.write_text("go")
+        thread.join(30)
+    assert results[0].stdout == f"{len(secret)}\n", results[0]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from argus_lab.runtime.outcome import Failed, Succeeded
+from argus_lab.runtime.outcome import Failed, ShutDown, Succeeded
 from argus_lab.runtime.policy import FailurePolicy
 from argus_lab.runtime.remember import MemoryFeed, Rememberer
 from argus_lab.runtime.settle import Settler
@@ -135,3 +135,35 @@ def test_a_store_of_its_own_sees_the_same(parts: Callable[..., Parts]) -> None:
         assert other.load().records["b"].status == "blocked"
     finally:
         other.close()
+
+
+def test_a_shutdown_leaves_a_begun_attempt_as_its_intent(
+    parts: Callable[..., Parts],
+) -> None:
+    state, s, signals = parts()
+    running = state.records["a"].model_copy(
+        update={"status": "running", "attempts": 1, "idempotency_key": "k"}
+    )
+    state.commit([running])
+    before = state.version
+    s.settle("a", running, ShutDown("SIGTERM", started=True))
+    assert state.version == before  # nothing written: the intent stands
+    assert state.records["a"].status == "running"
+    assert signals.left == ["a"]
+    assert signals.pause_requested == "interrupted by a shutdown: SIGTERM"
+    assert "left in flight: a" in signals.why_paused()
+    assert "task_failed" not in kinds(state)
+
+
+def test_a_shutdown_before_the_call_makes_the_task_pending_again(
+    parts: Callable[..., Parts],
+) -> None:
+    state, s, signals = parts()
+    running = state.records["a"].model_copy(update={"status": "running"})
+    state.commit([running])
+    s.settle("a", running, ShutDown("pool refused", started=False))
+    assert state.records["a"].status == "pending"
+    assert state.records["b"].status == "pending"  # nothing blocked
+    assert kinds(state) == ["resumed"]
+    assert signals.left == []
+    assert signals.pause_requested is not None

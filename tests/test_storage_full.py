@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import diskcache
 import pytest
 
 import argus_lab as al
 from argus_lab.store import artifacts as artifacts_mod
+from argus_lab.store._rows import RowWriter
 
 CALLS: list[int] = []
 
@@ -76,14 +76,14 @@ def _calls() -> Iterator[None]:
 
 def test_records_full(ws: al.Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     s = ws.new_session(plan=_plan("small"), tools=[small], name="records")
-    real = diskcache.Cache.set
+    real = RowWriter.update
 
-    def set_(self: diskcache.Cache, key: str, value: Any, *a: Any, **k: Any) -> Any:
+    def set_(self: RowWriter, con: Any, key: str, value: str) -> None:
         if key == "t:t3" and '"succeeded"' in str(value):
             raise sqlite3.OperationalError("database or disk is full")
-        return real(self, key, value, *a, **k)
+        return real(self, con, key, value)
 
-    monkeypatch.setattr(diskcache.Cache, "set", set_)
+    monkeypatch.setattr(RowWriter, "update", set_)
     with pytest.raises(al.StorageFullError) as info:
         s.run()
     _assert_full(info.value, s, "t3")
@@ -91,7 +91,7 @@ def test_records_full(ws: al.Workspace, monkeypatch: pytest.MonkeyPatch) -> None
         info.value.message
     )
     s.close()
-    monkeypatch.setattr(diskcache.Cache, "set", real)
+    monkeypatch.setattr(RowWriter, "update", real)
     _resume(ws, "records")
 
 
@@ -103,20 +103,21 @@ def test_wal_io_error_on_a_full_disk(
     from argus_lab.store import space
 
     s = ws.new_session(plan=_plan("small"), tools=[small], name="wal")
-    real = diskcache.Cache.set
+    real = RowWriter.update
 
-    def set_(self: diskcache.Cache, key: str, value: Any, *a: Any, **k: Any) -> Any:
-        if key == "t:t2":
+    def set_(self: RowWriter, con: Any, key: str, value: str) -> None:
+        # Its success commit (intents are grouped: that commit names several tasks).
+        if key == "t:t2" and '"succeeded"' in value:
             raise sqlite3.OperationalError("disk I/O error")
-        return real(self, key, value, *a, **k)
+        return real(self, con, key, value)
 
-    monkeypatch.setattr(diskcache.Cache, "set", set_)
+    monkeypatch.setattr(RowWriter, "update", set_)
     monkeypatch.setattr(space, "_free", lambda path: 0)
     with pytest.raises(al.StorageFullError) as info:
         s.run()
     _assert_full(info.value, s, "t2")
     s.close()
-    monkeypatch.setattr(diskcache.Cache, "set", real)
+    monkeypatch.setattr(RowWriter, "update", real)
     monkeypatch.undo()
     _resume(ws, "wal")
 
@@ -125,14 +126,14 @@ def test_an_io_error_with_space_left_is_not_called_damage(
     ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = ws.new_session(plan=_plan("small"), tools=[small], name="io")
-    real = diskcache.Cache.set
+    real = RowWriter.update
 
-    def set_(self: diskcache.Cache, key: str, value: Any, *a: Any, **k: Any) -> Any:
+    def set_(self: RowWriter, con: Any, key: str, value: str) -> None:
         if key == "t:t2":
             raise sqlite3.OperationalError("disk I/O error")
-        return real(self, key, value, *a, **k)
+        return real(self, con, key, value)
 
-    monkeypatch.setattr(diskcache.Cache, "set", set_)
+    monkeypatch.setattr(RowWriter, "update", set_)
     with pytest.raises(al.CorruptCheckpointError) as info:
         s.run()
     assert "could not read or write 'cache.db'" in info.value.message

@@ -11,6 +11,7 @@ import diskcache
 import pytest
 
 import argus_lab as al
+from argus_lab.store._rows import RowWriter
 from argus_lab.store.checkpoints import (
     SCHEMA_VERSION,
     JsonOnlyDisk,
@@ -59,6 +60,22 @@ def test_flipped_bytes_raise_corrupt_checkpoint_naming_session_and_key(
         f = g.fork(at="b")
         assert f.run().status == "succeeded"
         f.close()
+
+
+def test_a_well_wrapped_but_invalid_record_is_named_among_many(
+    ws: al.Workspace,
+) -> None:
+    """Records are validated in one batch on opening; one invalid record (right
+    checksum, wrong content) is still reported by its key."""
+    bad = finished(ws, "invalid")
+    store = SessionStore(ws.path / "sessions" / bad.id, bad.id)
+    try:
+        store.cache.set("t:b", encode('{"task_id": "b", "status": "exploded"}'))
+    finally:
+        store.close()
+    with pytest.raises(al.CorruptCheckpointError) as e:
+        ws.open("invalid")
+    assert e.value.key == "t:b" and "invalid task record" in e.value.message
 
 
 def test_a_database_that_is_not_sqlite_is_reported_not_crashed(
@@ -123,10 +140,14 @@ def test_no_pickle_in_the_package_source() -> None:
     assert offenders == []
 
 
+@pytest.mark.parametrize("inline", [False, True])
 def test_each_commit_writes_only_the_changed_record_and_new_events(
-    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch, inline: bool
 ) -> None:
+    """On a tool thread a step is two commits (intent, then outcome); inline on
+    the loop (runtime/executor.py) it is one, holding both events."""
     n = 40
+    tool = al.tool(name="add", inline=inline)(add.fn)
     plan = {
         "goal": "chain",
         "tasks": [
@@ -139,17 +160,22 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
             for i in range(n)
         ],
     }
-    s = ws.new_session(plan=plan, tools=[add], name="delta")
+    s = ws.new_session(plan=plan, tools=[tool], name="delta")
     writes: list[list[str]] = []
     real_commit = SessionStore.commit
-    real_set = diskcache.Cache.set
+    real_update, real_insert = RowWriter.update, RowWriter.insert
     current: list[str] = []
 
-    def spy_set(
-        cache: diskcache.Cache, key: str, value: str, *a: Any, **k: Any
-    ) -> bool:
+    # Every row a commit writes goes through RowWriter (which hands what it
+    # cannot write itself to Cache.set).
+    def spy_update(rows: RowWriter, con: Any, key: str, value: str) -> None:
         current.append(key)
-        return real_set(cache, key, value, *a, **k)
+        real_update(rows, con, key, value)
+
+    def spy_insert(rows: RowWriter, con: Any, key: str, value: str) -> None:
+        if current[-1:] != [key]:  # update() falls back to insert() for new rows
+            current.append(key)
+        real_insert(rows, con, key, value)
 
     def spy_commit(store: SessionStore, *a: Any, **k: Any) -> Any:
         current.clear()
@@ -158,17 +184,20 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
         return out
 
     # Every SessionStore and cache of this test is the session's own.
-    monkeypatch.setattr(diskcache.Cache, "set", spy_set)
+    monkeypatch.setattr(RowWriter, "update", spy_update)
+    monkeypatch.setattr(RowWriter, "insert", spy_insert)
     monkeypatch.setattr(SessionStore, "commit", spy_commit)
     assert s.run().status == "succeeded"
     s.close()
     task_commits = [w for w in writes if any(k.startswith("t:") for k in w)]
-    assert len(task_commits) == 2 * n  # intent + outcome per step
+    per_step = 1 if inline else 2
+    assert len(task_commits) == per_step * n  # (intent +) outcome per step
     for w in task_commits:
-        assert len(w) == 3 and "head" in w  # one record, one event, the head
+        # One record, its event(s), the head.
+        assert len(w) == 5 - per_step and "head" in w
         assert sum(k.startswith("t:") for k in w) == 1
-        assert sum(k.startswith("e:") for k in w) == 1
-    assert max(len(w) for w in writes) <= 3
+        assert sum(k.startswith("e:") for k in w) == 3 - per_step
+    assert max(len(w) for w in writes) <= 5 - per_step
 
 
 def test_envelope_round_trip_and_checksum(ws: al.Workspace) -> None:
@@ -199,6 +228,7 @@ def test_full_durability_relaxes_only_the_intent_of_tools_without_effects(
     s = ws.new_session(plan=plan, tools=[*BASIC_TOOLS, save], name="f", approvals=[])
     real = SessionStore.commit
     seen: list[tuple[str, bool, int]] = []
+    intents: list[tuple[list[str], bool]] = []  # (tools whose intents, relaxed)
 
     def spy(store: SessionStore, *args: Any, **kwargs: Any) -> Any:
         head = real(store, *args, **kwargs)
@@ -206,13 +236,23 @@ def test_full_durability_relaxes_only_the_intent_of_tools_without_effects(
         kind = events[0].kind if events else "-"
         level = store.cache._sql("PRAGMA synchronous").fetchone()[0]
         seen.append((kind, bool(kwargs.get("relaxed")), level))
+        tools = [e.payload["tool"] for e in events if e.kind == "task_started"]
+        if tools:
+            intents.append((tools, bool(kwargs.get("relaxed"))))
         return head
 
     monkeypatch.setattr(SessionStore, "commit", spy)
     assert s.run().status == "succeeded"
-    starts = [(r, lvl) for k, r, lvl in seen if k == "task_started"]
-    # add/add/add relax their intents; the write tool's intent is fsynced.
-    assert sorted(r for r, _ in starts) == [False, True, True, True]
+    # Intents of tasks starting together share a commit: one holding the write
+    # tool's intent is fsynced; those holding only add's intents are relaxed.
+    assert sorted(t for tools, _ in intents for t in tools) == [
+        "add",
+        "add",
+        "add",
+        "save",
+    ]
+    for tools, relaxed in intents:
+        assert relaxed == ("save" not in tools), intents
     assert all(not r for k, r, _ in seen if k != "task_started")
     assert {lvl for _, _, lvl in seen} == {2}  # FULL again after every commit
     s.close()

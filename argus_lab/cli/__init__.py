@@ -6,7 +6,9 @@ scripts) and ``-w/--workspace DIR`` (default ``$ARGUS_HOME``, else ./.argus).
 Exit codes: 0 done (succeeded), 1 the session failed, 2 bad usage or input (a
 missing session or task, a malformed argument, an invalid plan), 3 the session
 paused and needs a decision (an approval, an in-doubt task, a budget), 4 another
-Argus error (a session being run elsewhere, a damaged store).
+Argus error (a session being run elsewhere, a damaged store), 130 interrupted
+(Ctrl-C: the session is paused, nothing failed), 141 the output was closed
+early (piped to ``head``): no traceback, and never 1, which means "failed".
 
 Modules: ``_common`` (output, workspaces, tools, runs), ``_sessions`` (run,
 resume, fork, approve, reject, ls, show, export), ``_retention`` and ``_cleanup``
@@ -19,12 +21,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from argus_lab.cli._common import (
     EXIT_ERROR,
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PAUSED,
+    EXIT_PIPE,
     EXIT_USAGE,
     CliError,
     Out,
@@ -36,8 +41,10 @@ from argus_lab.errors import ArgusError, PlanError
 __all__ = [
     "EXIT_ERROR",
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_PAUSED",
+    "EXIT_PIPE",
     "EXIT_USAGE",
     "load_tools",
     "main",
@@ -46,7 +53,7 @@ __all__ = [
 EXIT_CODES = (
     "exit codes: 0 succeeded, 1 failed, 2 bad usage or input (e.g. no such "
     "session), 3 paused (needs a decision), 4 other Argus error (e.g. the session "
-    "is being run elsewhere)"
+    "is being run elsewhere), 130 interrupted (Ctrl-C; the session is paused)"
 )
 EPILOG = f"""{EXIT_CODES}
 
@@ -60,6 +67,14 @@ start here:
 """
 
 Command = Callable[[argparse.Namespace, Out], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that says a mistake in one line (not usage text, then the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        more = f"({self.prog} --help says more)"
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} {more}\n")
 
 
 def _commands() -> dict[str, Command]:
@@ -104,6 +119,19 @@ def _positive(text: str) -> int:
     return value
 
 
+def _session_name(text: str) -> str:
+    """An argparse type: a valid session name (the workspace's rule)."""
+    import re
+
+    # The workspace's own rule, without importing the runtime for --help.
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", text):
+        raise argparse.ArgumentTypeError(
+            f"session name {text!r} must start with a letter or digit and use "
+            "only letters, digits, '.', '_' or '-' (at most 64)"
+        )
+    return text
+
+
 def _tool_options(sp: argparse.ArgumentParser, *, required: bool = False) -> None:
     sp.add_argument(
         "--tools",
@@ -130,7 +158,7 @@ def _tool_options(sp: argparse.ArgumentParser, *, required: bool = False) -> Non
 def _parser() -> argparse.ArgumentParser:
     from argus_lab.cli._cleanup import parse_age, parse_size
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "-w", "--workspace", default=argparse.SUPPRESS, help="workspace folder"
     )
@@ -140,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="print one JSON document for scripts",
     )
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="argus",
         description="Argus Lab: run agent plans as durable, resumable sessions.",
         epilog=EPILOG,
@@ -162,6 +190,7 @@ def _parser() -> argparse.ArgumentParser:
     d = add("demo", "run the offline research demo (Palmer Penguins study)")
     d.add_argument(
         "--name",
+        type=_session_name,
         help="session name (default demo-<time>); an "
         "unfinished one of that name is resumed",
     )
@@ -199,7 +228,9 @@ def _parser() -> argparse.ArgumentParser:
 
     r = add("run", "run a YAML/JSON plan as a new session")
     r.add_argument("plan", help="path of a YAML or JSON plan file")
-    r.add_argument("--name", help="session name (default: from the goal)")
+    r.add_argument(
+        "--name", type=_session_name, help="session name (default: from the goal)"
+    )
     _tool_options(r, required=True)
 
     add("ls", "list the sessions of the workspace")
@@ -236,7 +267,13 @@ def _parser() -> argparse.ArgumentParser:
         help="cached: serve unchanged calls from the recordings "
         "(default); none: execute everything again",
     )
-    f.add_argument("--name", dest="new_name", metavar="NEW", help="the fork's name")
+    f.add_argument(
+        "--name",
+        dest="new_name",
+        type=_session_name,
+        metavar="NEW",
+        help="the fork's name",
+    )
     f.add_argument("--run", action="store_true", help="run the fork now")
     _tool_options(f)
 
@@ -326,11 +363,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(out, args.command, str(e), EXIT_ERROR)
     except ArgusError as e:
         return _fail(out, args.command, e.message, EXIT_ERROR)
-    except KeyboardInterrupt:
-        return _fail(
-            out,
-            args.command,
-            "interrupted: running tasks finished and were saved; the session is "
-            "paused (argus resume NAME goes on)",
-            EXIT_PAUSED,
+    except KeyboardInterrupt as e:
+        return _fail(out, args.command, _interrupted(e), EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _interrupted(e: KeyboardInterrupt) -> str:
+    name = getattr(e, "session", None)
+    if not name:
+        return "interrupted (Ctrl-C)"
+    running = getattr(e, "in_flight", [])
+    if not running:
+        return (
+            "interrupted: running tasks finished and were saved; session "
+            f"{name!r} is paused (argus resume {name} goes on)"
         )
+    ids = ", ".join(running[:5]) + (", ..." if len(running) > 5 else "")
+    return (
+        f"interrupted again before {len(running)} running task(s) finished "
+        f"({ids}); session {name!r} is paused and nothing failed: argus resume "
+        f"{name} reruns them if their tools are idempotent, else holds them in doubt"
+    )
+
+
+def _closed_pipe() -> int:
+    # The reader (``| head``) has gone: say nothing more, and point stdout at
+    # /dev/null so the interpreter's final flush does not print a traceback.
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (captured): nothing to flush
+        pass
+    return EXIT_PIPE

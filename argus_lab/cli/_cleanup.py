@@ -15,6 +15,7 @@ from argus_lab.cli._common import (
     UsageError,
     human_age,
     human_bytes,
+    known_session,
     workspace,
 )
 from argus_lab.cli._retention import (
@@ -77,9 +78,7 @@ def cmd_rm(args: argparse.Namespace, out: Out) -> int:
     ws = workspace(args)
     targets: list[tuple[str, str]] = []
     for name in dict.fromkeys(args.names):  # check them all before removing any
-        sid = ws._lookup(name)
-        if sid is None:
-            raise UsageError(f"no session {name!r} in {ws.path}")
+        sid = known_session(ws, name)  # missing: exit 2; damaged: says why
         lease = lease_holder(ws, sid)
         if lease is not None:
             left = max(0.0, lease.get("expires", 0) - time.time())

@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_ERROR",
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_PAUSED",
+    "EXIT_PIPE",
     "EXIT_USAGE",
     "CliError",
     "Out",
@@ -36,6 +38,7 @@ __all__ = [
     "exit_code",
     "human_age",
     "human_bytes",
+    "known_session",
     "load_tools",
     "open_session",
     "plain",
@@ -46,6 +49,8 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_ERROR = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+EXIT_PIPE = 141  # 128 + SIGPIPE: the reader of our output went away
 
 
 class UsageError(Exception):
@@ -76,7 +81,13 @@ class Out:
             # Piped or captured, rich would fold tables at 80 columns: task ids
             # are worth a wider page.
             width = None if sys.stdout.isatty() else 140
-            self._console = Console(highlight=False, soft_wrap=False, width=width)
+
+            class _Console(Console):
+                def on_broken_pipe(self) -> None:
+                    # rich would exit 1 ("the session failed"): let main() say 141.
+                    raise BrokenPipeError
+
+            self._console = _Console(highlight=False, soft_wrap=False, width=width)
         return self._console
 
     def say(self, text: str = "") -> None:
@@ -140,7 +151,21 @@ def workspace(args: argparse.Namespace, *, create: bool = False) -> Workspace:
             f"the workspace {path} (from {src}) is a file, not a folder: point "
             f"{src} at a folder"
         )
-    if not create and not (path / "sessions").is_dir():
+    sessions = path / "sessions"
+    if sessions.exists() and not sessions.is_dir():
+        raise UsageError(
+            f"the workspace {path} is damaged: {sessions} is a file, not a "
+            "folder; move it away"
+        )
+    if create:
+        try:
+            sessions.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(
+                f"cannot create the workspace {path}: {e.strerror or e}; give -w "
+                "(or ARGUS_HOME) a folder you can write to"
+            ) from None
+    elif not sessions.is_dir():
         raise UsageError(
             f"no workspace at {path} (give -w DIR or set ARGUS_HOME; `argus demo` "
             "or `argus run` creates one)"
@@ -148,8 +173,16 @@ def workspace(args: argparse.Namespace, *, create: bool = False) -> Workspace:
     return Workspace(path)
 
 
-def _known(ws: Workspace, name: str) -> str:
+def known_session(ws: Workspace, name: str) -> str:
+    """The id of session ``name``.
+
+    Raises:
+        UsageError: No such session (the message lists recent ones).
+        CliError: An entry of that name is there but damaged (it says why).
+    """
     sid = ws._lookup(name)
+    if sid is None and (why := ws.damaged_sessions().get(name)) is not None:
+        raise CliError(why)  # it is there, but cannot be read: say why
     if sid is None:
         recent = ", ".join(i.name for i in ws.sessions()[-8:]) or "none yet"
         raise UsageError(f"no session {name!r} in {ws.path} (recent: {recent})")
@@ -158,7 +191,7 @@ def _known(ws: Workspace, name: str) -> str:
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:
     """``ws.open`` that turns a missing session into a UsageError (exit 2)."""
-    _known(ws, name)
+    known_session(ws, name)
     return ws.open(name, **options)
 
 
@@ -173,7 +206,12 @@ def load_tools(specs: Sequence[str]) -> list[Any]:
     from argus_lab.tools.registry import Tool
 
     out: list[Any] = []
-    for spec in [x.strip() for s in specs for x in s.split(",") if x.strip()]:
+    names = [x.strip() for s in specs for x in s.split(",") if x.strip()]
+    if specs and not names:
+        raise UsageError(
+            "--tools: name a module or a .py file holding the plan's tools"
+        )
+    for spec in names:
         mod = _import(spec, "--tools")
         found = getattr(mod, "TOOLS", None)
         if found is None:
@@ -341,6 +379,24 @@ def run_session(
         on_approval: Called with (task id, what was asked) before approving;
             default: one line saying who approved what.
     """
+    try:
+        return _run(s, out, approve_as, on_approval)
+    except KeyboardInterrupt as e:
+        # main() says which session paused, and whether a second Ctrl-C left
+        # attempts running (committed intents, as after a crash).
+        e.session = s.name  # type: ignore[attr-defined]
+        e.in_flight = [  # type: ignore[attr-defined]
+            t.id for t in s.plan.tasks if s.record(t.id).status == "running"
+        ]
+        raise
+
+
+def _run(
+    s: Session,
+    out: Out,
+    approve_as: str | None,
+    on_approval: Callable[[str, dict[str, Any]], None] | None,
+) -> RunResult:
     with _progress(s, out):
         res = s.run()
     while approve_as and res.status == "paused" and s.pending_approvals():

@@ -90,10 +90,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     """Run a YAML/JSON plan as a new session."""
     from argus_lab.model import Plan
 
-    path = Path(args.plan)
-    if not path.exists():
-        raise UsageError(f"plan file {args.plan!r} does not exist")
-    plan = Plan.from_yaml(path)
+    plan = Plan.from_yaml(Path(args.plan))  # PlanError says what is wrong
     tools = load_tools(args.tools)
     extra = {"planner": load_planner(args.planner)} if args.planner else {}
     ws = workspace(args, create=True)

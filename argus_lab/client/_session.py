@@ -103,6 +103,7 @@ class RemoteSession:
 
     def result(self, task_id: str) -> Any:
         """A task's result (large artifacts come back as their text form)."""
+        # HTN task ids hold "/": sent as %2F, so "a/../b" cannot climb the URL.
         path = f"{self._path}/tasks/{quote(task_id, safe='')}/result"
         return self.workspace.request("GET", path).json()
 
@@ -114,7 +115,8 @@ class RemoteSession:
     def blocking_run(self) -> bool:
         """Whether a ``step()`` of this client is waiting for the server (its
         caller, e.g. a notebook cell, is blocked until it returns); the widget
-        says its controls wait for it, as for a local blocking ``run()``."""
+        says its controls wait for it, as for a local blocking ``run()``. A
+        run in the server (``start()``) never blocks a cell here: False."""
         return self._blocking > 0
 
     def step(self) -> list[str]:

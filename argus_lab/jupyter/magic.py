@@ -7,16 +7,15 @@ which ``%%argus?`` and ``%argus?`` show). Defaults are configurable::
     %config ArgusMagics.workspace = "./runs"     # else $ARGUS_HOME, else ./.argus
     %config ArgusMagics.tools = "my_tools"       # default --tools
     %config ArgusMagics.session_options = {"concurrency": 2}
+
+This module parses the commands and calls the API; what a cell's text, goal,
+``--tools`` and ``--domain`` mean is read in ``_notebook.py``, and the one
+Session object per session the kernel holds is kept in ``_live.py``.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-import re
-import types
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import traitlets
@@ -25,9 +24,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 import argus_lab as al
-from argus_lab.errors import ArgusError, PlanError
+from argus_lab.errors import ArgusError
+from argus_lab.jupyter._live import LiveSessions
+from argus_lab.jupyter._notebook import find_object, find_tools, interpolate, plan_cell
 from argus_lab.jupyter.display import PlanView
-from argus_lab.tools.registry import Tool, as_toolset
+from argus_lab.tools.registry import Tool
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,54 +65,6 @@ def parse_argstring(magic: Callable[..., Any], line: str) -> Any:
 
 
 _TASK_COMMANDS = ("approve", "reject", "retry", "skip")
-
-_VAR = re.compile(r"\{\{([A-Za-z_]\w*)\}\}|(?<!\$)\{([A-Za-z_]\w*)\}")
-
-
-def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
-    """Replaces ``{name}`` with the value of ``name`` in the namespace.
-
-    Only bare names defined in the namespace are replaced; ``${task.result.x}``
-    references, YAML flow mappings and unknown names are left alone, and
-    ``{{name}}`` stands for a literal ``{name}``. Strings and numbers are
-    inserted as text, anything else as JSON (which is valid YAML).
-    """
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(1) is not None:
-            return "{" + m.group(1) + "}"
-        name = m.group(2)
-        if name not in namespace:
-            return m.group(0)
-        v = namespace[name]
-        if isinstance(v, str):
-            return v
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            return str(v)
-        return json.dumps(v, default=str)
-
-    return _VAR.sub(sub, text)
-
-
-_TASKS_KEY = re.compile(r"^tasks\s*:", re.MULTILINE)
-
-
-def _as_plan_data(body: str) -> dict[str, Any] | None:
-    """The body as plan data when it is a YAML mapping with ``tasks``, else None.
-
-    Raises:
-        UsageError: the body has a top-level ``tasks:`` key but is not valid
-            YAML (so it was meant as a plan, not as goal text).
-    """
-    import yaml
-
-    try:
-        data = yaml.safe_load(body)
-    except yaml.YAMLError as e:
-        if _TASKS_KEY.search(body):
-            raise UsageError(f"%%argus: the plan is not valid YAML: {e}") from None
-        return None
-    return data if isinstance(data, dict) and "tasks" in data else None
 
 
 @magics_class
@@ -151,8 +104,7 @@ class ArgusMagics(Magics):
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
-        self._workspaces: dict[Path, al.Workspace] = {}
-        self._live: dict[tuple[Path, str], al.Session] = {}
+        self._sessions = LiveSessions()
         self._planner: Any = None  # the HTN planner of the cell being run
         # The widget each cell last showed: a rerun replaces its output, so the
         # old widget stops listening (one subscription per displayed widget).
@@ -234,12 +186,22 @@ class ArgusMagics(Magics):
             raise UsageError("%%argus: the cell is empty; write a goal or a YAML plan")
         tools = self._tools(a.tools)
         self._planner = None
-        plan = self._plan(body, a, tools)
+        plan, self._planner = plan_cell(
+            body,
+            planner=a.planner or self.planner,
+            name=a.name,
+            domain=a.domain,
+            model=a.model or self.model,
+            tools=tools,
+            ns=ns,
+        )
         if a.plan_only:
             if a.var:
                 ns[a.var] = plan
             return PlanView(plan)
-        session = self._session_for(plan, tools, a.name)
+        session = self._sessions.for_plan(
+            self._ws(), plan, tools, a.name, self._options()
+        )
         if a.var:
             ns[a.var] = session
         limits = {"max_cost_usd": a.max_cost, "max_steps": a.max_steps}
@@ -252,54 +214,6 @@ class ArgusMagics(Magics):
         elif mode == "step":
             w.act("step").result()
         return w
-
-    def _plan(self, body: str, a: Any, tools: dict[str, Tool]) -> al.Plan:
-        data = _as_plan_data(body)
-        planner = a.planner or self.planner
-        if planner == "auto":
-            planner = "yaml" if data is not None else ("htn" if a.domain else "llm")
-        try:
-            if planner == "yaml":
-                if data is None:
-                    raise UsageError(
-                        "%%argus --planner yaml: the body is not a YAML plan (a "
-                        "mapping with a 'tasks' list); see Plan.from_yaml"
-                    )
-                plan = al.Plan.from_dict(data)
-                if a.name and not plan.goal:
-                    plan = plan.model_copy(update={"goal": a.name})
-                return plan
-            goal = body.strip()
-            if planner == "htn":
-                return self._plan_htn(goal, a.domain)
-            return self._plan_llm(goal, a.model or self.model, tools)
-        except (PlanError, TypeError) as e:
-            raise UsageError(f"%%argus: {e}") from None
-        except ArgusError as e:  # e.g. no API key: say it plainly, no traceback
-            raise UsageError(f"%%argus: planning failed: {e}") from None
-
-    def _plan_htn(self, goal: str, domain_ref: str | None) -> al.Plan:
-        if not domain_ref:
-            raise UsageError("%%argus --planner htn needs --domain MODULE:OBJ")
-        domain = self._object(domain_ref, "--domain")
-        name, args, kwargs = _goal_call(goal, self._ns())
-        planner = al.HTNPlanner(domain)
-        plan: al.Plan = planner.plan(name, *args, **kwargs)
-        # The session expands lazy compounds and backtracks with the same planner.
-        self._planner = planner
-        return plan
-
-    def _plan_llm(self, goal: str, model: str, tools: dict[str, Tool]) -> al.Plan:
-        ns = self._ns()
-        if model and model in ns and not isinstance(ns[model], str):
-            llm = ns[model]  # a model object, e.g. a ReplayModel for offline runs
-        else:
-            llm = al.AnthropicModel(model) if model else al.AnthropicModel()
-        planner = al.LLMPlanner(llm)
-        plan: al.Plan = planner.plan(goal, tools=list(tools.values()))
-        # The session records the planning calls and replans with this planner.
-        self._planner = planner
-        return plan
 
     # -- %argus --------------------------------------------------------------
 
@@ -342,7 +256,7 @@ class ArgusMagics(Magics):
         if a.domain:
             if a.command not in ("open", "resume", "fork"):
                 raise UsageError("--domain goes with %argus open, resume or fork")
-            self._planner = al.HTNPlanner(self._object(a.domain, "--domain"))
+            self._planner = al.HTNPlanner(find_object(a.domain, "--domain", self._ns()))
         if a.command == "ls":
             if a.name:
                 raise UsageError("%argus ls takes no name")
@@ -363,7 +277,7 @@ class ArgusMagics(Magics):
                 session = session.fork(at=a.at)
             except KeyError as e:
                 raise UsageError(f"%argus fork: {e.args[0]}") from None
-            self._live[(session.workspace.path, session.id)] = session
+            self._sessions.add(session)
         if a.var:
             self._ns()[a.var] = session
         w = self._widget(session, a.var, f"%argus {line}")
@@ -437,110 +351,13 @@ class ArgusMagics(Magics):
         return ns
 
     def _ws(self) -> al.Workspace:
-        path = Path(self.workspace).expanduser().resolve() if self.workspace else None
-        ws = al.Workspace(path)
-        known = self._workspaces.get(ws.path)
-        if known is not None:
-            ws.close()
-            return known
-        self._workspaces[ws.path] = ws
-        return ws
-
-    def _tools(self, spec: str | None) -> dict[str, Tool]:
-        spec = spec if spec is not None else self.tools
-        ns = self._ns()
-        if not spec:
-            # Every tool defined in the notebook; when two share a name (a tool
-            # redefined under a new variable) the one defined last wins.
-            latest: dict[str, Tool] = {}
-            for k, v in ns.items():
-                if isinstance(v, Tool) and not k.startswith("_"):
-                    latest[v.name] = v
-            return latest
-        found: list[Tool | Any] = []
-        for name in (n.strip() for n in spec.split(",")):
-            if not name:
-                continue
-            if name in ns:
-                found += _tools_in(ns[name], name)
-                continue
-            try:
-                mod = importlib.import_module(name)
-            except ImportError as e:
-                raise UsageError(
-                    f"--tools {name!r} is neither a variable of this notebook nor an "
-                    f"importable module ({e})"
-                ) from None
-            found += _tools_in(mod, name)
-        try:
-            return as_toolset(found)
-        except (TypeError, ValueError) as e:
-            raise UsageError(f"--tools: {e}") from None
-
-    def _object(self, ref: str, flag: str) -> Any:
-        ns = self._ns()
-        if ":" not in ref:
-            if ref in ns:
-                return ns[ref]
-            raise UsageError(
-                f"{flag} {ref!r}: write MODULE:OBJ or the name of a notebook variable"
-            )
-        mod_name, _, attr = ref.partition(":")
-        try:
-            return getattr(importlib.import_module(mod_name), attr)
-        except (ImportError, AttributeError) as e:
-            raise UsageError(f"{flag} {ref!r}: {e}") from None
-
-    def _find_live(self, ws: al.Workspace, name: str) -> al.Session | None:
-        for (path, _), s in self._live.items():
-            if path == ws.path and (s.name == name or s.id == name):
-                return s
-        return None
+        return self._sessions.workspace(self.workspace)
 
     def _open(self, name: str, tools: dict[str, Tool]) -> al.Session:
-        ws = self._ws()
-        live = self._find_live(ws, name)
-        if live is not None:
-            # One Session object per session in this kernel: a second one
-            # would contend for the runner lease with the first.
-            if tools:
-                live.update_tools(*tools.values())
-            return live
-        try:
-            s = ws.open(name, tools=tools.values(), **self._options())
-        except KeyError as e:
-            raise UsageError(f"%argus: {e.args[0]}") from None
-        self._live[(ws.path, s.id)] = s
-        return s
+        return self._sessions.open(self._ws(), name, tools, self._options())
 
-    def _session_for(
-        self, plan: al.Plan, tools: dict[str, Tool], name: str | None
-    ) -> al.Session:
-        ws = self._ws()
-        try:
-            if name is not None and (
-                self._find_live(ws, name) is not None
-                or any(i.name == name for i in ws.sessions())
-            ):
-                s = self._open(name, tools)
-                same = plan.validate_against(tools).to_dict() == s.plan.to_dict()
-                if not same:
-                    raise UsageError(
-                        f"%%argus: a session named {name!r} already exists with "
-                        "another plan; choose another NAME, or continue it with "
-                        f"%argus open {name}, or fork it with "
-                        f"%argus fork {name} --at TASK"
-                    )
-                return s
-            s = ws.new_session(
-                plan=plan, tools=tools.values(), name=name, **self._options()
-            )
-        except (PlanError, ValueError) as e:
-            raise UsageError(f"%%argus: {e}") from None
-        except ArgusError as e:
-            raise UsageError(f"%%argus: {e}") from None
-        self._live[(ws.path, s.id)] = s
-        return s
+    def _tools(self, spec: str | None) -> dict[str, Tool]:
+        return find_tools(spec if spec is not None else self.tools, self._ns())
 
     def _widget(self, session: al.Session, var: str | None, source: str) -> GraphWidget:
         """A widget for the cell; the one this cell showed before is closed."""
@@ -553,63 +370,6 @@ class ArgusMagics(Magics):
         w = GraphWidget(session, height=self.height, hint_var=var or "")
         self._shown[key] = w
         return w
-
-
-def _goal_call(
-    text: str, ns: Mapping[str, Any]
-) -> tuple[str, list[Any], dict[str, Any]]:
-    """An HTN goal written as a call, ``trip("alice", "paris", days=2)`` or a bare
-    task name; arguments are Python expressions over the notebook's variables."""
-    import ast
-
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
-        node = None
-    if isinstance(node, ast.Name):
-        return node.id, [], {}
-    if (
-        not isinstance(node, ast.Call)
-        or not isinstance(node.func, ast.Name)
-        or any(isinstance(x, ast.Starred) for x in node.args)
-        or any(k.arg is None for k in node.keywords)
-    ):
-        raise UsageError(
-            "%%argus --planner htn: write the goal as a task call, e.g. "
-            f"trip('alice', 'paris', days=2), not {text.strip()[:60]!r}"
-        )
-
-    def value(expr: ast.expr) -> Any:
-        code = compile(ast.Expression(expr), "<%%argus goal>", "eval")
-        # eval is the point: the goal's arguments are the user's own notebook code.
-        return eval(code, dict(ns))
-
-    args = [value(x) for x in node.args]
-    kwargs = {str(k.arg): value(k.value) for k in node.keywords}
-    return node.func.id, args, kwargs
-
-
-def _tools_in(obj: Any, name: str) -> list[Any]:
-    if isinstance(obj, Tool):
-        return [obj]
-    if isinstance(obj, types.ModuleType):
-        listed = getattr(obj, "TOOLS", None)
-        if isinstance(listed, list | tuple):
-            return list(listed)
-        tools = [v for v in vars(obj).values() if isinstance(v, Tool)]
-        if not tools:
-            raise UsageError(f"--tools {name!r}: module has no al.tool objects")
-        return tools
-    if isinstance(obj, Iterable) and not isinstance(obj, str | bytes | Mapping):
-        items = list(obj)
-        if all(isinstance(t, Tool) or callable(t) for t in items):
-            return items
-    elif callable(obj):
-        return [obj]
-    raise UsageError(
-        f"--tools {name!r} is a {type(obj).__name__}, not a tool, a list of tools "
-        "or a module"
-    )
 
 
 def load_ipython_extension(ipython: Any) -> None:

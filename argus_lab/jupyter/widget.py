@@ -19,10 +19,10 @@ approvals and forks run on a one-thread executor; Pause is immediate (see
 until it ends; while a *cell* runs a blocking ``s.run()`` (``blocking_run``),
 ``cell_running`` tells the front end that clicks wait for the cell.
 
-What no event announces is caught up after each notebook cell (an IPython
-``post_run_cell`` hook): tools redefined with ``s.update_tools`` (stale tasks),
-and the static fallback output, which is displayed before the live view so
-that a page reload without the kernel still shows the graph.
+What no event announces is caught up after each notebook cell: tools redefined
+with ``s.update_tools`` (stale tasks), and the static fallback output shown
+before the live view, so a page reload without the kernel still shows the
+graph (both in :mod:`argus_lab.jupyter._output`, with the front-end files).
 
 The widget only observes its Session and calls its public methods: breakpoints,
 budgets and whether a run goes on are the Session's (``set_breakpoint`` /
@@ -33,14 +33,11 @@ mirror them.
 from __future__ import annotations
 
 import concurrent.futures
-import html
 import json
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anywidget
@@ -49,6 +46,14 @@ import traitlets
 from argus_lab.jupyter._actions import ACTIONS, WidgetActions, user_terms
 from argus_lab.jupyter._detail import node_detail, status_marks
 from argus_lab.jupyter._family import family_of
+from argus_lab.jupyter._output import (
+    after_each_cell,
+    asset_path,
+    fallback_html,
+    fallback_state,
+    show_with_fallback,
+    update_fallback,
+)
 from argus_lab.jupyter.display import (
     STATUS_CODES,
     STATUS_COLORS,
@@ -62,30 +67,6 @@ if TYPE_CHECKING:
     from argus_lab.runtime.session import Session
 
 __all__ = ["ACTIONS", "GraphWidget", "asset_path"]
-
-_FALLBACK_NOTE = (
-    '<p class="argus-fallback-note" style="color:#57606a;font-size:12px">'
-    "Static view as of {when} (the live widget is not connected). Reopen the "
-    "live one, with what was committed since, with "
-    "<code>%argus open {name}</code>.</p>"
-)
-
-
-def asset_path(name: str) -> Path:
-    """Finds a front-end file: in the wheel (``argus_lab/_widgets``) or the checkout.
-
-    Raises:
-        FileNotFoundError: naming both places looked in.
-    """
-    pkg = Path(__file__).resolve().parent.parent
-    places = (pkg / "_widgets" / name, pkg.parent / "widgets" / name)
-    for p in places:
-        if p.is_file():
-            return p
-    raise FileNotFoundError(
-        f"the widget's front-end file {name!r} is missing (looked in "
-        f"{places[0]} and {places[1]}); reinstall argus-lab"
-    )
 
 
 class GraphWidget(WidgetActions, anywidget.AnyWidget):
@@ -176,14 +157,14 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         self._msg_n = 0
         self._unsubscribe: Callable[[], None] | None = None
         self._family: dict[str, Session] = {}  # name -> parent or fork opened here
-        self._hook: Callable[..., None] | None = None
+        self._unwatch: Callable[[], None] | None = None  # the after-cell hook
         self._fallback_seen: tuple[str, int, int] | None = None  # as last shown
         super().__init__(
             height=height, hint_var=hint_var, fallback_key=uuid.uuid4().hex, **kwargs
         )
         self.on_msg(self._on_msg)
         self._bind(session)
-        self._watch_cells()
+        self._unwatch = after_each_cell(self, GraphWidget._after_cell)
 
     # -- binding -------------------------------------------------------------
 
@@ -277,8 +258,6 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         summ["live"] = s.running
         return summ
 
-    # -- family: a fork's parent and the forks made here -----------------------
-
     # -- live updates (on the session's loop thread) --------------------------
 
     def _on_event(self, ev: EventBase) -> None:
@@ -357,44 +336,20 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         self.comm_bytes += len(json.dumps(msg, default=str))
         super()._send(msg, buffers)
 
-    def _watch_cells(self) -> None:
-        """After each notebook cell, catch up with what no event announces:
-        tools redefined by ``s.update_tools(...)`` (stale tasks) and the end of
-        a blocking ``s.run()``. Holds the widget weakly: a dropped widget is not
-        kept alive by the hook."""
-        try:
-            from IPython import get_ipython
-        except ImportError:
+    def _after_cell(self) -> None:
+        """Catches up with what no event announces: tools redefined by
+        ``s.update_tools(...)`` (stale tasks) and the end of a blocking run."""
+        if self._unsubscribe is None:
             return
-        ip = get_ipython()
-        if ip is None:
-            return
-        ref = weakref.ref(self)
-
-        def after_cell(*_: Any) -> None:
-            w = ref()
-            if w is None or w._unsubscribe is None:
-                return
-            s = w._session
-            if s.stale() != w.stale or w.cell_running:
-                w.refresh()
-            w._sync_fallback()
-
-        ip.events.register("post_run_cell", after_cell)
-        self._hook = after_cell
+        if self._session.stale() != self.stale or self.cell_running:
+            self.refresh()
+        self._sync_fallback()
 
     def close(self) -> None:
         """Stops live updates and closes the front-end view (not the session)."""
-        if self._hook is not None:
-            try:
-                from IPython import get_ipython
-
-                ip = get_ipython()
-                if ip is not None:
-                    ip.events.unregister("post_run_cell", self._hook)
-            except (ImportError, ValueError):
-                pass
-            self._hook = None
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -424,53 +379,19 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         """The static view shown when the live one cannot be (its model is gone
         after a kernel restart and a page reload): the session's SVG and table,
         and how to reopen it. The live view hides it (``fallback_key``)."""
-        note = _FALLBACK_NOTE.format(
-            name=html.escape(self._session.name),
-            when=time.strftime("%Y-%m-%d %H:%M:%S"),
-        )
-        key = f"argus-fb-{self.fallback_key}"
-        # In JupyterLab, the widget output right after this one says "Error
-        # displaying widget: model not found" once its model is gone; this view
-        # says what to do instead, so that message is hidden (only there).
-        hide = (
-            f"<style>.jp-OutputArea-child:has(.{key}) + .jp-OutputArea-child "
-            ".jp-OutputArea-output.jupyter-widgets{display:none}</style>"
-        )
-        return (
-            f'<div class="argus-fallback {key}">{hide}'
-            f"{note}{session_html(self._session)}</div>"
-        )
+        return fallback_html(self._session, self.fallback_key)
 
     def _ipython_display_(self) -> None:
-        """Two outputs: the static fallback, then the live view.
-
-        JupyterLab never falls back from a widget output whose model is missing
-        to its text/html, so the static view is an output of its own; the live
-        view hides it while it runs (and shows it again if it is removed).
-        """
-        from IPython.display import display
-
-        show: Any = display  # IPython's display is untyped
-        self._fallback_seen = self._fallback_state()
-        show(
-            {"text/html": self.fallback_html()}, raw=True, display_id=self.fallback_key
-        )
+        """Two outputs: the static fallback, then the live view (see _output)."""
+        self._fallback_seen = fallback_state(self.summary)
         data, meta = super()._repr_mimebundle_() or ({}, {})
-        show(data, raw=True, metadata=meta)
-
-    def _fallback_state(self) -> tuple[str, int, int]:
-        summ = self.summary
-        return (str(summ.get("status")), summ.get("done", 0), summ.get("failed", 0))
+        show_with_fallback(self.fallback_html(), self.fallback_key, data, meta)
 
     def _sync_fallback(self) -> None:
         """Brings the static fallback output up to date (after a cell, on the
         kernel's main thread, so the front end and the saved notebook get it)."""
-        if self._fallback_seen is None or self._fallback_state() == self._fallback_seen:
+        now = fallback_state(self.summary)
+        if self._fallback_seen is None or now == self._fallback_seen:
             return
-        from IPython.display import update_display
-
-        self._fallback_seen = self._fallback_state()
-        update: Any = update_display  # untyped
-        update(
-            {"text/html": self.fallback_html()}, raw=True, display_id=self.fallback_key
-        )
+        self._fallback_seen = now
+        update_fallback(self.fallback_html(), self.fallback_key)

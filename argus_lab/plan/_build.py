@@ -11,7 +11,7 @@ from typing import Any
 
 from argus_lab.model import Plan, Task
 from argus_lab.plan._decompose import _Node, _Search
-from argus_lab.plan.domain import Subtask, call_text
+from argus_lab.plan._subtask import Subtask, call_text
 from argus_lab.plan.graph import EXPAND_TOOL
 
 

@@ -14,16 +14,14 @@ from typing import Any, Final, Literal, TypeAlias
 from pydantic_core import to_jsonable_python
 
 from argus_lab.errors import PlanError
-from argus_lab.plan.domain import (
-    NAME,
-    HTNContext,
-    HTNDomain,
+from argus_lab.plan._subtask import (
     NotApplicable,
-    Phase,
     Subtask,
     as_subtask,
     call_text,
+    short_repr,
 )
+from argus_lab.plan.domain import NAME, HTNContext, HTNDomain, Phase
 from argus_lab.plan.graph import _REF, _parse_ref, iter_references
 
 _MAX_ID: Final = 200
@@ -386,4 +384,9 @@ def _rewrite(value: Any, mapping: dict[str, str]) -> Any:
 
 
 def _jsonable(value: Any) -> Any:
-    return to_jsonable_python(value, fallback=repr)
+    # A method's Python arguments, for the decision log: a container inside
+    # itself has no JSON form, so it is recorded by its repr.
+    try:
+        return to_jsonable_python(value, fallback=repr)
+    except ValueError:
+        return short_repr(value)

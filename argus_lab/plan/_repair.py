@@ -12,7 +12,7 @@ from argus_lab.errors import PlanError
 from argus_lab.model import Plan, Task
 from argus_lab.plan._build import CompoundInfo, _Build
 from argus_lab.plan._decompose import _Node, _NoPlan
-from argus_lab.plan.domain import Subtask, call_text
+from argus_lab.plan._subtask import Subtask, call_text
 from argus_lab.plan.patch import PlanPatch
 
 

@@ -14,17 +14,33 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import PlanError
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "check_json", "load_yaml", "read_text"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_PLAN_BYTES",
+    "check_json",
+    "load_yaml",
+    "read_text",
+]
 
 MAX_DEPTH = 100
 """Containers nested deeper than this are refused (real plans use < 10)."""
 MAX_NODES = 1_000_000
 """Values visited (aliases counted each time) before a plan counts as a bomb."""
+MAX_PLAN_BYTES = 8 * 1024 * 1024
+"""Plan files, plan text and the text in a plan's data are refused past this.
+
+The pure-Python YAML reader takes about 30 s for 100,000 tasks (3 MB): a plan
+is a DAG of tool calls, and its data belongs in files the tools read.
+"""
+_TOO_BIG = "keep large data in files the tools read"
 _MAX_INT_BITS = 13_000
 """About 3,900 decimal digits: below Python's 4,300-digit conversion limit."""
 _JSON_TAGS = ("null", "bool", "int", "float", "str", "seq", "map")
@@ -38,27 +54,23 @@ def read_text(source: str | Path) -> tuple[str, str]:
             "e.g. Plan.from_yaml(data.decode('utf-8'))"
         )
     if not isinstance(source, str | Path):
+        hint = ": pass f.read() or the file's path" if hasattr(source, "read") else ""
         raise PlanError(
             "Plan.from_yaml takes YAML/JSON text or a file path, "
-            f"got {type(source).__name__}"
+            f"got {type(source).__name__}{hint}"
         )
     looks_like_path = isinstance(source, Path) or (
         "\n" not in source and source.strip().endswith((".yaml", ".yml", ".json"))
     )
-    if not looks_like_path:
-        return str(source), "<plan text>"
+    if isinstance(source, str) and not looks_like_path:
+        if len(source) > MAX_PLAN_BYTES:
+            raise PlanError(
+                f"the plan text is {len(source):,} characters: a plan may be at "
+                f"most {MAX_PLAN_BYTES:,} ({_TOO_BIG})"
+            )
+        return source, "<plan text>"
     name = str(source)
-    try:
-        data = Path(source).read_bytes()
-    except FileNotFoundError:
-        raise PlanError(f"plan file {name!r} does not exist") from None
-    except IsADirectoryError:
-        raise PlanError(
-            f"plan file {name!r} is a folder, not a file: name the YAML file in it"
-        ) from None
-    except (OSError, ValueError) as e:  # permissions, a NUL in the name, ...
-        why = getattr(e, "strerror", None) or str(e)
-        raise PlanError(f"cannot read plan file {name!r}: {why}") from None
+    data = _read_file(name)
     try:
         return data.decode("utf-8"), name
     except UnicodeDecodeError as e:
@@ -67,6 +79,59 @@ def read_text(source: str | Path) -> tuple[str, str]:
             f"{name}:{line}: the plan file is not UTF-8 text (byte "
             f"0x{data[e.start]:02x} at offset {e.start}); save it as UTF-8"
         ) from None
+
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _read_file(name: str) -> bytes:
+    """The bytes of a regular file of at most MAX_PLAN_BYTES, or PlanError.
+
+    Opened once and checked on that descriptor (no stat-then-read race): a
+    FIFO opens without blocking (O_NONBLOCK) and is refused, like a device
+    (/dev/zero never ends) or a socket.
+    """
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise PlanError(f"plan file {name!r} does not exist") from None
+    except (OSError, ValueError) as e:  # permissions, a loop, a NUL in the name
+        why = getattr(e, "strerror", None) or str(e)
+        raise PlanError(f"cannot read plan file {name!r}: {why}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise PlanError(
+                f"plan file {name!r} is a folder, not a file: name the YAML file in it"
+            )
+        if not stat.S_ISREG(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a file")
+            raise PlanError(
+                f"plan file {name!r} is {kind}, not a regular file: save the plan "
+                "to a file"
+            )
+        if st.st_size > MAX_PLAN_BYTES:
+            raise PlanError(
+                f"plan file {name!r} is {st.st_size:,} bytes: a plan may be at "
+                f"most {MAX_PLAN_BYTES:,} bytes ({_TOO_BIG})"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_PLAN_BYTES + 1)  # it may have grown since fstat
+    except OSError as e:
+        raise PlanError(f"cannot read plan file {name!r}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_PLAN_BYTES:
+        raise PlanError(
+            f"plan file {name!r} grew past {MAX_PLAN_BYTES:,} bytes while read "
+            f"({_TOO_BIG})"
+        )
+    return data
 
 
 @functools.cache
@@ -101,6 +166,29 @@ def _loader_class() -> Any:
         def __init__(self, stream: str) -> None:
             super().__init__(stream)
             self.lines: dict[int, int] = {}
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            # YAML keeps the last of two equal keys; in a plan the first one
+            # (an id, a dependency list) would vanish without a word. Merge keys
+            # (<<) may still be overridden: only written keys are compared.
+            if isinstance(node, yaml.MappingNode):
+                seen: set[tuple[str, str]] = set()
+                for key, _ in node.value:
+                    if not isinstance(key, yaml.ScalarNode) or key.tag.endswith(
+                        ":merge"
+                    ):
+                        continue
+                    k = (key.tag, key.value)
+                    if k in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None,
+                            None,
+                            f"the key {key.value!r} is written twice in one "
+                            "mapping (the first one would be lost)",
+                            key.start_mark,
+                        )
+                    seen.add(k)
+            return super().construct_mapping(node, deep)
 
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             try:
@@ -183,6 +271,7 @@ def check_json(
     # (value, path, containers above it); exit markers pop the ancestor set.
     stack: list[tuple[Any, tuple[Any, ...], tuple[Any, ...]]] = [(data, (), ())]
     seen = 0
+    chars = 0
     while stack:
         value, path, above = stack.pop()
         seen += 1
@@ -218,6 +307,13 @@ def check_json(
             if not math.isfinite(value):
                 raise fail(path, f"{value} is not a JSON number", above)
         elif isinstance(value, str):
+            chars += len(value)
+            if chars > MAX_PLAN_BYTES:
+                raise PlanError(
+                    (f"{name}: " if name else "")
+                    + f"the plan holds more than {MAX_PLAN_BYTES:,} characters of "
+                    f"text: {_TOO_BIG}"
+                )
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import PlanError
 from argus_lab.model import Plan, Task
+from argus_lab.plan._text import check_json
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -67,16 +68,25 @@ def _parse_ref(body: str) -> Reference | None:
 
 
 def iter_references(value: Any) -> Iterator[tuple[str, Reference | None]]:
-    """Yields (text, reference or None when malformed) for every ``${...}`` in value."""
-    if isinstance(value, str):
-        for m in _REF.finditer(value):
-            yield m.group(0), _parse_ref(m.group(1))
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from iter_references(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from iter_references(v)
+    """Yields (text, reference or None when malformed) for every ``${...}`` in value.
+
+    Walks without recursion and visits each container once, so deep nesting or
+    a container inside itself (an HTN method's Python arguments) cannot blow
+    the stack; such values are refused elsewhere before they are stored.
+    """
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            for m in _REF.finditer(v):
+                yield m.group(0), _parse_ref(m.group(1))
+        elif isinstance(v, dict | list | tuple):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            items = list(v.values()) if isinstance(v, dict) else list(v)
+            stack.extend(reversed(items))  # keep document order
 
 
 def _arg_names_with_refs(args: dict[str, Any]) -> set[str]:
@@ -130,6 +140,12 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
     new_tasks: list[Task] = []
     deps_map: dict[str, list[str]] = {}
     for t in plan.tasks:
+        try:  # made in Python (an HTN operator, a patch): JSON only, as from a file
+            check_json({"args": t.args}, name=f"task {t.id!r}")
+        except PlanError as e:
+            problems.append(e.message)
+            new_tasks.append(t)
+            continue
         deps = list(dict.fromkeys(t.deps))  # a dependency named twice counts once
         for text, ref in iter_references(t.args):
             if ref is None:

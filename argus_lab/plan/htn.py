@@ -48,14 +48,8 @@ from argus_lab.plan._build import CompoundInfo
 from argus_lab.plan._decompose import Decision as Decision
 from argus_lab.plan._decompose import _Node
 from argus_lab.plan._repair import _Repair, _replace, _results_of
-from argus_lab.plan.domain import (
-    HTNContext,
-    HTNDomain,
-    NotApplicable,
-    Subtask,
-    SubtaskLike,
-    call_text,
-)
+from argus_lab.plan._subtask import NotApplicable, Subtask, SubtaskLike, call_text
+from argus_lab.plan.domain import HTNContext, HTNDomain
 from argus_lab.plan.graph import (
     _REF,
     EXPAND_TOOL,

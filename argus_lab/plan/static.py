@@ -48,9 +48,15 @@ def plan_from_dict(
     """
     if not isinstance(data, dict):
         where = f"{name}: " if name else ""
+        got = "nothing" if data is None else type(data).__name__
+        if isinstance(data, str) and name == "<plan text>" and "\n" not in data:
+            # One word of text: most likely a file name Argus did not take as one.
+            got = (
+                f"the text {data[:80]!r} (a file name must end in .yaml, .yml or "
+                ".json, or be given as a Path)"
+            )
         raise PlanError(
-            f"{where}a plan must be a mapping with 'goal' and 'tasks', "
-            f"got {'nothing' if data is None else type(data).__name__}"
+            f"{where}a plan must be a mapping with 'goal' and 'tasks', got {got}"
         )
     check_json(data, name=name, lines=lines)
     if "tasks" not in data:
@@ -60,11 +66,24 @@ def plan_from_dict(
     except ValidationError as e:
         msgs = [
             _where(err["loc"], data, name, lines or {})
-            + f"{_field_path(err['loc'], data)}: {err['msg']}"
+            + f"{_field_path(err['loc'], data)}: {_message(err)}"
             for err in e.errors()
         ]
         raise PlanError("invalid plan:\n- " + "\n- ".join(msgs)) from None
     return plan.validate_against(None)
+
+
+_ID_RULE = (
+    "a task id is 1 to 200 letters, digits and _ . / : - (ASCII), starting with "
+    "a letter, digit or _"
+)
+
+
+def _message(err: Any) -> str:
+    # The id pattern's regex means nothing to a reader: say it in words.
+    if err["type"] == "string_pattern_mismatch" and err["loc"][-1:] == ("id",):
+        return _ID_RULE
+    return str(err["msg"])
 
 
 def _where(

@@ -4,9 +4,12 @@ Who calls whom (arrows are calls; every part gets what it needs in its
 constructor, wired in assembly.py; none inherits from another or touches
 another's private names)::
 
-    Session (session.py)  public methods, argument checks; runs everything
-      │                   on its private loop thread (loop.py)
-      ├─▶ RunLoop (engine.py)        lease around each call, crash recovery
+    Session (session.py)  public methods, argument checks
+      ├─▶ RunDriver (driver.py)      carries each call to the private loop
+      │     │                        thread (loop.py): waits or runs in the
+      │     │                        background; Ctrl-C becomes a pause
+      │     ▼
+      │   RunLoop (engine.py)        lease around each call, crash recovery
       │     │                        (FailurePolicy.after_interrupt), the
       │     │                        run/step loops, how a run ends
       │     ├─▶ Scheduler (scheduler.py)   ready tasks, critical path first (pure)
@@ -23,6 +26,9 @@ another's private names)::
       │                 └─▶ MemoryFeed (remember.py)  results and lessons
       ├─▶ Actions (actions.py)       a person's retry / skip / approve / reject
       │                              (a rejection goes to the Settler too)
+      ├─▶ Closer (shutdown.py)       close() and the process's exit (atexit of
+      │                              threads, SIGTERM, a kernel's shutdown):
+      │                              stop, a grace period, then RunLoop.abandon
       └─▶ SessionState (state.py)    records, plan, usage; commit()
                  ▲
                  └── every part above writes ONLY through SessionState.commit,
@@ -31,7 +37,8 @@ another's private names)::
 
 - Where does an attempt's outcome get decided? In **policy.py**:
   ``FailurePolicy.decide`` matches the typed outcome (Succeeded, Failed(kind),
-  TimedOut, InDoubt, Rejected, OverBudget; Interrupted on recovery) and
+  TimedOut, InDoubt, Rejected, OverBudget; Interrupted on recovery; ShutDown,
+  never a failure, when the session or its process shuts down) and
   returns a decision (accept, retry later, ask, stop for budget, give up with
   remedies, then fail or skip); settle.py only carries it out.
 - Who writes to the store? **state.py**: ``SessionState.commit`` (records,

@@ -13,13 +13,16 @@ from typing import TYPE_CHECKING
 from argus_lab.runtime.actions import Actions
 from argus_lab.runtime.attempt import AttemptRunner
 from argus_lab.runtime.budget import BudgetChecker
+from argus_lab.runtime.driver import RunDriver
 from argus_lab.runtime.engine import RunLoop
 from argus_lab.runtime.lease import Lease
 from argus_lab.runtime.llm_task import LlmTaskRunner
+from argus_lab.runtime.loop import LoopThread
 from argus_lab.runtime.options import SessionOptions
 from argus_lab.runtime.policy import FailurePolicy
 from argus_lab.runtime.remember import MemoryFeed, Rememberer
 from argus_lab.runtime.settle import Settler
+from argus_lab.runtime.shutdown import Closer, track
 from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import SessionState
 from argus_lab.runtime.supervisor import Supervisor
@@ -40,14 +43,16 @@ class Parts:
     """What the session knows; the store's only writer."""
     signals: Signals
     """Pause requests and the run loop's wake-up."""
-    runner: RunLoop
-    """The lease around calls, recovery, the run and step loops."""
+    driver: RunDriver
+    """Carries calls to the loop thread; the run loop's step, run and start."""
     attempts: AttemptRunner
-    """One attempt of a task (its tool threads are closed with the session)."""
+    """One attempt of a task."""
     actions: Actions
     """A person's decisions."""
     memories: Rememberer
     """The memory writer thread (flushed when the session closes)."""
+    closer: Closer
+    """Closes it all (on ``close()`` and when the process shuts down)."""
 
 
 def assemble(
@@ -77,14 +82,30 @@ def assemble(
     supervisor = Supervisor(state, options.planner)
     settler = Settler(state, policy, supervisor, signals, memory, options)
     llm = LlmTaskRunner(state, budget, options, workspace)
-    attempts = AttemptRunner(state, settler, budget, llm, options, workspace.path)
+    attempts = AttemptRunner(
+        state, settler, signals, budget, llm, options, workspace.path
+    )
     runner = RunLoop(state, signals, attempts, supervisor, settler, policy, options)
+    actions = Actions(state, settler, signals)
     memory.prepare()
+    loop = LoopThread(f"argus-{loaded.meta.name}")
+
+    def close_parts() -> None:
+        # diskcache keeps one SQLite connection per thread: close the loop
+        # thread's own, so SQLite can checkpoint and drop its WAL file.
+        loop.stop(state.close)
+        attempts.close()
+        memories.close()  # the queued memories are written before we go
+        state.close()
+
+    closer = Closer(loop, runner, signals, options.shutdown_grace, close_parts)
+    track(closer)  # weakly: closed at interpreter exit or SIGTERM
     return Parts(
         state=state,
         signals=signals,
-        runner=runner,
+        driver=RunDriver(loop, runner, signals, actions, closer),
         attempts=attempts,
-        actions=Actions(state, settler, signals),
+        actions=actions,
         memories=memories,
+        closer=closer,
     )

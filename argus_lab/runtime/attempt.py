@@ -9,6 +9,7 @@ the failure policy what it means.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import os
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.graph import ReferenceError_, iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetChecker
-from argus_lab.runtime.executor import run_attempt
+from argus_lab.runtime.executor import InlineGate, run_attempt
+from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.options import (
     SessionOptions,
@@ -24,8 +26,9 @@ from argus_lab.runtime.options import (
     input_hash,
     tool_replay_key,
 )
-from argus_lab.runtime.outcome import Failed, OverBudget, Rejected
+from argus_lab.runtime.outcome import Failed, Outcome, OverBudget, Rejected, ShutDown
 from argus_lab.runtime.settle import Settler
+from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import ApprovalPolicy, decide
 from argus_lab.tools.registry import Tool, ToolContext
@@ -42,6 +45,7 @@ class AttemptRunner:
     Args:
         state: The session state (the only writer).
         settler: Carries out what an outcome means.
+        signals: Says whether the session is shutting down.
         budget: Checks the step budget before the intent.
         llm: Supplies the tool of LLM tasks.
         options: concurrency, approvals, executor.
@@ -52,6 +56,7 @@ class AttemptRunner:
         self,
         state: SessionState,
         settler: Settler,
+        signals: Signals,
         budget: BudgetChecker,
         llm: LlmTaskRunner,
         options: SessionOptions,
@@ -59,12 +64,15 @@ class AttemptRunner:
     ) -> None:
         self._state = state
         self._settler = settler
+        self._signals = signals
         self._budget = budget
         self._llm = llm
         self._options = options
         self._root = root
         self._workdir: Path | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._inline = InlineGate()
+        self._intents = IntentBatch(state)
 
     def tool_for(self, task: Task) -> Tool | None:
         """The tool a task calls (None: not registered in this session)."""
@@ -148,6 +156,9 @@ class AttemptRunner:
         if hit is not None:
             self._settler.budget_stop(tid, hit)
             return
+        if self._signals.stopping is not None:  # shutting down: start nothing
+            st.sched.set(tid, "pending")
+            return
         st.usage["steps"] = st.usage.get("steps", 0) + 1
         # Invariant 2: the intent is durable before the side effect can happen.
         rec = rec.model_copy(
@@ -161,33 +172,65 @@ class AttemptRunner:
                 "next_attempt_at": None,
             }
         )
-        # A tool without side effects loses nothing if this intent is lost to a
-        # power cut (the attempt just runs again): no fsync for it under "full".
-        st.commit(
-            [rec],
-            [
-                st.event(
-                    "task_started", tid, attempt=attempt, payload={"tool": tool.name}
-                )
-            ],
-            relaxed=tool.side_effect != "write",
+        started = st.event(
+            "task_started", tid, attempt=attempt, payload={"tool": tool.name}
         )
-        out = await run_attempt(
-            tool,
-            args,
-            self._ctx(tid, attempt, key),
-            timeout=task.timeout or tool.timeout,
-            success=task.success,
-            pool=self._thread_pool(),
-            artifacts=st.artifacts.redacting(st.redactor, tid),
-            remote=self._options.executor,
+        timeout = task.timeout or tool.timeout
+        one_commit = (
+            tool.side_effect != "write"
+            and self._options.executor is None
+            and self._inline.inline_now(tool, timeout)
         )
+        if one_commit:
+            # A quick call on the loop of a tool without side effects: nothing
+            # else runs until it returns, and invariant 2 asks nothing of it, so
+            # its intent goes into the outcome's commit (one transaction per
+            # step). A crash mid-call leaves the task pending: it runs again.
+            st.defer([started])
+        else:
+            # Committed with the intents of the tasks starting beside it (one
+            # transaction), before the call. A tool without side effects loses
+            # nothing if its intent is lost to a power cut (the attempt just
+            # runs again): no fsync for it under "full".
+            await self._intents.commit(
+                rec, started, relaxed=tool.side_effect != "write"
+            )
+        out: Outcome
+        try:
+            out = await run_attempt(
+                tool,
+                args,
+                self._ctx(tid, attempt, key),
+                timeout=timeout,
+                success=task.success,
+                pool=self._thread_pool(),
+                artifacts=st.artifacts.redacting(st.redactor, tid),
+                remote=self._options.executor,
+                gate=self._inline,
+            )
+        except asyncio.CancelledError:
+            # Only an inline call that fell back to a thread can be waiting
+            # here with its intent deferred: it was never written, so the task
+            # is simply pending again (side_effect="none": nothing to decide).
+            st.drop_deferred()
+            if not self._signals.abandoning:
+                raise
+            # The shutdown's own cancellation (RunLoop.abandon): the call may
+            # have begun, so its intent stays for the next open to decide.
+            me = asyncio.current_task()
+            if me is not None:
+                me.uncancel()
+            out = ShutDown(self._signals.stopping or "shut down", started=True)
+        except BaseException:
+            st.drop_deferred()
+            raise
         hit = self._llm.take_budget_hit(tid)
         if hit is not None and isinstance(out, Failed) and out.kind == "budget":
             out = OverBudget(hit, out.error, duration=out.duration)
         self._settler.settle(
             tid,
-            st.records[tid],  # an LLM task's calls added their cost to it
+            # An LLM task's calls added their cost to the committed record.
+            rec if one_commit else st.records[tid],
             out,
             tool_hash=tool.code_hash,
             retries=task.retries if task.retries is not None else tool.retries,

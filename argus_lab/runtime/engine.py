@@ -56,6 +56,7 @@ class RunLoop:
         self._policy = policy
         self._options = options
         self._bp_passed: set[str] = set()  # breakpoints paused at, to go past next
+        self._inflight: set[asyncio.Task[Any]] = set()  # execute() tasks running
 
     # -- the lease around one public call ----------------------------------
 
@@ -147,6 +148,9 @@ class RunLoop:
             if failure is not None:
                 self._settler.settle(tid, rec, failure)
             return
+        me = asyncio.current_task()
+        assert me is not None
+        self._inflight.add(me)
         watch = None
         if task.expected_seconds is not None:
             loop = asyncio.get_running_loop()
@@ -161,8 +165,16 @@ class RunLoop:
                 e, session_id=info.id, label=label, task_id=tid
             ) from None
         finally:
+            self._inflight.discard(me)
             if watch is not None:
                 watch.cancel()
+
+    def abandon(self) -> None:
+        """A shutdown's grace is over: the attempts in flight end now, each as a
+        ShutDown outcome that leaves its committed intent (runtime/shutdown.py)."""
+        self._signals.abandoning = True
+        for t in list(self._inflight):
+            t.cancel()
 
     def _too_slow(self, tid: str, limit: float) -> None:
         st = self._state
@@ -248,7 +260,7 @@ class RunLoop:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
         if sig.pause_requested is not None:  # e.g. a budget ran out
-            self._pause_now(sig.pause_requested)
+            self._pause_now(sig.why_paused())
         elif not st.sched.has_ready() and not st.timers:
             self.finish()
         elif st.info.status not in ("paused",):
@@ -333,7 +345,7 @@ class RunLoop:
         st = self._state
         c = st.counts()
         if self._signals.pause_requested is not None:
-            self._pause_now(self._signals.pause_requested)
+            self._pause_now(self._signals.why_paused())
         elif (why := self._in_doubt_reason()) is not None:
             self._pause_now(why)
         elif c["awaiting_approval"]:

@@ -4,7 +4,6 @@ how it ended as a typed outcome (outcome.py); it never raises for tool errors.""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 import traceback
@@ -26,13 +25,119 @@ from argus_lab.runtime.outcome import (
     FailureKind,
     InDoubt,
     Outcome,
+    ShutDown,
     Succeeded,
     TimedOut,
 )
 from argus_lab.store.artifacts import ArtifactStore, to_stored
 from argus_lab.tools.registry import Tool, ToolContext
 
-__all__ = ["check_success", "run_attempt"]
+__all__ = [
+    "INLINE_AFTER",
+    "INLINE_BUDGET_S",
+    "InlineGate",
+    "check_success",
+    "run_attempt",
+]
+
+INLINE_BUDGET_S = 0.001
+"""A sync call at most this long may run on the event loop (``Tool.inline``)."""
+INLINE_AFTER = 3
+"""Calls in a row within the budget, on a tool thread, before going inline."""
+
+
+def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    result = fn(**kwargs)
+    return result, time.perf_counter() - t0
+
+
+class _NotStarted(Exception):
+    """The tool pool refused the call (the process is shutting down)."""
+
+
+class InlineGate:
+    """Decides, per session, which sync tools run on the event loop.
+
+    ``@al.tool(inline=True/False)`` decides for itself. Otherwise a sync tool
+    with ``side_effect="none"`` and no timeout goes inline once ``INLINE_AFTER``
+    calls in a row took at most ``INLINE_BUDGET_S`` on a tool thread, and goes
+    back to threads for good (in this session) when two inline calls in a row
+    take longer, or one fails. Only the session's loop thread uses it.
+    """
+
+    def __init__(self) -> None:
+        self.fast_calls: dict[str, int] = {}
+        """Tool name -> quick calls in a row (-1: stays on threads)."""
+        self.slow: set[str] = set()
+        """Tools whose last inline call went over the budget."""
+
+    def inline_now(self, tool: Tool, timeout: float | None) -> bool:
+        """Whether this call of a local sync ``tool`` runs on the loop."""
+        if tool.is_async or timeout is not None:  # only a thread can time out
+            return False
+        if tool.inline is not None:
+            return tool.inline
+        return (
+            tool.side_effect == "none"
+            and self.fast_calls.get(tool.name, 0) >= INLINE_AFTER
+        )
+
+    def took(self, tool: Tool, seconds: float) -> None:
+        """Notes how long a call on a tool thread took."""
+        n = self.fast_calls.get(tool.name, 0)
+        if tool.inline is None and n >= 0:
+            self.fast_calls[tool.name] = n + 1 if seconds <= INLINE_BUDGET_S else 0
+
+    def demote(self, tool: Tool) -> None:
+        """Keeps ``tool`` on threads from now on."""
+        self.fast_calls[tool.name] = -1
+
+    def inline_took(self, tool: Tool, seconds: float) -> None:
+        """Notes how long an inline call took: two slow ones in a row send the
+        tool back to threads (one alone may be the machine preempting us)."""
+        if seconds <= INLINE_BUDGET_S:
+            self.slow.discard(tool.name)
+        elif tool.name in self.slow:
+            self.demote(tool)
+        else:
+            self.slow.add(tool.name)
+
+
+async def _call_sync(
+    tool: Tool,
+    kwargs: dict[str, Any],
+    timeout: float | None,
+    pool: Executor,
+    gate: InlineGate | None,
+) -> Any:
+    if gate is not None and gate.inline_now(tool, timeout):
+        # The thread hop (submit, wake-up, future) costs more than a quick call.
+        t0 = time.perf_counter()
+        try:
+            result = tool.fn(**kwargs)
+        except Exception:
+            if tool.inline:
+                raise
+            # Chosen by us, not the author: the call may need to be off the loop
+            # (asyncio.run, a Session method). side_effect="none" makes running
+            # it again harmless, so it does, on a thread, and stays there.
+            gate.demote(tool)
+        else:
+            if tool.inline is None:
+                gate.inline_took(tool, time.perf_counter() - t0)
+            return result
+    loop = asyncio.get_running_loop()
+    try:
+        fut = loop.run_in_executor(pool, _timed, tool.fn, kwargs)
+    except RuntimeError as e:  # the pool refuses: the interpreter is shutting down
+        raise _NotStarted(str(e)) from e
+    # A sync tool cannot be killed: on timeout its thread runs on, but the
+    # attempt is abandoned and counted as a transient failure.
+    result, took = await asyncio.wait_for(fut, timeout)
+    if gate is not None:
+        gate.took(tool, took)
+    return result
 
 
 def _failed(
@@ -72,8 +177,12 @@ async def run_attempt(
     pool: Executor,
     artifacts: ArtifactStore,
     remote: RemoteExecutor | None = None,
+    gate: InlineGate | None = None,
 ) -> Outcome:
-    """Runs one attempt and classifies its outcome (never raises for tool errors)."""
+    """Runs one attempt and classifies its outcome (never raises for tool errors).
+
+    ``gate``: decides which sync calls run on the event loop (None: only tools
+    declared ``inline=True``)."""
     t0 = time.perf_counter()
     out = await _attempt(
         tool,
@@ -84,6 +193,7 @@ async def run_attempt(
         pool=pool,
         artifacts=artifacts,
         remote=remote,
+        gate=gate,
     )
     # The outcome was made just now and nobody else holds it: stamping its
     # duration in place spares a dataclasses.replace (~3 us) on every step.
@@ -101,6 +211,7 @@ async def _attempt(
     pool: Executor,
     artifacts: ArtifactStore,
     remote: RemoteExecutor | None = None,
+    gate: InlineGate | None = None,
 ) -> Outcome:
     try:
         kwargs = tool.validate(args)
@@ -122,11 +233,13 @@ async def _attempt(
                 idempotent=tool.idempotent or tool.side_effect != "write",
             )
         else:
-            loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(pool, functools.partial(tool.fn, **kwargs))
-            # A sync tool cannot be killed: on timeout its thread runs on, but the
-            # attempt is abandoned and counted as a transient failure.
-            result = await asyncio.wait_for(fut, timeout)
+            try:
+                result = await _call_sync(tool, kwargs, timeout, pool, gate)
+            except _NotStarted as e:
+                # "cannot schedule new futures after (interpreter) shutdown": the
+                # process is exiting, which is no failure of the task's; the call
+                # never began.
+                return ShutDown(str(e), started=False)
     except TimeoutError as e:
         if tool.side_effect == "write" and not tool.idempotent:
             # Abandoned mid-call, it may still take effect: never run it again

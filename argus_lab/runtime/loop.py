@@ -30,6 +30,7 @@ class LoopThread:
         self._name = name
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._pending: set[concurrent.futures.Future[Any]] = set()
 
     @property
     def started(self) -> bool:
@@ -64,7 +65,21 @@ class LoopThread:
                 "a Session method was called from the session's own thread (from a "
                 "subscriber or a tool); call it from another thread"
             )
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        fut = asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        self._pending.add(fut)
+        fut.add_done_callback(self._pending.discard)
+        return fut
+
+    def drain(self, timeout: float | None) -> bool:
+        """Waits up to ``timeout`` seconds for every submitted call to end;
+        True if none is left running."""
+        left = list(self._pending)
+        return not left or not concurrent.futures.wait(left, timeout).not_done
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Runs ``fn()`` on the loop thread soon (from any thread)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(fn)
 
     def call(self, coro: Coroutine[Any, Any, T], on_interrupt: Callable[[], None]) -> T:
         """Runs ``coro`` on the loop and waits for its result.

@@ -159,6 +159,13 @@ class SessionOptions:
     replaces tasks whose ``on_failure`` is "replan" (code: hand it in again on
     ``ws.open``, like tools)."""
 
+    shutdown_grace: float = 2.0
+    """Seconds attempts in flight get to finish and commit when the session is
+    closed or its process shuts down (kernel restart, interpreter exit,
+    SIGTERM); attempts still running then are left as their committed
+    intents, decided on the next open exactly as after a crash. Kept below
+    the 2.5 s a Jupyter server waits before it sends SIGTERM."""
+
     def __post_init__(self) -> None:
         if self.approvals is not None:
             object.__setattr__(self, "approvals", tuple(self.approvals))
@@ -167,6 +174,10 @@ class SessionOptions:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be positive, got {self.lease_ttl}")
+        if not self.shutdown_grace >= 0:  # also refuses NaN
+            raise ValueError(
+                f"shutdown_grace must be >= 0 seconds, got {self.shutdown_grace}"
+            )
 
     @property
     def policies(self) -> tuple[ApprovalPolicy, ...]:

@@ -24,6 +24,7 @@ __all__ = [
     "Outcome",
     "OverBudget",
     "Rejected",
+    "ShutDown",
     "Succeeded",
     "TimedOut",
     "ended_record",
@@ -131,9 +132,22 @@ class Interrupted:
     """The attempt that was under way."""
 
 
+@dataclass(frozen=True, slots=True)
+class ShutDown:
+    """The process or the session was shutting down, so the attempt was left
+    unfinished: never a failure. Its committed intent is decided when the
+    session is opened again, exactly as after a crash (``Interrupted``)."""
+
+    why: str
+    """What shut down (kernel restart, interpreter exit, SIGTERM, close())."""
+    started: bool
+    """Whether the tool may have begun (False: refused before the call)."""
+    duration: float = 0.0
+
+
 Failure = Failed | TimedOut | InDoubt | Rejected | OverBudget
 """Every way an attempt can end that is not a success."""
-Outcome = Succeeded | Failure
+Outcome = Succeeded | Failure | ShutDown
 """How one attempt ended."""
 
 

@@ -17,6 +17,10 @@ Failed             GiveUp: try the remedies (HTN repair, fallback tool, replan)
 Rejected           GiveUp with no remedy: a person's (or a policy's) no stands
 Interrupted        ``after_interrupt``: Rerun if repeating the call is safe,
                    else AskInDoubt (invariant 2)
+ShutDown           LeaveIntent: never a failure. A call that may have begun
+                   keeps its committed intent, decided on the next open as
+                   after a crash (Interrupted); one refused before the call is
+                   simply pending again
 =================  ============================================================
 """
 
@@ -36,6 +40,7 @@ from argus_lab.runtime.outcome import (
     Outcome,
     OverBudget,
     Rejected,
+    ShutDown,
     Succeeded,
     TimedOut,
 )
@@ -47,6 +52,7 @@ __all__ = [
     "Decision",
     "FailurePolicy",
     "GiveUp",
+    "LeaveIntent",
     "Remedy",
     "Rerun",
     "RetryLater",
@@ -81,6 +87,16 @@ class AskInDoubt:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaveIntent:
+    """Shutting down: write no outcome. If the call may have begun, its
+    committed intent stays, to be decided on the next open as after a crash;
+    else the task is pending again. The run stops starting tasks."""
+
+    why: str
+    started: bool
+
+
+@dataclass(frozen=True, slots=True)
 class StopForBudget:
     """A budget ran out: the task waits (pending) and the run pauses."""
 
@@ -104,7 +120,9 @@ class GiveUp:
     memory (a rejection is a decision, not a failure to learn from)."""
 
 
-Decision = Accept | RetryLater | Rerun | AskInDoubt | StopForBudget | GiveUp
+Decision = (
+    Accept | RetryLater | Rerun | AskInDoubt | StopForBudget | GiveUp | LeaveIntent
+)
 """What happens after an attempt."""
 
 
@@ -144,6 +162,8 @@ class FailurePolicy:
         match out:
             case Succeeded():
                 return Accept()
+            case ShutDown(why, started):  # a shutdown is not the task's failure
+                return LeaveIntent(why, started)
             case InDoubt():
                 return AskInDoubt(
                     f"task {task.id!r} is in doubt: {out.error}; check, then "

@@ -1,16 +1,15 @@
 """Session: runs a plan step by step on a private event loop, checkpointing each step.
 
 A thin facade: public methods check their arguments and hand the work to the
-parts drawn in runtime/__init__.py, on the session's own loop thread (loop.py),
-so the state needs no locks. See DESIGN.md sections 4-6.
+parts drawn in runtime/__init__.py, on the session's own loop thread (the
+RunDriver, driver.py, carries each call there), so the state needs no locks.
+See DESIGN.md sections 4-6.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,12 +18,10 @@ from argus_lab.model import Plan, SessionInfo, SessionStatus, TaskRecord
 from argus_lab.runtime.assembly import assemble
 from argus_lab.runtime.budget import budget_scope
 from argus_lab.runtime.budget import merge as merge_budget
-from argus_lab.runtime.loop import LoopThread
 from argus_lab.runtime.options import (
     RunResult,
     SessionOptions,
     Subscriber,
-    T,
     current_user,
 )
 from argus_lab.runtime.views import VIEWS
@@ -38,8 +35,6 @@ if TYPE_CHECKING:
     from argus_lab.workspace import Workspace
 
 __all__ = ["RunResult", "Session", "SessionOptions"]
-
-_BLOCKING_LOCK = threading.Lock()
 
 
 class Session:
@@ -63,12 +58,9 @@ class Session:
         parts = assemble(workspace, store, loaded, tools, options)
         self._state = parts.state
         self._signals = parts.signals
-        self._runner = parts.runner
-        self._attempts = parts.attempts
         self._actions = parts.actions
-        self._memories = parts.memories
-        self._loop = LoopThread(f"argus-{loaded.meta.name}")
-        self._bg: concurrent.futures.Future[RunResult] | None = None
+        self._driver = parts.driver
+        self._closer = parts.closer
 
     # -- what it is ----------------------------------------------------------
 
@@ -178,10 +170,10 @@ class Session:
         imported from elsewhere) in one commit, redacted and numbered like the
         runtime's own. Callable from a subscriber too (on the loop thread).
         """
-        if self._loop.is_current():
+        if self._driver.is_current():
             self._state.commit(events=list(events))
         else:
-            self._call(self._actions.emit(list(events)))
+            self._driver.call(self._actions.emit(list(events)))
 
     def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
         """What the last prompt of an LLM task held: items included, truncated or
@@ -208,43 +200,23 @@ class Session:
 
     # -- running -------------------------------------------------------------
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Runs ``coro`` on the loop thread, holding the lease, and waits."""
-        return self._loop.call(
-            self._runner.guarded(coro), lambda: self.pause("interrupted by the user")
-        )
-
-    _blocking_calls = 0  # blocking run()/step()/rerun_stale() calls waiting now
-
-    def _blocking(self, coro: Coroutine[Any, Any, T]) -> T:
-        """``_call`` for the calls that run tasks while their caller waits."""
-        with _BLOCKING_LOCK:
-            self._blocking_calls += 1
-        try:
-            return self._call(coro)
-        finally:
-            with _BLOCKING_LOCK:
-                self._blocking_calls -= 1
-
     @property
     def blocking_run(self) -> bool:
         """Whether a blocking ``run()``, ``step()`` or ``rerun_stale()`` is in
         progress: its caller (e.g. a notebook cell) waits until it returns, unlike
         a background ``start()``. The widget uses it to say its controls act
         only when the cell is done."""
-        return self._blocking_calls > 0
+        return self._driver.blocking_run
 
     def close(self) -> None:
-        """Stops the loop thread and closes the store (waits for a background run)."""
-        if self._bg is not None and not self._bg.done():
-            self.pause("session closed")
-            concurrent.futures.wait([self._bg])  # its error stays in the future
-        # diskcache keeps one SQLite connection per thread: close the loop
-        # thread's own, so SQLite can checkpoint and drop its WAL file.
-        self._loop.stop(self._state.close)
-        self._attempts.close()
-        self._memories.close()  # the queued memories are written before we go
-        self._state.close()
+        """Closes the session; idempotent, and done for you at interpreter exit.
+
+        No task starts from now on. Attempts in flight get
+        ``shutdown_grace`` seconds to finish and commit; any still running then
+        are left as their committed intents, decided on the next open exactly
+        as after a crash. Nothing is marked failed by closing.
+        """
+        self._closer.close("session closed")
 
     def __enter__(self) -> Session:
         return self
@@ -258,29 +230,23 @@ class Session:
         Waits for a scheduled retry if that is all there is. Returns the records
         of the tasks that ran (empty when nothing could run).
         """
-        self._signals.pause_requested = None  # here, so a pause() right after counts
-        return self._blocking(self._runner.step())
+        return self._driver.step()
 
     def run(self) -> RunResult:
         """Runs until every task is done, the session pauses, or nothing can run."""
-        self._signals.pause_requested = None
-        return self._blocking(self._runner.run())
+        return self._driver.run()
 
     def start(self) -> concurrent.futures.Future[RunResult]:
         """Starts ``run()`` in the background and returns its future at once."""
-        if self._bg is not None and not self._bg.done():
-            return self._bg
-        self._signals.pause_requested = None
-        self._bg = self._loop.submit(self._runner.guarded(self._runner.run()))
-        return self._bg
+        return self._driver.start()
 
     async def arun(self) -> RunResult:
         """``run()`` for async code: awaits the run on the session's own loop."""
-        return await asyncio.wrap_future(self.start())
+        return await self._driver.arun()
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
         """Waits for a background run started by ``start()``; None if there is none."""
-        return None if self._bg is None else self._bg.result(timeout)
+        return self._driver.wait(timeout)
 
     def pause(self, reason: str = "paused by the user") -> None:
         """Asks a run to stop: no new task starts; running ones finish and commit."""
@@ -296,12 +262,12 @@ class Session:
     def retry(self, task_id: str) -> None:
         """Makes a failed or in-doubt task (and what it blocked) pending again."""
         self._state.need_task(task_id)
-        self._call(self._actions.retry(task_id))
+        self._driver.call(self._actions.retry(task_id))
 
     def skip(self, task_id: str, reason: str = "skipped by the user") -> None:
         """Marks a task skipped: its dependents may run (they get no result from it)."""
         self._state.need_task(task_id)
-        self._call(self._actions.skip(task_id, reason))
+        self._driver.call(self._actions.skip(task_id, reason))
 
     def approve(
         self,
@@ -320,14 +286,14 @@ class Session:
                 the tool's signature (nothing is committed then).
         """
         self._state.need_task(task_id)
-        self._call(self._actions.approve(task_id, args, by or current_user()))
+        self._driver.call(self._actions.approve(task_id, args, by or current_user()))
 
     def reject(
         self, task_id: str, reason: str = "rejected", *, by: str | None = None
     ) -> None:
         """Refuses a task waiting for approval: it fails and blocks its dependents."""
         self._state.need_task(task_id)
-        self._call(self._actions.reject(task_id, reason, by or current_user()))
+        self._driver.call(self._actions.reject(task_id, reason, by or current_user()))
 
     def pending_approvals(self) -> dict[str, dict[str, Any]]:
         """Tasks waiting for a decision -> what was asked (tool, args, policy)."""
@@ -348,7 +314,7 @@ class Session:
         if kind == "task":
             self._state.need_task(target)
         budget = merge_budget(self._state.info.budgets.get(scope), **limits)
-        self._call(self._actions.set_budget(scope, budget))
+        self._driver.call(self._actions.set_budget(scope, budget))
 
     @property
     def usage(self) -> dict[str, float]:
@@ -368,7 +334,7 @@ class Session:
         ``step()`` goes on from it.
         """
         self._state.need_task(task_id)
-        self._call(self._actions.set_breakpoint(task_id, on))
+        self._driver.call(self._actions.set_breakpoint(task_id, on))
 
     def graph_svg(self) -> str:
         """The plan's graph as a standalone SVG document, nodes coloured and
@@ -395,12 +361,7 @@ class Session:
 
     def rerun_stale(self) -> RunResult:
         """Makes exactly the stale tasks pending again, then ``run()``s."""
-        self._signals.pause_requested = None
-        return self._blocking(self._rerun_stale())
-
-    async def _rerun_stale(self) -> RunResult:
-        await self._actions.mark_stale()
-        return await self._runner.run()
+        return self._driver.rerun_stale()
 
     def fork(
         self,

@@ -20,6 +20,7 @@ from argus_lab.runtime.budget import BudgetHit
 from argus_lab.runtime.outcome import (
     Failure,
     Outcome,
+    ShutDown,
     Succeeded,
     ended_record,
     failure_payload,
@@ -29,6 +30,7 @@ from argus_lab.runtime.policy import (
     AskInDoubt,
     FailurePolicy,
     GiveUp,
+    LeaveIntent,
     RetryLater,
     StopForBudget,
 )
@@ -107,15 +109,40 @@ class Settler:
                 assert isinstance(out, Succeeded)
                 self._succeed(tid, rec, out, tool_hash)
             case RetryLater(delay):
-                assert not isinstance(out, Succeeded)
+                assert not isinstance(out, Succeeded | ShutDown)
                 self._retry_later(tid, rec, out, delay)
             case AskInDoubt(reason):
-                assert not isinstance(out, Succeeded)
+                assert not isinstance(out, Succeeded | ShutDown)
                 self.in_doubt(tid, rec, reason, out.error)
             case StopForBudget(hit):
                 self.budget_stop(tid, hit)
             case GiveUp():
                 self._give_up(tid, rec, decision, list(extra or []))
+            case LeaveIntent(why, started):
+                self._leave(tid, rec, why, started)
+
+    def _leave(self, tid: str, rec: TaskRecord, why: str, started: bool) -> None:
+        """Shutting down: no outcome is written, and the run stops starting tasks.
+
+        A call that may have begun keeps its committed intent (status running),
+        which the next open decides about exactly as after a crash; a call that
+        never began is pending again, with nothing to decide.
+        """
+        st = self._state
+        if self._signals.pause_requested is None:
+            self._signals.request_pause(f"interrupted by a shutdown: {why}")
+        if started:
+            self._signals.left.append(tid)
+            return
+        back = rec.model_copy(update={"status": "pending"})
+        ev = st.event(
+            "resumed",
+            tid,
+            attempt=rec.attempts,
+            payload={"recovered": "not started: shutting down", "why": why},
+        )
+        st.commit([back], [ev])
+        st.sched.set(tid, "pending")
 
     def _succeed(
         self, tid: str, rec: TaskRecord, out: Succeeded, tool_hash: str | None

@@ -30,6 +30,7 @@ from argus_lab.runtime.options import (
     tool_replay_key,
 )
 from argus_lab.runtime.scheduler import Scheduler
+from argus_lab.store._bulk import paused_gc
 from argus_lab.store.artifacts import ArtifactStore, from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.tools.registry import Tool
@@ -81,10 +82,15 @@ class SessionState:
         store.redactor = self.redactor
         store.label = f"{loaded.meta.name!r} ({loaded.meta.id})"
         self._artifact_cache: dict[str, Any] = {}
+        self._deferred: list[EventBase] = []
         self.apply(loaded)
 
     def apply(self, loaded: Loaded) -> None:
         """Takes ``loaded`` as the whole state (opening, or reloading from disk)."""
+        with paused_gc():  # per task a record and scheduler entries: no garbage
+            self._apply(loaded)
+
+    def _apply(self, loaded: Loaded) -> None:
         for timer in self.timers.values():  # a reload: start over
             timer.cancel()
         self.timers = {}
@@ -163,6 +169,9 @@ class SessionState:
         """
         records = [self._redact(r) for r in records]
         events = events or []
+        if self._deferred:
+            events = [*self._deferred, *events]
+            self._deferred = []
         for ev in events:
             if ev.payload:
                 ev.payload = self.redactor.value(ev.payload)
@@ -197,6 +206,15 @@ class SessionState:
             self.info = meta
         if notify:
             self.notify(events)
+
+    def defer(self, events: list[EventBase]) -> None:
+        """Events that go into the next commit, ahead of its own (an intent
+        that needs no transaction of its own; see AttemptRunner.run)."""
+        self._deferred.extend(events)
+
+    def drop_deferred(self) -> None:
+        """Forgets deferred events (the step they belong to was abandoned)."""
+        self._deferred = []
 
     def notify(self, events: list[EventBase]) -> None:
         """Hands committed events to the subscribers (after the state is updated)."""
@@ -248,11 +266,14 @@ class SessionState:
         self.tasks = {t.id: t for t in plan.tasks}
         for t in self.tasks:
             self.records.setdefault(t, TaskRecord(task_id=t))
+        # In flight, whatever their records say yet (an intent may be waiting
+        # for its group commit): never ready a second time.
+        busy = [t for t, st in self.sched.status.items() if st == "running"]
         self.sched = Scheduler(
             {t.id: t.deps for t in plan.tasks},
             {t: r.status for t, r in self.records.items()},
         )
-        for t in self.timers:  # waiting out a retry delay: not ready yet
+        for t in [*self.timers, *busy]:  # or waiting out a retry delay
             if t in self.tasks:
                 self.sched.set(t, "running")
 

@@ -366,7 +366,7 @@ def create_app(
         with hub.reading(name) as s:
             return s.plan.model_dump(mode="json")
 
-    @app.get("/sessions/{name}/tasks/{task_id}/result", summary="A task's result")
+    @app.get("/sessions/{name}/tasks/{task_id:path}/result", summary="A task's result")
     def result(name: str, task_id: str) -> Any:
         with hub.reading(name) as s:
             value = s.result(task_id)

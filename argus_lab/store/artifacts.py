@@ -36,7 +36,8 @@ class ArtifactStore:
         redactor: Redactor | None = None,
         task: str | None = None,
     ) -> None:
-        self.root = Path(root)
+        # A Path already (``redacting`` makes one per attempt): not copied again.
+        self.root = root if isinstance(root, Path) else Path(root)
         self.fsync = fsync
         self.redactor = redactor
         """Masks what ``to_stored`` stores through this store (None: nothing)."""

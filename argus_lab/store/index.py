@@ -9,10 +9,16 @@ by id never reads it.
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import os
 import sqlite3
+import stat
 import time
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +37,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IndexRebuiltWarning",
+    "folder_problem",
+    "mismatch",
     "open_index",
     "read_progress",
     "rebuild_index",
     "rebuild_or_raise",
     "scan_sessions",
+    "session_store",
 ]
 
 
@@ -43,22 +52,90 @@ class IndexRebuiltWarning(UserWarning):
     """The workspace index was damaged or missing and was rebuilt from the folders."""
 
 
+def folder_problem(d: Path) -> str | None:
+    """Why the entry ``d`` of the sessions folder is not a session, or None.
+
+    None also for an empty folder (a session being created). The message
+    starts with "session <entry name>:", like the store's own errors.
+    """
+    head = f"session {d.name}:"
+    try:
+        st = os.stat(d)
+    except OSError as e:
+        if e.errno == errno.ENOENT and d.is_symlink():
+            return f"{head} {d} is a symbolic link to nothing"
+        return f"{head} {d} cannot be read: {e.strerror or e}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{head} {d} is a file, not a session folder"
+    try:
+        if (d / "cache.db").is_file() or not any(d.iterdir()):
+            return None
+    except OSError as e:
+        return f"{head} {d} cannot be read: {e.strerror or e}"
+    return f"{head} its records (cache.db) are missing from its folder"
+
+
+def mismatch(d: Path, info: SessionInfo) -> str | None:
+    """Says so when the records in folder ``d`` are another session's."""
+    if info.id == d.name:
+        return None
+    return (
+        f"session {d.name}: its folder holds the records of session {info.id} "
+        f"({info.name!r}), copied or moved there; move it back"
+    )
+
+
+def session_store(folder: Path, sid: str, durability: Durability) -> SessionStore:
+    """The store of an existing session's folder, refused if it is not one.
+
+    Raises:
+        CorruptCheckpointError: the folder is not a session's (opening it
+            would make a new, empty cache.db there and hide what happened).
+    """
+    why = folder_problem(folder)
+    if why is None and not (folder / "cache.db").is_file():
+        why = f"session {sid}: its folder is empty (being created, or emptied)"
+    if why is not None:
+        raise CorruptCheckpointError(why, session_id=sid)
+    return SessionStore(folder, sid, durability=durability)
+
+
 def scan_sessions(
     sessions: Path, durability: Durability
 ) -> tuple[list[SessionInfo], dict[str, str]]:
-    """Every readable session (oldest first), and damaged ones: id -> error."""
+    """Every readable session (oldest first), and damaged entries: name -> error.
+
+    Any entry of the sessions folder that is not a readable session is listed
+    as damaged with why (a file, a dangling or looping link, a folder whose
+    records are missing or are another session's); hidden entries are skipped.
+    """
     out: list[SessionInfo] = []
     damaged: dict[str, str] = {}
-    for d in sorted(sessions.iterdir()) if sessions.is_dir() else []:
-        if not (d / "cache.db").exists():
+    try:
+        entries = sorted(sessions.iterdir()) if sessions.is_dir() else []
+    except OSError:
+        entries = []
+    for d in entries:
+        if d.name.startswith("."):
             continue
+        why = folder_problem(d)
+        if why is not None:
+            damaged[d.name] = why
+            continue
+        if not (d / "cache.db").is_file():
+            continue  # being created
         try:
             store = SessionStore(d, d.name, durability=durability)
         except (CorruptCheckpointError, SchemaVersionError) as e:
             damaged[d.name] = e.message
             continue
         try:
-            out.append(store.read_meta())
+            info = store.read_meta()
+            other = mismatch(d, info)
+            if other is not None:
+                damaged[d.name] = other
+            else:
+                out.append(info)
         except (CorruptCheckpointError, SchemaVersionError) as e:
             damaged[d.name] = e.message
         except sqlite3.DatabaseError as e:
@@ -91,11 +168,58 @@ def open_index(root: Path, durability: Durability) -> diskcache.Cache:
         except sqlite3.DatabaseError as e:
             cache.close()
             return rebuild_or_raise(root, durability, e)
+        if len(cache) == 0 and _has_sessions(root):
+            # SQLite reads a zero-byte file as an empty database: no error, but
+            # no names either.
+            cache.close()
+            return rebuild_index(root, durability, why="empty")
         return cache
-    has_sessions = any((root / "sessions").glob("*/cache.db"))
-    if has_sessions:
+    if _has_sessions(root):
         return rebuild_index(root, durability, why="missing")
-    return open_cache(folder, durability)
+    cache = open_cache(folder, durability)
+    cache.set(_BUILT, str(time.time()))
+    return cache
+
+
+_BUILT = "built:"
+"""Set in every index made or rebuilt: an index with no key at all is a zero-byte
+file SQLite took for an empty database, while one with only this key is an index
+of a workspace with no readable session (not rebuilt again at every open)."""
+
+
+def _has_sessions(root: Path) -> bool:
+    return any((root / "sessions").glob("*/cache.db"))
+
+
+@contextmanager
+def _rebuild_lock(root: Path) -> Iterator[None]:
+    # Processes that find the same damage rebuild one at a time; each later
+    # one finds the index rebuilt and uses it (a rename of a fresh index by a
+    # second rebuilder would send the first one's new names to the aside copy).
+    with open(root / "index.lock", "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _rebuilt_meanwhile(root: Path, durability: Durability) -> diskcache.Cache | None:
+    folder = root / "index"
+    if not (folder / "cache.db").is_file():
+        return None
+    try:
+        cache = open_cache(folder, durability)
+    except sqlite3.DatabaseError:
+        return None
+    try:
+        _usable(cache)
+        if len(cache) > 0 or not _has_sessions(root):
+            return cache
+    except sqlite3.DatabaseError:
+        pass
+    cache.close()
+    return None
 
 
 def rebuild_or_raise(
@@ -111,7 +235,16 @@ def rebuild_index(root: Path, durability: Durability, *, why: str) -> diskcache.
     """Moves a damaged index aside and writes a new one from the session folders.
 
     Warns (IndexRebuiltWarning) naming the sessions indexed and any damaged one.
+    Another process that rebuilt it meanwhile wins: its index is used as is.
     """
+    with _rebuild_lock(root):
+        again = _rebuilt_meanwhile(root, durability)
+        if again is not None:
+            return again
+        return _rebuild(root, durability, why)
+
+
+def _rebuild(root: Path, durability: Durability, why: str) -> diskcache.Cache:
     folder = root / "index"
     aside = None
     if folder.exists():
@@ -122,6 +255,7 @@ def rebuild_index(root: Path, durability: Durability, *, why: str) -> diskcache.
     infos, damaged = scan_sessions(root / "sessions", durability)
     try:
         with cache.transact(retry=True):
+            cache.set(_BUILT, str(time.time()))
             for info in infos:
                 cache.set("name:" + info.name, info.id)
     except sqlite3.DatabaseError as e:
@@ -139,7 +273,7 @@ def rebuild_index(root: Path, durability: Durability, *, why: str) -> diskcache.
         text += f"; {len(damaged)} damaged session(s) left out: {', '.join(damaged)}"
     if aside is not None:
         text += f"; the old index was moved to {aside}"
-    warnings.warn(text, IndexRebuiltWarning, stacklevel=4)
+    warnings.warn(text, IndexRebuiltWarning, stacklevel=5)
     return cache
 
 

@@ -5,7 +5,9 @@ by ``_sandbox_host._sources``), so each must stand alone and import what it uses
 inside its own body. They import little on purpose (no ``json``: the config is
 tab-separated lines and the report ``repr``; ``_signal`` rather than
 ``signal``; no ``typing`` or ``re``): every module imported here is paid on
-every call of the tool.
+every call of the tool. The launcher's helpers live beside it, sent in the
+same script: the file view and quota in ``_sandbox_view``, Landlock in
+``_sandbox_landlock``.
 """
 
 from __future__ import annotations
@@ -13,20 +15,22 @@ from __future__ import annotations
 from typing import Any
 
 # Sent along with this module's functions (one script), so the names resolve.
+from argus_lab.tools._sandbox_landlock import _landlock
 from argus_lab.tools._sandbox_view import _copy_out, _quota, _view
 
 
 def _launcher() -> None:
     """The sandbox's first process: namespaces, the task folder's quota, the code.
 
-    argv is ``-c <config json> <code>``. Process tree: this launcher (trusted, in
-    the host's PID namespace) -> the code (the forked child, PID 1 of a new PID
-    namespace when there is one; when it ends the kernel kills what it left
+    argv is ``-c <config> <code>``; on Linux the code comes in a memfd instead
+    (``code_fd``), so no ``ps`` on the host shows it. Process tree: this launcher
+    (trusted, in the host's PID namespace) -> the code (the forked child, PID 1 of a
+    new PID namespace when there is one; when it ends the kernel kills what it left
     behind). Before the code starts, the child builds the file view, drops to an
-    unprivileged uid and applies Landlock, rlimits and the seccomp filter; then
-    it runs the code itself (``_boot``). The code's exit status travels by the
-    kernel only: this launcher waits for it and ends the same way (same exit
-    code or same signal).
+    unprivileged uid and applies Landlock, rlimits and the seccomp filter; then it
+    runs the code itself (``_boot``). The code's exit status travels by the kernel
+    only: this launcher waits for it and ends the same way (same exit code or same
+    signal).
     The report pipe carries what was set up and the CPU used; the code never
     holds it (closed before ``exec``, and this launcher is outside its PID
     namespace).
@@ -51,7 +55,15 @@ def _launcher() -> None:
             cfg[key] = dict(item.split("=", 1) for item in items)
         else:
             cfg[key] = value
-    code = sys.argv[2]
+    code_fd = int(cfg.get("code_fd", -1))
+    if code_fd >= 0:  # not in argv, where any user of the host reads it
+        parts = []
+        while chunk := os.read(code_fd, 1 << 20):
+            parts.append(chunk)
+        os.close(code_fd)
+        code = b"".join(parts).decode("utf-8", "surrogatepass")
+    else:
+        code = sys.argv[2]
     report_fd = int(cfg["report_fd"])
     linux = sys.platform.startswith("linux")
     libc = ctypes.CDLL(None, use_errno=True)
@@ -62,9 +74,11 @@ def _launcher() -> None:
         "network": "allowed" if cfg["network"] else "none",
         "processes": "none",
         "memory": "rlimit",
+        "cpu": "rlimit",
         "pid_namespace": False,
         "user_namespace": False,
         "mount_namespace": False,
+        "ipc_namespace": False,
         "view": False,
         "quota": False,
         "uid": os.getuid(),
@@ -99,7 +113,7 @@ def _launcher() -> None:
         try:
             with open(procs, "w") as f:
                 f.write(str(os.getpid()))
-            iso["processes" if ctrl == "pids" else "memory"] = "cgroup"
+            iso[{"pids": "processes"}.get(ctrl, ctrl)] = "cgroup"
         except OSError as e:
             notes[ctrl] = f"{ctrl} cgroup: {e}"
     uid, gid = os.getuid(), os.getgid()
@@ -130,7 +144,9 @@ def _launcher() -> None:
             iso["pid_namespace"] = True
         else:
             fail("pid_namespace", "pid namespace")
-        if not unshare(new_ipc | new_uts):
+        if unshare(new_ipc | new_uts):
+            iso["ipc_namespace"] = True
+        else:
             fail("ipc_namespace", "ipc namespace")
         if unshare(new_ns):
             iso["mount_namespace"] = True
@@ -146,12 +162,26 @@ def _launcher() -> None:
     child = os.fork()
     if child:
         # --- the launcher: wait for the code, copy its files out, end like it.
+        # Out of the run's cgroups (the child stays, and all it starts): the
+        # OOM killer picks by resident memory, for which memfd and tmpfs pages
+        # count nowhere, so it killed this launcher, losing the files and the
+        # report. Nor do the limits on processes and cores count it.
+        for procs in (cfg.get("cgroups_home") or {}).values():
+            try:
+                with open(procs, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:
+                pass  # it stays in: as before, only the OOM killer may pick it
         # The parent's wall-time limit: kill the code (its PID namespace goes
         # with it), then copy the files out as after any end.
         signal.signal(signal.SIGUSR1, lambda *_: os.kill(child, signal.SIGKILL))
         say("child", child)
         _, status, usage = os.wait4(child, 0)
-        copied = _copy_out(cfg, host_dir) if host_dir >= 0 else None
+        copied: object = None
+        try:
+            copied = _copy_out(cfg, host_dir) if host_dir >= 0 else None
+        except BaseException as e:  # the code's status must still go out
+            copied = {"files": 0, "bytes": 0, "skipped": 0, "error": repr(e)[:200]}
         say("exit", {"cpu": usage.ru_utime + usage.ru_stime, "copied": copied})
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
@@ -278,109 +308,6 @@ def _launcher() -> None:
     # one would cost a second interpreter start-up on every call.
     _boot(code)
     sys.exit(0)
-
-
-def _landlock(
-    cfg: dict[str, Any], iso: dict[str, object], notes: dict[str, str], libc: Any
-) -> int:
-    """Restricts this process (and what it starts) with Landlock; returns the ABI.
-
-    Writes: the task folder only. Reads and execution: system folders, the Python
-    installation (never other folders on ``sys.path``: an editable install puts
-    the project, and often its workspace, there), the extra readable folders.
-    With ABI >= 4 TCP is denied too unless the network is allowed; with ABI >= 6
-    signals and abstract unix sockets cannot reach outside the sandbox.
-    """
-    import ctypes
-    import os
-    import stat
-
-    sys_landlock_create_ruleset, sys_landlock_add_rule = 444, 445
-    sys_landlock_restrict_self = 446
-    abi = int(
-        libc.syscall(
-            ctypes.c_long(sys_landlock_create_ruleset), None, ctypes.c_size_t(0), 1
-        )
-    )
-    if abi <= 0:
-        notes["filesystem"] = f"landlock: {os.strerror(ctypes.get_errno())}"
-        return 0
-    execute, write_file, read_file, read_dir = 1, 2, 4, 8
-    make_char, make_block = 64, 2048
-    refer, truncate, ioctl_dev = 1 << 13, 1 << 14, 1 << 15
-    handled = (1 << 13) - 1
-    if abi >= 2:
-        handled |= refer
-    if abi >= 3:
-        handled |= truncate
-    if abi >= 5:
-        handled |= ioctl_dev
-    file_rights = execute | write_file | read_file | truncate | ioctl_dev
-
-    class RulesetAttr(ctypes.Structure):
-        _fields_ = (
-            ("fs", ctypes.c_uint64),
-            ("net", ctypes.c_uint64),
-            ("scoped", ctypes.c_uint64),
-        )
-
-    class PathBeneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = (("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32))
-
-    net_rights = 0 if cfg["network"] or abi < 4 else 3  # BIND_TCP | CONNECT_TCP
-    scoped = 3 if abi >= 6 else 0  # abstract unix sockets | signals
-    attr = RulesetAttr(handled, net_rights, scoped)
-    size = 8 if abi < 4 else 16 if abi < 6 else 24
-    ruleset = int(
-        libc.syscall(
-            sys_landlock_create_ruleset, ctypes.byref(attr), ctypes.c_size_t(size), 0
-        )
-    )
-    if ruleset < 0:
-        notes["filesystem"] = f"landlock ruleset: {os.strerror(ctypes.get_errno())}"
-        return 0
-
-    def allow(path: str, rights: int) -> None:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            return
-        try:
-            if not stat.S_ISDIR(os.fstat(fd).st_mode):
-                rights &= file_rights
-            rule = PathBeneath(rights & handled, fd)
-            if libc.syscall(sys_landlock_add_rule, ruleset, 1, ctypes.byref(rule), 0):
-                notes[f"landlock rule {path}"] = os.strerror(ctypes.get_errno())
-        finally:
-            os.close(fd)
-
-    read = execute | read_file | read_dir
-    roots = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"]
-    roots += ["/sys/devices/system/cpu"]
-    if iso.get("proc"):  # our own /proc: only the sandbox's processes
-        roots += ["/proc"]
-    else:
-        roots += ["/proc/cpuinfo", "/proc/meminfo", "/proc/stat"]
-    roots += list(cfg["python_roots"]) + list(cfg["read_paths"])
-    for path in dict.fromkeys(roots):
-        allow(path, read)
-    allow("/dev/null", read_file | write_file | truncate)
-    for dev in ("/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"):
-        allow(dev, read_file)
-    allow(cfg["folder"], handled & ~(make_char | make_block))
-    if iso.get("shm"):  # a private, empty tmpfs (see _view)
-        allow("/dev/shm", handled & ~(make_char | make_block))
-    if libc.syscall(sys_landlock_restrict_self, ruleset, 0) != 0:
-        notes["filesystem"] = f"landlock restrict: {os.strerror(ctypes.get_errno())}"
-        os.close(ruleset)
-        return 0
-    os.close(ruleset)
-    iso["filesystem"] = "landlock"
-    iso["landlock"] = abi
-    if net_rights and iso["network"] == "none":
-        iso["network"] = "landlock-tcp"
-    return abi
 
 
 def _boot(src: str) -> None:

@@ -8,7 +8,6 @@ probe behind ``sandbox_status``.
 from __future__ import annotations
 
 import ast
-import asyncio
 import contextlib
 import functools
 import inspect
@@ -24,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import ToolError
-from argus_lab.tools._sandbox_child import _boot, _landlock, _launcher
+from argus_lab.tools._sandbox_child import _boot, _launcher
 from argus_lab.tools._sandbox_kernel import Cgroups, seccomp_filter
+from argus_lab.tools._sandbox_landlock import _landlock
 from argus_lab.tools._sandbox_view import _copy_out, _quota, _view
 
 
@@ -50,6 +50,9 @@ class Limits:
     files copied out, and so stored as artifacts, never exceed it."""
     processes: int = 64
     """Most processes at once (pids cgroup or RLIMIT_NPROC)."""
+    cpus: float | None = None
+    """Cores the whole process tree may keep busy at once (cpu cgroup); None:
+    all of this machine's but one (at least one), so the host keeps a core."""
     open_files: int = 1024
     """Most open files per process (RLIMIT_NOFILE)."""
     output: int = 64 << 10
@@ -65,6 +68,12 @@ class Limits:
     unenforced (see ``sandbox_status``)."""
     python: str | None = None
     """The interpreter to run; default: the one running Argus Lab."""
+
+    def cores(self) -> float:
+        """``cpus``, or its default for this machine."""
+        if self.cpus is not None:
+            return self.cpus
+        return float(max(1, (os.cpu_count() or 1) - 1))
 
 
 @dataclass(slots=True)
@@ -96,7 +105,7 @@ class RunResult:
 
 @functools.cache
 def _sources() -> tuple[str, str]:
-    """(launcher source, boot source), cut out of ``_sandbox_child``'s text."""
+    """(launcher source, boot source), cut out of the ``_sandbox_*`` modules' text."""
     funcs = (_launcher, _quota, _view, _copy_out, _landlock, _boot)
     # Annotations stay strings (never evaluated), so ``Any`` needs no import.
     launcher = "from __future__ import annotations\n"
@@ -119,49 +128,24 @@ def _env(folder: Path, python: str) -> dict[str, str]:
     }
 
 
+def _code_fd(code: str) -> int:
+    """The code in an anonymous memory file, for the launcher to read (then
+    close): in its argv every user of the host could read it with ``ps``,
+    secrets from ``${env.NAME}`` included. -1 where there is no memfd (not
+    Linux: the code then goes in argv)."""
+    if not hasattr(os, "memfd_create"):
+        return -1
+    fd = os.memfd_create("argus-code", os.MFD_CLOEXEC)
+    view = memoryview(code.encode("utf-8", "surrogatepass"))
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _killpg(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-class _Capture:
-    """Keeps the head and tail of a stream within ``limit`` bytes."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(limit, 64)
-        self.tail_size = self.limit // 4
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.limit - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > 2 * self.tail_size:
-                del self.tail[: len(self.tail) - self.tail_size]
-
-    def text(self) -> str:
-        if self.total <= self.limit:
-            return self.head.decode("utf-8", "replace")
-        tail = bytes(self.tail[-self.tail_size :])
-        head = bytes(self.head[: self.limit - len(tail)])
-        cut = self.total - len(head) - len(tail)
-        marker = f"\n[... truncated {cut} bytes ...]\n"
-        return (
-            head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace")
-        )
-
-
-async def _drain(stream: asyncio.StreamReader | None, cap: _Capture) -> None:
-    if stream is None:
-        return
-    while chunk := await stream.read(1 << 16):
-        cap.feed(chunk)
 
 
 def _encode_config(cfg: dict[str, Any]) -> str:
@@ -251,10 +235,39 @@ HIDDEN = (
     "/etc/sudoers.d",
     "/etc/ssh",
     "/etc/ssl/private",
+    # World-readable places credentials are often kept in (code running as
+    # nobody reads them all the same), and root-only ones, for the unprivileged
+    # user who may be in their group.
+    "/etc/environment",
+    "/etc/pip.conf",
+    "/etc/xdg/pip",
+    "/etc/netrc",
+    "/etc/.git-credentials",
+    "/etc/apt/auth.conf",
+    "/etc/apt/auth.conf.d",
+    "/etc/docker",
+    "/etc/containers/auth.json",
+    "/etc/NetworkManager/system-connections",
+    "/etc/wireguard",
+    "/etc/ipsec.secrets",
+    "/etc/ipsec.d/private",
+    "/etc/ppp/chap-secrets",
+    "/etc/ppp/pap-secrets",
+    "/etc/krb5.keytab",
+    "/etc/letsencrypt",
+    "/etc/pki/tls/private",
+    "/etc/credstore",
+    "/etc/credstore.encrypted",
+    "/etc/security/opasswd",
+    "/etc/libvirt/secrets",
+    "/etc/mysql/debian.cnf",
 )
 """Hidden from the code on every machine: secrets-bearing system paths, home
 folders and the places sockets live. The workspace, the project and the current
 folder are added per run (see ``_hidden``)."""
+
+
+_PIP_CONFIG = ("pip.conf", "pip.ini")
 
 
 def _under(p: str, q: str) -> bool:
@@ -316,7 +329,11 @@ def _config(
         "folder": str(folder),
         "read_paths": reads,
         "python_roots": roots,
-        "hide": _hidden(list(hidden or [])),
+        # pip's configuration in a virtual environment may hold an index URL
+        # with a token in it; the environment itself stays readable.
+        "hide": _hidden(
+            [*(hidden or []), *(Path(r, n) for r in roots for n in _PIP_CONFIG)]
+        ),
         "keep": [*roots, *reads, str(folder)],
         "uid": 65534,  # nobody: the code's uid when Argus Lab runs as root
         "network": limits.network,
@@ -330,6 +347,7 @@ def _config(
         "processes": limits.processes,
         "seccomp": bpf.hex(),
         "cgroups": {},
+        "cgroups_home": {},
     }
 
 
@@ -339,10 +357,10 @@ def _probe(python: str, network: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="argus-sandbox-probe-") as d:
         folder = Path(d)
         cfg = _config(folder, limits, 5, [], python)
-        cg = Cgroups.create(8, 256 << 20)
+        cg = Cgroups.create(8, 256 << 20, limits.cores())
         r, w = os.pipe()
         cfg["report_fd"] = w
-        cfg["cgroups"] = cg.procs
+        cfg["cgroups"], cfg["cgroups_home"] = cg.procs, cg.home
         try:
             proc = subprocess.run(
                 [python, "-I", "-c", _sources()[0], _encode_config(cfg), "pass"],

@@ -1,8 +1,9 @@
 """Kernel mechanisms the sandbox's parent sets up: cgroups and the seccomp filter.
 
 - **cgroups** (v2, or v1 as on hosts with a hybrid layout): one folder per run
-  with ``pids`` (most processes) and ``memory`` (the whole process tree's
-  memory, tmpfs pages of the task folder included) controllers; the launcher
+  with ``pids`` (most processes), ``memory`` (the whole process tree's
+  memory, tmpfs pages of the task folder included) and ``cpu`` (cores kept
+  busy at once) controllers; the launcher
   joins them before it starts anything, so every descendant is counted.
 - **seccomp**: the filter is compiled here with libseccomp (through
   ``pyseccomp``'s ctypes binding of the system's ``libseccomp.so.2``) into
@@ -27,7 +28,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-_CONTROLLERS = ("pids", "memory")
+_CONTROLLERS = ("pids", "memory", "cpu")
+_PERIOD = 100_000
+"""The cpu controller's accounting period, microseconds (the kernel default)."""
 
 
 @functools.cache
@@ -84,7 +87,7 @@ class Cgroups:
         self.paths = paths
 
     @classmethod
-    def create(cls, max_pids: int, memory: int) -> Cgroups:
+    def create(cls, max_pids: int, memory: int, cpus: float = 1.0) -> Cgroups:
         """Creates what this machine allows; a controller left out is reported
         missing by the launcher (and named in ``sandbox_status`` warnings)."""
         name = f"argus-sandbox-{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -94,8 +97,14 @@ class Cgroups:
             path = base / name
             try:
                 path.mkdir(exist_ok=version == 2)
+                quota = max(1000, round(cpus * _PERIOD))
                 if ctrl == "pids":
                     (path / "pids.max").write_text(str(max_pids))
+                elif ctrl == "cpu" and version == 2:
+                    (path / "cpu.max").write_text(f"{quota} {_PERIOD}")
+                elif ctrl == "cpu":
+                    (path / "cpu.cfs_period_us").write_text(str(_PERIOD))
+                    (path / "cpu.cfs_quota_us").write_text(str(quota))
                 elif version == 2:
                     (path / "memory.max").write_text(str(memory))
                     with contextlib.suppress(OSError):
@@ -115,6 +124,12 @@ class Cgroups:
     def procs(self) -> dict[str, str]:
         """controller -> its ``cgroup.procs`` file, for the launcher to join."""
         return {c: str(p / "cgroup.procs") for c, (p, _) in self.paths.items()}
+
+    @property
+    def home(self) -> dict[str, str]:
+        """controller -> the ``cgroup.procs`` file of the cgroup the run's was
+        made in: the launcher goes back there once its child has started."""
+        return {c: str(p.parent / "cgroup.procs") for c, (p, _) in self.paths.items()}
 
     def memory(self) -> tuple[int | None, bool]:
         """(peak bytes of the whole tree, whether the OOM killer struck)."""
@@ -222,9 +237,25 @@ _DENIED = tuple(
         "vhangup",
         "iopl",
         "ioperm",
+        # What Docker's default profile also denies, less used kernel surface:
+        # old interfaces, the x86 LDT, NUMA page moving, mount listings.
+        "uselib",
+        "ustat",
+        "sysfs",
+        "_sysctl",
+        "lookup_dcookie",
+        "nfsservctl",
+        "modify_ldt",
+        "vm86",
+        "vm86old",
+        "migrate_pages",
+        "move_pages",
+        "quotactl_fd",
     ]
 )
 _AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
+_SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
+_NETLINK_ROUTE = 0
 _NEW_NAMESPACES = (
     0x00020000,  # CLONE_NEWNS
     0x02000000,  # CLONE_NEWCGROUP
@@ -248,7 +279,9 @@ def seccomp_filter() -> tuple[bytes, str | None]:
     try:
         f = sc.SyscallFilter(sc.ALLOW)
         for name in _DENIED:
-            with contextlib.suppress(RuntimeError, ValueError):  # unknown here
+            # A name this libseccomp does not know (OSError EINVAL, or older
+            # bindings' errors) skips that rule, never the whole filter.
+            with contextlib.suppress(OSError, RuntimeError, ValueError):
                 f.add_rule(sc.ERRNO(errno.EPERM), name)
         for flag in _NEW_NAMESPACES:
             arg = sc.Arg(0, sc.MASKED_EQ, flag, flag)
@@ -256,9 +289,25 @@ def seccomp_filter() -> tuple[bytes, str | None]:
         # clone3 passes its flags in memory seccomp cannot read: "not
         # implemented" makes the C library fall back to clone, which is checked.
         f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        # Watching files: every readable host file (/etc, the Python
+        # installation) would be a channel between sandboxes of different
+        # sessions (one opens, the other sees IN_OPEN) and a view of the host's
+        # activity. "Not implemented" makes libraries fall back to polling.
+        for name in ("inotify_init", "inotify_init1"):
+            f.add_rule(sc.ERRNO(errno.ENOSYS), name)
+        for name in ("fanotify_init", "fanotify_mark"):
+            f.add_rule(sc.ERRNO(errno.EPERM), name)
         # Unix sockets by path or abstract name reach past every namespace;
         # socketpair (pipes between the code's own processes) stays allowed.
         f.add_rule(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.EQ, 1))
+        # A datagram pair (SOCK_RAW is one too, for unix sockets) is not bound
+        # to its peer: sendto() or connect() reach any path socket (/dev/log,
+        # a socket in the session folder). Stream and seqpacket pairs are
+        # connected for good (connect: EISCONN); they stay for multiprocessing.
+        for kind in range(16):
+            if kind not in (_SOCK_STREAM, _SOCK_SEQPACKET):
+                args = (sc.Arg(0, sc.EQ, _AF_UNIX), sc.Arg(1, sc.MASKED_EQ, 15, kind))
+                f.add_rule(sc.ERRNO(errno.EACCES), "socketpair", *args)
         # Every other family but IP and netlink (both per network namespace):
         # vsock reaches a virtual machine's host, others reach hardware.
         for family in range(64):
@@ -266,6 +315,11 @@ def seccomp_filter() -> tuple[bytes, str | None]:
                 arg = sc.Arg(0, sc.EQ, family)
                 f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", arg)
         f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.GE, 64))
+        # Netlink for routes and addresses only (getifaddrs): the other
+        # protocols are not all per network namespace (uevents brought the
+        # host's device events in, such as a USB key plugged in).
+        args = (sc.Arg(0, sc.EQ, _AF_NETLINK), sc.Arg(2, sc.NE, _NETLINK_ROUTE))
+        f.add_rule(sc.ERRNO(errno.EPROTONOSUPPORT), "socket", *args)
         with tempfile.TemporaryFile() as out:
             f.export_bpf(out)
             out.seek(0)

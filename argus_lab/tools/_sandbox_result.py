@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import shutil
 import signal
+import stat
 from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import ToolError, TransientError
-from argus_lab.tools._sandbox_host import Limits, RunResult, _Capture
+from argus_lab.redact import Redactor
+from argus_lab.tools._sandbox_host import Limits, RunResult
+from argus_lab.tools._sandbox_output import _CONTROL, _Capture, _tail
 from argus_lab.tools._sandbox_rules import warnings
 from argus_lab.tools.files import walk_files
 from argus_lab.tools.registry import ToolContext
@@ -30,6 +35,7 @@ def _run_result(
     folder: Path,
     limits: Limits,
     warns: list[str],
+    redactor: Redactor | None = None,
 ) -> RunResult:
     iso: dict[str, Any] = report.get("setup") or {}
     ex: dict[str, Any] = report.get("exit") or {}
@@ -64,23 +70,18 @@ def _run_result(
     if copied.get("skipped"):
         warns.append(
             f"{copied['skipped']} more produced files were not kept (over "
-            f"{limits.max_files} files or {limits.disk >> 20} MiB)"
+            f"{limits.max_files} files, {limits.disk >> 20} MiB or 32 folders deep, "
+            "or named with bytes that are not UTF-8 or with control characters)"
         )
-    files: list[Path] = []
-    omitted = 0
-    for rel, _ in walk_files(folder):
-        if any(part.startswith(".") for part in rel.split("/")):
-            continue  # hidden: caches libraries keep under HOME, such as .cache/
-        if len(files) < limits.max_files:
-            files.append(folder / rel)
-        else:
-            omitted += 1
+    if copied.get("error"):
+        warns.append(f"copying the produced files out failed: {copied['error']}")
+    files, omitted = _listed(folder, limits.max_files)
     if omitted:
         warns.append(f"{omitted} more produced files are not listed")
     return RunResult(
         exit_code=exit_code,
-        stdout=out.text(),
-        stderr=err.text(),
+        stdout=out.text(redactor),
+        stderr=err.text(redactor),
         timed_out=timed_out,
         killed_by=killed_by,
         files=files,
@@ -89,25 +90,75 @@ def _run_result(
     )
 
 
-def _scrub(run: RunResult, ctx: ToolContext) -> list[str]:
-    """Masks secrets in the produced files in place (they lie in the workspace)
-    before anything reads them; returns the binary ones deleted for holding one."""
-    if ctx.redactor is None:
+def _shown(name: str) -> bool:
+    """Whether a produced file's name may be listed: UTF-8 (a result key must
+    encode), no control character (a terminal would act on it), not hidden."""
+    try:
+        name.encode("utf-8")
+    except UnicodeError:
+        return False
+    return not name.startswith(".") and not _CONTROL.search(name)
+
+
+def _listed(folder: Path, most: int) -> tuple[list[Path], int]:
+    """(the produced files listed, how many more were left out)."""
+    files: list[Path] = []
+    omitted = 0
+    for rel, _ in walk_files(folder):
+        if not all(_shown(part) for part in rel.split("/")):
+            continue  # hidden (caches under HOME, such as .cache/) or unnamable
+        if len(files) < most:
+            files.append(folder / rel)
+        else:
+            omitted += 1
+    return files, omitted
+
+
+def _scrub(run: RunResult, ctx: ToolContext, folder: Path, most: int) -> list[str]:
+    """Masks secrets in the task folder in place (it lies in the workspace)
+    before anything reads it: in every regular file, and in every name (a file
+    or folder named after a secret is renamed, a link pointing at one removed).
+    Lists the produced files again; returns the binary ones deleted for
+    holding a secret."""
+    red = ctx.redactor
+    if red is None or not folder.is_dir():
         return []
     refused = []
-    for p in list(run.files):
-        if ctx.redactor.scrub_file(p) == "removed":
-            refused.append(p.name)
-            run.files.remove(p)
+    # By descriptor: a tree deeper than PATH_MAX must not stop the sweep.
+    for top, dirs, names, fd in os.fwalk(folder, topdown=False):
+        for name in [*names, *dirs]:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                if red.needed(os.readlink(name, dir_fd=fd)):
+                    os.unlink(name, dir_fd=fd)
+                continue
+            if stat.S_ISREG(st.st_mode):
+                try:
+                    gone = red.scrub_file(Path(top) / name) == "removed"
+                except OSError:  # a path too long to open: never stored unread
+                    os.unlink(name, dir_fd=fd)
+                    continue
+                if gone:
+                    refused.append(red.text(name))
+                    continue
+            if red.needed(name):
+                masked = red.text(name)
+                try:
+                    os.stat(masked, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    os.rename(name, masked, src_dir_fd=fd, dst_dir_fd=fd)
+                else:  # the masked name is taken: drop this one
+                    if stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(name, dir_fd=fd)
+                    else:
+                        os.unlink(name, dir_fd=fd)
+    if red.needed(str(folder)):  # the task id is refused earlier; to be sure
+        raise ToolError(f"python: task {ctx.task_id!r}: its folder names a secret")
+    run.files = _listed(folder, most)[0]
     return refused
 
 
-def _tail(text: str, n: int = 1500) -> str:
-    text = text.strip()
-    return text if len(text) <= n else "..." + text[-n:]
-
-
-def _check(run: RunResult) -> None:
+def _check(run: RunResult, redactor: Redactor | None = None) -> None:
     """Failure is failure: raises for a run that did not end with exit code 0."""
     if run.exit_code == 0 and not run.timed_out:
         return
@@ -119,9 +170,9 @@ def _check(run: RunResult) -> None:
         why = f"exited with code {run.exit_code}"
     parts = [f"python: the code {why}"]
     if run.stderr.strip():
-        parts.append("stderr (end):\n" + _tail(run.stderr))
+        parts.append("stderr (end):\n" + _tail(run.stderr, 1500, redactor))
     if run.stdout.strip():
-        parts.append("stdout (end):\n" + _tail(run.stdout, 500))
+        parts.append("stdout (end):\n" + _tail(run.stdout, 500, redactor))
     text = "\n".join(parts)
     # A timeout may pass on another try (a busy machine); code that fails does not.
     raise TransientError(text) if run.timed_out else ToolError(text)

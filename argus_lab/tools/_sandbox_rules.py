@@ -23,13 +23,18 @@ RULES: dict[str, str] = {
     "uid": "the code runs as an unprivileged uid",
     "network": (
         "no network: TCP, UDP and DNS fail, and no socket family but IP and "
-        "netlink opens (vsock would reach a virtual machine's host)"
+        "routing netlink opens (vsock would reach a virtual machine's host)"
     ),
     "unix_sockets": "unix sockets (by path or abstract name) cannot be created",
+    "ipc": (
+        "no IPC reaches outside the sandbox: SysV IPC, message queues and "
+        "/dev/shm are private, and files cannot be watched (inotify, fanotify)"
+    ),
     "ptrace": "ptrace and process_vm_readv/writev fail",
     "namespaces": "new user (and other) namespaces cannot be created",
     "memory": "memory is limited for the whole process tree",
     "processes": "the number of processes is limited",
+    "cpu": "the cores the process tree keeps busy at once are limited",
     "disk": "the task folder has a quota, and what is copied out stays within it",
     "lifetime": "every process the code starts ends with the run",
     "signals": "signals cannot reach processes outside the sandbox",
@@ -95,6 +100,21 @@ def rules(iso: dict[str, Any], network: bool) -> dict[str, tuple[str | None, str
         out["network"] = (None, why("network"))
     for rule in ("unix_sockets", "ptrace", "namespaces"):
         out[rule] = ("seccomp", "") if seccomp else (None, why("seccomp"))
+    ipc_ns = bool(iso.get("ipc_namespace"))
+    if ipc_ns and seccomp:
+        out["ipc"] = ("ipc namespace + seccomp", "")
+    elif ipc_ns:
+        out["ipc"] = (
+            "ipc namespace",
+            f"host files can be watched with inotify ({why('seccomp')})",
+        )
+    elif seccomp:
+        out["ipc"] = (
+            "seccomp",
+            f"SysV IPC and message queues are the host's ({why('ipc_namespace')})",
+        )
+    else:
+        out["ipc"] = (None, why("ipc_namespace", "seccomp"))
     if iso.get("memory") == "cgroup":
         out["memory"] = ("memory cgroup", "")
     elif iso.get("memory") == "watch":
@@ -109,6 +129,15 @@ def rules(iso: dict[str, Any], network: bool) -> dict[str, tuple[str | None, str
             "rlimit",
             "only per process (RLIMIT_AS): several processes together may use "
             f"more (no memory cgroup: {notes.get('memory') or 'none writable'})",
+        )
+    if iso.get("cpu") == "cgroup":
+        out["cpu"] = ("cpu cgroup", "")
+    else:
+        out["cpu"] = (
+            "rlimit",
+            "only CPU seconds per process (RLIMIT_CPU): many processes may keep "
+            f"every core busy until the wall-time limit (no cpu cgroup: "
+            f"{notes.get('cpu') or 'none writable'})",
         )
     procs = iso.get("processes")
     if procs in ("cgroup", "rlimit"):

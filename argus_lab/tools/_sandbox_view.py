@@ -115,11 +115,32 @@ def _view(
     folder = str(cfg["folder"])
     if not iso.get("quota"):  # its own mount, so it can stay writable below
         mount(folder, folder, None, ms_bind, "")
+
+    def top(paths: list[str]) -> list[str]:
+        return [p for p in paths if not any(q != p and under(p, q) for q in paths)]
+
+    def cover(paths: list[str]) -> bool:
+        for h in paths:
+            if not os.path.lexists(h) or os.path.islink(h):
+                continue  # under a hidden folder after all, or a link
+            if os.path.isdir(h):
+                ok = mount(
+                    "tmpfs", h, "tmpfs", ms_nosuid | ms_nodev, "size=1m,mode=0755"
+                )
+            else:
+                ok = mount("/dev/null", h, None, ms_bind, "")
+            if not ok:
+                return False
+        return True
+
     hide = [p for p in cfg["hide"] if os.path.lexists(p) and not os.path.islink(p)]
-    hide = [p for p in hide if not any(h != p and under(p, h) for h in hide)]
-    dirs = [h for h in hide if os.path.isdir(h)]
-    keep = [str(p) for p in cfg["keep"] if os.path.isdir(p)]
-    keep = [k for k in keep if not any(j != k and under(k, j) for j in keep)]
+    keep = top([str(p) for p in cfg["keep"] if os.path.isdir(p)])
+    # Hidden paths inside a kept folder (pip.conf in a virtual environment
+    # inside the hidden project) are covered after the kept folders are put
+    # back, or the put-back copy would show them again.
+    inside = [h for h in hide if any(h != k and under(h, k) for k in keep)]
+    first = top([h for h in hide if h not in inside])
+    dirs = [h for h in first if os.path.isdir(h)]
     clones: list[tuple[str, int]] = []
     for k in keep:
         if any(under(k, h) for h in dirs):
@@ -128,13 +149,8 @@ def _view(
                 err(f"open_tree {k}")
                 return
             clones.append((k, fd))
-    for h in hide:
-        if h in dirs:
-            ok = mount("tmpfs", h, "tmpfs", ms_nosuid | ms_nodev, "size=1m,mode=0755")
-        else:
-            ok = mount("/dev/null", h, None, ms_bind, "")
-        if not ok:
-            return
+    if not cover(first):
+        return
     for k, fd in clones:
         os.makedirs(k, mode=0o755, exist_ok=True)
         ok = libc.syscall(sys_move_mount, fd, b"", at_fdcwd, k.encode(), 4)
@@ -142,6 +158,8 @@ def _view(
         if ok != 0:
             err(f"move_mount {k}")
             return
+    if not cover(top(inside)):
+        return
     if not setattr("/", at_recursive, attr_rdonly | attr_nosuid, 0):
         return
     if not setattr(folder, 0, 0, attr_rdonly):
@@ -159,36 +177,68 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
 
     Runs in the launcher after every process of the code has ended (the quota
     exists only with a PID namespace), so nothing changes underneath. Only
-    regular files with one link, outside hidden folders (caches under HOME), at
-    most ``max_files`` of them and ``disk`` bytes. An entry that cannot be
-    copied (a path too long, say) is skipped: the code's exit status must
-    still reach the host.
+    regular files with one link, outside hidden folders (caches under HOME),
+    named in UTF-8 without control characters, at most ``max_files`` of them,
+    ``disk`` bytes and 32 folders deep. An entry that cannot be copied (a path
+    too long, say) is skipped: the code's exit status must still reach the
+    host.
     """
     import os
     import stat
 
+    def bad(name: str) -> bool:
+        # Hidden (caches under HOME), not UTF-8 (a result key cannot hold it),
+        # or with a control character (a terminal would act on it when shown).
+        try:
+            name.encode("utf-8")
+        except UnicodeError:
+            return True
+        return name.startswith(".") or any(
+            ord(ch) < 32
+            or 127 <= ord(ch) < 160
+            or 0x202A <= ord(ch) <= 0x202E  # bidi overrides: "exe.txt" shown
+            or 0x2066 <= ord(ch) <= 0x2069  # for a name ending in ".exe"
+            for ch in name
+        )
+
     src = str(cfg["folder"])
     budget, room = int(cfg["disk"]), int(cfg["max_files"])
     files = size = skipped = 0
+    made: set[str] = set()
     for top, subdirs, names in os.walk(src):
         rel_top = os.path.relpath(top, src)
-        subdirs[:] = [d for d in subdirs if not d.startswith(".")]
-        for d in subdirs:
-            rel = os.path.normpath(os.path.join(rel_top, d))
-            try:  # noqa: SIM105 - no contextlib import (see _sandbox_child)
-                os.mkdir(rel, 0o755, dir_fd=host_dir)
-            except OSError:
-                pass  # exists, or cannot be made: its files are skipped below
+        skipped += sum(1 for d in subdirs if bad(d) and not d.startswith("."))
+        subdirs[:] = [d for d in subdirs if not bad(d)]
+        if rel_top.count(os.sep) >= 31:
+            # 32 levels at most: os.walk recurses (a tree 1,000 deep ended the
+            # launcher with RecursionError, and so hid the code's exit status),
+            # and the host walks what is copied.
+            skipped += len(subdirs)
+            subdirs[:] = []
         for name in names:
             path = os.path.join(top, name)
             try:
                 st = os.lstat(path)
-                if name.startswith(".") or not stat.S_ISREG(st.st_mode):
+                if not stat.S_ISREG(st.st_mode) or name.startswith("."):
+                    continue
+                if bad(name):
+                    skipped += 1
                     continue
                 if st.st_nlink > 1 or files >= room or size + st.st_size > budget:
                     skipped += 1
                     continue
                 rel = os.path.normpath(os.path.join(rel_top, name))
+                # Folders only for the files copied: 4,096 empty ones (the
+                # tmpfs's inodes) would take the host's disk past the quota.
+                part = ""
+                for piece in rel.split(os.sep)[:-1]:
+                    part = os.path.join(part, piece)
+                    if part not in made:
+                        try:  # noqa: SIM105 - no contextlib import (see _sandbox_child)
+                            os.mkdir(part, 0o755, dir_fd=host_dir)
+                        except FileExistsError:
+                            pass
+                        made.add(part)
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                 fin = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
                 try:

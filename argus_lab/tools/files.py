@@ -10,6 +10,8 @@ Windows drive, percent-encoding that decodes to a separator or ``..``, or is
 longer than 1024 characters (255 per name). Symlinks are refused wherever they
 appear, even ones pointing inside; files with more than one hard link, FIFOs,
 sockets and device files are refused; reads and writes have size limits.
+The path checks and the descriptor walk are in ``_safe_path.py``; this module
+is the operations on top of them and the tools.
 """
 
 from __future__ import annotations
@@ -17,15 +19,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from argus_lab.errors import ToolError
+from argus_lab.tools._safe_path import (
+    DIR_FLAGS,
+    MAX_NAME,
+    MAX_PATH,
+    check_file,
+    kind_of,
+    lstat_at,
+    open_folder,
+    open_root,
+    path_names,
+    refuse,
+)
 from argus_lab.tools.registry import Tool, ToolContext, tool
 
 __all__ = [
@@ -40,159 +52,12 @@ __all__ = [
     "write_text",
 ]
 
-MAX_PATH = 1024
-"""Longest path accepted, in characters."""
-MAX_NAME = 255
-"""Longest single name accepted, in bytes (the usual file-system limit)."""
 MAX_READ_BYTES = 1 << 20
 """Default read limit (1 MiB)."""
 MAX_WRITE_BYTES = 1 << 20
 """Default write limit (1 MiB)."""
 MAX_ENTRIES = 1000
 """Most entries ``list_files`` returns for one folder."""
-
-_RULES = (
-    "paths are relative to the session folder, use '/' between names, "
-    "and must stay inside it (no absolute paths, no '..', no symlinks)"
-)
-_DRIVE = re.compile(r"^[A-Za-z]:")
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _refuse(op: str, path: str, why: str) -> ToolError:
-    return ToolError(f"{op}: refused path {path!r}: {why}; {_RULES}")
-
-
-def _parts(op: str, path: str, *, allow_root: bool = False) -> list[str]:
-    """Checks the text of ``path`` and returns its names (no '.', no empties)."""
-    if not isinstance(path, str):
-        raise ToolError(f"{op}: path must be a string, got {type(path).__name__}")
-    if "\x00" in path:
-        raise _refuse(op, path, "it contains a NUL byte")
-    if len(path) > MAX_PATH:
-        raise _refuse(op, path[:60] + "...", f"it is longer than {MAX_PATH} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
-        raise _refuse(op, path, "it contains a control character")
-    if "\\" in path:
-        raise _refuse(op, path, "it contains a backslash (Windows-style separator)")
-    if _DRIVE.match(path):
-        raise _refuse(op, path, "it looks like a Windows drive path")
-    if path.startswith("/"):
-        raise _refuse(op, path, "it is absolute")
-    if "%" in path:
-        decoded = path
-        for _ in range(4):  # also catches double encoding such as %252e%252e
-            nxt = unquote(decoded)
-            if nxt == decoded:
-                break
-            decoded = nxt
-        names = re.split(r"[/\\]", decoded)
-        if (
-            ".." in names
-            or "\\" in decoded
-            or "\x00" in decoded
-            or decoded.count("/") != path.count("/")
-        ):
-            raise _refuse(
-                op, path, f"its percent-encoding decodes to {decoded!r} (traversal)"
-            )
-    names = [n for n in path.split("/") if n not in ("", ".")]
-    if ".." in names:
-        raise _refuse(op, path, "it contains '..'")
-    for n in names:
-        if len(n.encode("utf-8", "surrogatepass")) > MAX_NAME:
-            raise _refuse(op, path, f"a name in it is longer than {MAX_NAME} bytes")
-    if not names and not allow_root:
-        raise _refuse(op, path, "it names no file")
-    return names
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    if stat.S_ISFIFO(mode):
-        return "fifo"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "char_device"
-    if stat.S_ISBLK(mode):
-        return "block_device"
-    return "other"
-
-
-def _lstat(dfd: int, name: str) -> os.stat_result | None:
-    try:
-        return os.lstat(name, dir_fd=dfd)
-    except FileNotFoundError:
-        return None
-
-
-def _open_root(root: Path) -> int:
-    root.mkdir(parents=True, exist_ok=True)
-    return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-
-
-def _walk(
-    op: str, path: str, root_fd: int, names: list[str], *, create: bool = False
-) -> int:
-    """Opens the folder ``names`` under ``root_fd`` one name at a time.
-
-    Returns a new descriptor the caller closes. Refuses symlinks and non-folders
-    on the way; with ``create``, makes missing folders (only inside the root).
-    """
-    fd = os.dup(root_fd)
-    try:
-        for i, name in enumerate(names):
-            shown = "/".join(names[: i + 1])
-            st = _lstat(fd, name)
-            if st is None and create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o777, dir_fd=fd)
-                st = _lstat(fd, name)
-            if st is None:
-                raise ToolError(f"{op}: {shown!r} does not exist (in {path!r})")
-            if not stat.S_ISDIR(st.st_mode):
-                raise _refuse(
-                    op, path, f"{shown!r} is a {_kind(st.st_mode)}, not a folder"
-                )
-            try:
-                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError as e:  # swapped for a symlink or a file since lstat
-                raise _refuse(
-                    op, path, f"{shown!r} cannot be opened safely: {e}"
-                ) from e
-            os.close(fd)
-            fd = nfd
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _check_file(op: str, path: str, st: os.stat_result, limit: int | None) -> None:
-    if stat.S_ISLNK(st.st_mode):
-        raise _refuse(op, path, "it is a symlink")
-    if stat.S_ISDIR(st.st_mode):
-        raise _refuse(op, path, "it is a folder (use list_files)")
-    if not stat.S_ISREG(st.st_mode):
-        raise _refuse(
-            op, path, f"it is a {_kind(st.st_mode)}; only regular files are allowed"
-        )
-    if st.st_nlink > 1:
-        raise _refuse(
-            op, path, f"it has {st.st_nlink} hard links (it may be a file elsewhere)"
-        )
-    if limit is not None and st.st_size > limit:
-        raise ToolError(
-            f"{op}: {path!r} is {st.st_size} bytes, over the read limit of {limit} "
-            "bytes; read it in parts with the python tool, or raise the limit with "
-            "al.builtin_tools('read_file', max_read_bytes=...)"
-        )
 
 
 def read_text(root: Path, path: str, *, max_bytes: int = MAX_READ_BYTES) -> str:
@@ -202,29 +67,29 @@ def read_text(root: Path, path: str, *, max_bytes: int = MAX_READ_BYTES) -> str:
         ToolError: The path is refused, missing, too large or not UTF-8 text.
     """
     op = "read_file"
-    names = _parts(op, path)
-    root_fd = _open_root(root)
+    names = path_names(op, path)
+    root_fd = open_root(root)
     try:
-        dfd = _walk(op, path, root_fd, names[:-1])
+        dfd = open_folder(op, path, root_fd, names[:-1])
     finally:
         os.close(root_fd)
     try:
-        st = _lstat(dfd, names[-1])
+        st = lstat_at(dfd, names[-1])
         if st is None:
             raise ToolError(f"{op}: {path!r} does not exist")
-        _check_file(op, path, st, max_bytes)
+        check_file(op, path, st, max_bytes)
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
         try:
             fd = os.open(names[-1], flags, dir_fd=dfd)
         except OSError as e:
-            raise _refuse(op, path, f"it cannot be opened safely: {e}") from e
+            raise refuse(op, path, f"it cannot be opened safely: {e}") from e
     finally:
         os.close(dfd)
     try:
         fst = os.fstat(fd)
         if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
-            raise _refuse(op, path, "it was replaced while being opened")
-        _check_file(op, path, fst, max_bytes)
+            raise refuse(op, path, "it was replaced while being opened")
+        check_file(op, path, fst, max_bytes)
         chunks: list[bytes] = []
         left = max_bytes + 1
         while left > 0:
@@ -262,7 +127,7 @@ def write_text(
         ToolError: The path is refused or the content is too large.
     """
     op = "write_file"
-    names = _parts(op, path)
+    names = path_names(op, path)
     if not isinstance(content, str):
         raise ToolError(f"{op}: content must be a string, got {type(content).__name__}")
     try:
@@ -276,15 +141,15 @@ def write_text(
             "al.builtin_tools('write_file', max_write_bytes=...)"
         )
     name = names[-1]
-    root_fd = _open_root(root)
+    root_fd = open_root(root)
     try:
-        dfd = _walk(op, path, root_fd, names[:-1], create=True)
+        dfd = open_folder(op, path, root_fd, names[:-1], create=True)
     finally:
         os.close(root_fd)
     try:
-        st = _lstat(dfd, name)
+        st = lstat_at(dfd, name)
         if st is not None:
-            _check_file(op, path, st, None)
+            check_file(op, path, st, None)
         tmp = f".{name[:200]}.{secrets.token_hex(4)}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
@@ -301,7 +166,7 @@ def write_text(
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dfd)
             if isinstance(e, IsADirectoryError):
-                raise _refuse(op, path, "it is a folder") from e
+                raise refuse(op, path, "it is a folder") from e
             raise
         os.fsync(dfd)
     finally:
@@ -320,10 +185,10 @@ def list_dir(
         char_device, block_device or other; ``size`` is bytes for files, else None.
     """
     op = "list_files"
-    names = _parts(op, path, allow_root=True)
-    root_fd = _open_root(root)
+    names = path_names(op, path, allow_root=True)
+    root_fd = open_root(root)
     try:
-        dfd = _walk(op, path, root_fd, names)
+        dfd = open_folder(op, path, root_fd, names)
     finally:
         os.close(root_fd)
     entries: list[dict[str, Any]] = []
@@ -335,7 +200,7 @@ def list_dir(
                 st = e.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
-            kind = _kind(st.st_mode)
+            kind = kind_of(st.st_mode)
             size = st.st_size if kind == "file" else None
             entries.append({"name": e.name, "type": kind, "size": size})
     finally:
@@ -366,7 +231,7 @@ def walk_files(root: Path) -> Iterator[tuple[str, os.stat_result]]:
                 with os.scandir(fd) as it:
                     names = sorted(e.name for e in it)
                 for name in names:
-                    st = _lstat(fd, name)
+                    st = lstat_at(fd, name)
                     if st is None:
                         continue
                     rel = prefix + name
@@ -374,7 +239,7 @@ def walk_files(root: Path) -> Iterator[tuple[str, os.stat_result]]:
                         yield rel, st
                     elif stat.S_ISDIR(st.st_mode):
                         try:
-                            sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                            sub = os.open(name, DIR_FLAGS, dir_fd=fd)
                         except OSError as e:
                             if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
                                 continue

@@ -108,6 +108,7 @@ class Tool:
         retries: int = 0,
         side_effect: SideEffect = "none",
         idempotent: bool | None = None,
+        inline: bool | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
@@ -132,6 +133,16 @@ class Tool:
         self.side_effect: SideEffect = side_effect
         self.idempotent = (side_effect != "write") if idempotent is None else idempotent
         self.is_async = inspect.iscoroutinefunction(fn)
+        if inline and (self.is_async or timeout is not None):
+            raise ValueError(
+                f"tool {self.name!r}: inline=True is for quick sync functions "
+                "without a timeout (nothing can interrupt a call on the event "
+                "loop); drop the timeout or inline=True"
+            )
+        self.inline = inline
+        """True: sync calls run on the session's event loop, not a tool thread;
+        False: never; None: decided per session by ``InlineGate``
+        (runtime/executor.py) from how long the tool's calls took."""
         sig = inspect.signature(fn)
         self.takes_ctx = "ctx" in sig.parameters
         if self.takes_ctx and sig.parameters["ctx"].kind is not (
@@ -305,6 +316,7 @@ def tool(
     retries: int = 0,
     side_effect: SideEffect = "none",
     idempotent: bool | None = None,
+    inline: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -318,6 +330,7 @@ def tool(
     retries: int = 0,
     side_effect: SideEffect = "none",
     idempotent: bool | None = None,
+    inline: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Makes a function a tool; use bare (``@al.tool``) or with options.
 
@@ -331,6 +344,12 @@ def tool(
         side_effect: "none", "read" or "write" (changes the world outside).
         idempotent: Safe to repeat with the same ``ctx.idempotency_key``; defaults
             to True unless ``side_effect="write"``.
+        inline: Run a sync tool's calls on the session's event loop instead of
+            a tool thread (saves the thread hop, ~0.1 ms a call; the loop waits
+            for the call, and no timeout can interrupt it). None (default):
+            a sync tool with ``side_effect="none"`` and no timeout goes inline by
+            itself once a few calls in a row took under a millisecond, and back
+            to threads for the session if an inline call takes longer or fails.
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -342,6 +361,7 @@ def tool(
             retries=retries,
             side_effect=side_effect,
             idempotent=idempotent,
+            inline=inline,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -18,7 +18,8 @@ rule a missing layer leaves open):
   ``no_new_privs`` is set.
 - **seccomp** (compiled by libseccomp): no ptrace, no new namespaces, no unix
   sockets, no mounts, keyrings, BPF or io_uring.
-- **cgroups**: memory and pids limits for the whole process tree.
+- **cgroups**: memory, pids and cpu (cores busy at once) limits for the whole
+  process tree.
 - **rlimits**: CPU seconds, address space, file size and open files per process.
 - **The exit status** travels from the kernel (``waitpid``) only: nothing the
   code can reach carries it.
@@ -41,11 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import ToolError
+from argus_lab.redact import Redactor
 from argus_lab.tools._sandbox_host import (
     Limits,
     RunResult,
-    _Capture,
-    _drain,
+    _code_fd,
     _killpg,
     _probe,
     _Report,
@@ -58,6 +59,7 @@ from argus_lab.tools._sandbox_host import _env as _env
 from argus_lab.tools._sandbox_host import _read_report as _read_report
 from argus_lab.tools._sandbox_host import _sources as _sources
 from argus_lab.tools._sandbox_kernel import Cgroups, MemoryWatch, can_watch_memory
+from argus_lab.tools._sandbox_output import _Capture, _drain
 from argus_lab.tools._sandbox_result import (
     _check,
     _describe,
@@ -137,6 +139,7 @@ async def run_python(
     timeout: float | None = None,
     readable: list[Path] | None = None,
     hidden: list[Path] | None = None,
+    redactor: Redactor | None = None,
 ) -> RunResult:
     """Runs ``code`` in the sandbox with ``folder`` as its working folder.
 
@@ -150,6 +153,9 @@ async def run_python(
         readable: More folders the code may read (not write).
         hidden: More folders the code must not see (besides ``HIDDEN``, the
             project, the current folder and HOME), such as the workspace.
+        redactor: Where stdout or stderr is cut (over ``limits.output``), the
+            cut moves off any secret it knows, so no part of one is kept
+            that it could no longer recognise. It masks nothing itself.
 
     Raises:
         ToolError: Bad arguments, an unsupported platform, a rule left
@@ -182,11 +188,15 @@ async def run_python(
     folder.mkdir(parents=True, exist_ok=True)
     cfg = _config(folder, limits, cpu, list(readable or []), python, hidden)
     out, err = _Capture(limits.output), _Capture(limits.output)
-    cg = Cgroups.create(limits.processes + 1, limits.memory)  # +1: the launcher
-    cfg["cgroups"] = cg.procs
+    if limits.cpus is not None and not limits.cpus > 0:
+        raise ToolError(f"python: cpus must be a positive number, got {limits.cpus!r}")
+    # At least 2: the launcher is in them until its child has started.
+    cg = Cgroups.create(max(2, limits.processes), limits.memory, limits.cores())
+    cfg["cgroups"], cfg["cgroups_home"] = cg.procs, cg.home
     r, w = os.pipe()
     cfg["report_fd"] = w
     report = _Report(r)
+    code_fd = cfg["code_fd"] = _code_fd(code)
     proc: asyncio.subprocess.Process | None = None
     readers: list[asyncio.Task[None]] = []
     watch: MemoryWatch | None = None
@@ -200,17 +210,19 @@ async def run_python(
                 "-c",
                 _sources()[0],
                 _encode_config(cfg),
-                code,
+                code if code_fd < 0 else "",
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=folder,
                 env=_env(folder, python),
                 start_new_session=True,
-                pass_fds=(w,),
+                pass_fds=(w,) if code_fd < 0 else (w, code_fd),
             )
         finally:
             os.close(w)
+            if code_fd >= 0:
+                os.close(code_fd)
         readers = [
             asyncio.ensure_future(_drain(proc.stdout, out)),
             asyncio.ensure_future(_drain(proc.stderr, err)),
@@ -251,7 +263,9 @@ async def run_python(
         peak, oom = watch.peak, watch.fired
         if data.get("setup"):
             data["setup"]["memory"] = "watch"
-    res = _run_result(data, proc, out, err, timed_out, cpu, folder, limits, warns)
+    res = _run_result(
+        data, proc, out, err, timed_out, cpu, folder, limits, warns, redactor
+    )
     res.memory_peak = peak
     if oom and res.killed_by in ("SIGKILL", "cpu_time"):
         res.killed_by = "memory"
@@ -312,10 +326,11 @@ def make_python_tool(limits: Limits | None = None, *, check: bool = True) -> Too
             timeout=timeout,
             readable=[Path(ctx.workdir)],
             hidden=[Path(ctx.workspace)],
+            redactor=ctx.redactor,
         )
-        refused = _scrub(run, ctx)
+        refused = _scrub(run, ctx, folder, lim.max_files)
         if check:
-            _check(run)
+            _check(run, ctx.redactor)
         if refused:
             raise ToolError(
                 f"python: task {ctx.task_id!r} wrote binary files with a secret in "

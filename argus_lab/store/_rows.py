@@ -1,0 +1,183 @@
+"""Checkpoint rows written straight into diskcache's ``Cache`` table.
+
+``Cache.set`` is general: it looks the key up, rewrites every column (store and
+access times, expiry, tag, size, mode, file name), considers culling and removing
+an old value file, and goes through two context managers and a pid check per call.
+A checkpoint row is always a raw ``str`` key with JSON text kept inside SQLite, and
+Argus never expires, tags, culls or reads access times, so the hot path writes the
+same row with one statement:
+
+- an existing row: ``UPDATE ... SET store_time, value`` by its unique ``(key, raw)``
+  index. No indexed column changes (only ``Cache_key_raw`` and
+  ``Cache_expire_time`` exist with ``eviction_policy="none"``) and ``size`` is not
+  touched, so neither an index page nor diskcache's ``Settings`` size trigger is
+  written;
+- a new row (an event): one ``INSERT`` of what ``Cache.set`` would insert.
+
+Anything else (a value big enough for diskcache to keep in a file, an old row that
+points to a file) falls back to ``Cache.set``, so the table stays exactly what
+diskcache itself would have written and diskcache reads it back unchanged.
+
+Must be called inside ``cache.transact()`` on the thread that holds it: rows are
+written through that thread's connection, in that transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+__all__ = ["NOT_INLINE", "PAGE_SIZE", "RowWriter", "Transaction", "prepare_database"]
+
+_UPDATE = (
+    "UPDATE Cache SET store_time = ?, value = ? "
+    "WHERE key = ? AND raw = 1 AND mode = 1 AND filename IS NULL"
+)
+_INSERT = (
+    "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, "
+    "access_count, tag, size, mode, filename, value) "
+    "VALUES (?, 1, ?, NULL, ?, 0, NULL, 0, 1, NULL, ?)"
+)
+_MODE_RAW = 1  # diskcache.core.MODE_RAW
+
+
+class RowWriter:
+    """Writes str rows into a diskcache ``Cache`` inside an open transaction.
+
+    Args:
+        cache: The diskcache Cache (its Disk must keep str values raw below
+            ``disk_min_file_size``, which diskcache's default Disk does).
+    """
+
+    def __init__(self, cache: Any) -> None:
+        self._cache = cache
+        self._max_inline = int(cache.disk_min_file_size)
+
+    def _con(self) -> sqlite3.Connection:
+        con: sqlite3.Connection = self._cache._con  # this thread's connection
+        return con
+
+    def update(self, con: sqlite3.Connection, key: str, value: str) -> None:
+        """Replaces (or adds) row ``key``; for rows that usually exist."""
+        if len(value) < self._max_inline:
+            cur = con.execute(_UPDATE, (time.time(), value, key))
+            if cur.rowcount == 1:
+                return
+        self.insert(con, key, value)
+
+    def insert(self, con: sqlite3.Connection, key: str, value: str) -> None:
+        """Adds row ``key``; for rows that are new (falls back if it exists)."""
+        if len(value) < self._max_inline:
+            now = time.time()
+            try:
+                con.execute(_INSERT, (key, now, now, value))
+                return
+            except sqlite3.IntegrityError:
+                pass  # the key exists: let diskcache replace it
+        self._cache.set(key, value)
+
+    def read_raw(self, con: sqlite3.Connection, key: str) -> Any:
+        """The stored text of ``key`` if it is kept inside SQLite, else a marker
+        telling the caller to read it through diskcache (None: no such row)."""
+        row = con.execute(
+            "SELECT mode, value FROM Cache WHERE key = ? AND raw = 1", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        mode, value = row
+        return value if mode == _MODE_RAW else NOT_INLINE
+
+
+class Transaction:
+    """``cache.transact(retry=True)`` without its two generator context managers.
+
+    The same protocol as diskcache's: ``BEGIN IMMEDIATE`` on this thread's
+    connection (waiting out other writers, as ``retry=True`` does), the cache's
+    ``_txn_id`` set so ``Cache`` calls inside join the transaction, then
+    ``COMMIT``, or ``ROLLBACK`` if the block raised. Yields the connection.
+    """
+
+    __slots__ = ("_cache", "_con")
+
+    def __init__(self, cache: Any) -> None:
+        self._cache = cache
+        self._con: sqlite3.Connection | None = None
+
+    def __enter__(self) -> sqlite3.Connection:
+        cache = self._cache
+        tid = threading.get_ident()
+        if cache._txn_id == tid:
+            raise RuntimeError("checkpoint transactions do not nest")
+        con: sqlite3.Connection = cache._con
+        while True:
+            try:
+                con.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as e:
+                # SQLite's busy handler waited out the connection's timeout (60 s)
+                # while another writer held the lock: diskcache's retry=True
+                # tries again, and so does this.
+                if str(e) != "database is locked":
+                    raise
+        cache._txn_id = tid
+        self._con = con
+        return con
+
+    def __exit__(
+        self,
+        et: type[BaseException] | None,
+        e: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        con = self._con
+        assert con is not None
+        self._cache._txn_id = None
+        if et is not None:
+            con.execute("ROLLBACK")
+            return
+        try:
+            con.execute("COMMIT")
+        except BaseException:
+            if con.in_transaction:  # never leave the connection holding the lock
+                con.execute("ROLLBACK")
+            raise
+
+
+class _NotInline:
+    def __repr__(self) -> str:
+        return "NOT_INLINE"
+
+
+NOT_INLINE: Any = _NotInline()
+"""``read_raw``'s answer for a row whose value diskcache keeps in a file."""
+
+
+PAGE_SIZE = 1024
+"""SQLite page size of a new checkpoint database (SQLite's default is 4096)."""
+
+
+def prepare_database(directory: str) -> None:
+    """Creates ``cache.db`` with small pages, before diskcache first opens it.
+
+    A WAL commit writes every page it changed, whole: with 4 KiB pages a step's
+    two commits wrote ~60 KB to keep ~1.3 KB. A page size can only be chosen
+    before the database's first write, and diskcache switches to WAL (which fixes
+    it) before it could pass one on, so the empty file is made here first. An
+    existing database keeps its page size. Nothing about atomicity or fsync
+    changes: it is the same WAL, written in smaller pages.
+    """
+    import os
+
+    path = os.path.join(directory, "cache.db")
+    if os.path.exists(path):
+        return
+    os.makedirs(directory, exist_ok=True)
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        con.execute("PRAGMA journal_mode = wal")
+    finally:
+        con.close()

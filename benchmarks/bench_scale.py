@@ -1,0 +1,263 @@
+"""Scale: an async fan-out, reopening a big session, and frames of many rows, each
+beside its bare baseline measured in the same run (issue 18, point 3).
+
+A script, not a test. Every measurement is a fresh process; rounds alternate the
+measured code and its baseline; medians are shown.
+
+- **fan-out**: 1,000 independent async tasks that each ``await asyncio.sleep(0.01)``
+  at concurrency 128, as a Session's ``run()``; baseline: the same coroutines under
+  ``asyncio.Semaphore(128)`` + ``gather`` (ideal: 1,000 / 128 x 10 ms = 0.08 s).
+- **reopen**: a 50,000-step chain paused before its last task (built once);
+  ``Workspace(...)`` + ``ws.open(name)`` until it is ready to continue; baseline:
+  the same task rows read with sqlite3 and parsed with ``json.loads``.
+- **frames**: ``tasks_df`` of a 10,000-task session and ``events_df`` of a
+  session with 100,000 events; baseline: ``pandas.DataFrame`` from the same rows
+  already parsed into dicts (what it costs to make the frame, no more).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_scale.py              # 3 rounds, markdown
+    .venv/bin/python benchmarks/bench_scale.py --rounds 1 --reopen-n 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_runtime as rt
+
+FAN_N, FAN_C, NAP = 1000, 128, 0.01
+
+
+def child_fan(spec: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    if spec["bare"]:
+
+        async def bare() -> None:
+            sem = asyncio.Semaphore(FAN_C)
+
+            async def one(i: int) -> int:
+                async with sem:
+                    await asyncio.sleep(NAP)
+                    return i
+
+            await asyncio.gather(*(one(i) for i in range(FAN_N)))
+
+        c0, t0 = time.process_time(), time.perf_counter()
+        asyncio.run(bare())
+        return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}
+    import argus_lab as al
+
+    @al.tool
+    async def nap(i: int) -> int:
+        await asyncio.sleep(NAP)
+        return i
+
+    ws = al.Workspace(Path(spec["dir"]))
+    plan = {
+        "goal": "fan-out",
+        "tasks": [
+            {"id": f"t{i}", "tool": "nap", "args": {"i": i}} for i in range(FAN_N)
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[nap], name="fan", concurrency=FAN_C)
+    c0, t0 = time.process_time(), time.perf_counter()
+    result = s.run()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    s.close()
+    ws.close()
+    if result.status != "succeeded":
+        raise SystemExit(f"fan-out did not succeed: {result}")
+    return {"wall": wall, "cpu": cpu}
+
+
+def _rows(db: Path, lo: str, hi: str) -> list[Any]:
+    con = sqlite3.connect(db)
+    try:
+        return [
+            json.loads(v.split("|", 2)[2])
+            for (v,) in con.execute(
+                "SELECT value FROM Cache WHERE key >= ? AND key < ? ORDER BY key",
+                (lo, hi),
+            )
+        ]
+    finally:
+        con.close()
+
+
+def _session_db(ws_dir: Path) -> Path:
+    return next(p for p in (ws_dir / "sessions").glob("*/cache.db"))
+
+
+def child_bare_reopen(spec: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    rows = _rows(_session_db(Path(spec["dir"])), "t:", "t;")
+    return {"reopen_s": time.perf_counter() - t0, "rows": len(rows)}
+
+
+def child_frames(spec: dict[str, Any]) -> dict[str, Any]:
+    import pandas as pd
+
+    import argus_lab as al
+
+    ws_dir = Path(spec["dir"])
+    db = _session_db(ws_dir)
+    lo, hi = ("t:", "t;") if spec["frame"] == "tasks" else ("e:", "e;")
+    rows = _rows(db, lo, hi)
+    if spec["bare"]:
+        t0 = time.perf_counter()
+        df = pd.DataFrame(rows)
+        return {"s": time.perf_counter() - t0, "rows": len(df)}
+    ws = al.Workspace(ws_dir)
+    s = ws.open("bench", tools=[rt._noop_tool(al)])
+    al.analysis.sessions_df(s)  # warm: the first call imports the frame code
+    t0 = time.perf_counter()
+    if spec["frame"] == "tasks":
+        df = al.analysis.tasks_df(s)
+    else:
+        df = al.analysis.events_df(s)
+    took = time.perf_counter() - t0
+    s.close()
+    ws.close()
+    return {"s": took, "rows": len(df)}
+
+
+CHILDREN = {"fan": child_fan, "bare_reopen": child_bare_reopen, "frames": child_frames}
+
+
+def spawn(spec: dict[str, Any]) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {spec} failed:\n{proc.stderr}")
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def build(n: int, where: Path) -> None:
+    """A chain of n + 1 tasks, n run, paused before the last (bench_runtime's)."""
+    rt.spawn(
+        {"mode": "build_paused", "n": n, "durability": "normal", "dir": str(where)}
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--reopen-n", type=int, default=50_000)
+    p.add_argument("--tasks-n", type=int, default=10_000)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        spec = json.loads(args.child)
+        print(json.dumps(CHILDREN[spec["mode"]](spec)))
+        return 0
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    tmp = Path(tempfile.mkdtemp(prefix="argus-scale-"))
+    res: dict[str, list[float]] = {}
+
+    def add(key: str, value: float) -> None:
+        res.setdefault(key, []).append(value)
+
+    try:
+        big, small = tmp / "big", tmp / "small"
+        log(f"building a {args.reopen_n:,}-step session ...")
+        build(args.reopen_n, big)
+        log(f"building a {args.tasks_n:,}-step session ...")
+        build(args.tasks_n, small)
+        for r in range(args.rounds):
+            for bare in (True, False):
+                d = tmp / f"fan-{r}-{bare}"
+                f = spawn({"mode": "fan", "bare": bare, "dir": str(d)})
+                shutil.rmtree(d, ignore_errors=True)
+                add(f"fan:{bare}:wall", f["wall"])
+                add(f"fan:{bare}:cpu", f["cpu"])
+            add(
+                "reopen:bare",
+                spawn({"mode": "bare_reopen", "dir": str(big)})["reopen_s"],
+            )
+            copy = tmp / f"reopen-{r}"
+            shutil.copytree(big, copy)
+            ro = rt.spawn(
+                {
+                    "mode": "reopen",
+                    "n": args.reopen_n,
+                    "durability": "normal",
+                    "dir": str(copy),
+                }
+            )
+            shutil.rmtree(copy)
+            add("reopen:argus", ro["reopen_s"])
+            for frame, where in (("tasks", small), ("events", big)):
+                for bare in (True, False):
+                    fr = spawn(
+                        {
+                            "mode": "frames",
+                            "frame": frame,
+                            "bare": bare,
+                            "dir": str(where),
+                        }
+                    )
+                    add(f"{frame}:{bare}", fr["s"])
+                    add(f"{frame}:rows", fr["rows"])
+            log(f"  round {r + 1} done")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def m(key: str) -> float:
+        return statistics.median(res[key])
+
+    ev_rows = int(m("events:rows"))
+    print(
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
+        f"medians of {args.rounds} rounds, each measurement a fresh process.\n"
+    )
+    print("| workload | Argus | bare baseline | ratio | target | met |")
+    print("|---|--:|--:|--:|---|---|")
+    fa, fb = m("fan:False:wall"), m("fan:True:wall")
+    print(
+        f"| fan-out {FAN_N:,} x sleep 10 ms at concurrency {FAN_C}, wall s (CPU s) "
+        f"| {fa:.3f} ({m('fan:False:cpu'):.3f}) | {fb:.3f} ({m('fan:True:cpu'):.3f}) "
+        f"| {fa / fb:.1f}x | <= 3x bare | {'yes' if fa <= 3 * fb else '**no**'} |"
+    )
+    ra, rb = m("reopen:argus"), m("reopen:bare")
+    print(
+        f"| reopen a {args.reopen_n:,}-task session, ready to continue, s "
+        f"| {ra:.3f} | {rb:.3f} | {ra / rb:.1f}x | <= 0.5 s "
+        f"| {'yes' if ra <= 0.5 else '**no**'} |"
+    )
+    ta, tb = m("tasks:False"), m("tasks:True")
+    print(
+        f"| `tasks_df()` of {args.tasks_n:,} tasks, s | {ta:.3f} | {tb:.3f} "
+        f"| {ta / tb:.1f}x | <= 0.1 s | {'yes' if ta <= 0.1 else '**no**'} |"
+    )
+    ea, eb = m("events:False"), m("events:True")
+    print(
+        f"| `events_df()` of {ev_rows:,} events, s | {ea:.3f} | {eb:.3f} "
+        f"| {ea / eb:.1f}x | <= 0.5 s | {'yes' if ea <= 0.5 else '**no**'} |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,161 @@
+"""Issue 18's acceptance run: cost per step of Argus, the bare diskcache floor and
+LangGraph + SqliteSaver, in one invocation, interleaved, durability matched.
+
+A script, not a test. Every measurement is a fresh process (the children of
+``bench_vs_langgraph.py``, which reuses ``bench_runtime.py``'s Argus child): a chain
+of N no-op steps returning 256 characters. One repeat of every configuration runs
+before the next repeat, so drift on a shared machine hits them all alike; tables
+show medians. CPU time (all threads of the child) is the steadier figure on a
+loaded machine; wall time is shown beside it.
+
+- **argus**: ``@al.tool def noop(i: int) -> str``, one task per step.
+- **floor**: one bare diskcache transaction per step through ``open_cache`` (the
+  same Cache settings), writing the step's TaskRecord JSON and its event JSON in
+  the checkpoint envelope, serialised beforehand (untimed).
+- **LangGraph**: the N-node chain with a list + ``operator.add`` state (the setup
+  of issue 18's figures), ``durability="sync"``, SQLite ``synchronous`` matched
+  (FULL, SqliteSaver's default, or NORMAL). Not at N = 10,000 (its checkpoints
+  grow with the history; one run would take tens of minutes).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_step.py                 # 3 repeats, markdown
+    .venv/bin/python benchmarks/bench_step.py --repeats 1 --sizes 100 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_vs_langgraph as vs
+
+LG = "nodes-list"
+LG_MAX_N = 1000
+GOALS = {"lg_100": 3.0, "lg_1000": 5.0, "floor": 2.0, "bytes": 2048, "written": 15_000}
+
+
+def spec_of(system: str, n: int, dur: str) -> dict[str, Any]:
+    if system == "argus":
+        return {
+            "mode": "argus",
+            "shape": "chain",
+            "n": n,
+            "durability": dur,
+            "concurrency": 4,
+        }
+    if system == "floor":
+        return {"mode": "floor", "n": n, "durability": dur, "commits": 1}
+    return {
+        "mode": "lg",
+        "shape": "chain",
+        "variant": LG,
+        "n": n,
+        "sync": dur,
+        "lgdur": "sync",
+    }
+
+
+def written(r: dict[str, Any]) -> float:
+    io = r.get("io_total") or {}
+    return io.get("write_bytes", 0) / r["n_tasks"]
+
+
+def measure(
+    sizes: list[int], repeats: int, tmp: Path
+) -> dict[str, list[dict[str, Any]]]:
+    configs = [
+        (system, n, dur)
+        for n in sizes
+        for dur in ("normal", "full")
+        for system in ("argus", "floor", "lg")
+        if system != "lg" or n <= LG_MAX_N
+    ]
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for rep in range(repeats):
+        for system, n, dur in configs:
+            d = Path(tempfile.mkdtemp(prefix="step-", dir=tmp))
+            r = vs.spawn({**spec_of(system, n, dur), "dir": str(d / "ws")})
+            shutil.rmtree(d)
+            runs.setdefault(f"{system}:{n}:{dur}", []).append(r)
+            print(
+                f"  rep {rep + 1} {system:<5} N={n:<6} {dur:<6} "
+                f"CPU {r['cpu_ms_per_step']:.3f} ms/step, wall {r['ms_per_step']:.3f}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return runs
+
+
+def med(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def render(
+    runs: dict[str, list[dict[str, Any]]], sizes: list[int], machine: str
+) -> str:
+    out = [machine, ""]
+    out.append(
+        "| durability | N | Argus CPU / wall ms/step | floor CPU / wall "
+        "| Argus / floor (CPU) | LangGraph CPU / wall "
+        "| LangGraph / Argus (CPU, wall) | Argus disk B/step | Argus written B/step |"
+    )
+    out.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for dur in ("normal", "full"):
+        for n in sizes:
+            a, f = runs[f"argus:{n}:{dur}"], runs[f"floor:{n}:{dur}"]
+            ac, aw = med(a, "cpu_ms_per_step"), med(a, "ms_per_step")
+            fc, fw = med(f, "cpu_ms_per_step"), med(f, "ms_per_step")
+            lg = runs.get(f"lg:{n}:{dur}")
+            if lg:
+                lc, lw = med(lg, "cpu_ms_per_step"), med(lg, "ms_per_step")
+                lg_cell = f"{lc:.3f} / {lw:.3f}"
+                ratio = f"{lc / ac:.1f}x, {lw / aw:.1f}x"
+            else:
+                lg_cell, ratio = "—", "—"
+            disk = statistics.median(r["disk_bytes"] / r["n_tasks"] for r in a)
+            wr = statistics.median(written(r) for r in a)
+            out.append(
+                f"| {dur} | {n:,} | {ac:.3f} / {aw:.3f} | {fc:.3f} / {fw:.3f} | "
+                f"{ac / fc:.1f}x | {lg_cell} | {ratio} | {disk:,.0f} | {wr:,.0f} |"
+            )
+    return "\n".join(out)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10_000])
+    p.add_argument("--json", type=Path, help="also dump the raw runs here")
+    p.add_argument("--tmp", type=Path, help="folder for the stores ($TMPDIR)")
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="argus-step-", dir=args.tmp))
+    t0 = time.perf_counter()
+    load0 = os.getloadavg()[0]
+    try:
+        runs = measure(args.sizes, args.repeats, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=1))
+    machine = (
+        f"{os.cpu_count()} cores, load average {load0:.1f} at the start and "
+        f"{os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - t0:.0f} s; "
+        f"medians of {args.repeats} fresh processes per cell."
+    )
+    print(render(runs, args.sizes, machine))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""Quick sync tools on the event loop (``Tool.inline``, runtime/executor.py).
+
+Which thread a call ran on is observable from inside the tool, so each test
+records it and asserts where the calls went, through a real Session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+import argus_lab as al
+from argus_lab.runtime import executor
+from argus_lab.runtime.executor import INLINE_AFTER
+
+BUDGET = 0.05
+"""The inline budget in these tests: far above a quick call, even on a busy
+machine that preempts one, so which calls count as quick is not left to luck."""
+
+
+@pytest.fixture(autouse=True)
+def _roomy_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executor, "INLINE_BUDGET_S", BUDGET)
+
+
+def chain(n: int, tool: str = "where") -> dict[str, object]:
+    return {
+        "goal": "inline",
+        "tasks": [
+            {
+                "id": f"t{i}",
+                "tool": tool,
+                "args": {"i": i},
+                **({"deps": [f"t{i - 1}"]} if i else {}),
+            }
+            for i in range(n)
+        ],
+    }
+
+
+def recorder(**options: object) -> tuple[al.Tool, list[str]]:
+    seen: list[str] = []
+
+    def where(i: int) -> int:
+        seen.append(threading.current_thread().name)
+        return i
+
+    return al.tool(name="where", **options)(where), seen  # type: ignore[call-overload]
+
+
+def on_loop(name: str) -> bool:
+    return name.startswith("argus-") and not name.startswith("argus-tool")
+
+
+def test_a_quick_side_effect_free_tool_goes_inline_after_a_few_calls(
+    ws: al.Workspace,
+) -> None:
+    tool, seen = recorder()
+    s = ws.new_session(plan=chain(8), tools=[tool], name="auto")
+    assert s.run().status == "succeeded"
+    s.close()
+    # The first calls run on tool threads and are timed; then the loop runs them.
+    assert not any(on_loop(n) for n in seen[:INLINE_AFTER])
+    assert all(on_loop(n) for n in seen[INLINE_AFTER:]), seen
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"side_effect": "read"},
+        {"timeout": 30.0},
+        {"inline": False},
+    ],
+)
+def test_tools_with_effects_a_timeout_or_inline_false_stay_on_threads(
+    ws: al.Workspace, options: dict[str, object]
+) -> None:
+    tool, seen = recorder(**options)
+    s = ws.new_session(plan=chain(8), tools=[tool], name="threads")
+    assert s.run().status == "succeeded"
+    s.close()
+    assert len(seen) == 8 and not any(on_loop(n) for n in seen), seen
+
+
+def test_inline_true_runs_every_call_on_the_loop(ws: al.Workspace) -> None:
+    tool, seen = recorder(inline=True, side_effect="read")
+    s = ws.new_session(plan=chain(3), tools=[tool], name="forced")
+    assert s.run().status == "succeeded"
+    s.close()
+    assert len(seen) == 3 and all(on_loop(n) for n in seen), seen
+
+
+def test_inline_true_refuses_a_timeout_or_an_async_function() -> None:
+    def f() -> None:
+        return None
+
+    async def g() -> None:
+        return None
+
+    with pytest.raises(ValueError, match="inline=True is for quick sync"):
+        al.tool(inline=True, timeout=1.0)(f)
+    with pytest.raises(ValueError, match="inline=True is for quick sync"):
+        al.tool(inline=True)(g)
+
+
+def test_two_inline_calls_over_the_budget_send_the_tool_back_to_threads(
+    ws: al.Workspace,
+) -> None:
+    seen: list[str] = []
+    slow_from = INLINE_AFTER + 1  # the second call that runs inline
+
+    def work(i: int) -> int:
+        seen.append(threading.current_thread().name)
+        if i in (slow_from, slow_from + 1):  # the workload is slow, not a wait
+            end = time.perf_counter() + 3 * BUDGET
+            while time.perf_counter() < end:
+                pass
+        return i
+
+    tool = al.tool(name="work")(work)
+    s = ws.new_session(plan=chain(10, "work"), tools=[tool], name="slow")
+    assert s.run().status == "succeeded"
+    s.close()
+    # One slow call may be the machine preempting us: only two in a row count.
+    assert on_loop(seen[slow_from]) and on_loop(seen[slow_from + 1])
+    assert not any(on_loop(n) for n in seen[slow_from + 2 :]), seen
+
+
+def test_a_call_that_fails_on_the_loop_is_run_again_on_a_thread(
+    ws: al.Workspace,
+) -> None:
+    """Some code refuses to run inside an event loop (asyncio.run, sync wrappers
+    of async clients): the auto-inlined call fails there, is repeated on a
+    thread (harmless: side_effect="none") and succeeds; the tool stays there."""
+    seen: list[str] = []
+
+    def sync_wrapper(i: int) -> int:
+        seen.append(threading.current_thread().name)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return i  # no loop in this thread: fine
+        raise RuntimeError("cannot be called from a running event loop")
+
+    tool = al.tool(name="wrapper")(sync_wrapper)
+    s = ws.new_session(plan=chain(6, "wrapper"), tools=[tool], name="wrapper")
+    assert s.run().status == "succeeded"
+    assert [s.record(f"t{i}").result for i in range(6)] == list(range(6))
+    s.close()
+    # Call INLINE_AFTER + 1 ran on the loop, failed, and ran again on a thread.
+    assert on_loop(seen[INLINE_AFTER]) and not on_loop(seen[INLINE_AFTER + 1])
+    assert not any(on_loop(n) for n in seen[INLINE_AFTER + 1 :])
+    assert len(seen) == 7
