@@ -809,3 +809,32 @@ def test_a_server_bound_elsewhere_answers_to_its_names_only(ws: al.Workspace) ->
     everywhere = create_app(ws, "tok", host="0.0.0.0")
     with TestClient(everywhere) as c:  # bound to every interface: any name
         assert c.get("/states", headers={**auth, "Host": "box"}).status_code == 200
+
+
+@pytest.mark.slow
+def test_concurrent_creates_of_one_state_make_one_winner(server: Server) -> None:
+    start = threading.Barrier(8)
+    codes: list[int] = []
+
+    def create(i: int) -> None:
+        with httpx.Client(base_url=server.url, headers=server.http.headers) as c:
+            start.wait(timeout=30)
+            codes.append(c.post("/states/race", json={"by": i}).status_code)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(codes) == [201] + [409] * 7
+    hist = server.http.get("/states/race/history").json()["items"]
+    assert len(hist) == 1 and hist[0]["kind"] == "create"
+
+
+@pytest.mark.slow
+def test_forking_onto_an_existing_name_is_a_conflict(server: Server) -> None:
+    server.http.post("/states/src", json={"n": 1})
+    server.http.post("/states/taken", json={"n": 2})
+    r = server.http.post("/states/src/fork", json={"name": "taken"})
+    assert r.status_code == 409 and "already exists" in r.json()["detail"]
+    assert server.http.get("/states/taken").json() == {"n": 2}

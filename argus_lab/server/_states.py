@@ -125,7 +125,8 @@ def add_state_routes(app: FastAPI, hub: Hub) -> None:
         if name in ws.states():
             raise ConflictError(f"state {name!r} already exists", state=name)
         who = f"http {request.client.host if request.client else '?'}"
-        ws.state(name, initial=doc, caller=who).close()
+        # create_only: of two racing creates, the loser gets 409 too.
+        ws.state(name, initial=doc, caller=who, create_only=True).close()
         return _state_response(*hub.state(name).get_json(), status=201)
 
     @app.get(

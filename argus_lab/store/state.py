@@ -17,7 +17,6 @@ the state seen by ``get()`` stays as it was.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import time
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import jsonpatch
 from pydantic import BaseModel
 
-from argus_lab.errors import ArgusError, ConflictError
+from argus_lab.errors import ConflictError
 from argus_lab.store.checkpoints import Durability
 from argus_lab.store.state_core import (
     Hook,
@@ -405,7 +404,9 @@ def open_state(
     ):
         raise TypeError(f"model must be a pydantic BaseModel class, not {model!r}")
     if create_only and (root / name / "cache.db").exists():
-        raise ArgusError(f"a state named {name!r} already exists in {root}")
+        raise ConflictError(
+            f"a state named {name!r} already exists in {root}", state=name
+        )
     log = StateLog(
         root / name, name, durability=durability, snapshot_every=snapshot_every
     )
@@ -435,7 +436,16 @@ def open_state(
         )
         kind = "fork" if parent else "create"
         who = caller or _caller()
-        # Another process may have created it first: then use theirs.
-        with contextlib.suppress(ConflictError):
+        # Another process may have created it first: then use theirs (or,
+        # with create_only, say so: the caller meant to make a new one).
+        try:
             log.create(Commit(doc, text, schema_version, who, kind), head)
+        except ConflictError:
+            if create_only:
+                log.close()
+                raise ConflictError(
+                    f"a state named {name!r} already exists in {root}",
+                    state=name,
+                    version=1,
+                ) from None
     return st
