@@ -652,3 +652,19 @@ def test_versions_dropped_by_compaction_say_so(ws: al.Workspace) -> None:
     f.update(lambda s: s.notes.append("fork"))
     assert st.get().notes == [] and f.get().notes[-1] == "fork"
     assert f.at(1).notes == st.at(7).notes
+
+
+class Grown(BaseModel):  # Named plus a field, same schema version
+    name: str = "x"
+    age: int = 0
+    city: str = "Lyon"
+
+
+def test_a_field_added_without_a_migration_takes_its_default(ws: al.Workspace) -> None:
+    ws.state("g", model=Named).update(lambda s: setattr(s, "name", "Ada"))
+    st = ws.state("g", model=Grown)
+    assert st.get() == Grown(name="Ada")
+    st.update(lambda s: setattr(s, "age", 36))
+    assert st.get() == Grown(name="Ada", age=36) and st.version == 3
+    assert st.history()["changed"].iloc[-1] == ["age", "city"]
+    assert ws.state("g").at(2) == {"name": "Ada", "age": 0}  # history as stored
