@@ -668,3 +668,48 @@ def test_a_field_added_without_a_migration_takes_its_default(ws: al.Workspace) -
     assert st.get() == Grown(name="Ada", age=36) and st.version == 3
     assert st.history()["changed"].iloc[-1] == ["age", "city"]
     assert ws.state("g").at(2) == {"name": "Ada", "age": 0}  # history as stored
+
+
+def test_a_lease_lost_while_stalled_is_reported_and_nothing_written(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    import threading
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from waiting import wait_until
+
+    from argus_lab.store import state_core
+
+    resume, b_in, b_go = threading.Event(), threading.Event(), threading.Event()
+    seen: list[state_core._Renewer] = []
+    real_run = state_core._Renewer._run
+
+    def stalled(self: state_core._Renewer) -> None:  # this process stops a while
+        seen.append(self)
+        resume.wait(30)
+        real_run(self)
+
+    monkeypatch.setattr(state_core._Renewer, "_run", stalled)
+    st = ws.state("p", model=Portfolio, lock_ttl=0.2)
+    other = ws.state("p", model=Portfolio, lock_ttl=30)
+
+    def takes_over() -> None:
+        with other.transaction(lock=True, timeout=30) as o:
+            b_in.set()
+            b_go.wait(30)
+            o.cash = 2.0
+
+    b = threading.Thread(target=takes_over)
+    with (
+        pytest.raises(al.ConflictError, match="expired"),
+        st.transaction(lock=True) as s,
+    ):
+        s.cash = 1.0
+        b.start()
+        assert b_in.wait(30)  # our lease ran out; another writer holds it
+        resume.set()
+        wait_until(lambda: seen[0].lost, "the renewal to find the lease taken")
+    b_go.set()
+    b.join(timeout=30)
+    assert st.get().cash == 2.0 and st.version == 2
