@@ -838,3 +838,30 @@ def test_forking_onto_an_existing_name_is_a_conflict(server: Server) -> None:
     r = server.http.post("/states/src/fork", json={"name": "taken"})
     assert r.status_code == 409 and "already exists" in r.json()["detail"]
     assert server.http.get("/states/taken").json() == {"n": 2}
+
+
+@pytest.mark.slow
+def test_unsubscribing_ends_the_servers_stream_at_once(server: Server) -> None:
+    import time
+
+    ws = al.Workspace(server.root)
+    ws.new_session(
+        plan=server_tools.APPROVE, tools=server_tools.TOOLS, name="sub"
+    ).close()
+    ws.close()
+    remote = al.connect(server.url, server.token)
+    s = remote.open("sub")
+    heard: list[str] = []
+    unsubscribe = s.subscribe(lambda e: heard.append(e.kind))
+    s.start()  # events flow: the subscriber's stream is surely open
+    wait_until(lambda: "approval_requested" in heard, "the subscriber to hear")
+    mark = f"nobody-{time.monotonic_ns()}"
+    server.http.get(f"/states/{mark}")
+    wait_until(lambda: mark in server.text(), "our marker in the log")
+    t0 = time.monotonic()
+    unsubscribe()
+    # The guard logs a request when its response ends.
+    line = "GET /sessions/sub/events/stream 200"
+    wait_until(lambda: line in server.text().split(mark, 1)[1], "the stream's end")
+    assert time.monotonic() - t0 < 5  # not at the next 15 s ping, nor never
+    remote.close()

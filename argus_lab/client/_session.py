@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -143,16 +145,22 @@ class RemoteSession:
 
         last: int | None = None
 
+        started = threading.Event()
+
         def mark(seq: int) -> None:
             nonlocal last
-            last = seq  # where the tail began: a reconnect resumes from here
+            if last is None:
+                last = seq  # where the tail began: a reconnect resumes from here
+            started.set()
 
         def follow() -> None:
             nonlocal last
+            pause = 0.5
             with httpx.Client(
                 base_url=ws.url,
                 headers=ws._http.headers,
-                timeout=httpx.Timeout(30.0, read=None),
+                # The server pings every 15 s: a silent minute is a dead link.
+                timeout=httpx.Timeout(30.0, read=60.0),
             ) as http:
                 while not stop.is_set():
                     params: dict[str, Any] = (
@@ -163,28 +171,50 @@ class RemoteSession:
                             "GET", f"{self._path}/events/stream", params=params
                         ) as r:
                             live["response"] = r
-                            for ev in _events(r, on_start=mark):
-                                if stop.is_set():
-                                    return
-                                last = ev.seq
-                                try:
-                                    callback(ev)
-                                except Exception:  # a subscriber's bug: log it
-                                    log.exception("subscriber of %s failed", self.name)
+                            if stop.is_set():
+                                return
+                            if r.status_code >= 400:  # e.g. 503: too many streams
+                                r.read()
+                                log.warning(
+                                    "events of %s: %s refused the stream (%d); "
+                                    "retrying in %.1f s",
+                                    self.name,
+                                    ws.url,
+                                    r.status_code,
+                                    pause,
+                                )
+                            else:
+                                pause = 0.5
+                                for ev in _events(r, on_start=mark, stop=stop):
+                                    last = ev.seq
+                                    try:
+                                        callback(ev)
+                                    except Exception:  # a subscriber's bug: log it
+                                        log.exception(
+                                            "subscriber of %s failed", self.name
+                                        )
                     except (httpx.HTTPError, httpx.StreamError):
-                        # Closed by unsubscribe(), or the server went away: retry.
-                        if not stop.wait(0.5):
-                            continue
+                        pass  # closed by unsubscribe(), or the server went away
+                    # Never a tight loop: wait before reconnecting, longer
+                    # while the server keeps refusing.
+                    if stop.wait(pause):
+                        return
+                    pause = min(pause * 2, 10.0)
 
         t = threading.Thread(
             target=follow, name=f"argus-remote-{self.name}", daemon=True
         )
         t.start()
+        # Returns once the stream is open: every event committed after this
+        # call is heard (a tail opened later would miss the first ones).
+        if not started.wait(ws._timeout):
+            log.warning("events of %s: the stream is not open yet", self.name)
 
         def unsubscribe() -> None:
             stop.set()
             r = live.get("response")
             if r is not None:
+                _hang_up(r)
                 r.close()
 
         return unsubscribe
@@ -258,8 +288,22 @@ class RemoteSession:
         return self.workspace.open(info["name"])
 
 
+def _hang_up(r: httpx.Response) -> None:
+    """Shuts the response's socket down, so the thread blocked reading it
+    wakes at once. Closing the response from another thread does not: the
+    reader would wait for the next event (pings carry none), and the server
+    would keep the stream (one of its few) for a subscriber that is gone."""
+    stream = r.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 def _events(
-    r: httpx.Response, on_start: Callable[[int], Any] | None = None
+    r: httpx.Response,
+    on_start: Callable[[int], Any] | None = None,
+    stop: threading.Event | None = None,
 ) -> Iterator[EventBase]:
     """The events of a server-sent-event response, as they arrive; the
     ``stream_started`` message (its id: the seq the stream starts after) goes
@@ -267,6 +311,8 @@ def _events(
     ad = event_adapter()
     kind, ident = "", ""
     for line in r.iter_lines():
+        if stop is not None and stop.is_set():  # checked on pings too
+            return
         if line.startswith("event:"):
             kind = line[6:].strip()
         elif line.startswith("id:"):
