@@ -23,9 +23,13 @@ from argus_lab.errors import (
     PlanError,
     ReplayMiss,
     SchemaVersionError,
+    SessionStateError,
+    StorageError,
     StorageFullError,
+    ToolArgumentsError,
     ToolError,
     TransientError,
+    UnresolvedReferenceError,
 )
 from argus_lab.runtime.views import VIEWS as _VIEWS
 
@@ -34,7 +38,8 @@ if TYPE_CHECKING:
     from argus_lab.client import connect
     from argus_lab.events import Event
     from argus_lab.llm.anthropic import AnthropicModel
-    from argus_lab.model import Budget, Plan, SessionInfo, Task, TaskRecord
+    from argus_lab.model import Budget, SessionInfo, Task, TaskRecord
+    from argus_lab.plan import Plan
     from argus_lab.plan.domain import HTNDomain, Subtask
     from argus_lab.plan.htn import HTNPlanner
     from argus_lab.plan.llm import LLMPlanner
@@ -73,14 +78,18 @@ __all__ = [
     "SchemaVersionError",
     "Session",
     "SessionInfo",
+    "SessionStateError",
+    "StorageError",
     "StorageFullError",
     "Subtask",
     "Task",
     "TaskRecord",
     "Tool",
+    "ToolArgumentsError",
     "ToolContext",
     "ToolError",
     "TransientError",
+    "UnresolvedReferenceError",
     "Workspace",
     "analysis",
     "builtin_tools",
@@ -99,7 +108,7 @@ _LAZY = {
     "connect": ("argus_lab.client", "connect"),
     "Event": ("argus_lab.events", "Event"),
     "Budget": ("argus_lab.model", "Budget"),
-    "Plan": ("argus_lab.model", "Plan"),
+    "Plan": ("argus_lab.plan", "Plan"),
     "SessionInfo": ("argus_lab.model", "SessionInfo"),
     "Task": ("argus_lab.model", "Task"),
     "TaskRecord": ("argus_lab.model", "TaskRecord"),
@@ -120,10 +129,17 @@ import, pandas and the anthropic SDK 0.5-1.5 s: ``import argus_lab`` (and the
 ``argus`` command's front, ``argus --help``) pays for none of them."""
 
 
+_WIRING = {"builtin_tools": "argus_lab.store.memory_tools"}
+"""Modules imported before a public name: the memory tools live beside the memory
+(store/) and register with ``builtin_tools`` (tools/, below it) on import."""
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
+        if name in _WIRING:
+            importlib.import_module(_WIRING[name])
         module, attr = _LAZY[name]
         mod = importlib.import_module(module)
         value = mod if attr is None else getattr(mod, attr)

@@ -1,28 +1,38 @@
 """The Argus Lab exception tree.
 
 Every error carries ``.message`` plus the context it knows (``session_id``,
-``task_id``), and its message says what happened and what to do next.
+``task_id``), and its message says what happened and what to do next. Catch a
+group to handle its kind: ``except al.StorageError`` for anything wrong with a
+checkpoint, ``except al.PlanError`` for anything wrong with a plan.
 
 ```
-ArgusError                      base of everything raised on purpose
-├── PlanError                   a plan is invalid: duplicate id, missing dependency,
-│                               cycle, unknown tool, bad args, bad ${...} reference
-├── ToolError                   a tool failed permanently (not retried)
-├── TransientError              a failure worth retrying: timeout, 429/529/5xx,
-│                               connection reset; retried with backoff and jitter
-├── BudgetExceeded              a budget ran out; the session pauses (resumable)
-├── ApprovalRequired            a task needs a person's decision before it runs
-├── InDoubtError                a non-idempotent side effect may or may not have
-│                               happened; decide with retry() or skip()
-├── ConcurrentSessionError      another writer holds the session (lease or version)
-├── ConflictError               a state transaction lost to another writer
-├── CorruptCheckpointError      a stored record fails its checksum or cannot be read
-├── SchemaVersionError          a record is newer than this version, or no migration
-├── MissingDependency           an optional extra is needed (names the pip extra)
-├── ModelError                  a model call failed permanently (400, auth, no key)
-│   └── ReplayMiss              a strict replay has no recorded reply for a request
-├── LostCommitsError            the checkpoint is older than its witness: commits lost
-└── StorageFullError            the disk is full (also an OSError, errno ENOSPC)
+ArgusError                        base of everything raised on purpose
+├── PlanError                     a plan is invalid: duplicate id, missing dependency,
+│   │                             cycle, unknown tool, bad args (.problems lists them)
+│   └── UnresolvedReferenceError  a ${task.result...} or ${env.NAME} reference has
+│                                 no value when its task runs
+├── ToolError                     a tool failed permanently (not retried)
+│   └── ToolArgumentsError        a tool was called with arguments it refuses
+├── TransientError                a failure worth retrying: timeout, 429/529/5xx,
+│                                 connection reset; retried with backoff and jitter
+├── ModelError                    a model call failed permanently (400, auth, no key)
+│   └── ReplayMiss                a strict replay has no recorded reply for a request
+├── BudgetExceeded                a budget ran out; the session pauses (resumable)
+├── ApprovalRequired              a call needs a person's decision and its caller
+│                                 cannot wait (an LLM task's tool call)
+├── InDoubtError                  a non-idempotent side effect may or may not have
+│                                 happened; decide with retry() or skip()
+├── SessionStateError             misuse: the task or session is not in a state that
+│                                 allows it (retry a task that succeeded, approve one
+│                                 that is not waiting, skip a running one)
+├── ConcurrentSessionError        another writer holds the session (lease or version)
+├── ConflictError                 a state transaction lost to another writer
+├── StorageError                  a checkpoint cannot be read or written
+│   ├── CorruptCheckpointError    a stored record fails its checksum or cannot be read
+│   ├── SchemaVersionError        a record is newer than this version, or no migration
+│   ├── LostCommitsError          the checkpoint is older than its witness: commits lost
+│   └── StorageFullError          the disk is full (also an OSError, errno ENOSPC)
+└── MissingDependency             an optional extra is needed (names the pip extra)
 ```
 """
 
@@ -42,9 +52,13 @@ __all__ = [
     "PlanError",
     "ReplayMiss",
     "SchemaVersionError",
+    "SessionStateError",
+    "StorageError",
     "StorageFullError",
+    "ToolArgumentsError",
     "ToolError",
     "TransientError",
+    "UnresolvedReferenceError",
 ]
 
 
@@ -71,11 +85,38 @@ class ArgusError(Exception):
 
 
 class PlanError(ArgusError):
-    """Raised when a plan fails validation; the message names the tasks involved."""
+    """Raised when a plan fails validation; the message names the tasks involved.
+
+    Attributes:
+        problems: Each problem found, one line each (empty when the message
+            says it all).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        problems: list[str] | None = None,
+        session_id: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        super().__init__(message, session_id=session_id, task_id=task_id)
+        self.problems: list[str] = list(problems or [])
+
+
+class UnresolvedReferenceError(PlanError):
+    """Raised when a ``${task.result...}`` or ``${env.NAME}`` reference has no value
+    as its task is about to run (the task did not succeed, the path is not in
+    its result, the variable is not set); the task fails with it."""
 
 
 class ToolError(ArgusError):
     """Raised by (or for) a tool that failed permanently; it is not retried."""
+
+
+class ToolArgumentsError(ToolError):
+    """Raised when a tool is called with arguments its signature refuses; the
+    message names each bad field."""
 
 
 class TransientError(ArgusError):
@@ -102,18 +143,31 @@ class BudgetExceeded(ArgusError):
 
 
 class ApprovalRequired(ArgusError):
-    """Raised when a task needs a person's approval before it may run."""
+    """Raised when a call needs a person's approval and its caller cannot wait
+    for one: a tool an LLM task's model calls (the model reads the message, the
+    ``tool_call`` event records it). A task's own call pauses the session."""
 
 
 class InDoubtError(ArgusError):
     """A non-idempotent side effect was interrupted; it may or may not have happened."""
 
 
+class SessionStateError(ArgusError):
+    """Raised when an action does not fit where the task or session stands:
+    retrying a task that succeeded, approving or rejecting one that is not
+    waiting for approval, skipping one that runs. Nothing was changed."""
+
+
 class ConcurrentSessionError(ArgusError):
     """Raised when another writer holds the session or wrote to it meanwhile."""
 
 
-class CorruptCheckpointError(ArgusError):
+class StorageError(ArgusError):
+    """Something is wrong with a checkpoint: it cannot be read, decoded or
+    written. Catch it to handle every storage failure at once."""
+
+
+class CorruptCheckpointError(StorageError):
     """Raised when a stored record fails its checksum or cannot be decoded.
 
     Attributes:
@@ -132,7 +186,7 @@ class CorruptCheckpointError(ArgusError):
         self.key = key
 
 
-class SchemaVersionError(ArgusError):
+class SchemaVersionError(StorageError):
     """Raised when a record's schema_version cannot be migrated to the current one."""
 
 
@@ -207,7 +261,7 @@ class ConflictError(ArgusError):
 # StorageFullError       the disk (or SQLite) is full; also an OSError (ENOSPC)
 
 
-class LostCommitsError(ArgusError):
+class LostCommitsError(StorageError):
     """Raised on open when a session's checkpoint is older than its witness.
 
     SQLite lost committed versions it cannot see (a truncated or damaged WAL,
@@ -235,7 +289,7 @@ class LostCommitsError(ArgusError):
         self.tasks = tasks
 
 
-class StorageFullError(ArgusError, OSError):
+class StorageFullError(StorageError, OSError):
     """Raised when a write finds the disk (or SQLite's file) full (ENOSPC).
 
     Nothing committed is lost: the write that failed was not committed. Free

@@ -11,17 +11,18 @@ Layout::
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import sqlite3
+import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from argus_lab.errors import (
     ArgusError,
@@ -29,13 +30,17 @@ from argus_lab.errors import (
     CorruptCheckpointError,
     PlanError,
 )
-from argus_lab.events import make_event
-from argus_lab.model import Budget, Plan, SessionInfo, TaskRecord
+from argus_lab.events import EventBase, Forked, PlanCreated, SessionCreated, make_event
+from argus_lab.model import Budget, SessionInfo, TaskRecord
+from argus_lab.plan import Plan
+from argus_lab.plan.static import coerce_plan, refuse_literal_secrets
 from argus_lab.redact import Redactor
+from argus_lab.runtime.options import SessionArgs
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.runtime.shutdown import track
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Durability, Loaded, SessionStore
+from argus_lab.store.folders import delete_session, session_folder_ids
 from argus_lab.store.index import (
     IndexRebuiltWarning,
     mismatch,
@@ -57,6 +62,9 @@ if TYPE_CHECKING:
 __all__ = ["Workspace"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_CREATING_S = 30.0
+"""How long after its creation a session missing from the index is taken for a
+create still in progress (its folder is written before its index entry)."""
 ToolsArg = Iterable[Tool | Callable[..., Any]] | None
 M = TypeVar("M")
 
@@ -64,41 +72,6 @@ M = TypeVar("M")
 def _slug(text: str) -> str:
     words = re.findall(r"[a-z0-9]+", text.lower())[:4]
     return "-".join(words)[:40] or "session"
-
-
-def _coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
-    if isinstance(plan, Plan):
-        return plan
-    if isinstance(plan, dict):
-        return Plan.from_dict(plan)
-    if isinstance(plan, str | Path):
-        return Plan.from_yaml(plan)
-    raise PlanError(
-        "plan must be a Plan, a dict, YAML text or a file path, "
-        f"not {type(plan).__name__}"
-    )
-
-
-def _refuse_literal_secrets(plan: Plan, red: Redactor) -> None:
-    # A secret written into a plan would be stored with it; a reference is not.
-    for t in plan.tasks:
-        if red.needed(t.id):
-            # Task ids are keys in the checkpoint: masking would merge tasks.
-            raise PlanError(
-                "a task id holds a secret (it matches an API key, token or "
-                "password, or a secret environment variable's value); ids are "
-                "stored as keys and cannot be masked. Choose another id"
-            )
-        for k, v in t.args.items():
-            text = json.dumps(v)
-            if red.needed(text) and red.value(v) != v:
-                raise PlanError(
-                    f"task {t.id!r}: argument {k!r} holds a secret (it matches an "
-                    "API key, token or password, or a secret environment "
-                    "variable's value); it would be stored with the plan. Write "
-                    "${env.NAME} instead: it is read when the task runs and never "
-                    "stored"
-                )
 
 
 class Workspace:
@@ -142,6 +115,7 @@ class Workspace:
             self.path / "artifacts", fsync=durability == "full"
         )
         self._index_cache: diskcache.Cache | None = None
+        self._index_lock = threading.Lock()
         self.embedder = embedder
         track(self)  # weakly: its index is closed at interpreter exit
 
@@ -151,9 +125,10 @@ class Workspace:
     @property
     def _index(self) -> diskcache.Cache:
         # A cache of the session folders: rebuilt (with a warning) when damaged.
-        if self._index_cache is None:
-            self._index_cache = open_index(self.path, self.durability)
-        return self._index_cache
+        with self._index_lock:  # analysis reads sessions from several threads
+            if self._index_cache is None:
+                self._index_cache = open_index(self.path, self.durability)
+            return self._index_cache
 
     def _index_call(self, fn: Callable[[diskcache.Cache], Any]) -> Any:
         try:
@@ -179,13 +154,6 @@ class Workspace:
     def _session_dir(self, session_id: str) -> Path:
         return self.path / "sessions" / session_id
 
-    def _options(self, options: dict[str, Any]) -> SessionOptions:
-        try:
-            return SessionOptions(**options)
-        except TypeError as e:
-            known = ", ".join(SessionOptions.__dataclass_fields__)
-            raise TypeError(f"{e}; session options are: {known}") from None
-
     # -- creating ------------------------------------------------------------
 
     def new_session(
@@ -196,7 +164,7 @@ class Workspace:
         name: str | None = None,
         *,
         budget: Budget | None = None,
-        **options: Any,
+        **options: Unpack[SessionArgs],
     ) -> Session:
         """Validates the plan against the tools and creates a session for it.
 
@@ -207,7 +175,8 @@ class Workspace:
             name: Unique in this workspace; default derived from the goal.
             budget: Session-wide limits (cost, tokens, wall time, steps);
                 change them later with ``s.set_budget``.
-            **options: SessionOptions (concurrency, backoff, lease_ttl, ...).
+            **options: SessionArgs: concurrency, backoff, lease_ttl, models,
+                planner, approvals, secrets, ... (the SessionOptions fields).
 
         Raises:
             PlanError: when the plan is invalid for these tools (nothing written).
@@ -223,12 +192,12 @@ class Workspace:
                 "or planner=al.LLMPlanner(model) with a goal (an HTN plan comes "
                 "from al.HTNPlanner(domain).plan(task, *args))"
             )
-        p = _coerce_plan(plan)
+        p = coerce_plan(plan)
         if goal is not None and goal != p.goal:
             p = p.model_copy(update={"goal": goal})
         p = p.validate_against(toolset)
-        opts = self._options(options)
-        _refuse_literal_secrets(p, Redactor(opts.secrets))
+        opts = SessionOptions.of(options)
+        refuse_literal_secrets(p, Redactor(opts.secrets))
         budgets = {"session": budget} if budget is not None else {}
         return self._create(p, toolset, opts, name=name, budgets=budgets)
 
@@ -287,55 +256,32 @@ class Workspace:
             if opts.approvals is None
             else policies_to_data(opts.approvals),
         )
-        ev = [
-            make_event(
-                "session_created",
-                session_id=sid,
-                ts=now,
-                payload={"name": name, "goal": plan.goal, "parent": meta.parent},
+        ev: list[EventBase] = [
+            SessionCreated(
+                session_id=sid, ts=now, name=name, goal=plan.goal, parent=meta.parent
             ),
-            make_event(
-                "plan_created",
-                session_id=sid,
-                ts=now,
-                payload={"n_tasks": len(plan.tasks), "version": 1},
-            ),
+            PlanCreated(session_id=sid, ts=now, n_tasks=len(plan.tasks), version=1),
         ]
         # How the planner made the plan belongs to the trajectory (a fork's
         # plan was made for its parent: it records no planning of its own).
         planned = opts.planner if parent is None else None
         for d in getattr(planned, "decisions", None) or ():
-            ev.append(make_event("htn_decision", session_id=sid, ts=now, payload=d))
+            ev.append(make_event("htn_decision", d, session_id=sid, ts=now))
         for r in getattr(planned, "rounds", None) or ():  # LLM planning calls
-            ev.append(
-                make_event(
-                    "llm_call",
-                    session_id=sid,
-                    ts=now,
-                    duration=r.get("duration"),
-                    payload=dict(r),
-                )
-            )
+            ev.append(make_event("llm_call", dict(r), session_id=sid, ts=now))
         if parent is not None:
-            ev.append(
-                make_event(
-                    "forked",
-                    session_id=sid,
-                    ts=now,
-                    task_id=at,
-                    payload={
-                        "parent": parent.id,
-                        "parent_name": parent.name,
-                        "at": at,
-                        "kept": [r.task_id for r in kept],
-                    },
-                )
-            )
+            fork = {"parent": parent.id, "parent_name": parent.name, "at": at}
+            kept_ids = [r.task_id for r in kept]
+            ev.append(Forked(session_id=sid, ts=now, task_id=at, kept=kept_ids, **fork))
         store = SessionStore(self._session_dir(sid), sid, durability=self.durability)
         store.redactor = Redactor(opts.secrets)
         try:
             head = store.create(meta, plan, kept, ev, replays)
-            if not self._index_call(lambda ix: ix.add("name:" + name, sid)):
+            if not self._index_call(
+                lambda ix: (
+                    ix.add("name:" + name, sid) or ix.get("name:" + name) == sid
+                )  # a reader found the folder first
+            ):
                 raise ArgusError(f"a session named {name!r} was just created elsewhere")
         except BaseException:
             store.close()
@@ -391,11 +337,15 @@ class Workspace:
         The index is a cache: an entry lost (a crash between the folder and
         the index, a rebuild that raced a create) is found and written back.
         """
-        found = [i.id for i in self.sessions() if i.name == name]
+        found = [i for i in self.sessions() if i.name == name]
         if len(found) != 1:
             return None
-        sid = found[0]
+        sid = found[0].id
         self._index_call(lambda ix: ix.set("name:" + name, sid))
+        if time.time() - found[0].created < _CREATING_S:
+            # A create in progress writes its folder, then its index entry: a
+            # reader in between has found it early, not found a lost entry.
+            return sid
         warnings.warn(
             f"the workspace index {self.path / 'index'} did not know {name!r}; "
             f"found it in the session folders ({sid}) and added it back",
@@ -413,7 +363,7 @@ class Workspace:
         tools: ToolsArg = None,
         *,
         accept_lost_commits: bool = False,
-        **options: Any,
+        **options: Unpack[SessionArgs],
     ) -> Session:
         """Opens a session to inspect or continue it, exactly where it stopped.
 
@@ -431,23 +381,60 @@ class Workspace:
             CorruptCheckpointError: a record of this session is damaged.
             LostCommitsError: commits this session had made were lost.
         """
-        sid = self._lookup(name_or_id)
-        if sid is None:
-            names = ", ".join(i.name for i in self.sessions()[-10:]) or "none yet"
-            raise KeyError(
-                f"no session {name_or_id!r} in {self.path} (recent: {names})"
-            )
+        sid = self.resolve(name_or_id)
         store = self._store(sid)
         try:
             loaded = store.load(accept_lost_commits=accept_lost_commits)
             other = mismatch(self._session_dir(sid), loaded.meta)
             if other is not None:
                 raise CorruptCheckpointError(other, session_id=sid)
-            options = self._policies(store, loaded, options)
+            given = self._policies(store, loaded, dict(options))
         except BaseException:
             store.close()
             raise
-        return Session(self, store, loaded, as_toolset(tools), self._options(options))
+        return Session(self, store, loaded, as_toolset(tools), SessionOptions.of(given))
+
+    def resolve(self, name_or_id: str) -> str:
+        """The id of the session with this name (or this id).
+
+        Raises:
+            KeyError: no such session (the message lists some that exist).
+        """
+        sid = self._lookup(name_or_id)
+        if sid is None:
+            names = ", ".join(i.name for i in self.sessions()[-10:]) or "none yet"
+            raise KeyError(
+                f"no session {name_or_id!r} in {self.path} (recent: {names})"
+            )
+        return sid
+
+    def __contains__(self, name_or_id: object) -> bool:  # a name or an id
+        return isinstance(name_or_id, str) and self._lookup(name_or_id) is not None
+
+    def path_of(self, session: Session | SessionInfo | str) -> Path:
+        """The checkpoint folder of a session (given as a Session, its info, its
+        name or its id). Its working files are in ``ws.path / "files" / id``."""
+        sid = self.resolve(session) if isinstance(session, str) else session.id
+        return self._session_dir(sid)
+
+    def session_ids(self) -> list[str]:
+        """The id of every session folder, readable or not, oldest first."""
+        return session_folder_ids(self.path)
+
+    @contextmanager
+    def store(self, name_or_id: str) -> Iterator[SessionStore]:
+        """A session's store, opened without building a Session (analysis and
+        ``argus gc`` read through it); closed on exit. Sessions write their own.
+
+        Raises:
+            KeyError: no such session.
+            CorruptCheckpointError: its store cannot be opened.
+        """
+        store = self._store(self.resolve(name_or_id))
+        try:
+            yield store
+        finally:
+            store.close()
 
     def _policies(
         self, store: SessionStore, loaded: Loaded, options: dict[str, Any]
@@ -497,6 +484,26 @@ class Workspace:
             return read_progress(store)
         finally:
             store.close()
+
+    def delete(self, name_or_id: str) -> int:
+        """Deletes a session: its checkpoints, working files and name (its folder
+        vanishes in one rename); returns the bytes freed. Artifacts it shared stay
+        until ``argus gc`` finds them unreferenced.
+
+        Raises:
+            KeyError: no such session.
+            ConcurrentSessionError: a live process is running it (stop it first).
+        """
+        sid = self.resolve(name_or_id)
+        name, freed = delete_session(self.path, sid, self.durability)
+
+        def release(ix: diskcache.Cache) -> None:  # the names that lead to it
+            for key in {"name:" + name, "name:" + name_or_id}:
+                if ix.get(key) == sid:
+                    ix.delete(key)
+
+        self._index_call(release)
+        return freed
 
     def damaged_sessions(self) -> dict[str, str]:
         """Sessions that cannot be read: id -> the error saying why."""

@@ -46,7 +46,7 @@ TARGET_S = 1.0
 
 import argus_lab as al  # noqa: E402
 from argus_lab import analysis as an  # noqa: E402
-from argus_lab.analysis._read import parse_events  # noqa: E402
+from argus_lab.analysis._read import _split, parse_events  # noqa: E402
 from argus_lab.events import EventBase, make_event  # noqa: E402
 
 
@@ -136,15 +136,15 @@ def _parsers(bodies: list[str]) -> dict[str, Callable[[], Any]]:
 
     def arrow() -> Any:
         table = pj.read_json(io.BytesIO("\n".join(bodies).encode()), parse_options=opts)
-        return table, [b[b.find(',"payload":') + 11 : -1] for b in bodies]
+        return table, [_split(b) for b in bodies]
 
     return {
         "json.loads per event": lambda: [json.loads(b) for b in bodies],
         "json.loads of one joined array": lambda: json.loads(
             "[" + ",".join(bodies) + "]"
         ),
-        "pyarrow.json (heads; payload sliced as text)": arrow,
-        "split at payload, heads joined (used)": lambda: parse_events(bodies),
+        "pyarrow.json (heads; details sliced as text)": arrow,
+        "split after duration, heads joined (used)": lambda: parse_events(bodies),
     }
 
 
@@ -276,15 +276,16 @@ NOTES = """\
 ### Notes
 
 - **How the events are read.** `iter_event_json` yields each stored event's JSON
-  text (the store checks its envelope and checksum). Their last field is always
-  `payload`, so each text is split there: the small heads (kind, seq, ts, task,
-  attempt, duration) are parsed by ONE `json.loads` of a joined array, and the
-  payload stays JSON text (the `payload` column). Payloads are parsed only for
-  the frames that need them (LLM calls, approvals, errors), again one joined
-  `json.loads` per frame. Texts that do not have that shape (records upgraded by
-  a migration) are parsed whole.
+  text (the store checks its envelope and checksum). The EventBase fields come
+  first, `duration` last of them, then the kind's own typed fields, so each text
+  is split after `duration`: the small heads (kind, seq, ts, task, attempt,
+  duration) are parsed by ONE `json.loads` of a joined array, and the kind's
+  fields stay JSON text (the `details` column). They are parsed only for the
+  frames that need them (LLM calls, approvals, errors), again one joined
+  `json.loads` per frame, and merged into the rows by name. Texts that do not
+  have that shape are parsed whole.
 - **Why not pyarrow.json**, though it parses fastest above: it must infer one
-  struct type for every payload, and payloads differ by kind and hold maps keyed
+  struct type for every kind's fields, and they differ by kind and hold maps keyed
   by task ids (`session_failed.failed`), so only the heads could go through it,
   and its Arrow table would serve `events_df` alone while every derived frame
   (attempts, tasks, approvals) needs the rows anyway. A second read path, for

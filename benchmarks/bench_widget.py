@@ -40,7 +40,7 @@ TARGET_LAYOUT_MS = 200.0
 
 
 def random_dag(n: int, *, groups: bool, seed: int = 1) -> list[Any]:
-    from argus_lab.jupyter.layout import TaskSpec
+    from argus_lab.layout import TaskSpec
 
     rng = random.Random(seed)
     tasks: list[TaskSpec] = []
@@ -59,7 +59,7 @@ def random_dag(n: int, *, groups: bool, seed: int = 1) -> list[Any]:
 
 
 def bench_layout(n: int, groups: bool, repeats: int) -> dict[str, Any]:
-    from argus_lab.jupyter.layout import crossings, layout_graph
+    from argus_lab.layout import crossings, layout_graph
 
     tasks = random_dag(n, groups=groups)
     times = []

@@ -57,7 +57,7 @@ PAGE = """async ({ js, css, state }) => {
 
 def _state(n: int) -> tuple[dict[str, Any], float]:
     from argus_lab.jupyter.display import STATUS_CODES, STATUS_COLORS
-    from argus_lab.jupyter.layout import layout_graph
+    from argus_lab.layout import layout_graph
     from benchmarks.bench_widget import random_dag
 
     specs = random_dag(n, groups=False)

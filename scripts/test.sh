@@ -9,6 +9,7 @@ PY="${PYTHON:-python3}"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+.venv/bin/lint-imports  # the layers of DESIGN.md section 3 (pyproject.toml)
 bash scripts/browser-deps.sh  # Debian's chromium for the real-browser widget test
 bash scripts/sandbox-deps.sh  # libseccomp2 for the python tool's seccomp filter
 exec .venv/bin/python -m pytest "$@"

@@ -54,7 +54,7 @@ SCHEMA: dict[str, list[tuple[str, str]]] = {
     ],
     "events": [
         ("session_id", S), ("seq", INT), ("ts", TS), ("task_id", S), ("attempt", INT),
-        ("kind", C), ("duration", TD), ("payload", J),
+        ("kind", C), ("duration", TD), ("details", J),
     ],
     "attempts": [
         ("session_id", S), ("task_id", S), ("attempt", INT), ("seq", INT), ("tool", S),
@@ -185,11 +185,11 @@ def test_events_frame_matches_the_event_models(two: list[al.Session]) -> None:
     models = s.events()
     assert list(e["seq"]) == [m.seq for m in models]
     assert list(e["kind"]) == [m.kind for m in models]
-    assert [json.loads(p) for p in e["payload"]] == [m.payload for m in models]
+    assert [json.loads(p) for p in e["details"]] == [m.details() for m in models]
     assert list(e["ts"]) == [pd.Timestamp(m.ts, unit="s", tz="UTC") for m in models]
     failed = e[e["kind"] == "task_failed"].iloc[0]
     assert failed["task_id"] == "c" and failed["attempt"] == 1
-    assert json.loads(failed["payload"])["blocked"] == 1
+    assert json.loads(failed["details"])["blocked"] == 1
 
 
 def test_sources_workspace_list_and_session_agree(
@@ -250,7 +250,7 @@ def test_unknown_event_kinds_extend_the_categories() -> None:
 
 
 def test_event_parsing_fast_path_equals_parsing_whole_bodies() -> None:
-    from argus_lab.events import make_event
+    from argus_lab.events import COMMON_FIELDS, make_event
 
     evs = [
         make_event("task_started", session_id="s", ts=1.5, task_id="t", attempt=1),
@@ -258,18 +258,24 @@ def test_event_parsing_fast_path_equals_parsing_whole_bodies() -> None:
             "llm_call",
             session_id="s",
             ts=2.0,
-            payload={"payload": ',"payload":{', "ü": [1, {"a": None}]},
+            duration=1e-05,
+            model=',"duration":1,',
+            purpose="ü",
+            retries=[{"a": None, "b": "},{"}],
         ),
-        make_event("paused", session_id="s", ts=3.0, payload={}),
+        make_event("paused", session_id="s", ts=3.0, reason="x", duration=None),
+        make_event("session_succeeded", session_id="s", ts=4.0, duration=2.5),
     ]
     bodies = [e.model_dump_json() for e in evs]
-    # A migrated record is re-dumped by json.dumps (other spacing, other order).
-    bodies.append(json.dumps({"payload": {"k": 1}, "kind": "resumed", "seq": 9}))
+    # A body of another shape (other spacing, other order) is parsed whole.
+    bodies.append(json.dumps({"k": 1, "kind": "resumed", "seq": 9}))
     rows = parse_events(bodies)
     want = [json.loads(b) for b in bodies]
     for r, w in zip(rows, want, strict=True):
-        assert json.loads(r.pop("payload")) == w.pop("payload")
+        own = {k: w.pop(k) for k in list(w) if k not in COMMON_FIELDS}
+        assert json.loads(r.pop("details")) == own
         assert {k: v for k, v in r.items() if k in w} == w
+    assert rows[1]["duration"] == 1e-05 and rows[3]["duration"] == 2.5
     assert parse_events([]) == []
 
 
@@ -278,11 +284,15 @@ def test_old_format_sessions_read_through_migrations(ws: al.Workspace) -> None:
     shutil.copytree(src, ws.path / "sessions" / src.name)
     e = an.events_df(ws)
     assert list(e["kind"]) == ["session_created", "task_succeeded"]
-    assert list(e["payload"]) == ["{}", "{}"]
+    assert [json.loads(d) for d in e["details"]] == [
+        {"name": "", "goal": "", "parent": None},
+        {"cached": False, "bytes": None},
+    ]
     t = an.tasks_df(ws)
     assert list(t["status"]) == ["succeeded", "pending"]
 
 
+@pytest.mark.slow
 def test_import_argus_lab_stays_light_and_analysis_defers_matplotlib() -> None:
     code = (
         "import sys, argus_lab\n"
@@ -307,8 +317,8 @@ def test_analysis_all_is_sorted_and_importable() -> None:
         assert getattr(an, name) is not None
 
 
-def test_a_damaged_session_is_skipped_like_ws_sessions_does(
-    ws: al.Workspace, two: list[al.Session]
+def test_a_damaged_session_raises_unless_strict_false_which_says_why(
+    ws: al.Workspace, two: list[al.Session], caplog: pytest.LogCaptureFixture
 ) -> None:
     from argus_lab.store.checkpoints import open_cache
 
@@ -318,5 +328,15 @@ def test_a_damaged_session_is_skipped_like_ws_sessions_does(
     cache.set("meta", "1|00000000|{}")  # checksum mismatch
     cache.close()
     assert [i.name for i in ws.sessions()] == ["one"]
-    assert list(an.sessions_df(ws)["name"]) == ["one"]
-    assert set(an.events_df(ws)["session_id"]) == {two[0].id}
+    with pytest.raises(al.CorruptCheckpointError, match=bad.id):
+        an.sessions_df(ws)
+    with caplog.at_level("WARNING", logger="argus_lab"):
+        sd = an.sessions_df(ws, strict=False)
+        fr = an.frames(ws, strict=False)
+    assert list(sd["name"]) == ["one"]
+    assert list(sd.attrs["skipped"]) == [bad.id]
+    assert "checksum mismatch" in sd.attrs["skipped"][bad.id]
+    assert set(fr.events["session_id"]) == {two[0].id}
+    assert fr.tasks.attrs["skipped"] == sd.attrs["skipped"]
+    assert f"skipped 1 damaged session(s): {bad.id}" in caplog.text
+    assert "skipped" not in an.sessions_df(two[0]).attrs  # nothing to report

@@ -1,6 +1,6 @@
 """argus_lab.analysis: attempts, tool calls, LLM calls and approvals, on real runs.
 
-The frames read from event payloads; kinds nothing emits yet (``llm_call``,
+The frames read the events' typed fields; kinds nothing emits yet (``llm_call``,
 ``tool_call``) are committed through the session by ``emit``.
 """
 
@@ -53,27 +53,26 @@ def test_llm_and_tool_call_payloads_become_typed_columns(ws: al.Workspace) -> No
             cost_usd=0.5,
             cached=True,
             stop_reason="end_turn",
-            extra="kept",
+            round=2,
         )
         emit(s, "llm_call", None, model="m2", purpose="planning")
         emit(s, "tool_call", "a", tool="search", args={"q": "x"}, ok=False,
              error="404", error_type="ToolError")  # fmt: skip
         c = an.llm_calls_df(s)
         tc = an.tool_calls_df(s)
-        spec = an.LLM_CALL_COLUMNS + an.Columns(
-            an.Column("extra", "string", path="payload.extra")
-        )
+        spec = an.LLM_CALL_COLUMNS + an.Columns(an.Column("round", "Int64"))
         custom = an.llm_calls_df(s, columns=spec)
         t = an.tasks_df(s).set_index("task_id")
     assert list(c["model"]) == ["m1", "m2"] and list(c["task_id"].isna()) == [
         False,
         True,
     ]
-    assert c["input_tokens"].iloc[0] == 10 and pd.isna(c["input_tokens"].iloc[1])
-    assert c["cost_usd"].iloc[0] == 0.5 and pd.isna(c["cost_usd"].iloc[1])
-    assert c["cached"].iloc[0] and pd.isna(c["cached"].iloc[1])
-    assert c["purpose"].iloc[1] == "planning"
-    assert list(custom["extra"].fillna("-")) == ["kept", "-"]
+    # Typed fields: a call that reported no usage has the model's defaults.
+    assert list(c["input_tokens"]) == [10, 0] and c["cost_usd"].iloc[0] == 0.5
+    assert pd.isna(c["cost_usd"].iloc[1])  # no price known: unknown, not free
+    assert list(c["cached"]) == [True, False]
+    assert c["purpose"].iloc[1] == "planning" and pd.isna(c["purpose"].iloc[0])
+    assert list(custom["round"].fillna(-1)) == [2, -1]
     row = tc.iloc[0]
     assert (row["source"], row["tool"], row["ok"], row["error"]) == (
         "llm", "search", False, "404"

@@ -61,7 +61,7 @@ def emit(
     *,
     attempt: int | None = None,
     duration: float | None = None,
-    **payload: Any,
+    **fields: Any,
 ) -> None:
     """Commits one event through the session, as the runtime would."""
     ev = make_event(
@@ -71,7 +71,7 @@ def emit(
         task_id=task_id,
         attempt=attempt,
         duration=duration,
-        payload=payload,
+        **fields,
     )
     s.emit(ev)
 
@@ -281,9 +281,10 @@ def test_compare_flags_added_removed_and_status(ws: al.Workspace) -> None:
 def test_plan_diff_lists_each_patch(ws: al.Workspace) -> None:
     s, _ = run_clocked(ws, "patched", [w("a", 1), w("c", 1)])
     with s:
-        emit(s, "plan_patched", None, version=2, added=["x", {"id": "y"}],
+        emit(s, "plan_patched", None, version=2, added=["x", "y"],
              removed=["c"], reason="c failed")  # fmt: skip
-        emit(s, "plan_patched", None, version=3, changed=["x"], rewired={"y": ["x"]})
+        emit(s, "plan_patched", None, version=3, changed={"x": {"tool": ["a", "b"]}},
+             rewired={"y": ["x"]})  # fmt: skip
         pdiff = an.plan_diff(s)
     rows = [(r.version, r.change, r.task_id) for r in pdiff.itertuples()]
     assert rows == [(2, "added", "x"), (2, "added", "y"), (2, "removed", "c"),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import matplotlib
 import pandas as pd
+import pytest
 
 import argus_lab as al
 
@@ -60,6 +61,7 @@ PLAN = {
 }
 
 
+@pytest.mark.slow
 def test_dataframe_figure_bytes_and_files_round_trip(ws: al.Workspace) -> None:
     s = ws.new_session(
         plan=PLAN, tools=[table, figure, blob, produce, mean_mass], name="art"

@@ -235,27 +235,22 @@ def test_export_parquet(
 def test_rm_asks_refuses_running_sessions_and_frees_the_name(
     files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from argus_lab.store.checkpoints import SessionStore
-
     ws, plan, tools = files
     for name in ("gone", "busy"):
         cli(capsys, "-w", ws, "run", plan, "--tools", tools, "--name", name)
     code, _, err = cli(capsys, "-w", ws, "rm", "gone")  # pytest's stdin: no terminal
     assert code == 2 and "pass --yes" in err
     workspace = al.Workspace(ws)
-    busy = workspace._lookup("busy")
-    assert busy is not None
-    store = SessionStore(workspace._session_dir(busy), busy)
-    store.acquire_lease("another-runner", ttl=60)  # a live runner in this process
-    store.close()
+    with workspace.store("busy") as store:
+        store.acquire_lease("another-runner", ttl=60)  # a live runner in this process
     code, _, err = cli(capsys, "-w", ws, "rm", "gone", "busy", "--yes")
     assert code == 4 and "'busy' is being run by process" in err
-    assert workspace._lookup("gone") is not None  # nothing removed: all or none
-    sid = workspace._lookup("gone")
+    assert "gone" in workspace  # nothing removed: all or none
+    sid = workspace.resolve("gone")
     code, out = cli_json(capsys, "-w", ws, "rm", "gone", "-y")
     assert code == 0 and out["removed"][0]["name"] == "gone"
     assert out["bytes_freed"] > 0
-    assert not workspace._session_dir(str(sid)).exists()
+    assert not (ws / "sessions" / sid).exists() and sid not in workspace
     assert not (ws / "files" / str(sid)).exists()
     assert [i.name for i in workspace.sessions()] == ["busy"]
     code, _, err = cli(capsys, "-w", ws, "rm", "gone", "--yes")
@@ -303,13 +298,8 @@ def test_gc_drops_old_sessions_then_orphans_and_keeps_what_is_used(
     assert code == 0 and out["sessions"] == [] and out["artifacts"] == 1
     assert not orphan.exists()
     orphan = workspace.artifacts.path(workspace.artifacts.put_bytes(b"young"))
-    k = workspace._lookup("k")
-    assert k is not None
-    from argus_lab.store.checkpoints import SessionStore
-
-    store = SessionStore(workspace._session_dir(k), k)
-    store.acquire_lease("runner", ttl=60)
-    store.close()
+    with workspace.store("k") as store:
+        store.acquire_lease("runner", ttl=60)
     code, out = cli_json(capsys, "-w", ws, "gc", "--max-size", "1", "--dry-run")
     assert out["sessions"] == [] and out["young_artifacts_kept"] == 1  # "k" runs
     assert orphan.exists()
@@ -358,6 +348,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"code": code, "out": out.getvalue(), "root": root}
 
 
+@pytest.mark.slow
 def test_demo_runs_the_study_and_says_what_it_shows(demo: dict[str, Any]) -> None:
     out = demo["out"]
     assert demo["code"] == 0, out
@@ -378,6 +369,7 @@ def test_demo_runs_the_study_and_says_what_it_shows(demo: dict[str, Any]) -> Non
     assert len(list((published / "figures").glob("*.png"))) == 10
 
 
+@pytest.mark.slow
 def test_demo_again_replays_from_the_cache(
     demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -399,6 +391,7 @@ def test_demo_again_replays_from_the_cache(
         assert code == 2 and needle in err, argv
 
 
+@pytest.mark.slow
 def test_demo_killed_by_sigkill_resumes_then_asks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -493,6 +486,7 @@ def test_every_command_has_help(
     assert "exit codes: 0 succeeded, 1 failed, 2 bad usage" in out
 
 
+@pytest.mark.slow
 def test_the_console_script_is_fast_and_argparse_errors_exit_2(tmp_path: Path) -> None:
     code = (
         "import sys\n"

@@ -204,6 +204,7 @@ def _wait_unlocked(db: Path, p: subprocess.Popen[bytes]) -> None:
             con.close()
 
 
+@pytest.mark.slow
 def test_live_holder_whose_lease_expired_is_taken_over_and_then_refused(
     tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -280,8 +281,7 @@ def test_foreign_lease(
     try:
         # Another runner's lease, written through a store of its own as that
         # runner would write it.
-        store = SessionStore(ws.path / "sessions" / s.id, s.id)
-        try:
+        with ws.store(s.id) as store:
             h = store.read_head()
             assert h is not None
             lease = {
@@ -291,8 +291,6 @@ def test_foreign_lease(
                 "expires": time.time() + ttl,
             }
             store.commit(h.version, "foreign", lease=lease)
-        finally:
-            store.close()
         if not taken_over:
             events_before = [e.model_dump() for e in s.events()]
             with pytest.raises(al.ConcurrentSessionError) as exc:
@@ -311,6 +309,7 @@ def test_foreign_lease(
         ws.close()
 
 
+@pytest.mark.slow
 def test_foreign_lease_can_be_taken_once_it_expires(tmp_path: Path) -> None:
     ws = al.Workspace(tmp_path / "ws")
     s = ws.new_session(

@@ -153,11 +153,11 @@ def test_task_given_as_text_or_dict() -> None:
         build(0)
 
 
-def test_breakdown_is_the_context_built_event_payload() -> None:
+def test_breakdown_is_the_context_built_event() -> None:
     ctx = build(60)
     payload = ctx.event_payload()
     ev = make_event("context_built", session_id="s", ts=0.0, payload=payload)
-    back = json.loads(ev.model_dump_json())["payload"]
+    back = json.loads(ev.model_dump_json())  # the typed fields, as stored
     assert back["budget"] == 60 and back["used"] == ctx.used
     assert back["estimator"] == "estimate_tokens"
     assert [i["id"] for i in back["items"]][:3] == ["write_report", "lisbon", "berlin"]

@@ -120,6 +120,7 @@ MIN_KILLS = 20
 SEED = 4711
 
 
+@pytest.mark.slow
 def test_repeated_sigkill_leaves_every_task_done_exactly_once(
     tmp_path: Path, workers: list[Worker]
 ) -> None:
@@ -244,6 +245,7 @@ def _kill_during_charge(root: Path, workers: list[Worker]) -> str:
 
 
 @pytest.mark.parametrize("decision", ["retry", "skip"])
+@pytest.mark.slow
 def test_interrupted_non_idempotent_write_is_in_doubt_until_decided(
     tmp_path: Path,
     workers: list[Worker],

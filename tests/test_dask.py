@@ -42,7 +42,7 @@ FAST: dict[str, Any] = {"backoff": (0.001, 0.01), "approvals": ()}
 # (no "port in use" UserWarning), and what a killed worker causes is logged by
 # the nanny and the scheduler (logging, not warnings). The timeout guards CI
 # against a hang; a normal run of the whole module takes ~10 s.
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def _load_driver() -> ModuleType:

@@ -142,6 +142,7 @@ def test_write_up_draws_only_the_families_that_replicated() -> None:
     assert subtasks[3].kwargs == {"report": "${report.result}", "dest": "/out"}
 
 
+@pytest.mark.slow
 def test_figures_are_deterministic_pngs(
     tmp_path: Path, clean_table: dict[str, Any]
 ) -> None:
@@ -214,6 +215,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Any:
     ws.close()
 
 
+@pytest.mark.slow
 def test_the_study_runs_62_tasks_through_a_stop_and_an_approval(study: Any) -> None:
     s = study["s"]
     assert study["first"].status == "paused"
@@ -227,6 +229,7 @@ def test_the_study_runs_62_tasks_through_a_stop_and_an_approval(study: Any) -> N
     assert {r.status for r in s.records.values()} == {"succeeded"}
 
 
+@pytest.mark.slow
 def test_nothing_finished_before_the_stop_ran_again(study: Any) -> None:
     s = study["s"]
     done_before = {t for t, st in study["before"].items() if st == "succeeded"}
@@ -244,6 +247,7 @@ def test_nothing_finished_before_the_stop_ran_again(study: Any) -> None:
     assert all(s.record(t.id).attempts == 1 for t in s.plan.tasks if t.id != "citation")
 
 
+@pytest.mark.slow
 def test_three_lazy_subtrees_expanded_from_their_inputs(study: Any) -> None:
     s = study["s"]
     patches = {
@@ -261,6 +265,7 @@ def test_three_lazy_subtrees_expanded_from_their_inputs(study: Any) -> None:
     assert not [t for t in s.plan.tasks if t.tool == EXPAND_TOOL]
 
 
+@pytest.mark.slow
 def test_the_flaky_citation_was_retried(study: Any) -> None:
     s = study["s"]
     retries = [e for e in s.events() if e.kind == "retry_scheduled"]
@@ -270,6 +275,7 @@ def test_the_flaky_citation_was_retried(study: Any) -> None:
     assert s.result("citation")["licence"] == "CC0"
 
 
+@pytest.mark.slow
 def test_the_report_its_figures_and_the_published_copy(study: Any) -> None:
     s = study["s"]
     report = s.result("write_up/report")
@@ -297,6 +303,7 @@ def test_the_report_its_figures_and_the_published_copy(study: Any) -> None:
     assert [(e.task_id, e.payload["by"]) for e in granted] == [(runner.PUBLISH, "test")]
 
 
+@pytest.mark.slow
 def test_a_cached_rerun_replays_every_task_in_a_fraction_of_the_time(
     study: Any,
 ) -> None:

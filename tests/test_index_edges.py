@@ -59,8 +59,12 @@ def test_a_zero_byte_index_is_rebuilt(tmp_path: Path) -> None:
     s.close()
 
 
-def test_a_name_the_index_lost_is_found_in_the_folders(tmp_path: Path) -> None:
+def test_a_name_the_index_lost_is_found_in_the_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ids = _workspace(tmp_path)
+    # Sessions made a moment ago are taken for creates in progress: age them.
+    monkeypatch.setattr("argus_lab.workspace._CREATING_S", 0.0)
     ws = al.Workspace(tmp_path)
     ws._index.delete("name:beta")  # e.g. written by a process that crashed
     with pytest.warns(IndexRebuiltWarning, match="did not know 'beta'"):
@@ -185,3 +189,19 @@ def test_an_index_rebuilt_with_no_readable_session_is_not_rebuilt_again(
             assert ws._index is not None and _names(ws) == []
             ws.close()
     assert len(list(tmp_path.glob("index.damaged-*"))) == 0
+
+
+def test_a_reader_between_a_create_s_folder_and_its_index_entry(tmp_path: Path) -> None:
+    """A create writes its folder, then its index entry. A reader in between
+    finds the folder without a warning, and the create still succeeds."""
+    ids = _workspace(tmp_path)
+    ws = al.Workspace(tmp_path)
+    ws._index.delete("name:beta")  # the moment between folder and entry
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = ws.open("beta")  # a second kernel polling for the session
+    assert s.id == ids["beta"]
+    s.close()
+    # The creator's own entry now finds the reader's: the same id, no conflict.
+    assert ws._index.get("name:beta") == ids["beta"]
+    assert ws._index.add("name:beta", ids["beta"]) is False

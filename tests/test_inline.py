@@ -154,3 +154,27 @@ def test_a_call_that_fails_on_the_loop_is_run_again_on_a_thread(
     assert on_loop(seen[INLINE_AFTER]) and not on_loop(seen[INLINE_AFTER + 1])
     assert not any(on_loop(n) for n in seen[INLINE_AFTER + 1 :])
     assert len(seen) == 7
+
+
+def test_a_failure_on_the_loop_is_an_attempt_like_any_other(
+    ws: al.Workspace,
+) -> None:
+    """A tool that fails while inline fails that attempt: it is counted, retried
+    with backoff by the task's policy, and never repeated silently on a thread."""
+    calls: list[str] = []
+
+    def flaky(i: int) -> int:
+        calls.append(threading.current_thread().name)
+        if len(calls) == INLINE_AFTER + 1:  # the first call that runs inline
+            raise al.TransientError("flaky once")
+        return i
+
+    tool = al.tool(name="flaky", retries=2)(flaky)
+    s = ws.new_session(plan=chain(6, "flaky"), tools=[tool], name="flaky")
+    assert s.run().status == "succeeded"
+    failed_at = f"t{INLINE_AFTER}"
+    assert s.record(failed_at).attempts == 2
+    assert [e.task_id for e in s.events() if e.kind == "retry_scheduled"] == [failed_at]
+    assert on_loop(calls[INLINE_AFTER])
+    assert len(calls) == 7  # six tasks and one retry: nothing ran twice unseen
+    s.close()

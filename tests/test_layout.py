@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import argus_lab as al
-from argus_lab.jupyter.layout import (
+from argus_lab.layout import (
     GROUP_PREFIX,
     Layout,
     LayoutNode,

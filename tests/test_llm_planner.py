@@ -228,7 +228,7 @@ def test_gives_up_after_max_rounds_listing_the_last_problems() -> None:
         planner.plan(GOAL, tools=BASIC_TOOLS)
     assert "2 rounds" in e.value.message and "'fly'" in e.value.message
     assert "known tools: add, boom, echo" in e.value.message
-    assert e.value.problems and len(planner.rounds) == 2  # type: ignore[attr-defined]
+    assert e.value.problems and len(planner.rounds) == 2
 
 
 def test_a_text_reply_is_asked_to_call_the_tool() -> None:

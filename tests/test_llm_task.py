@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 
 import argus_lab as al
+import argus_lab.analysis as an
 from argus_lab.llm import AnthropicModel, ModelRequest, Price, Usage
 from argus_lab.llm.testing import FunctionModel, tool_call
 from argus_lab.store.checkpoints import SessionStore
+from argus_lab.tools.approval import DEFAULT_POLICIES, require_approval
 from tests.fixtures.llm.fake_api import FakeAPI, block_network, message, text, tool_use
 
 LOOKUPS: list[str] = []
@@ -224,3 +226,37 @@ def test_an_llm_task_interrupted_by_a_crash_reruns(ws: al.Workspace) -> None:
         assert again.record("explain").status == "running"
         assert again.run().status == "succeeded"  # rerun, not left in doubt
         assert again.record("explain").attempts == 2
+
+
+def test_a_model_calling_a_tool_that_needs_approval_is_told_so_typed(
+    ws: al.Workspace,
+) -> None:
+    sent: list[str] = []
+
+    @al.tool(side_effect="write")
+    def send(to: str) -> str:
+        """Sends a message (needs a person's approval)."""
+        sent.append(to)
+        return "sent"
+
+    def ask_then_answer(req: ModelRequest) -> object:
+        if not any(m.role == "assistant" for m in req.messages):
+            return tool_call("send", {"to": "all"})
+        return "I could not send it without approval."
+
+    plan = {"tasks": [{"id": "t", "kind": "llm", "description": "Send it.",
+                       "llm_tools": ["send"]}]}  # fmt: skip
+    model = FunctionModel(ask_then_answer, name="scripted")
+    with ws.new_session(plan=plan, tools=[send], name="ask", models=model) as s:
+        assert s.run().status == "succeeded"
+        calls = an.tool_calls_df(s)
+    assert sent == []  # never ran
+    row = calls[calls["source"] == "llm"].iloc[0]
+    assert (row["tool"], row["ok"], row["error_type"]) == (
+        "send",
+        False,
+        "ApprovalRequired",
+    )
+    assert "needs a person's approval (ask (tools=*, side_effect=write)" in row["error"]
+    with pytest.raises(al.ApprovalRequired, match="'send' needs"):
+        require_approval(DEFAULT_POLICIES, send, {"to": "all"})

@@ -177,6 +177,7 @@ def test_bad_arguments_raise_usage_errors(ip: InteractiveShell) -> None:
             cell(ip, line, body)
 
 
+@pytest.mark.slow
 def test_goal_text_without_a_key_names_the_offline_ways(ip: InteractiveShell) -> None:
     # Goal text goes to the LLM planner; with no API key that must say what to do.
     with pytest.raises(UsageError, match="planning failed") as e:

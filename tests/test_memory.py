@@ -27,7 +27,7 @@ from argus_lab.store.memory import (
     remember_lesson,
     remember_result,
 )
-from argus_lab.tools.memory_tools import MEMORY_TOOLS, memory_add, memory_search
+from argus_lab.store.memory_tools import MEMORY_TOOLS, memory_add, memory_search
 from argus_lab.tools.registry import ToolContext
 
 CORPUS = Path(__file__).parent / "fixtures" / "memory_corpus"
@@ -50,6 +50,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Memory:
 # -- writing and upsert --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_add_get_round_trip(mem: Memory) -> None:
     mid = mem.add(
         "The Lisbon venue costs 4,100 EUR a day",
@@ -428,6 +429,7 @@ def test_lessons_are_recalled_across_sessions(tmp_path: Path) -> None:
 # -- embedders ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_hash_embedder_is_deterministic_across_processes() -> None:
     e = HashEmbedder(64)
     here = e(["Durable agents checkpoint every step"])[0].tolist()
@@ -680,7 +682,7 @@ def test_memory_tools_in_a_session(ws: al.Workspace) -> None:
 def test_importing_argus_lab_and_these_modules_does_not_import_lancedb() -> None:
     code = (
         "import sys, argus_lab, argus_lab.store.memory, argus_lab.runtime.context,"
-        " argus_lab.tools.memory_tools;"
+        " argus_lab.store.memory_tools;"
         "heavy = ('lancedb', 'pyarrow', 'numpy', 'wordllama', 'tokenizers');"
         "print([m for m in heavy if m in sys.modules])"
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import argus_lab as al
 from argus_lab.llm import ModelRequest
 from argus_lab.llm.testing import FunctionModel
@@ -14,6 +16,7 @@ def survey(city: str) -> dict[str, object]:
     return {"city": city, "best_venue": "Fabrica Lisboa", "capacity": 300}
 
 
+@pytest.mark.slow
 def test_results_and_lessons_are_remembered_with_provenance(ws: al.Workspace) -> None:
     plan = {
         "goal": "find a venue",

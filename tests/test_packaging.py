@@ -8,9 +8,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 
 
+@pytest.mark.slow
 def test_wheel_contents_and_an_installed_copy_find_them(tmp_path: Path) -> None:
     out = tmp_path / "dist"
     subprocess.run(

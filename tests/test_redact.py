@@ -28,6 +28,7 @@ def all_bytes(folder: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
 
 
+@pytest.mark.slow
 def test_secret_in_args_result_and_exception_lands_nowhere(
     ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -103,6 +103,7 @@ def test_errors_are_results_with_the_code_lines(ctx: al.ToolContext) -> None:
     assert run(ctx, "import sys; sys.exit(3)")["exit_code"] == 3
 
 
+@pytest.mark.slow
 def test_infinite_loop_is_killed_at_the_cpu_limit(ctx: al.ToolContext) -> None:
     t0 = time.monotonic()
     res = run(ctx, "while True:\n    pass\n", Limits(wall_time=20, cpu_time=1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 import threading
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,6 +50,7 @@ def dags(draw: st.DrawFn) -> tuple[int, list[list[int]], list[int], int]:
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dags())
+@pytest.mark.slow
 def test_random_dags_with_transient_failures(
     case: tuple[int, list[list[int]], list[int], int],
 ) -> None:

@@ -23,8 +23,8 @@ import argus_lab as al
 from argus_lab.errors import PlanError
 from argus_lab.llm.base import ModelRequest
 from argus_lab.llm.testing import FunctionModel
+from argus_lab.store.memory_tools import MEMORY_TOOLS
 from argus_lab.tools.builtin import builtin_tools
-from argus_lab.tools.memory_tools import MEMORY_TOOLS
 from argus_lab.tools.sandbox import Limits, make_python_tool
 
 SECRET = "sweep-" + uuid.uuid4().hex  # the first 12 characters are random too

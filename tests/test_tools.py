@@ -102,3 +102,13 @@ def test_code_hash_changes_with_the_code() -> None:
 
     assert make(1).code_hash != make(2).code_hash
     assert make(1).code_hash == make(1).code_hash
+
+
+def test_argument_adapters_are_cached_by_annotation_not_by_id() -> None:
+    from typing import Annotated
+
+    from argus_lab.tools.registry import _adapter
+
+    assert _adapter(list[int]) is _adapter(list[int])  # equal annotations share
+    odd = Annotated[int, {"unhashable": True}]
+    assert _adapter(odd).validate_python("3") == 3  # built, not cached

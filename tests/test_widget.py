@@ -18,8 +18,8 @@ import pytest
 
 import argus_lab as al
 from argus_lab.jupyter.display import STATUS_COLORS, session_html
-from argus_lab.jupyter.layout import GROUP_PREFIX
 from argus_lab.jupyter.widget import ACTIONS, GraphWidget, asset_path
+from argus_lab.layout import GROUP_PREFIX
 from tests.conftest import BASIC_TOOLS, FAST
 
 WAIT = 30.0
@@ -501,7 +501,7 @@ def test_static_html_of_a_session(ws: al.Workspace) -> None:
 
 def test_jupyter_package_imports_lazily() -> None:
     code = (
-        "import sys, argus_lab.jupyter, argus_lab.jupyter.layout\n"
+        "import sys, argus_lab.jupyter, argus_lab.layout\n"
         "heavy = ('anywidget', 'ipywidgets', 'IPython')\n"
         "print(','.join(m for m in heavy if m in sys.modules))"
     )

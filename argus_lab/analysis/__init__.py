@@ -12,8 +12,10 @@ They link by ids: ``session_id``; ``task_id``; ``(session_id, task_id, attempt)`
 declarative specs (:class:`Columns` of :class:`Column`) that compose with ``+``;
 ``schema()`` lists every column with its dtype and meaning. Timestamps are
 tz-aware UTC, durations timedeltas, statuses and kinds categoricals, token counts
-nullable ``Int64``, costs ``float64``; nested values (payloads, results, args) are
-JSON text. ``dtype_backend="pyarrow"`` gives Arrow-backed frames.
+nullable ``Int64``, costs ``float64``; nested values (an event's ``details``,
+results, args) are JSON text. ``dtype_backend="pyarrow"`` gives Arrow-backed
+frames. A Workspace is read strictly (a damaged session raises);
+``strict=False`` skips it and lists it in ``df.attrs["skipped"]``.
 
 Post-mortem (each takes a Session or :class:`Frames` of one session):
 ``critical_path``, ``failure_chains``, ``retries_summary``, ``cost_by``,

@@ -12,6 +12,16 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.analysis._columns import Column, Columns, records
 from argus_lab.analysis._frames import Frames
 from argus_lab.analysis._postmortem import one_session
+from argus_lab.analysis._values import epoch, secs
+from argus_lab.events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    EventBase,
+    HtnDecision,
+    PlanPatched,
+    TaskRetried,
+    TaskSkipped,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,10 +56,6 @@ def _isna(v: Any) -> bool:
     import pandas as pd
 
     return not isinstance(v, list | dict) and bool(pd.isna(v))
-
-
-def _secs(v: Any) -> float | None:
-    return None if v is None else float(v.total_seconds())
 
 
 def compare(
@@ -97,7 +103,7 @@ def compare(
             if not (x["reused"] or y["reused"]):
                 if abs((x["cost_usd"] or 0.0) - (y["cost_usd"] or 0.0)) > 1e-12:
                     changes.append("cost")
-                da, db = _secs(x["duration"]), _secs(y["duration"])
+                da, db = secs(x["duration"]), secs(y["duration"])
                 if (da is None) != (db is None) or (
                     da is not None
                     and db is not None
@@ -115,26 +121,32 @@ def compare(
                 "result_changed": "result" in changes,
                 "cost_a": x.get("cost_usd"),
                 "cost_b": y.get("cost_usd"),
-                "duration_a": _secs(x.get("duration")),
-                "duration_b": _secs(y.get("duration")),
+                "duration_a": secs(x.get("duration")),
+                "duration_b": secs(y.get("duration")),
                 "changes": changes,
             }
         )
     return COMPARE_COLUMNS.frame(rows)
 
 
-def _payloads(f: Frames, *kinds: str) -> list[dict[str, Any]]:
+def _events(f: Frames, *kinds: str) -> list[EventBase]:
+    """The events of these kinds as their typed models, rebuilt from the frame."""
+    from argus_lab.events import event_class
+
     e = f.events
     e = e[e["kind"].isin(kinds)]
-    out = []
+    out: list[EventBase] = []
     for r in records(e):
-        p = json.loads(r["payload"]) if isinstance(r["payload"], str) else {}
-        out.append({**r, "p": p if isinstance(p, dict) else {}})
+        own = json.loads(r["details"]) if isinstance(r.get("details"), str) else {}
+        common = {
+            "session_id": str(r["session_id"]),
+            "seq": int(r["seq"]),
+            "ts": epoch(r["ts"]) or 0.0,
+            "task_id": None if _isna(r["task_id"]) else str(r["task_id"]),
+        }
+        kind = str(r["kind"])
+        out.append(event_class(kind).model_validate({**own, **common, "kind": kind}))
     return out
-
-
-def _epoch(ts: Any) -> float:
-    return float(ts.value) / 1e9
 
 
 PLAN_DIFF_COLUMNS = Columns(
@@ -156,20 +168,24 @@ def plan_diff(src: Session | Frames) -> pd.DataFrame:
         the patch made), change, task_id, reason.
     """
     rows: list[dict[str, Any]] = []
-    for ev in _payloads(one_session(src), "plan_patched"):
-        p = ev["p"]
-        for change in ("added", "removed", "changed", "rewired"):
-            # Lists of ids or of task dicts; "rewired" maps id -> its new deps.
-            for item in p.get(change) or []:
-                tid = item.get("id") if isinstance(item, dict) else item
+    for ev in _events(one_session(src), "plan_patched"):
+        assert isinstance(ev, PlanPatched)
+        changes: dict[str, list[str]] = {
+            "added": ev.added,
+            "removed": ev.removed,
+            "changed": list(ev.changed),
+            "rewired": list(ev.rewired),
+        }
+        for change, ids in changes.items():
+            for tid in ids:
                 rows.append(
                     {
-                        "seq": ev["seq"],
-                        "ts": _epoch(ev["ts"]),
-                        "version": p.get("version"),
+                        "seq": ev.seq,
+                        "ts": ev.ts,
+                        "version": ev.version,
                         "change": change,
-                        "task_id": None if tid is None else str(tid),
-                        "reason": p.get("reason"),
+                        "task_id": tid,
+                        "reason": ev.reason,
                     }
                 )
     return PLAN_DIFF_COLUMNS.frame(rows)
@@ -212,64 +228,63 @@ def decisions(src: Session | Frames) -> pd.DataFrame:
         "task_retried",
     )
     rows: list[dict[str, Any]] = []
-    for ev in _payloads(f, *kinds):
-        p, k, tid = ev["p"], str(ev["kind"]), ev["task_id"]
-        tid = None if _isna(tid) else str(tid)
-        row: dict[str, Any] = {"seq": ev["seq"], "ts": _epoch(ev["ts"]), "task_id": tid}
-        if k == "htn_decision":
+    for ev in _events(f, *kinds):
+        tid = ev.task_id
+        row: dict[str, Any] = {"seq": ev.seq, "ts": ev.ts, "task_id": tid}
+        if isinstance(ev, HtnDecision):
             row |= {
                 "kind": "htn",
-                "subject": p.get("compound") or tid,
-                "decision": p.get("decision"),
+                "subject": ev.compound or tid,
+                "decision": ev.decision,
                 "detail": _join(
-                    f"method {p['method']}" if p.get("method") else None,
-                    p.get("reason"),
+                    f"method {ev.method}" if ev.method else None, ev.reason
                 ),
             }
-        elif k == "plan_patched":
-            added, removed = p.get("added") or [], p.get("removed") or []
+        elif isinstance(ev, PlanPatched):
             row |= {
                 "kind": "replan",
-                "subject": f"plan v{p.get('version', '?')}",
+                "subject": f"plan v{ev.version if ev.version is not None else '?'}",
                 "decision": "patched",
                 "detail": _join(
-                    f"+{len(added)} -{len(removed)} tasks",
-                    f"{p['compound']} by {p.get('method')}"
-                    if p.get("compound")
-                    else None,
-                    p.get("reason"),
+                    f"+{len(ev.added)} -{len(ev.removed)} tasks",
+                    f"{ev.compound} by {ev.method}" if ev.compound else None,
+                    ev.reason,
                 ),
             }
-        elif k.startswith("approval_"):
-            granted = k == "approval_granted"
-            edited = p.get("edited_args")
+        elif isinstance(ev, ApprovalGranted):
+            edited = ev.edited_args
             row |= {
                 "kind": "approval",
                 "subject": tid,
-                "decision": "granted" if granted else "rejected",
-                "by": p.get("by"),
+                "decision": "granted",
+                "by": ev.by,
                 "detail": _join(
                     f"edited args: {json.dumps(edited, sort_keys=True)}"
                     if edited is not None
-                    else None,
-                    None if granted else p.get("reason"),
+                    else None
                 ),
             }
-        elif k == "task_skipped":
+        elif isinstance(ev, ApprovalRejected):
+            row |= {
+                "kind": "approval",
+                "subject": tid,
+                "decision": "rejected",
+                "by": ev.by,
+                "detail": _join(ev.reason),
+            }
+        elif isinstance(ev, TaskSkipped):
             row |= {
                 "kind": "skip",
                 "subject": tid,
                 "decision": "skipped",
-                "detail": p.get("reason"),
+                "detail": ev.reason,
             }
-        else:
+        elif isinstance(ev, TaskRetried):
             row |= {
                 "kind": "retry",
                 "subject": tid,
                 "decision": "retried",
-                "detail": _join(
-                    f"was {p['from']}" if p.get("from") else None, p.get("why")
-                ),
+                "detail": _join(f"was {ev.previous}" if ev.previous else None, ev.why),
             }
         rows.append(row)
     return DECISION_COLUMNS.frame(rows)

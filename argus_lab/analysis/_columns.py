@@ -1,10 +1,10 @@
 """Declarative column specs: a frame's columns, their dtypes, where each comes from.
 
 A :class:`Column` names one column, its logical dtype and how to read it from a row
-(a plain dict): by a dotted ``path`` (``"payload.model"``), by a ``value`` function, or
+(a plain dict): by a dotted ``path`` (``"args.city"``), by a ``value`` function, or
 by its own name. :class:`Columns` is an ordered spec; specs compose with ``+``::
 
-    spec = EVENT_ID_COLUMNS + Columns(Column("model", "string", path="payload.model"))
+    spec = EVENT_ID_COLUMNS + Columns(Column("model", "string"))
 
 Frames are built column by column from lists (one list comprehension per column,
 then one vectorised conversion), never one object per row.
@@ -35,10 +35,11 @@ sessions concatenate without turning into objects); a value outside it is append
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from argus_lab.analysis._values import canonical
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,7 +82,7 @@ class Column:
     Attributes:
         name: The column's name in the frame.
         dtype: Its logical dtype (see the module docstring).
-        path: Dotted path into the row (``"payload.model"``); default: ``name``.
+        path: Dotted path into the row (``"args.city"``); default: ``name``.
         value: A function of the whole row, used instead of ``path`` when given.
         categories: For ``category`` columns, the known categories, in order.
         doc: What the column holds (shown by :meth:`Columns.describe`).
@@ -114,7 +115,7 @@ class Column:
         if len(parts) == 1:
             key = parts[0]
             return [r.get(key) for r in rows]
-        if len(parts) == 2:  # the common "payload.<key>": no per-row function call
+        if len(parts) == 2:  # the common "<field>.<key>": no per-row function call
             a, b = parts
             return [x.get(b) if isinstance(x := r.get(a), dict) else None for r in rows]
         return [_dig(r, parts) for r in rows]
@@ -291,7 +292,7 @@ def pandas_dtype(
 def _json_text(v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return v
-    return json.dumps(v, sort_keys=True, ensure_ascii=False, default=str)
+    return canonical(v)
 
 
 def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> Any:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.analysis import _rows
 from argus_lab.analysis._columns import Columns, DtypeBackend, Row
-from argus_lab.analysis._read import SessionData, Source, read_sessions
+from argus_lab.analysis._read import Read, SessionData, Source, read_sessions
 from argus_lab.analysis._schema import FRAME_COLUMNS
 
 if TYPE_CHECKING:
@@ -53,15 +53,18 @@ FRAME_NAMES: tuple[str, ...] = tuple(_ROWS)
 
 def _build(
     name: str,
-    data: list[SessionData],
+    data: Read,
     columns: Columns | None,
     dtype_backend: DtypeBackend,
 ) -> pd.DataFrame:
     rows: list[Row] = []
     fn = _ROWS[name]
-    for d in data:
+    for d in data.sessions:
         rows.extend(fn(d))
-    return (columns or FRAME_COLUMNS[name]).frame(rows, dtype_backend)
+    df = (columns or FRAME_COLUMNS[name]).frame(rows, dtype_backend)
+    if data.skipped is not None:
+        df.attrs["skipped"] = dict(data.skipped)
+    return df
 
 
 def sessions_df(
@@ -69,6 +72,7 @@ def sessions_df(
     *,
     columns: Columns | None = None,
     dtype_backend: DtypeBackend = "numpy_nullable",
+    strict: bool = True,
 ) -> pd.DataFrame:
     """One row per session: status, timing, task counts, attempts and model usage.
 
@@ -76,8 +80,10 @@ def sessions_df(
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         columns: The column spec; default ``SESSION_COLUMNS``.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+        strict: For a Workspace: True (default) raises on a damaged session;
+            False skips it and lists it in ``df.attrs["skipped"]`` (see ``frames``).
     """
-    data = read_sessions(src, plan="sessions" not in _EVENTS_ONLY)
+    data = read_sessions(src, strict=strict, plan="sessions" not in _EVENTS_ONLY)
     return _build("sessions", data, columns, dtype_backend)
 
 
@@ -86,6 +92,7 @@ def tasks_df(
     *,
     columns: Columns | None = None,
     dtype_backend: DtypeBackend = "numpy_nullable",
+    strict: bool = True,
 ) -> pd.DataFrame:
     """One row per task, in plan order: status, timing, errors, result and usage.
 
@@ -93,8 +100,10 @@ def tasks_df(
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         columns: The column spec; default ``TASK_COLUMNS``.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+        strict: For a Workspace: True (default) raises on a damaged session;
+            False skips it and lists it in ``df.attrs["skipped"]`` (see ``frames``).
     """
-    data = read_sessions(src, plan="tasks" not in _EVENTS_ONLY)
+    data = read_sessions(src, strict=strict, plan="tasks" not in _EVENTS_ONLY)
     return _build("tasks", data, columns, dtype_backend)
 
 
@@ -103,16 +112,20 @@ def events_df(
     *,
     columns: Columns | None = None,
     dtype_backend: DtypeBackend = "numpy_nullable",
+    strict: bool = True,
 ) -> pd.DataFrame:
-    """One row per committed event, in seq order; ``payload`` is JSON text.
+    """One row per committed event, in seq order; ``details`` (the kind's own typed
+    fields, see ``argus_lab.events``) is JSON text.
 
     Args:
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         columns: The column spec; default ``EVENT_COLUMNS``. A Column with a path
-            into ``payload`` needs the parsed frames (``llm_calls_df``, ...) instead.
+            into ``details`` needs the parsed frames (``llm_calls_df``, ...) instead.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+        strict: For a Workspace: True (default) raises on a damaged session;
+            False skips it and lists it in ``df.attrs["skipped"]`` (see ``frames``).
     """
-    data = read_sessions(src, plan="events" not in _EVENTS_ONLY)
+    data = read_sessions(src, strict=strict, plan="events" not in _EVENTS_ONLY)
     return _build("events", data, columns, dtype_backend)
 
 
@@ -121,6 +134,7 @@ def attempts_df(
     *,
     columns: Columns | None = None,
     dtype_backend: DtypeBackend = "numpy_nullable",
+    strict: bool = True,
 ) -> pd.DataFrame:
     """One row per attempt: when it ran and how it ended (retries are rows).
 
@@ -128,8 +142,10 @@ def attempts_df(
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         columns: The column spec; default ``ATTEMPT_COLUMNS``.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+        strict: For a Workspace: True (default) raises on a damaged session;
+            False skips it and lists it in ``df.attrs["skipped"]`` (see ``frames``).
     """
-    data = read_sessions(src, plan="attempts" not in _EVENTS_ONLY)
+    data = read_sessions(src, strict=strict, plan="attempts" not in _EVENTS_ONLY)
     return _build("attempts", data, columns, dtype_backend)
 
 
@@ -138,16 +154,19 @@ def llm_calls_df(
     *,
     columns: Columns | None = None,
     dtype_backend: DtypeBackend = "numpy_nullable",
+    strict: bool = True,
 ) -> pd.DataFrame:
     """One row per model call: model, tokens, cost, cache hits.
 
     Args:
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         columns: The column spec; default ``LLM_CALL_COLUMNS``; a Column with
-            ``path="payload.<key>"`` reads any other payload field.
+            a Column named after any other ``LlmCall`` field reads it.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+        strict: For a Workspace: True (default) raises on a damaged session;
+            False skips it and lists it in ``df.attrs["skipped"]`` (see ``frames``).
     """
-    data = read_sessions(src, plan="llm_calls" not in _EVENTS_ONLY)
+    data = read_sessions(src, strict=strict, plan="llm_calls" not in _EVENTS_ONLY)
     return _build("llm_calls", data, columns, dtype_backend)
 
 
@@ -156,6 +175,7 @@ def tool_calls_df(
     *,
     columns: Columns | None = None,
     dtype_backend: DtypeBackend = "numpy_nullable",
+    strict: bool = True,
 ) -> pd.DataFrame:
     """Every tool call: task attempts (source "task") and calls models made ("llm").
 
@@ -163,8 +183,10 @@ def tool_calls_df(
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         columns: The column spec; default ``TOOL_CALL_COLUMNS``.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+        strict: For a Workspace: True (default) raises on a damaged session;
+            False skips it and lists it in ``df.attrs["skipped"]`` (see ``frames``).
     """
-    data = read_sessions(src, plan="tool_calls" not in _EVENTS_ONLY)
+    data = read_sessions(src, strict=strict, plan="tool_calls" not in _EVENTS_ONLY)
     return _build("tool_calls", data, columns, dtype_backend)
 
 
@@ -173,6 +195,7 @@ def approvals_df(
     *,
     columns: Columns | None = None,
     dtype_backend: DtypeBackend = "numpy_nullable",
+    strict: bool = True,
 ) -> pd.DataFrame:
     """One row per approval request (or policy refusal): decision, who, how long.
 
@@ -180,8 +203,10 @@ def approvals_df(
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         columns: The column spec; default ``APPROVAL_COLUMNS``.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+        strict: For a Workspace: True (default) raises on a damaged session;
+            False skips it and lists it in ``df.attrs["skipped"]`` (see ``frames``).
     """
-    data = read_sessions(src, plan="approvals" not in _EVENTS_ONLY)
+    data = read_sessions(src, strict=strict, plan="approvals" not in _EVENTS_ONLY)
     return _build("approvals", data, columns, dtype_backend)
 
 
@@ -244,14 +269,24 @@ class Frames:
         return f"<Frames {sizes}>"
 
 
-def frames(src: Source, *, dtype_backend: DtypeBackend = "numpy_nullable") -> Frames:
+def frames(
+    src: Source,
+    *,
+    dtype_backend: DtypeBackend = "numpy_nullable",
+    strict: bool = True,
+) -> Frames:
     """Every frame of a Session, a Workspace or a list of Sessions, reading each once.
 
     Args:
         src: A Session, a Workspace (every session in it) or a list of Sessions.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
+        strict: For a Workspace: True (default) raises on a damaged session
+            (CorruptCheckpointError naming it and the record); False reads the
+            others and says which were skipped and why: every frame's
+            ``attrs["skipped"]`` maps their ids to the reason, and a warning is
+            logged (logger "argus_lab").
     """
-    data = read_sessions(src)
+    data = read_sessions(src, strict=strict)
     built = {f.name: _build(f.name, data, None, dtype_backend) for f in fields(Frames)}
     return Frames(**built)
 

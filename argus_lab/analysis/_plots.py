@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.analysis._frames import Frames
 from argus_lab.analysis._postmortem import cost_by, one_session
+from argus_lab.analysis._values import secs
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -45,12 +46,6 @@ def _unit(span_s: float) -> tuple[float, str]:
     if span_s < 7200:
         return 60.0, "minutes"
     return 3600.0, "hours"
-
-
-def _secs(v: Any) -> float | None:
-    import pandas as pd
-
-    return None if v is None or pd.isna(v) else float(v.total_seconds())
 
 
 def _empty(ax: Axes, text: str) -> None:
@@ -126,7 +121,7 @@ def timeline(src: Session | Frames, *, max_tasks: int = 60) -> Figure:
         )
         if int(r.attempt) > 1:
             ax.text(left, y - 0.38, f"#{int(r.attempt)}", fontsize=7, va="bottom")
-        delay = _secs(r.retry_delay)
+        delay = secs(r.retry_delay)
         if delay and not pd.isna(r.ended):
             ax.plot(
                 [x(r.ended), x(r.ended) + delay / scale],

@@ -17,6 +17,7 @@ import pandas as pd
 
 from argus_lab.analysis._columns import Column, Columns, DtypeSpec, records
 from argus_lab.analysis._frames import Frames, frames
+from argus_lab.analysis._values import epoch
 
 if TYPE_CHECKING:
     from argus_lab.runtime.session import Session
@@ -196,17 +197,13 @@ def failure_chains(src: Session | Frames) -> pd.DataFrame:
                 "error_type": r.error_type,
                 "error": r.error,
                 "attempts": r.attempts,
-                "ended": _epoch(r.ended),
+                "ended": epoch(r.ended),
                 "n_blocked": len(blocked),
                 "blocked": blocked,
             }
         )
     rows.sort(key=lambda x: (x["ended"] is None, x["ended"] or 0.0))
     return FAILURE_COLUMNS.frame(rows)
-
-
-def _epoch(ts: Any) -> float | None:
-    return None if pd.isna(ts) else float(ts.value) / 1e9
 
 
 def _na(v: Any) -> Any:

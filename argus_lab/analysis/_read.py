@@ -2,88 +2,109 @@
 
 Events are the bulk of a trajectory (100,000+ in a long run), so they are never
 validated one pydantic object at a time. Their stored text is what
-``EventBase.model_dump_json`` wrote: compact JSON whose last field is ``payload``.
-Each body is split there; the small heads are parsed in ONE ``json.loads`` call (of
-a JSON array joined from them) and the payload stays JSON text, parsed later only
-for the kinds a frame needs (LLM calls, approvals, ...). A body that does not have
-that shape (an old record re-dumped by a migration) is parsed whole instead.
+``EventBase.model_dump_json`` wrote: compact JSON with the EventBase fields first,
+``duration`` last of them, then the kind's own typed fields. Each body is split
+after ``duration``; the small heads are parsed in ONE ``json.loads`` call (of a JSON
+array joined from them) and the kind's fields stay JSON text (``details``), parsed
+later only for the kinds a frame needs (LLM calls, approvals, ...), straight into
+the row: a parsed row reads like the event model (``row["error"]``). A body that
+does not have that shape is parsed whole instead.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from argus_lab.events import EventBase
+from argus_lab.events import COMMON_FIELDS, EventBase
 
 if TYPE_CHECKING:
-    from argus_lab.model import Plan, SessionInfo, TaskRecord
+    from argus_lab.model import SessionInfo, TaskRecord
+    from argus_lab.plan import Plan
     from argus_lab.runtime.session import Session
     from argus_lab.workspace import Workspace
 
-__all__ = ["SessionData", "Source", "parse_events", "read_sessions"]
+__all__ = ["Read", "SessionData", "Source", "parse_events", "read_sessions"]
+
+log = logging.getLogger("argus_lab")
 
 Source: TypeAlias = "Session | Workspace | Iterable[Session]"
 """What the frame functions read: one session, a whole workspace, or a list."""
 
-_MARK = ',"payload":'
+_MARK = ',"duration":'
 _THREADS = 4
 """Sessions of a workspace read at once (store opens and closes are I/O bound)."""
+_PARSED = "_parsed"
+"""Row key set once a row's details are merged into it."""
 
 
-def _payload_is_last() -> bool:
+def _duration_is_last_common() -> bool:
     classes: list[type[EventBase]] = [EventBase]
     while classes:
         cls = classes.pop()
-        if list(cls.model_fields)[-1] != "payload":
+        if tuple(cls.model_fields)[: len(COMMON_FIELDS)] != COMMON_FIELDS:
             return False
         classes.extend(cls.__subclasses__())
-    return True
+    return COMMON_FIELDS[-1] == "duration"
 
 
-# Checked once: if a field is ever added after ``payload``, the split would be
-# wrong, so every body is then parsed whole (slower, still correct).
-_FAST = _payload_is_last()
+# Checked once: if the field order ever changes, the split would be wrong, so
+# every body is then parsed whole (slower, still correct).
+_FAST = _duration_is_last_common()
 
 
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def _split(body: str) -> tuple[str, str] | None:
+    """(head JSON without its closing brace, details JSON), or None."""
+    j = body.find(_MARK) if _FAST else -1
+    if j < 0 or body[-1] != "}":
+        return None
+    j += len(_MARK)
+    # The duration is null or a number: no comma or brace inside.
+    k = body.find(",", j)
+    if k < 0:
+        return body[:-1], "{}"
+    return body[:k], "{" + body[k + 1 :]
+
+
 def parse_events(bodies: list[str]) -> list[dict[str, Any]]:
-    """Parses event JSON bodies into row dicts whose ``payload`` is JSON text.
+    """Parses event JSON bodies into row dicts with the EventBase fields and
+    ``details``: the kind's own fields as JSON text.
 
     Args:
         bodies: Event JSON texts, as ``SessionStore.iter_event_json`` yields them.
 
     Returns:
-        One dict per event with the EventBase fields; ``payload`` is the payload's
-        JSON text (``"{}"`` when empty).
+        One dict per event with the EventBase fields; ``details`` is the JSON
+        text of the kind's own fields (``"{}"`` when it has none).
     """
     heads: list[str] = []
-    payloads: list[str | None] = []
+    details: list[str | None] = []
     slow: list[int] = []
-    n = len(_MARK)
     for i, body in enumerate(bodies):
-        j = body.find(_MARK) if _FAST else -1
-        if j < 0 or body[-1] != "}":
+        got = _split(body)
+        if got is None:
             heads.append("{")
-            payloads.append(None)
+            details.append(None)
             slow.append(i)
         else:
-            heads.append(body[:j])
-            payloads.append(body[j + n : -1])
+            heads.append(got[0])
+            details.append(got[1])
     if not bodies:
         return []
     rows: list[dict[str, Any]] = json.loads("[" + "},".join(heads) + "}]")
-    for row, text in zip(rows, payloads, strict=True):
-        row["payload"] = text
+    for row, text in zip(rows, details, strict=True):
+        row["details"] = text
     for i in slow:
         full = json.loads(bodies[i])
-        full["payload"] = _compact(full.get("payload") or {})
+        own = {k: full.pop(k) for k in list(full) if k not in COMMON_FIELDS}
+        full["details"] = _compact(own)
         rows[i] = full
     return rows
 
@@ -103,32 +124,43 @@ class SessionData:
     def id(self) -> str:
         return self.info.id
 
-    def payload(self, row: dict[str, Any]) -> dict[str, Any]:
-        """The parsed payload of an event row (parsed once, then cached)."""
-        got = row.get("_payload")
-        if got is None:
-            text = row.get("payload")
-            got = json.loads(text) if text else {}
-            if not isinstance(got, dict):
-                got = {"value": got}
-            row["_payload"] = got
-        return got
+    def parsed(self, row: dict[str, Any]) -> dict[str, Any]:
+        """An event row with its kind's fields merged in (parsed once)."""
+        if _PARSED not in row:
+            self._merge([row])
+        return row
 
     def of_kind(self, *kinds: str) -> list[dict[str, Any]]:
-        """Event rows of these kinds, in seq order, their payloads parsed.
+        """Event rows of these kinds, in seq order, their fields merged in.
 
-        The payloads not parsed yet are parsed together in one ``json.loads``
-        of a joined array (several times faster than one call each).
+        The rows not parsed yet are parsed together in one ``json.loads`` of a
+        joined array (several times faster than one call each).
         """
         wanted = set(kinds)
         rows = [r for r in self.events if r.get("kind") in wanted]
-        todo = [r for r in rows if "_payload" not in r]
-        if todo:
-            texts = [r.get("payload") or "{}" for r in todo]
-            parsed = json.loads("[" + ",".join(texts) + "]")
-            for r, p in zip(todo, parsed, strict=True):
-                r["_payload"] = p if isinstance(p, dict) else {"value": p}
+        self._merge([r for r in rows if _PARSED not in r])
         return rows
+
+    @staticmethod
+    def _merge(rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        texts = [r.get("details") or "{}" for r in rows]
+        parsed = json.loads("[" + ",".join(texts) + "]")
+        for r, p in zip(rows, parsed, strict=True):
+            # A kind's own fields never share a name with an EventBase field
+            # (events/_base.py), so this cannot overwrite one.
+            r.update(p)
+            r[_PARSED] = True
+
+
+@dataclass
+class Read:
+    """What ``read_sessions`` read, and what it skipped (``strict=False`` only)."""
+
+    sessions: list[SessionData]
+    skipped: dict[str, str] | None = None
+    """Session id -> why it was skipped; None when reading strictly."""
 
 
 def _from_session(s: Session) -> SessionData:
@@ -138,58 +170,64 @@ def _from_session(s: Session) -> SessionData:
     )
 
 
-def _read_folder(ws: Workspace, folder: Path, *, plan: bool) -> SessionData | None:
-    """One session read straight from its store (None if its metadata is damaged)."""
-    from argus_lab.errors import CorruptCheckpointError
-    from argus_lab.model import Plan
-    from argus_lab.store.checkpoints import SessionStore
+def _read_one(ws: Workspace, sid: str, *, plan: bool) -> SessionData:
+    """One session read through the workspace's store (no Session built)."""
+    from argus_lab.plan import Plan
 
-    try:
-        store = SessionStore(folder, folder.name, durability=ws.durability)
-    except CorruptCheckpointError:
-        return None
-    try:
-        try:
-            info = store.read_meta()
-        except CorruptCheckpointError:
-            return None
-        # Past the metadata, damage raises (naming session and key), as ws.open does.
+    with ws.store(sid) as store:
         if plan:
             loaded = store.load()
             info, p, records = loaded.meta, loaded.plan, loaded.records
         else:
-            p, records = Plan(), {}
+            info, p, records = store.read_meta(), Plan(), {}
         bodies = list(store.iter_event_json())
-    finally:
-        store.close()
     return SessionData(info=info, plan=p, records=records, events=parse_events(bodies))
 
 
-def _read_workspace(ws: Workspace, *, plan: bool) -> list[SessionData]:
-    """Reads every readable session of a workspace, oldest first.
+def _read_workspace(ws: Workspace, *, plan: bool, strict: bool) -> Read:
+    """Reads every session of a workspace, oldest first.
 
     Lighter than ``ws.sessions()`` then ``ws.open()`` for each: one store open per
     session, no Session built, and with ``plan=False`` no plan or task record
     parsed. Opening and closing a store (diskcache rewrites its settings, SQLite
     checkpoints the WAL on close) is most of the cost for small sessions and is
-    I/O, so sessions are read by a few threads at once. Sessions whose metadata
-    is damaged are skipped, as ``ws.sessions()`` does.
+    I/O, so sessions are read by a few threads at once. A damaged session
+    raises (strict) or is skipped, with why, in ``Read.skipped``.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    folders = [
-        f for f in sorted((ws.path / "sessions").iterdir()) if (f / "cache.db").exists()
-    ]
-    if not folders:
-        return []
-    with ThreadPoolExecutor(max_workers=min(_THREADS, len(folders))) as pool:
-        got = list(pool.map(lambda f: _read_folder(ws, f, plan=plan), folders))
-    out = [d for d in got if d is not None]
+    from argus_lab.errors import StorageError
+
+    def one(sid: str) -> SessionData | str:
+        try:
+            return _read_one(ws, sid, plan=plan)
+        except StorageError as e:
+            if strict:
+                raise
+            return e.message
+
+    ids = ws.session_ids()
+    if not ids:
+        return Read([], None if strict else {})
+    with ThreadPoolExecutor(max_workers=min(_THREADS, len(ids))) as pool:
+        got = list(pool.map(one, ids))
+    out = [d for d in got if isinstance(d, SessionData)]
     out.sort(key=lambda d: (d.info.created, d.info.id))
-    return out
+    if strict:
+        return Read(out)
+    skipped = {
+        sid: why for sid, why in zip(ids, got, strict=True) if isinstance(why, str)
+    }
+    if skipped:
+        log.warning(
+            "analysis skipped %d damaged session(s): %s",
+            len(skipped),
+            "; ".join(f"{k}: {v}" for k, v in skipped.items()),
+        )
+    return Read(out, skipped)
 
 
-def read_sessions(src: Any, *, plan: bool = True) -> list[SessionData]:
+def read_sessions(src: Any, *, plan: bool = True, strict: bool = True) -> Read:
     """Reads a Session, a Workspace (every session in it) or an iterable of Sessions.
 
     Sessions of a Workspace are read from their stores and closed again, oldest
@@ -199,14 +237,16 @@ def read_sessions(src: Any, *, plan: bool = True) -> list[SessionData]:
         src: What to read.
         plan: Whether the frames to build need the plans and task records (only
             events-only frames pass False; it saves parsing them for a workspace).
+        strict: For a Workspace: raise on a damaged session (True), or skip it
+            and say which and why in ``Read.skipped`` (False).
     """
     from argus_lab.runtime.session import Session
     from argus_lab.workspace import Workspace
 
     if isinstance(src, Session):
-        return [_from_session(src)]
+        return Read([_from_session(src)])
     if isinstance(src, Workspace):
-        return _read_workspace(src, plan=plan)
+        return _read_workspace(src, plan=plan, strict=strict)
     if isinstance(src, str | bytes) or not isinstance(src, Iterable):
         raise TypeError(
             "expected a Session, a Workspace or a list of Sessions, got "
@@ -218,4 +258,4 @@ def read_sessions(src: Any, *, plan: bool = True) -> list[SessionData]:
         raise TypeError(
             f"expected Sessions in the list, got {', '.join(sorted(set(bad)))}"
         )
-    return [_from_session(s) for s in items]
+    return Read([_from_session(s) for s in items])

@@ -26,6 +26,7 @@ from argus_lab.analysis._postmortem import (
     retries_summary,
     slowest,
 )
+from argus_lab.analysis._values import secs
 from argus_lab.model import STATUSES
 
 if TYPE_CHECKING:
@@ -221,12 +222,6 @@ def _html_table(df: pd.DataFrame) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _secs(v: Any) -> float | None:
-    import pandas as pd
-
-    return None if pd.isna(v) else float(v.total_seconds())
-
-
 def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
@@ -249,10 +244,10 @@ def _outcome(f: Frames) -> list[_Block]:
     cp = critical_path(f)
     cp = cp[cp["duration"].notna()]
     chain = " → ".join(str(x) for x in cp["task_id"])
-    total = _secs(cp["cum_duration"].iloc[-1]) if len(cp) else None
+    total = secs(cp["cum_duration"].iloc[-1]) if len(cp) else None
     items = [
         f"Tasks: {done}",
-        f"Wall time: {fmt_duration(_secs(s['duration']))} from the first attempt to "
+        f"Wall time: {fmt_duration(secs(s['duration']))} from the first attempt to "
         "the last result",
         f"Critical path ({fmt_duration(total)}): {chain or '—'}",
         f"Attempts: {s['n_attempts']} ("
@@ -263,7 +258,7 @@ def _outcome(f: Frames) -> list[_Block]:
     ]
     if isinstance(s["parent_id"], str):
         reused = int(t["reused"].fillna(False).sum())
-        forked = f.events[f.events["kind"] == "forked"]["payload"]
+        forked = f.events[f.events["kind"] == "forked"]["details"]
         parent = json.loads(forked.iloc[0]).get("parent_name") if len(forked) else None
         at = s["forked_at"]
         where = f"at `{at}`" if isinstance(at, str) and at else "keeping every result"

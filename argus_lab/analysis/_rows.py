@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from argus_lab.analysis._read import SessionData
+from argus_lab.analysis._values import canonical
 from argus_lab.model import STATUSES, TaskRecord
 
 __all__ = [
@@ -46,7 +47,7 @@ def attempt_rows(d: SessionData) -> list[Row]:
     if cached is not None:
         return cached
     tools = {t.id: t.tool for t in d.plan.tasks}
-    d.of_kind("retry_scheduled", "task_failed")  # parses their payloads at once
+    d.of_kind("retry_scheduled", "task_failed")  # parses their fields at once
     out: list[Row] = []
     running: dict[str, Row] = {}
     for ev in d.events:
@@ -63,7 +64,7 @@ def attempt_rows(d: SessionData) -> list[Row]:
                 "task_id": tid,
                 "attempt": ev.get("attempt"),
                 "seq": ev.get("seq"),
-                "tool": tools.get(tid) or d.payload(ev).get("tool"),
+                "tool": tools.get(tid) or d.parsed(ev).get("tool"),
                 "outcome": "running",
                 "started": ev.get("ts"),
                 "ended": None,
@@ -85,10 +86,9 @@ def attempt_rows(d: SessionData) -> list[Row]:
             att["ended"] = ev.get("ts")
             att["duration"] = _span(att["started"], att["ended"])
             if kind != "task_succeeded":
-                p = d.payload(ev)
-                att["error"], att["error_type"] = p.get("error"), p.get("error_type")
+                att["error"], att["error_type"] = ev.get("error"), ev.get("error_type")
                 if kind == "retry_scheduled":
-                    att["retry_delay"] = p.get("delay")
+                    att["retry_delay"] = ev.get("delay")
         elif kind in ("resumed", "in_doubt"):
             att = running.pop(tid, None)
             if att is not None:
@@ -104,7 +104,7 @@ def _usage(d: SessionData) -> dict[str | None, Row]:
         return cached
     usage: dict[str | None, Row] = {}
     for ev in d.of_kind("llm_call"):
-        p = d.payload(ev)
+        p = ev
         u = usage.setdefault(ev.get("task_id"), dict.fromkeys(_USAGE, 0))
         u["cost_usd"] += _num(p.get("cost_usd"))
         u["input_tokens"] += int(_num(p.get("input_tokens")))
@@ -145,14 +145,10 @@ def _reused(d: SessionData) -> set[str]:
     for ev in d.of_kind("forked", "task_started", "task_succeeded"):
         kind, tid = ev.get("kind"), ev.get("task_id")
         if kind == "forked":
-            state.update(
-                dict.fromkeys((str(t) for t in ev["_payload"].get("kept") or []), True)
-            )
+            state.update(dict.fromkeys((str(t) for t in ev.get("kept") or []), True))
         elif tid is not None:
             # An attempt means this session ran it; a replayed success means not.
-            state[tid] = (
-                kind == "task_succeeded" and ev["_payload"].get("cached") is True
-            )
+            state[tid] = kind == "task_succeeded" and ev.get("cached") is True
     return {t for t, reused in state.items() if reused}
 
 
@@ -186,7 +182,7 @@ def task_rows(d: SessionData) -> list[Row]:
             "approval": (rec.approval or {}).get("state"),
             "reused": t.id in kept,
             # JSON null is a real result of a succeeded task; NA means none.
-            "result": _canonical(rec.result) if ok else None,
+            "result": canonical(rec.result) if ok else None,
             "result_ref": rec.result_ref,
             "input_hash": rec.input_hash,
             "tool_hash": rec.tool_hash,
@@ -195,12 +191,6 @@ def task_rows(d: SessionData) -> list[Row]:
         row.update(usage.get(t.id) or dict.fromkeys(_USAGE, 0))
         rows.append(row)
     return rows
-
-
-def _canonical(value: Any) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def session_rows(d: SessionData) -> list[Row]:
@@ -235,13 +225,13 @@ def session_rows(d: SessionData) -> list[Row]:
 
 
 def event_rows(d: SessionData) -> list[Row]:
-    """Every event row (payload as JSON text)."""
+    """Every event row (the kind's own fields as JSON text, ``details``)."""
     return d.events
 
 
 def llm_call_rows(d: SessionData) -> list[Row]:
-    """One row per llm_call event, its payload parsed."""
-    return [{**ev, "payload": d.payload(ev)} for ev in d.of_kind("llm_call")]
+    """One row per llm_call event, its fields merged in."""
+    return d.of_kind("llm_call")
 
 
 def tool_call_rows(d: SessionData) -> list[Row]:
@@ -266,7 +256,7 @@ def tool_call_rows(d: SessionData) -> list[Row]:
         for a in attempt_rows(d)
     ]
     for ev in d.of_kind("tool_call"):
-        p = d.payload(ev)
+        p = ev
         ok = p.get("ok")
         rows.append(
             {
@@ -290,7 +280,7 @@ def approval_rows(d: SessionData) -> list[Row]:
     asked: dict[str, Row] = {}
     kinds = ("approval_requested", "approval_granted", "approval_rejected")
     for ev in d.of_kind(*kinds):
-        tid, p, ts = ev.get("task_id"), d.payload(ev), ev.get("ts")
+        tid, p, ts = ev.get("task_id"), ev, ev.get("ts")
         key = tid or ""
         if ev["kind"] == "approval_requested" or key not in asked:
             row: Row = {

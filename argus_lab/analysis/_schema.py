@@ -157,7 +157,11 @@ EVENT_ID_COLUMNS = SESSION_ID + Columns(
 EVENT_COLUMNS = EVENT_ID_COLUMNS + Columns(
     _c("kind", "category", "What happened (an event kind).", categories=EVENT_KINDS),
     _c("duration", "timedelta", "How long the thing took, when it took time."),
-    _c("payload", "json", "Kind-specific details, JSON text (see argus_lab.events)."),
+    _c(
+        "details",
+        "json",
+        "The kind's own typed fields, JSON text (see argus_lab.events).",
+    ),
 )
 """Columns of ``events_df``: one row per committed event, in seq order."""
 
@@ -183,30 +187,27 @@ ATTEMPT_COLUMNS = SESSION_ID + Columns(
 
 LLM_CALL_COLUMNS = EVENT_ID_COLUMNS + Columns(
     _c("duration", "timedelta", "Request latency."),
-    _c("model", "string", "Model name.", path="payload.model"),
-    _c("purpose", "string", "planning, task, repair, ...", path="payload.purpose"),
-    _c("input_tokens", "Int64", "Input tokens.", path="payload.input_tokens"),
-    _c("output_tokens", "Int64", "Output tokens.", path="payload.output_tokens"),
+    _c("model", "string", "Model name."),
+    _c("purpose", "string", "planning, task, repair, ..."),
+    _c("input_tokens", "Int64", "Input tokens."),
+    _c("output_tokens", "Int64", "Output tokens."),
     _c(
         "cache_read_tokens",
         "Int64",
         "Tokens read from the prompt cache.",
-        path="payload.cache_read_tokens",
     ),
     _c(
         "cache_write_tokens",
         "Int64",
         "Tokens written to the prompt cache.",
-        path="payload.cache_write_tokens",
     ),
-    _c("cost_usd", "float64", "Cost in USD.", path="payload.cost_usd"),
-    _c("cached", "boolean", "Served from the replay cache.", path="payload.cached"),
-    _c("stop_reason", "string", "Why the model stopped.", path="payload.stop_reason"),
+    _c("cost_usd", "float64", "Cost in USD."),
+    _c("cached", "boolean", "Served from the replay cache."),
+    _c("stop_reason", "string", "Why the model stopped."),
     _c(
         "request_hash",
         "string",
         "Replay-cache key of the request.",
-        path="payload.request_hash",
     ),
 )
 """Columns of ``llm_calls_df``: one row per ``llm_call`` event."""

@@ -22,7 +22,6 @@ from argus_lab.cli._retention import (
     GcPlan,
     lease_holder,
     plan_gc,
-    remove_session,
     run_gc,
     session_bytes,
 )
@@ -96,7 +95,7 @@ def cmd_rm(args: argparse.Namespace, out: Out) -> int:
         return EXIT_OK
     removed: list[dict[str, Any]] = []
     for name, sid in targets:
-        freed = remove_session(ws, sid, name)
+        freed = ws.delete(sid)
         removed.append({"name": name, "id": sid, "bytes": freed})
         out.say(f"removed {name!r} ({sid}): {human_bytes(freed)} freed")
     total = sum(r["bytes"] for r in removed)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from argus_lab.events import EventBase
     from argus_lab.runtime.session import RunResult, Session
     from argus_lab.workspace import Workspace
 
@@ -180,13 +181,12 @@ def known_session(ws: Workspace, name: str) -> str:
         UsageError: No such session (the message lists recent ones).
         CliError: An entry of that name is there but damaged (it says why).
     """
-    sid = ws._lookup(name)
-    if sid is None and (why := ws.damaged_sessions().get(name)) is not None:
+    if name not in ws and (why := ws.damaged_sessions().get(name)) is not None:
         raise CliError(why)  # it is there, but cannot be read: say why
-    if sid is None:
+    if name not in ws:
         recent = ", ".join(i.name for i in ws.sessions()[-8:]) or "none yet"
         raise UsageError(f"no session {name!r} in {ws.path} (recent: {recent})")
-    return sid
+    return ws.resolve(name)
 
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:
@@ -330,6 +330,8 @@ def _progress(s: Session, out: Out) -> Iterator[None]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from argus_lab.events import PlanPatched, RetryScheduled  # pydantic: used here
+
     done = ("succeeded", "skipped")
     total = len(s.plan.tasks)
     completed = sum(1 for t in s.plan.tasks if s.record(t.id).status in done)
@@ -343,16 +345,15 @@ def _progress(s: Session, out: Out) -> Iterator[None]:
     ) as prog:
         bar = prog.add_task(s.name, total=total, completed=completed, last="")
 
-        def on_event(ev: Any) -> None:
+        def on_event(ev: EventBase) -> None:
             nonlocal total
             if ev.kind in ("task_succeeded", "task_skipped"):
                 prog.update(bar, advance=1, last=ev.task_id or "")
-            elif ev.kind == "plan_patched":  # a lazy compound expanded
-                p = ev.payload
-                total += len(p.get("added", [])) - len(p.get("removed", []))
-                prog.update(bar, total=total, last=f"expanded {p.get('compound')}")
-            elif ev.kind == "retry_scheduled":
-                err = str(ev.payload.get("error"))[:60]
+            elif isinstance(ev, PlanPatched):  # a lazy compound expanded
+                total += len(ev.added) - len(ev.removed)
+                prog.update(bar, total=total, last=f"expanded {ev.compound}")
+            elif isinstance(ev, RetryScheduled):
+                err = str(ev.error)[:60]
                 prog.update(bar, last=f"{ev.task_id}: retrying ({err})")
 
         unsubscribe = s.subscribe(on_event)

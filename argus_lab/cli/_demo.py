@@ -27,6 +27,13 @@ from argus_lab.cli._common import (
     run_session,
     workspace,
 )
+from argus_lab.events import (
+    ApprovalGranted,
+    PlanPatched,
+    Resumed,
+    RetryScheduled,
+    TaskSucceeded,
+)
 from argus_lab.runtime.options import RunResult
 
 if TYPE_CHECKING:
@@ -97,7 +104,7 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
     ws = workspace(args, create=True)
     name = args.name or time.strftime("demo-%Y%m%d-%H%M%S")
     start = time.perf_counter()
-    fresh = ws._lookup(name) is None
+    fresh = name not in ws
     if fresh:
         s = runner.new_session(ws, name=name, out=args.out)
         lazy = [t.id for t in s.plan.tasks if t.tool == EXPAND_TOOL]
@@ -195,24 +202,18 @@ def _summary(
 ) -> int:
     events = s.events()
     expanded = {
-        str(e.payload.get("compound")): len(e.payload.get("added", []))
-        for e in events
-        if e.kind == "plan_patched"
+        str(e.compound): len(e.added) for e in events if isinstance(e, PlanPatched)
     }
     retried = {
-        str(e.task_id): str(e.payload.get("error"))
-        for e in events
-        if e.kind == "retry_scheduled"
+        str(e.task_id): str(e.error) for e in events if isinstance(e, RetryScheduled)
     }
     approved = [
-        (str(e.task_id), str(e.payload.get("by")))
-        for e in events
-        if e.kind == "approval_granted"
+        (str(e.task_id), str(e.by)) for e in events if isinstance(e, ApprovalGranted)
     ]
     recovered = [
         str(e.task_id)
         for e in events
-        if e.kind == "resumed" and e.payload.get("recovered") == "rerun"
+        if isinstance(e, Resumed) and e.recovered == "rerun"
     ]
     tasks = {t.id for t in s.plan.tasks}
     report, published = (
@@ -302,9 +303,7 @@ def _again(args: argparse.Namespace, out: Out) -> int:
         res = run_session(fork, out)
         seconds = time.perf_counter() - start
         events = fork.events()
-    replayed = sum(
-        1 for e in events if e.kind == "task_succeeded" and e.payload.get("cached")
-    )
+    replayed = sum(1 for e in events if isinstance(e, TaskSucceeded) and e.cached)
     executed = sum(1 for e in events if e.kind == "task_started")
     out.data(
         {
@@ -341,7 +340,7 @@ def _original_run(
     not a fork) and its work time; None when that ancestor was removed."""
     name, seconds, parent = s.name, s.usage["wall_s"], parent_id
     while parent is not None:
-        if ws._lookup(parent) is None:
+        if parent not in ws:
             return name, None
         with ws.open(parent) as up:
             name, seconds, parent = up.name, up.usage["wall_s"], up.info.parent

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.cli._sessions import dir_bytes
+from argus_lab.store.folders import dir_bytes
 
 if TYPE_CHECKING:
     from argus_lab.model import SessionInfo
@@ -35,7 +35,6 @@ __all__ = [
     "artifact_refs",
     "lease_holder",
     "plan_gc",
-    "remove_session",
     "run_gc",
 ]
 
@@ -49,58 +48,28 @@ references it."""
 
 def lease_holder(ws: Workspace, sid: str) -> dict[str, Any] | None:
     """The live runner lease of a session (None when nobody is running it)."""
-    from argus_lab.store.checkpoints import SessionStore, lease_is_live
+    from argus_lab.store.checkpoints import lease_is_live
 
-    store = SessionStore(ws._session_dir(sid), sid, durability=ws.durability)
-    try:
+    with ws.store(sid) as store:
         head = store.read_head()
-    finally:
-        store.close()
     lease = head.lease if head is not None else None
     return lease if lease_is_live(lease, time.time()) else None
 
 
 def session_bytes(ws: Workspace, sid: str) -> int:
     """Bytes of a session's checkpoint folder and working files."""
-    return dir_bytes(ws._session_dir(sid)) + dir_bytes(ws.path / "files" / sid)
-
-
-def remove_session(ws: Workspace, sid: str, name: str) -> int:
-    """Remove a session's checkpoints, working files and name; return bytes freed.
-
-    The checkpoint folder is first moved aside (one rename: the session vanishes
-    at once), then the name is released, then the files are deleted. An
-    interruption leaves only a folder under ``.trash`` that ``gc`` deletes.
-    Shared artifacts stay until ``gc`` finds them unreferenced.
-    """
-    freed = session_bytes(ws, sid)
-    trash = ws.path / ".trash"
-    trash.mkdir(exist_ok=True)
-    src = ws._session_dir(sid)
-    if src.exists():
-        shutil.rmtree(trash / sid, ignore_errors=True)  # an earlier, cut-short rm
-        src.rename(trash / sid)
-    if ws._index.get("name:" + name) == sid:
-        ws._index.delete("name:" + name)
-    shutil.rmtree(trash / sid, ignore_errors=True)
-    shutil.rmtree(ws.path / "files" / sid, ignore_errors=True)
-    return freed
+    return dir_bytes(ws.path_of(sid)) + dir_bytes(ws.path / "files" / sid)
 
 
 def _texts_of_session(ws: Workspace, sid: str) -> list[str]:
     """Every stored value of a session as text (records, replays, events, plan)."""
-    from argus_lab.store.checkpoints import SessionStore
-
-    store = SessionStore(ws._session_dir(sid), sid, durability=ws.durability)
-    try:
+    with ws.store(sid) as store:
         loaded = store.load()
         texts = [r.model_dump_json() for r in loaded.records.values()]
         texts += list(store.replays().values())
         texts += list(store.iter_event_json())
         texts.append(loaded.plan.model_dump_json())
         return texts
-    finally:
-        store.close()
 
 
 def artifact_refs(ws: Workspace, sid: str) -> set[str]:
@@ -112,7 +81,7 @@ def artifact_refs(ws: Workspace, sid: str) -> set[str]:
     except (ArgusError, ValueError, OSError):
         # Unreadable: keep whatever its raw bytes mention, never less.
         found: set[str] = set()
-        for p in ws._session_dir(sid).rglob("*"):
+        for p in ws.path_of(sid).rglob("*"):
             if p.is_file():
                 found |= {m.decode() for m in REF_BYTES.findall(p.read_bytes())}
         return found
@@ -201,9 +170,7 @@ def plan_gc(
     infos = sorted(ws.sessions(), key=lambda i: i.updated)  # oldest first
     # Every session folder counts, readable or not: a damaged session's files
     # and artifacts are never taken for orphans.
-    owned = {
-        d.name for d in (ws.path / "sessions").iterdir() if (d / "cache.db").exists()
-    } | {i.id for i in infos}
+    owned = set(ws.session_ids()) | {i.id for i in infos}
     live = {i.id for i in infos if lease_holder(ws, i.id) is not None}
     protected = live | {i.id for i in infos[len(infos) - keep :] if keep > 0}
     refs = {sid: _closure(ws, artifact_refs(ws, sid)) for sid in sorted(owned)}
@@ -273,7 +240,7 @@ def run_gc(ws: Workspace, plan: GcPlan) -> int:
     freed = 0
     for info, _, _ in plan.sessions:
         if lease_holder(ws, info.id) is None:
-            freed += remove_session(ws, info.id, info.name)
+            freed += ws.delete(info.id)
     for _, path, size in plan.artifacts:
         try:
             path.unlink()

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from argus_lab.runtime.session import RunResult, Session
     from argus_lab.workspace import Workspace
 
+from argus_lab.store.folders import dir_bytes
+
 __all__ = [
     "cmd_approve",
     "cmd_export",
@@ -43,22 +45,7 @@ __all__ = [
     "cmd_resume",
     "cmd_run",
     "cmd_show",
-    "dir_bytes",
 ]
-
-
-def dir_bytes(path: Path) -> int:
-    """Bytes of every file under ``path`` (0 if it does not exist)."""
-    if not path.is_dir():
-        return path.stat().st_size if path.is_file() else 0
-    total = 0
-    for p in path.rglob("*"):
-        try:
-            if p.is_file() and not p.is_symlink():
-                total += p.stat().st_size
-        except OSError:  # removed while we looked
-            continue
-    return total
 
 
 def report_run(s: Session, res: RunResult, out: Out, ws: Workspace) -> int:
@@ -88,7 +75,7 @@ def report_run(s: Session, res: RunResult, out: Out, ws: Workspace) -> int:
 
 def cmd_run(args: argparse.Namespace, out: Out) -> int:
     """Run a YAML/JSON plan as a new session."""
-    from argus_lab.model import Plan
+    from argus_lab.plan import Plan
 
     plan = Plan.from_yaml(Path(args.plan))  # PlanError says what is wrong
     tools = load_tools(args.tools)
@@ -217,9 +204,7 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     ws = workspace(args)
     rows: list[dict[str, Any]] = []
     for info in ws.sessions():
-        size = dir_bytes(ws._session_dir(info.id)) + dir_bytes(
-            ws.path / "files" / info.id
-        )
+        size = dir_bytes(ws.path_of(info)) + dir_bytes(ws.path / "files" / info.id)
         row = info.model_dump(mode="json") | {"bytes": size}
         try:  # the records' word, not the summary written when a run began
             prog = ws.progress(info.id)
@@ -313,7 +298,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
             from rich.table import Table
 
             t = Table(title="events", title_justify="left")
-            for col in ("seq", "kind", "task", "attempt", "payload"):
+            for col in ("seq", "kind", "task", "attempt", "details"):
                 t.add_column(col, overflow="fold")
             for e in events:
                 t.add_row(
@@ -321,7 +306,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
                     e.kind,
                     e.task_id or "",
                     "" if e.attempt is None else str(e.attempt),
-                    json.dumps(e.payload, default=str)[:100],
+                    json.dumps(e.details(), default=str)[:100],
                 )
             out.table(t)
     return EXIT_OK

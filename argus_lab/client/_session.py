@@ -13,7 +13,8 @@ from urllib.parse import quote
 import httpx
 
 from argus_lab.events import EventBase, event_adapter
-from argus_lab.model import Plan, SessionInfo, TaskRecord
+from argus_lab.model import SessionInfo, TaskRecord
+from argus_lab.plan import Plan
 
 if TYPE_CHECKING:
     from argus_lab.client import RemoteWorkspace

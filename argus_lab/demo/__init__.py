@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from argus_lab.plan.domain import HTNDomain
-    from argus_lab.tools.approval import ApprovalPolicy
-    from argus_lab.tools.registry import Tool
+    from argus_lab import ApprovalPolicy, HTNDomain, Tool
 
 __all__ = ["DOMAIN", "POLICIES", "TOOLS", "dataset_path"]
 
@@ -54,7 +52,7 @@ def dataset_path() -> Path:
 
 
 def _policies() -> tuple[ApprovalPolicy, ...]:
-    from argus_lab.tools.approval import ApprovalPolicy
+    from argus_lab import ApprovalPolicy
 
     # Everything but publishing stays inside the session's own folder (its
     # sandbox) and runs at once; copying the report out to the user's files asks.

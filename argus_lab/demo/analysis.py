@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ToolError
+from argus_lab import ToolError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from argus_lab.demo.relations import FAMILIES
-from argus_lab.plan.domain import HTNContext, HTNDomain, Subtask
+from argus_lab.plan.htn import HTNContext, HTNDomain, Subtask
 
 __all__ = [
     "CONFIRM_YEARS",

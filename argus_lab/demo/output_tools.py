@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import argus_lab as al
+from argus_lab import ToolError
 from argus_lab.demo.analysis import JSON, read_table
 from argus_lab.demo.figures import (
     RENDER_LOCK,
@@ -32,7 +33,6 @@ from argus_lab.demo.figures import (
     scatter_figure,
 )
 from argus_lab.demo.report import render_report
-from argus_lab.errors import ToolError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -27,9 +27,9 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from argus_lab import ToolError
 from argus_lab.demo.analysis import JSON, MEASURES, _num, filter_rows
 from argus_lab.demo.stats import cohens_d
-from argus_lab.errors import ToolError
 
 if TYPE_CHECKING:
     import pandas as pd

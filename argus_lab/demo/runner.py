@@ -19,10 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from argus_lab.model import Plan
-    from argus_lab.plan.htn import HTNPlanner
-    from argus_lab.runtime.session import Session
-    from argus_lab.workspace import Workspace
+    from argus_lab import HTNPlanner, Plan, Session, Workspace
 
 __all__ = [
     "BACKOFF",
@@ -43,10 +40,10 @@ PUBLISH = "write_up/publish"
 
 def new_planner() -> HTNPlanner:
     """A planner for the demo's HTN domain (it expands the lazy compounds)."""
+    import argus_lab as al
     from argus_lab.demo.domain import DOMAIN
-    from argus_lab.plan.htn import HTNPlanner
 
-    return HTNPlanner(DOMAIN)
+    return al.HTNPlanner(DOMAIN)
 
 
 def session_options(planner: HTNPlanner | None = None) -> dict[str, Any]:
@@ -90,12 +87,12 @@ def open_session(ws: Workspace, name: str, **options: Any) -> Session:
 def is_demo_plan(plan: Plan) -> bool:
     """Whether every task of ``plan`` calls a demo tool (or is a demo placeholder)."""
     from argus_lab.demo import TOOLS
-    from argus_lab.plan.graph import EXPAND_TOOL
+    from argus_lab.plan.htn import is_placeholder
 
     names = {t.name for t in TOOLS}
     return bool(plan.tasks) and all(
         t.tool in names
-        or (t.tool == EXPAND_TOOL and t.args.get("task") in _lazy_compounds())
+        or (is_placeholder(t) and t.args.get("task") in _lazy_compounds())
         for t in plan.tasks
     )
 

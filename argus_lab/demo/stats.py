@@ -15,8 +15,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from argus_lab import ToolError
 from argus_lab.demo.analysis import JSON, _num
-from argus_lab.errors import ToolError
 
 if TYPE_CHECKING:
     import numpy as np

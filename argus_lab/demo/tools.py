@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import argus_lab as al
+from argus_lab import ToolError, TransientError
 from argus_lab.demo import dataset_path
 from argus_lab.demo.analysis import (
     JSON,
@@ -35,7 +36,6 @@ from argus_lab.demo.analysis import (
 from argus_lab.demo.output_tools import OUTPUT_TOOLS
 from argus_lab.demo.relations import screen_relations
 from argus_lab.demo.stats import holm, nearest_centroid, ols, permutation_pvalue
-from argus_lab.errors import ToolError, TransientError
 
 
 @al.tool

@@ -13,7 +13,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.jupyter.layout import GROUP_PREFIX
+from argus_lab.events import TaskFailed
+from argus_lab.layout import GROUP_PREFIX
 
 if TYPE_CHECKING:
     from argus_lab.events import EventBase
@@ -58,14 +59,15 @@ def resolved_args(args: Any, result_of: Callable[[str], Any]) -> Any:
     secret, and secrets never reach the front end. A reference that cannot be
     resolved (its task has not succeeded) stays as written too.
     """
-    from argus_lab.plan.graph import ReferenceError_, resolve_args
+    from argus_lab.errors import UnresolvedReferenceError
+    from argus_lab.plan.graph import resolve_args
 
     if isinstance(args, str):
         if "${" not in args or _ENV_REF in args:
             return args
         try:
             return resolve_args(args, result_of)
-        except (ReferenceError_, KeyError, LookupError, TypeError):
+        except (UnresolvedReferenceError, KeyError, LookupError, TypeError):
             return args
     if isinstance(args, dict):
         return {k: resolved_args(v, result_of) for k, v in args.items()}
@@ -96,8 +98,8 @@ def attempts_of(events: Iterable[EventBase], task_id: str) -> list[dict[str, Any
                 row["duration"] = round(e.duration, 4)
             elif row["started"] is not None:
                 row["duration"] = round(e.ts - row["started"], 4)
-            if e.kind == "task_failed":
-                row["error"] = str(e.payload.get("error") or "")
+            if isinstance(e, TaskFailed):
+                row["error"] = str(e.error or "")
         elif e.kind == "retry_scheduled":
             row["outcome"] = "failed, retry scheduled"
     return [rows[n] for n in sorted(rows)]

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
-from argus_lab.jupyter.layout import Layout, layout_plan
+from argus_lab.layout import Layout, layout_plan
 from argus_lab.model import STATUSES
 
 if TYPE_CHECKING:
-    from argus_lab.model import Plan
+    from argus_lab.plan import Plan
     from argus_lab.runtime.session import Session
 
 __all__ = [

@@ -1,7 +1,7 @@
 """GraphWidget: the live, clickable plan DAG of a Session (anywidget).
 
 State lives in traitlets, so a re-rendered view needs no round trip: the layout
-(computed in Python by :mod:`argus_lab.jupyter.layout`), every task's status as
+(computed in Python by :mod:`argus_lab.layout`), every task's status as
 one character per task (``status_codes``, in ``tasks`` order), the selection and
 its detail, the summary, breakpoints and pending approvals. Buttons send
 *actions* as custom messages (``{"action": "step"}``) which map to Session
@@ -60,7 +60,7 @@ from argus_lab.jupyter.display import (
     session_html,
     session_summary,
 )
-from argus_lab.jupyter.layout import layout_plan
+from argus_lab.layout import layout_plan
 
 if TYPE_CHECKING:
     from argus_lab.events import EventBase
@@ -92,7 +92,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
     tasks = traitlets.List(traitlets.Unicode()).tag(sync=True)
     """Task ids in plan order: the index space of ``status_codes``."""
     graph = traitlets.Dict().tag(sync=True)
-    """The layout: node and group boxes and edges (argus_lab.jupyter.layout.Layout);
+    """The layout: node and group boxes and edges (argus_lab.layout.Layout);
     not named ``layout``, which ipywidgets uses for CSS layout."""
     collapsed = traitlets.List(traitlets.Unicode()).tag(sync=True)
     """Keys (``parent`` values) of HTN groups drawn as one node."""

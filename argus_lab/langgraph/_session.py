@@ -13,7 +13,8 @@ import time
 import zlib
 from typing import TYPE_CHECKING
 
-from argus_lab.model import Plan, SessionInfo, SessionStatus
+from argus_lab.model import SessionInfo, SessionStatus
+from argus_lab.plan import Plan
 from argus_lab.store.checkpoints import Head
 from argus_lab.store.checkpoints import encode as encode_argus
 

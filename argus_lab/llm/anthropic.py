@@ -33,8 +33,8 @@ from argus_lab.llm.base import (
     block_from_dict,
     cost,
     run_sync,
-    unknown_price_note,
 )
+from argus_lab.llm.prices import unknown_price_note
 
 __all__ = ["AnthropicModel", "from_wire", "map_error", "to_wire"]
 

@@ -26,8 +26,6 @@ from argus_lab.llm.prices import (
     cost,
     price_for,
 )
-from argus_lab.llm.prices import unknown_price_note as unknown_price_note
-from argus_lab.llm.retry import OnRetry as OnRetry
 from argus_lab.llm.retry import RetryPolicy, complete_with_retries
 
 __all__ = [

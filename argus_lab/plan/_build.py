@@ -9,8 +9,9 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from argus_lab.model import Plan, Task
+from argus_lab.model import Task
 from argus_lab.plan._decompose import _Node, _Search
+from argus_lab.plan._model import Plan
 from argus_lab.plan._subtask import Subtask, call_text
 from argus_lab.plan.graph import EXPAND_TOOL
 

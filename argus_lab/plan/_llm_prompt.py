@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from argus_lab.model import Plan
+from argus_lab.plan._model import Plan
 from argus_lab.tools.registry import Tool
 
 __all__ = ["SUBMIT_PLAN", "accepts_forced_tool_choice", "plan_tool_schema"]

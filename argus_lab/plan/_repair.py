@@ -9,9 +9,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from argus_lab.errors import PlanError
-from argus_lab.model import Plan, Task
+from argus_lab.model import Task
 from argus_lab.plan._build import CompoundInfo, _Build
 from argus_lab.plan._decompose import _Node, _NoPlan
+from argus_lab.plan._model import Plan
 from argus_lab.plan._subtask import Subtask, call_text
 from argus_lab.plan.patch import PlanPatch
 
@@ -183,9 +184,9 @@ class _Repair(_Build):
             if not isinstance(cid, str) or d.get("continuation"):
                 continue
             info = self.compounds.get(cid)
-            if d.get("decision") == "chosen" and "args" in d:
+            if d.get("decision") == "chosen" and d.get("args") is not None:
                 if info is None or info.task.task != d["task"]:
-                    spec = Subtask(d["task"], *d["args"], **d.get("kwargs", {}))
+                    spec = Subtask(d["task"], *d["args"], **(d.get("kwargs") or {}))
                     info = self.compounds[cid] = CompoundInfo(
                         cid, spec, d.get("parent")
                     )

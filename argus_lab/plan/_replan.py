@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.llm.base import run_sync
-from argus_lab.model import Plan, Task
+from argus_lab.model import Task
+from argus_lab.plan._model import Plan
 from argus_lab.tools.registry import Tool, as_toolset
 
 if TYPE_CHECKING:
@@ -68,16 +69,15 @@ class _ReplanMixin:
         tools: dict[str, Tool] | Iterable[Tool | Callable[..., Any]] = (),
     ) -> PlanPatch:
         """``replan`` for async code."""
+        from argus_lab.plan.graph import descendants
         from argus_lab.plan.llm import _check
         from argus_lab.plan.patch import PlanPatch
-        from argus_lab.runtime.scheduler import Scheduler
 
         toolset = tools if isinstance(tools, dict) else as_toolset(tools)
         done = set(finished)
         deps = {t.id: t.deps for t in plan.tasks}
-        sched = Scheduler(deps, dict.fromkeys(deps, "pending"))
         removed = [failed_task_id] + [
-            t for t in sched.descendants(failed_task_id) if t not in done
+            t for t in descendants(deps, failed_task_id) if t not in done
         ]
         kept = [t for t in plan.tasks if t.id in done]
         lines = [

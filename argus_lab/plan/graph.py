@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import PlanError
-from argus_lab.model import Plan, Task
+from argus_lab.errors import PlanError, UnresolvedReferenceError
+from argus_lab.model import Task
+from argus_lab.plan._model import Plan
 from argus_lab.plan._text import check_json
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ EXPAND_TOOL = "htn:expand"
 __all__ = [
     "EXPAND_TOOL",
     "Reference",
+    "descendants",
     "find_cycle",
     "iter_references",
     "plan_graph",
@@ -91,6 +93,29 @@ def iter_references(value: Any) -> Iterator[tuple[str, Reference | None]]:
 
 def _arg_names_with_refs(args: dict[str, Any]) -> set[str]:
     return {k for k, v in args.items() if any(True for _ in iter_references(v))}
+
+
+def descendants(deps: Mapping[str, Iterable[str]], task_id: str) -> list[str]:
+    """Every task downstream of ``task_id``, in breadth-first order.
+
+    Args:
+        deps: Task id -> the ids it depends on (a plan's ``deps``).
+        task_id: Where to start.
+    """
+    children: dict[str, list[str]] = {}
+    for t, ds in deps.items():
+        for d in ds:
+            children.setdefault(d, []).append(t)
+    seen: dict[str, None] = {}
+    frontier = list(children.get(task_id, ()))
+    while frontier:
+        nxt: list[str] = []
+        for c in frontier:
+            if c not in seen:
+                seen[c] = None
+                nxt.extend(children.get(c, ()))
+        frontier = nxt
+    return list(seen)
 
 
 def find_cycle(deps: dict[str, list[str]]) -> list[str] | None:
@@ -211,21 +236,15 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
 
     if problems:
         head = f"plan {plan.goal[:60]!r} is invalid" if plan.goal else "invalid plan"
-        err = PlanError(head + ":\n- " + "\n- ".join(problems))
-        err.problems = problems  # type: ignore[attr-defined]
-        raise err
+        raise PlanError(head + ":\n- " + "\n- ".join(problems), problems=problems)
     return plan.model_copy(update={"tasks": new_tasks})
-
-
-class ReferenceError_(Exception):
-    """Internal: a reference could not be resolved at run time."""
 
 
 def _walk(value: Any, ref: Reference) -> Any:
     if ref.is_env:
         name = ref.path[0]
         if name not in os.environ:
-            raise ReferenceError_(
+            raise UnresolvedReferenceError(
                 f"{ref.text}: environment variable {name} is not set in the "
                 "process running the session"
             )
@@ -237,7 +256,7 @@ def _walk(value: Any, ref: Reference) -> Any:
             if part not in cur:
                 keys = ", ".join(map(str, list(cur)[:20]))
                 at = ".".join(walked) or "the top"
-                raise ReferenceError_(
+                raise UnresolvedReferenceError(
                     f"{ref.text}: the result of {ref.task_id!r} has no key "
                     f"{part!r} at {at} (keys: {keys})"
                 )
@@ -245,12 +264,12 @@ def _walk(value: Any, ref: Reference) -> Any:
         elif isinstance(cur, list) and part.lstrip("-").isdigit():
             i = int(part)
             if not -len(cur) <= i < len(cur):
-                raise ReferenceError_(
+                raise UnresolvedReferenceError(
                     f"{ref.text}: index {i} is out of range for a list of {len(cur)}"
                 )
             cur = cur[i]
         else:
-            raise ReferenceError_(
+            raise UnresolvedReferenceError(
                 f"{ref.text}: cannot look up {part!r} in a "
                 f"{type(cur).__name__} from {ref.task_id!r}"
             )
@@ -265,7 +284,7 @@ def resolve_args(args: Any, result_of: Callable[[str], Any]) -> Any:
     type; references inside longer strings are interpolated as text.
 
     Raises:
-        ReferenceError_: naming the reference and what was missing.
+        UnresolvedReferenceError: naming the reference and what was missing.
     """
     if isinstance(args, str):
         if "${" not in args:

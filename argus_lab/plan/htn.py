@@ -42,18 +42,17 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from argus_lab.errors import PlanError
-from argus_lab.model import Plan, Task
+from argus_lab.errors import PlanError, UnresolvedReferenceError
+from argus_lab.model import Task
 from argus_lab.plan._build import CompoundInfo
-from argus_lab.plan._decompose import Decision as Decision
 from argus_lab.plan._decompose import _Node
+from argus_lab.plan._model import Plan
 from argus_lab.plan._repair import _Repair, _replace, _results_of
 from argus_lab.plan._subtask import NotApplicable, Subtask, SubtaskLike, call_text
 from argus_lab.plan.domain import HTNContext, HTNDomain
 from argus_lab.plan.graph import (
     _REF,
     EXPAND_TOOL,
-    ReferenceError_,
     _parse_ref,
     _walk,
     validate_plan,
@@ -212,7 +211,7 @@ class HTNPlanner(_Repair):
         try:
             args = _resolve(list(a.get("args", [])), dep_results, task_id)
             kwargs = _resolve(dict(a.get("kwargs", {})), dep_results, task_id)
-        except ReferenceError_ as e:
+        except UnresolvedReferenceError as e:
             raise PlanError(
                 f"cannot expand {task_id!r}: {e}", task_id=task_id
             ) from None
@@ -256,7 +255,7 @@ def _resolve(value: Any, results: Mapping[str, Any], task_id: str) -> Any:
 
     def result_of(tid: str) -> Any:
         if tid not in results:
-            raise ReferenceError_(f"it needs the result of {tid!r}, not given")
+            raise UnresolvedReferenceError(f"it needs the result of {tid!r}, not given")
         return results[tid]
 
     if isinstance(value, str):

@@ -34,7 +34,6 @@ from argus_lab.llm.base import (
     complete_with_retries,
     run_sync,
 )
-from argus_lab.model import Plan
 from argus_lab.plan._llm_prompt import (
     _SYSTEM,
     SUBMIT_PLAN,
@@ -42,6 +41,7 @@ from argus_lab.plan._llm_prompt import (
     accepts_forced_tool_choice,
     plan_tool_schema,
 )
+from argus_lab.plan._model import Plan
 from argus_lab.plan._replan import _ReplanMixin
 from argus_lab.tools.registry import Tool, as_toolset
 
@@ -194,15 +194,14 @@ class LLMPlanner(_ReplanMixin):
             if response.content:  # the API refuses an empty assistant turn
                 messages.append(response.as_message())
             messages.append(reply)
-        err = PlanError(
+        raise PlanError(
             f"the LLM planner ({self.model.name}) found no valid plan for "
             f"{goal[:60]!r} in {self.max_rounds} rounds; the last problems:\n- "
             + "\n- ".join(problems)
             + "\nTry more rounds (max_rounds=...), a stronger model, clearer tool "
-            "docstrings, or write the plan as YAML."
+            "docstrings, or write the plan as YAML.",
+            problems=problems,
         )
-        err.problems = problems  # type: ignore[attr-defined]
-        raise err
 
     async def _call(self, request: ModelRequest, n: int, force: bool) -> ModelResponse:
         retries: list[dict[str, Any]] = []

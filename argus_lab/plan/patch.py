@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from argus_lab.errors import PlanError
-from argus_lab.model import Plan, Task
+from argus_lab.model import Task
+from argus_lab.plan._model import Plan
 from argus_lab.plan.graph import validate_plan
 
 if TYPE_CHECKING:

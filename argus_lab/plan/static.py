@@ -2,16 +2,61 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from argus_lab.errors import PlanError
-from argus_lab.model import Plan
+from argus_lab.plan._model import Plan
 from argus_lab.plan._text import check_json, load_yaml, read_text
+from argus_lab.redact import Redactor
 
-__all__ = ["plan_from_dict", "plan_from_yaml", "plan_to_yaml"]
+__all__ = [
+    "coerce_plan",
+    "plan_from_dict",
+    "plan_from_yaml",
+    "plan_to_yaml",
+    "refuse_literal_secrets",
+]
+
+
+def coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
+    """A Plan from a Plan, a dict, YAML text or the path of a YAML/JSON file."""
+    if isinstance(plan, Plan):
+        return plan
+    if isinstance(plan, dict):
+        return Plan.from_dict(plan)
+    if isinstance(plan, str | Path):
+        return Plan.from_yaml(plan)
+    raise PlanError(
+        "plan must be a Plan, a dict, YAML text or a file path, "
+        f"not {type(plan).__name__}"
+    )
+
+
+def refuse_literal_secrets(plan: Plan, red: Redactor) -> None:
+    """Raises PlanError for a task argument holding a secret ``red`` knows."""
+    # A secret written into a plan would be stored with it; a reference is not.
+    for t in plan.tasks:
+        if red.needed(t.id):
+            # Task ids are keys in the checkpoint: masking would merge tasks.
+            raise PlanError(
+                "a task id holds a secret (it matches an API key, token or "
+                "password, or a secret environment variable's value); ids are "
+                "stored as keys and cannot be masked. Choose another id"
+            )
+        for k, v in t.args.items():
+            text = json.dumps(v)
+            if red.needed(text) and red.value(v) != v:
+                raise PlanError(
+                    f"task {t.id!r}: argument {k!r} holds a secret (it matches an "
+                    "API key, token or password, or a secret environment "
+                    "variable's value); it would be stored with the plan. Write "
+                    "${env.NAME} instead: it is read when the task runs and never "
+                    "stored"
+                )
 
 
 def _field_path(loc: tuple[Any, ...], data: dict[str, Any]) -> str:

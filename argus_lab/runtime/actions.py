@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from argus_lab.errors import ArgusError
+from argus_lab.errors import SessionStateError, UnresolvedReferenceError
 from argus_lab.events import EventBase
 from argus_lab.model import Budget, Status, TaskRecord
-from argus_lab.plan.graph import ReferenceError_, resolve_args
+from argus_lab.plan.graph import resolve_args
 from argus_lab.runtime.options import input_hash
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.scheduler import DONE
@@ -57,7 +57,7 @@ class Actions:
                 continue
             try:
                 args = resolve_args(task.args, st.result_of)
-            except ReferenceError_:
+            except UnresolvedReferenceError:
                 stale.add(tid)
                 continue
             if (
@@ -104,9 +104,9 @@ class Actions:
                     progress = True
         return changed
 
-    def _misuse(self, tid: str, what: str) -> ArgusError:
+    def _misuse(self, tid: str, what: str) -> SessionStateError:
         st = self._state
-        return ArgusError(
+        return SessionStateError(
             f"task {tid!r} of session {st.info.name!r} is {what}",
             session_id=st.info.id,
             task_id=tid,

@@ -14,8 +14,9 @@ import concurrent.futures
 import os
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.errors import UnresolvedReferenceError
 from argus_lab.model import Task, TaskRecord
-from argus_lab.plan.graph import ReferenceError_, iter_references, resolve_args
+from argus_lab.plan.graph import iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetChecker
 from argus_lab.runtime.executor import InlineGate, run_attempt
 from argus_lab.runtime.intents import IntentBatch
@@ -129,7 +130,7 @@ class AttemptRunner:
                 st.redactor.add(os.environ[ref.path[0]])
         try:
             args = resolve_args(task.args, st.result_of)
-        except ReferenceError_ as e:
+        except UnresolvedReferenceError as e:
             self._settler.settle(tid, rec, Failed("bad_reference", str(e), "PlanError"))
             return
         in_hash = input_hash(tool.name, args)

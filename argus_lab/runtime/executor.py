@@ -104,6 +104,16 @@ class InlineGate:
             self.slow.add(tool.name)
 
 
+def _refused_the_loop(e: BaseException) -> bool:
+    """Whether a call failed only because it ran inside an event loop: asyncio's
+    own words for it ("cannot be called from a running event loop", "This event
+    loop is already running"). Any other failure is the tool's and is counted."""
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and (
+        "event loop" in text or "running loop" in text
+    )
+
+
 async def _call_sync(
     tool: Tool,
     kwargs: dict[str, Any],
@@ -116,12 +126,13 @@ async def _call_sync(
         t0 = time.perf_counter()
         try:
             result = tool.fn(**kwargs)
-        except Exception:
-            if tool.inline:
-                raise
-            # Chosen by us, not the author: the call may need to be off the loop
-            # (asyncio.run, a Session method). side_effect="none" makes running
-            # it again harmless, so it does, on a thread, and stays there.
+        except Exception as e:
+            if tool.inline or not _refused_the_loop(e):
+                raise  # a failure like any other: the attempt counts it
+            # Chosen by us, not the author: the call refused to run inside an
+            # event loop (asyncio.run, sync wrappers of async clients).
+            # side_effect="none" makes running it again harmless, so it does,
+            # on a thread, and stays there.
             gate.demote(tool)
         else:
             if tool.inline is None:

@@ -19,12 +19,12 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import BudgetExceeded, ToolError
+from argus_lab.errors import ApprovalRequired, BudgetExceeded, ToolError
 from argus_lab.model import Task
 from argus_lab.runtime.budget import BudgetChecker, BudgetHit
 from argus_lab.runtime.options import SessionOptions
 from argus_lab.runtime.state import SessionState
-from argus_lab.tools.approval import decide
+from argus_lab.tools.approval import require_approval
 from argus_lab.tools.registry import Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -219,19 +219,17 @@ class LlmTaskRunner:
         st = self._state
         tool = tools.get(use.name)
         args = dict(use.input or {})
+        error_type: str | None = None
         if tool is None:
             content, ok = (
                 f"no tool named {use.name!r}; use one of {sorted(tools)}",
                 False,
             )
         else:
-            decision, _ = decide(self._options.policies, tool, args)
-            if decision != "approve":
-                content, ok = (
-                    f"calling {tool.name!r} needs a person's approval, which an LLM "
-                    "task cannot wait for; do without it or say what you need",
-                    False,
-                )
+            try:
+                require_approval(self._options.policies, tool, args)
+            except ApprovalRequired as e:
+                content, ok, error_type = e.message, False, "ApprovalRequired"
             else:
                 # A retried LLM task replays its model turns, tool_use ids and
                 # all: a write that already ran is answered from the record.
@@ -254,6 +252,7 @@ class LlmTaskRunner:
                         content, ok = json.dumps(out, default=str)[:20000], True
                     except Exception as e:  # the model reads the error and adapts
                         content, ok = f"{type(e).__name__}: {e}", False
+                        error_type = type(e).__name__
                     if once:
                         st.put_replay(done_key, {"content": content, "ok": ok})
         st.commit(
@@ -267,6 +266,7 @@ class LlmTaskRunner:
                         "args": args,
                         "ok": ok,
                         "error": None if ok else content,
+                        "error_type": error_type,
                     },
                 )
             ]

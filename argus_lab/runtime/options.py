@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from argus_lab.events import EventBase
-from argus_lab.model import Plan, SessionStatus
+from argus_lab.model import SessionStatus
+from argus_lab.plan import Plan
 from argus_lab.tools.approval import DEFAULT_POLICIES, ApprovalPolicy
 from argus_lab.tools.registry import Tool
 
@@ -23,6 +24,7 @@ __all__ = [
     "RemoteExecutor",
     "Replanning",
     "RunResult",
+    "SessionArgs",
     "SessionOptions",
     "Subscriber",
     "idempotency_key",
@@ -179,10 +181,40 @@ class SessionOptions:
                 f"shutdown_grace must be >= 0 seconds, got {self.shutdown_grace}"
             )
 
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> SessionOptions:
+        """Options from keyword arguments; an unknown one names the known ones."""
+        try:
+            return cls(**options)
+        except TypeError as e:
+            known = ", ".join(cls.__dataclass_fields__)
+            raise TypeError(f"{e}; session options are: {known}") from None
+
     @property
     def policies(self) -> tuple[ApprovalPolicy, ...]:
         """The approval policies in force (the defaults when none were given)."""
         return DEFAULT_POLICIES if self.approvals is None else self.approvals
+
+
+class SessionArgs(TypedDict, total=False):
+    """The keyword options of ``ws.new_session`` and ``ws.open``, typed: the
+    fields of SessionOptions (see there for what each does)."""
+
+    concurrency: int
+    backoff: tuple[float, float]
+    lease_ttl: float
+    inline_result_bytes: int
+    approvals: Sequence[ApprovalPolicy] | None
+    secrets: Sequence[str]
+    max_consecutive_failures: int | None
+    anomaly_factor: float
+    remember: bool | None
+    context_tokens: int
+    models: Model | Mapping[str, Model] | None
+    executor: RemoteExecutor | None
+    clock: Callable[[], float] | None
+    planner: HTNPlanning | Replanning | None
+    shutdown_grace: float
 
 
 @dataclass(frozen=True)

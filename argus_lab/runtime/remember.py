@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from argus_lab.model import Plan
+    from argus_lab.plan import Plan
     from argus_lab.runtime.state import SessionState
     from argus_lab.store.memory import Memory
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from argus_lab.events import EventBase
-from argus_lab.model import Plan, SessionInfo, SessionStatus, TaskRecord
+from argus_lab.model import SessionInfo, SessionStatus, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.runtime.assembly import assemble
 from argus_lab.runtime.budget import budget_scope
 from argus_lab.runtime.budget import merge as merge_budget

@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from argus_lab.errors import UnresolvedReferenceError
 from argus_lab.events import EventBase, make_event
-from argus_lab.model import STATUSES, Plan, SessionInfo, Task, TaskRecord
-from argus_lab.plan.graph import ReferenceError_
+from argus_lab.model import STATUSES, SessionInfo, Task, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
 from argus_lab.runtime.lease import Lease
 from argus_lab.runtime.options import (
@@ -302,10 +303,10 @@ class SessionState:
         return self._artifact_cache[ref]
 
     def result_of(self, task_id: str) -> Any:
-        """The result of a succeeded task (ReferenceError_ otherwise)."""
+        """The result of a succeeded task (UnresolvedReferenceError otherwise)."""
         rec = self.records[task_id]
         if rec.status != "succeeded":
-            raise ReferenceError_(
+            raise UnresolvedReferenceError(
                 f"task {task_id!r} is {rec.status}, so it has no result to use"
             )
         return self.stored_result(rec)

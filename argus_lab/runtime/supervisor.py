@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from argus_lab.errors import PlanError
+from argus_lab.errors import PlanError, UnresolvedReferenceError
 from argus_lab.events import EventBase
 from argus_lab.model import Task, TaskRecord
-from argus_lab.plan.graph import ReferenceError_
 from argus_lab.plan.patch import PlanPatch
 from argus_lab.runtime.options import HTNPlanning, Replanning
 from argus_lab.runtime.outcome import (
@@ -47,7 +46,7 @@ class _Results(Mapping[str, Any]):
             raise KeyError(task_id)
         try:
             return self._state.result_of(task_id)
-        except ReferenceError_:
+        except UnresolvedReferenceError:
             raise KeyError(task_id) from None
 
     def __iter__(self) -> Iterator[str]:

@@ -37,8 +37,15 @@ from argus_lab.errors import (
     CorruptCheckpointError,
     SchemaVersionError,
 )
-from argus_lab.events import EventBase
-from argus_lab.model import Plan, SessionInfo, TaskRecord
+from argus_lab.events import (
+    COMMON_FIELDS,
+    EVENT_KINDS,
+    EventBase,
+    event_adapter,
+    payload_to_fields,
+)
+from argus_lab.model import SessionInfo, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
 from argus_lab.store._bulk import load_records, paused_gc
 from argus_lab.store._rows import (
@@ -62,13 +69,14 @@ __all__ = [
     "open_cache",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1 -> 2: events carry their kind's typed fields instead of a ``payload`` dict."""
 Durability = Literal["normal", "full"]
 """SQLite ``synchronous`` in WAL mode. "normal": a commit survives a process crash
 (SIGKILL, kernel restart) but the last ones may roll back on power loss. "full":
 each commit is fsynced and survives power loss too, at a cost (see BENCHMARKS.md)."""
 
-RecordKind = Literal["head", "meta", "plan", "task", "event"]
+RecordKind = Literal["head", "meta", "plan", "task", "event", "replay"]
 MIGRATIONS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
 """(record kind, from_version) -> function upgrading the JSON data one version."""
 
@@ -110,8 +118,25 @@ def _meta_v0(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-for _kind in ("head", "plan", "event"):
+for _kind in ("head", "plan", "event", "replay"):
     MIGRATIONS[(_kind, 0)] = dict
+for _kind in ("head", "meta", "plan", "task", "replay"):
+    MIGRATIONS[(_kind, 1)] = dict
+
+
+@migration("event", 1)
+def _event_v1(d: dict[str, Any]) -> dict[str, Any]:
+    # v1 kept each kind's own fields in a "payload" dict; v2 types them as fields
+    # of the kind's model (argus_lab.events), a few under new names.
+    d = dict(d)
+    payload = d.pop("payload", None)
+    kind = d.get("kind")
+    if not isinstance(payload, dict) or kind not in EVENT_KINDS:
+        return d
+    for k, v in payload_to_fields(str(kind), payload).items():
+        if k not in COMMON_FIELDS or d.get(k) is None:
+            d[k] = v
+    return d
 
 
 class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
@@ -437,14 +462,16 @@ class SessionStore:
         """Yields the JSON text of every event with seq > since, in order."""
         for key, raw in self._scan(f"e:{since + 1:012d}", "e;"):
             sv, body = self.decode(key, raw, "event")
-            if sv != SCHEMA_VERSION:
-                body = json.dumps(self._parse(key, raw, "event", None))
+            if sv != SCHEMA_VERSION:  # migrated, then dumped as a new one would be
+                data = self._parse(key, raw, "event", None)
+                try:
+                    body = event_adapter().validate_python(data).model_dump_json()
+                except ValidationError as e:
+                    raise self._corrupt(key, f"invalid event record: {e}") from None
             yield body
 
     def read_events(self, since: int = 0) -> list[EventBase]:
         """Every event with seq > since, as models."""
-        from argus_lab.events import event_adapter
-
         ad = event_adapter()
         return [ad.validate_json(b) for b in self.iter_event_json(since)]
 
@@ -528,7 +555,7 @@ class SessionStore:
         raw = self._get("r:" + key)
         if raw is None:
             return None
-        data: dict[str, Any] = self._parse("r:" + key, raw, "event", None)
+        data: dict[str, Any] = self._parse("r:" + key, raw, "replay", None)
         return data
 
     def has_replays(self, prefix: str = "") -> bool:
@@ -547,7 +574,7 @@ class SessionStore:
         """Every recorded reply, key -> JSON text (to seed a fork)."""
         out: dict[str, str] = {}
         for key, raw in self._scan("r:", "r;"):
-            _, body = self.decode(key, raw, "event")
+            _, body = self.decode(key, raw, "replay")
             out[key[2:]] = body
         return out
 

@@ -84,9 +84,6 @@ from argus_lab.store.memory_embedders import (
     default_embedder,
 )
 from argus_lab.store.memory_provenance import (
-    _clip as _clip,
-)
-from argus_lab.store.memory_provenance import (
     memory_id,
     remember_lesson,
     remember_result,

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from argus_lab.errors import ApprovalRequired
+
 if TYPE_CHECKING:
     from argus_lab.tools.registry import SideEffect, Tool
 
@@ -24,6 +26,7 @@ __all__ = [
     "decide",
     "policies_from_data",
     "policies_to_data",
+    "require_approval",
 ]
 
 Decision = Literal["approve", "reject", "ask"]
@@ -96,6 +99,21 @@ def decide(
         if hit:
             return p.decision, p
     return "approve", None
+
+
+def require_approval(
+    policies: Sequence[ApprovalPolicy], tool: Tool, args: dict[str, Any]
+) -> None:
+    """Raises ApprovalRequired unless the policies approve the call outright:
+    the check of a caller that cannot wait for a person (an LLM task's tool
+    call; a task's own call pauses the session instead)."""
+    decision, policy = decide(policies, tool, args)
+    if decision != "approve":
+        rule = f" ({policy.describe()})" if policy is not None else ""
+        raise ApprovalRequired(
+            f"calling {tool.name!r} needs a person's approval{rule}, which an LLM "
+            "task cannot wait for; do without it or say what you need"
+        )
 
 
 # -- policies stored with a session ----------------------------------------------

@@ -7,7 +7,9 @@
 - ``read_file(path)``, ``write_file(path, content)``, ``list_files(path=".")``:
   confined to the session's folder (files.py).
 
-``memory_add`` and ``memory_search`` are reserved for the memory module.
+- ``memory_add``, ``memory_search``: the workspace memory; they live beside it
+  (store/memory_tools.py, above this layer) and register here with
+  :func:`provide_builtin` when imported (``import argus_lab`` imports them).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from argus_lab.tools.files import MAX_READ_BYTES, MAX_WRITE_BYTES, make_file_too
 from argus_lab.tools.registry import Tool
 from argus_lab.tools.sandbox import Limits, make_python_tool
 
-__all__ = ["BUILTIN_NAMES", "builtin_tools"]
+__all__ = ["BUILTIN_NAMES", "builtin_tools", "provide_builtin"]
 
 BUILTIN_NAMES = (
     "python",
@@ -29,6 +31,19 @@ BUILTIN_NAMES = (
 """The names ``builtin_tools`` knows, in order."""
 
 _defaults: dict[str, Tool] = {}
+_provided: dict[str, Tool] = {}
+
+
+def provide_builtin(*tools: Tool) -> None:
+    """Registers built-in tools made by a layer above this one (the memory tools).
+
+    Args:
+        *tools: Tools whose names are in ``BUILTIN_NAMES``.
+    """
+    for t in tools:
+        if t.name not in BUILTIN_NAMES:
+            raise ValueError(f"{t.name!r} is not a built-in tool name")
+        _provided[t.name] = t
 
 
 def _default_tools() -> dict[str, Tool]:
@@ -37,10 +52,7 @@ def _default_tools() -> dict[str, Tool]:
     if not _defaults:
         _defaults.update(make_file_tools())
         _defaults["python"] = make_python_tool()
-        from argus_lab.tools.memory_tools import memory_add, memory_search
-
-        _defaults["memory_add"] = memory_add
-        _defaults["memory_search"] = memory_search
+    _defaults.update(_provided)
     return _defaults
 
 
@@ -82,5 +94,11 @@ def builtin_tools(
             max_read_bytes=max_read_bytes, max_write_bytes=max_write_bytes
         )
         tools["python"] = make_python_tool(sandbox)
-        tools.update({n: _default_tools()[n] for n in ("memory_add", "memory_search")})
+        tools.update(_provided)
+    missing = [n for n in names if n not in tools]
+    if missing:  # the memory tools register when their module is imported
+        raise RuntimeError(
+            f"built-in tools {missing} are not registered: import "
+            "argus_lab.store.memory_tools (al.builtin_tools does it for you)"
+        )
     return [tools[n] for n in dict.fromkeys(names)]

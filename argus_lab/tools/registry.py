@@ -15,7 +15,7 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
-from argus_lab.errors import ArgusError
+from argus_lab.errors import ToolArgumentsError
 from argus_lab.redact import Redactor
 
 __all__ = ["SideEffect", "Tool", "ToolContext", "as_toolset", "tool"]
@@ -206,12 +206,12 @@ class Tool:
         """Validates args and returns the keyword arguments to call the function with.
 
         Raises:
-            ToolError-compatible ValueError naming each bad field.
+            ToolArgumentsError: naming each bad field.
         """
         try:
             m = self.input_model.model_validate(args)
         except ValidationError as e:
-            raise ArgusError(
+            raise ToolArgumentsError(
                 f"tool {self.name!r} got bad arguments: " + _errors_text(e)
             ) from None
         out = {k: getattr(m, k) for k in type(m).model_fields}
@@ -282,16 +282,25 @@ def _hash_code(h: Any, code: types.CodeType) -> None:
             h.update(repr(c).encode())
 
 
-_adapters: dict[int, TypeAdapter[Any]] = {}
+_adapters: dict[Any, TypeAdapter[Any]] = {}
 
 
 def _adapter(tp: Any) -> TypeAdapter[Any]:
-    key = id(tp)
-    if key not in _adapters:
-        _adapters[key] = TypeAdapter(
-            tp, config=ConfigDict(arbitrary_types_allowed=True)
-        )
-    return _adapters[key]
+    """A TypeAdapter for an annotation, built once per annotation.
+
+    Keyed by the annotation itself (equal annotations share one), which also keeps
+    it alive: an ``id`` could be reused by another type once the first is gone.
+    """
+    try:
+        return _adapters[tp]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable annotation (Annotated with a dict, ...)
+        return TypeAdapter(tp, config=ConfigDict(arbitrary_types_allowed=True))
+    ad = _adapters[tp] = TypeAdapter(
+        tp, config=ConfigDict(arbitrary_types_allowed=True)
+    )
+    return ad
 
 
 def _errors_text(e: ValidationError, prefix: str | None = None) -> str:

@@ -4,6 +4,10 @@ Both open the memory of the workspace the task runs in (``ctx.workspace /
 "memory"``, shared per process by :func:`~argus_lab.store.memory.open_memory`),
 so an LLM task, or a plan step, can remember and recall across sessions. LanceDB
 is imported when a tool first runs, not when this module is imported.
+
+They live beside the memory (tools/ sits below store/ and must not import it)
+and register themselves with ``al.builtin_tools`` when this module is imported,
+which ``import argus_lab`` does.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
+from argus_lab.tools.builtin import provide_builtin
 from argus_lab.tools.registry import Tool, ToolContext, tool
 
 __all__ = ["MEMORY_TOOLS", "memory_add", "memory_search"]
@@ -34,7 +39,7 @@ def memory_add(
             document.
         metadata: Optional JSON details to filter on later.
     """
-    from argus_lab.store.memory import open_memory
+    from argus_lab.store.memory import open_memory  # lancedb: on first use
 
     if ctx.redactor is not None:  # memory lies in the workspace: no secrets
         text = ctx.redactor.text(text)
@@ -72,7 +77,7 @@ def memory_search(
         kind: Only memories of this kind (e.g. lesson).
         this_session_only: Only memories written by the current session.
     """
-    from argus_lab.store.memory import open_memory
+    from argus_lab.store.memory import open_memory  # lancedb: on first use
 
     hits = open_memory(ctx.workspace / "memory").search(
         query,
@@ -94,3 +99,5 @@ def memory_search(
 
 MEMORY_TOOLS: tuple[Tool, ...] = (memory_add, memory_search)
 """The memory tools, for a session's ``tools=`` or the built-in set."""
+
+provide_builtin(*MEMORY_TOOLS)

@@ -1,0 +1,221 @@
+"""Trajectory events: one small typed model per kind, and the ``Event`` union.
+
+Every event has the fields of ``EventBase`` (kind, session, seq, time, task,
+attempt, duration); each kind adds its own typed fields (``TaskFailed.error``,
+``LlmCall.input_tokens``, ...), declared below with a docstring each. The class
+name of a kind is its ``kind`` in CamelCase (``task_failed`` -> ``TaskFailed``).
+
+Events are append-only; the store gives each its ``seq`` when it commits.
+
+Sessions written before the fields were typed (schema_version 1) stored the
+kind-specific fields in a ``payload`` dict; the store's event migration moves them
+onto the fields (``RENAMED`` maps the few keys whose name changed).
+``make_event(kind, payload={...})`` takes that older shape too.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, TypeAdapter
+
+from argus_lab.events._base import COMMON_FIELDS, EventBase
+from argus_lab.events._session import (
+    Anomaly,
+    BudgetExceeded,
+    ContextBuilt,
+    Forked,
+    HtnDecision,
+    LlmCall,
+    MemoryWritten,
+    Paused,
+    PlanCreated,
+    PlanPatched,
+    Resumed,
+    SessionCreated,
+    SessionFailed,
+    SessionSucceeded,
+)
+from argus_lab.events._task import (
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalRequested,
+    InDoubt,
+    RetryScheduled,
+    TaskBlocked,
+    TaskFailed,
+    TaskRetried,
+    TaskSkipped,
+    TaskStarted,
+    TaskSucceeded,
+    ToolCall,
+)
+
+__all__ = [
+    "COMMON_FIELDS",
+    "EVENT_KINDS",
+    "Anomaly",
+    "ApprovalGranted",
+    "ApprovalRejected",
+    "ApprovalRequested",
+    "BudgetExceeded",
+    "ContextBuilt",
+    "Event",
+    "EventBase",
+    "Forked",
+    "HtnDecision",
+    "InDoubt",
+    "LlmCall",
+    "MemoryWritten",
+    "Paused",
+    "PlanCreated",
+    "PlanPatched",
+    "Resumed",
+    "RetryScheduled",
+    "SessionCreated",
+    "SessionFailed",
+    "SessionSucceeded",
+    "TaskBlocked",
+    "TaskFailed",
+    "TaskRetried",
+    "TaskSkipped",
+    "TaskStarted",
+    "TaskSucceeded",
+    "ToolCall",
+    "event_adapter",
+    "event_class",
+    "make_event",
+    "payload_to_fields",
+]
+
+_CLASSES: tuple[type[EventBase], ...] = (
+    SessionCreated,
+    PlanCreated,
+    TaskStarted,
+    TaskSucceeded,
+    TaskFailed,
+    RetryScheduled,
+    TaskSkipped,
+    TaskBlocked,
+    TaskRetried,
+    InDoubt,
+    ApprovalRequested,
+    ApprovalGranted,
+    ApprovalRejected,
+    LlmCall,
+    ToolCall,
+    PlanPatched,
+    HtnDecision,
+    BudgetExceeded,
+    MemoryWritten,
+    ContextBuilt,
+    Anomaly,
+    Paused,
+    Resumed,
+    Forked,
+    SessionSucceeded,
+    SessionFailed,
+)
+EVENT_KINDS: tuple[str, ...] = tuple(c.model_fields["kind"].default for c in _CLASSES)
+_BY_KIND: dict[str, type[EventBase]] = dict(zip(EVENT_KINDS, _CLASSES, strict=True))
+_COMMON = frozenset(COMMON_FIELDS)
+_FIELDS: dict[type[EventBase], frozenset[str]] = {
+    c: frozenset(c.model_fields) for c in _CLASSES
+}
+
+Event = Annotated[
+    SessionCreated
+    | PlanCreated
+    | TaskStarted
+    | TaskSucceeded
+    | TaskFailed
+    | RetryScheduled
+    | TaskSkipped
+    | TaskBlocked
+    | TaskRetried
+    | InDoubt
+    | ApprovalRequested
+    | ApprovalGranted
+    | ApprovalRejected
+    | LlmCall
+    | ToolCall
+    | PlanPatched
+    | HtnDecision
+    | BudgetExceeded
+    | MemoryWritten
+    | ContextBuilt
+    | Anomaly
+    | Paused
+    | Resumed
+    | Forked
+    | SessionSucceeded
+    | SessionFailed,
+    Field(discriminator="kind"),
+]
+"""Any event, discriminated by ``kind``."""
+
+_adapter: TypeAdapter[Event] | None = None
+
+
+def event_adapter() -> TypeAdapter[Event]:
+    """The TypeAdapter that parses any event (built on first use)."""
+    global _adapter
+    if _adapter is None:
+        _adapter = TypeAdapter(Event)
+    return _adapter
+
+
+def event_class(kind: str) -> type[EventBase]:
+    """The model of ``kind`` (KeyError names the known kinds)."""
+    try:
+        return _BY_KIND[kind]
+    except KeyError:
+        raise KeyError(f"unknown event kind {kind!r}; known: {EVENT_KINDS}") from None
+
+
+def payload_to_fields(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Maps a schema_version-1 payload onto ``kind``'s field names.
+
+    A payload key naming an EventBase field (LLM planner rounds carry their
+    ``duration``) is returned under that name too; the caller decides which wins.
+    """
+    renamed = event_class(kind).RENAMED
+    return {renamed.get(k, k): v for k, v in payload.items()}
+
+
+def make_event(
+    kind: str, payload: dict[str, Any] | None = None, **fields: Any
+) -> EventBase:
+    """Builds the event model for ``kind``.
+
+    Args:
+        kind: The event kind (KeyError names the known kinds).
+        payload: The kind's own fields as a dict (the schema_version-1 shape,
+            still what most of the runtime hands in); mapped onto the fields.
+        **fields: Fields by name: the EventBase ones and the kind's own.
+
+    Raises:
+        KeyError: an unknown kind.
+        TypeError: a field the kind does not declare (a typo, or a new key
+            that needs a field in ``argus_lab.events`` first).
+    """
+    cls = event_class(kind)
+    if payload:
+        renamed = cls.RENAMED
+        for k, v in payload.items():
+            k = renamed.get(k, k)
+            if k in _COMMON:  # given twice (a planner round's duration): keep one
+                if fields.get(k) is None:
+                    fields[k] = v
+            else:
+                fields[k] = v
+    # Every step builds events: a set difference of dict keys, no sorting unless
+    # something is wrong.
+    if fields.keys() - _FIELDS[cls]:
+        unknown = sorted(fields.keys() - _FIELDS[cls])
+        raise TypeError(
+            f"event {kind!r} ({cls.__name__}) has no field(s) {unknown}; its fields: "
+            f"{sorted(_FIELDS[cls] - _COMMON)}. Declare new ones in "
+            "argus_lab/events/"
+        )
+    return cls(**fields)

@@ -1,0 +1,71 @@
+"""The fields every event has (``EventBase``), and their stored order."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["COMMON_FIELDS", "EventBase"]
+
+COMMON_FIELDS: tuple[str, ...] = (
+    "kind",
+    "session_id",
+    "seq",
+    "ts",
+    "task_id",
+    "attempt",
+    "duration",
+)
+"""The fields of EventBase, in stored order; every kind's own fields come after."""
+
+
+class EventBase(BaseModel):
+    """Fields every event has; each kind's subclass adds its typed fields."""
+
+    # Built on first use: two dozen event classes would otherwise cost
+    # `import argus_lab` tens of milliseconds of schema generation. Extra keys
+    # are kept, not refused, only so a migrated old record loses nothing;
+    # ``make_event`` refuses keys a kind does not declare.
+    model_config = ConfigDict(defer_build=True, extra="allow")
+
+    RENAMED: ClassVar[dict[str, str]] = {}
+    """Payload key (schema_version 1) -> field name, where they differ."""
+
+    kind: str
+    """What happened (a lowercase literal per event class)."""
+    session_id: str
+    """The session it happened in."""
+    seq: int = 0
+    """Position in the session's trajectory; assigned at commit, starting at 1."""
+    ts: float
+    """When it happened (epoch seconds, UTC)."""
+    task_id: str | None = None
+    """The task concerned, if any."""
+    attempt: int | None = None
+    """The attempt concerned, if any."""
+    duration: float | None = None
+    """Seconds the thing took, when it took time."""
+
+    def details(self) -> dict[str, Any]:
+        """The kind's own fields (everything but the EventBase ones), by name."""
+        data = self.model_dump(mode="json")
+        for k in COMMON_FIELDS:
+            data.pop(k, None)
+        return data
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The kind's own fields under their schema_version-1 payload keys.
+
+        Kept for code written against the untyped events (notebooks, older
+        scripts); new code reads the fields (``ev.error``, ``ev.tool``).
+        Assigning a dict sets the fields it names (the runtime's redaction).
+        """
+        back = {v: k for k, v in self.RENAMED.items()}
+        return {back.get(k, k): v for k, v in self.details().items()}
+
+    @payload.setter
+    def payload(self, value: dict[str, Any]) -> None:
+        for k, v in value.items():
+            setattr(self, self.RENAMED.get(k, k), v)

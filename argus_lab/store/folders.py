@@ -1,0 +1,100 @@
+"""A workspace's session folders on disk: which exist, how big, removing one.
+
+Light to import (the CLI's front reads sizes with it): the store is imported
+only to delete.
+
+Layout (see argus_lab.workspace): ``sessions/<id>/`` holds a session's
+checkpoints, ``files/<id>/`` its tools' working files, ``.trash/`` what a removal
+cut short left behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from argus_lab.errors import ConcurrentSessionError, StorageError
+
+if TYPE_CHECKING:
+    from argus_lab.store.checkpoints import Durability
+
+__all__ = [
+    "delete_session",
+    "dir_bytes",
+    "remove_session_folders",
+    "session_folder_ids",
+]
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (its size if a file; 0 if missing)."""
+    if not path.is_dir():
+        return path.stat().st_size if path.is_file() else 0
+    total = 0
+    for p in path.rglob("*"):
+        try:
+            if p.is_file() and not p.is_symlink():
+                total += p.stat().st_size
+        except OSError:  # removed while we looked
+            continue
+    return total
+
+
+def session_folder_ids(root: Path) -> list[str]:
+    """Ids of every session folder under ``root`` with a checkpoint, by id."""
+    return [
+        d.name
+        for d in sorted((root / "sessions").iterdir())
+        if (d / "cache.db").exists()
+    ]
+
+
+def remove_session_folders(root: Path, sid: str) -> int:
+    """Removes a session's checkpoint folder and working files; returns the bytes.
+
+    The checkpoint folder is first moved aside (one rename: the session vanishes
+    at once), then deleted; an interruption leaves only a folder under
+    ``.trash`` (``argus gc`` deletes those).
+    """
+    src, files = root / "sessions" / sid, root / "files" / sid
+    freed = dir_bytes(src) + dir_bytes(files)
+    trash = root / ".trash"
+    trash.mkdir(exist_ok=True)
+    if src.exists():
+        shutil.rmtree(trash / sid, ignore_errors=True)  # an earlier, cut-short one
+        src.rename(trash / sid)
+    shutil.rmtree(trash / sid, ignore_errors=True)
+    shutil.rmtree(files, ignore_errors=True)
+    return freed
+
+
+def delete_session(root: Path, sid: str, durability: Durability) -> tuple[str, int]:
+    """Removes a session nobody is running; returns (its name, bytes freed).
+
+    The name is "" when its metadata cannot be read (a damaged session cannot
+    be run either, so it is removed all the same).
+
+    Raises:
+        ConcurrentSessionError: a live process holds its lease (nothing removed).
+    """
+    from argus_lab.store.checkpoints import SessionStore, lease_is_live  # pydantic
+
+    name, lease = "", None
+    try:
+        store = SessionStore(root / "sessions" / sid, sid, durability=durability)
+        try:
+            head, name = store.read_head(), store.read_meta().name
+            lease = head.lease if head is not None else None
+        finally:
+            store.close()
+    except StorageError:
+        pass
+    if lease is not None and lease_is_live(lease, time.time()):
+        raise ConcurrentSessionError(
+            f"session {name or sid!r} is being run by process {lease.get('pid')} "
+            f"on {lease.get('host')}; stop that run first",
+            session_id=sid,
+        )
+    return name, remove_session_folders(root, sid)
