@@ -679,7 +679,7 @@ def test_a_lease_lost_while_stalled_is_reported_and_nothing_written(
     sys.path.insert(0, str(Path(__file__).parent))
     from waiting import wait_until
 
-    from argus_lab.store import state_core
+    from argus_lab.store import state_lease as state_core
 
     resume, b_in, b_go = threading.Event(), threading.Event(), threading.Event()
     seen: list[state_core._Renewer] = []

@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jsonpatch
 from pydantic import BaseModel
 
 from argus_lab.errors import ConflictError
@@ -37,6 +36,12 @@ from argus_lab.store.state_core import (
     M,
     StateCore,
     _caller,
+)
+from argus_lab.store.state_diff import (
+    MAX_PATCH_COPY,
+    PatchTestFailed,
+    PatchTooLarge,
+    apply_ops,
 )
 from argus_lab.store.state_log import (
     DEFAULT_SNAPSHOT_EVERY,
@@ -58,19 +63,6 @@ __all__ = [
     "open_state",
     "state_names",
 ]
-
-MAX_PATCH_COPY = 8 << 20
-"""Bytes the ``copy`` operations of one JSON Patch may copy in all: each copy
-can double the document, so 40 of them in a 1 MB request would need 2**40
-times its size; honest patches copy far less."""
-
-
-class PatchTestFailed(ValueError):
-    """A ``test`` operation of a JSON Patch did not hold; nothing was written."""
-
-
-class PatchTooLarge(ValueError):
-    """A JSON Patch copies more than ``MAX_PATCH_COPY`` bytes; nothing was written."""
 
 
 class State(StateCore[M]):
@@ -275,35 +267,7 @@ class State(StateCore[M]):
                 state=self.name,
                 version=tx.version,
             )
-        doc = self._migrate(json.loads(dumps(tx.doc)), tx.schema)
-        was_object = isinstance(doc, dict)
-        copied = 0
-        for i, op in enumerate(ops):
-            try:
-                if op.get("op") == "copy" and isinstance(op.get("from"), str):
-                    copied += len(dumps(jsonpatch.JsonPointer(op["from"]).resolve(doc)))
-                    if copied > MAX_PATCH_COPY:
-                        raise PatchTooLarge(
-                            f"the JSON Patch copies more than {MAX_PATCH_COPY} bytes "
-                            f"(operation {i}); send the values instead"
-                        )
-                doc = jsonpatch.apply_patch(doc, [op], in_place=True)
-            except jsonpatch.JsonPatchTestFailed as e:
-                raise PatchTestFailed(
-                    f"operation {i} (test {op.get('path')}) failed: {e}; nothing "
-                    "was written"
-                ) from None
-            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
-                raise ValueError(
-                    f"the JSON Patch does not apply: operation {i} "
-                    f"({op.get('op')} {op.get('path')!r}): {e}"
-                ) from None
-        if was_object and not isinstance(doc, dict):
-            raise ValueError(
-                "the JSON Patch would make the state a "
-                f"{type(doc).__name__}; it must stay a JSON object (its fields "
-                "at the root)"
-            )
+        doc = apply_ops(self._migrate(json.loads(dumps(tx.doc)), tx.schema), ops)
         obj = doc if self.model is None else self.model.model_validate(doc)  # type: ignore[attr-defined]
         self._finish(tx, obj)
         return self.version
