@@ -17,19 +17,12 @@ from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from jsonschema.exceptions import ValidationError as SchemaError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 
-from argus_lab.errors import (
-    ArgusError,
-    ConcurrentSessionError,
-    ConflictError,
-    CorruptCheckpointError,
-    StorageFullError,
-)
 from argus_lab.events import event_adapter
 from argus_lab.runtime.session import Session
+from argus_lab.server._errors import add_error_handlers
 from argus_lab.server._guard import LOOPBACK, MAX_BODY, Guard
 from argus_lab.server._states import add_state_routes
 from argus_lab.store.state import State
@@ -202,62 +195,7 @@ def create_app(
         dependencies=[Depends(_known_query)],
     )
 
-    @app.exception_handler(KeyError)
-    async def _missing(_: Request, e: KeyError) -> JSONResponse:
-        return JSONResponse({"detail": str(e.args[0]) if e.args else ""}, 404)
-
-    @app.exception_handler(ConflictError)
-    @app.exception_handler(ConcurrentSessionError)
-    async def _conflict(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 409)
-
-    @app.exception_handler(ArgusError)
-    async def _argus(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 400)
-
-    @app.exception_handler(CorruptCheckpointError)
-    async def _damaged(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 500)  # the server's data, not ours
-
-    @app.exception_handler(StorageFullError)
-    async def _full(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 507)
-
-    @app.exception_handler(Exception)
-    async def _bug(_: Request, e: Exception) -> JSONResponse:
-        # Logged with its traceback by the server; the body names only its type.
-        return JSONResponse(
-            {"detail": f"internal error ({type(e).__name__}); see the server's log"},
-            500,
-        )
-
-    @app.exception_handler(SchemaError)
-    async def _schema(_: Request, e: SchemaError) -> JSONResponse:
-        # The document breaks the state's model: name the field, not the schema.
-        field = "/".join(str(p) for p in e.absolute_path)
-        where = field or "the document"
-        return JSONResponse(
-            {"detail": f"{where}: {e.message[:500]}", "field": field}, 422
-        )
-
-    @app.exception_handler(ValidationError)
-    async def _model(_: Request, e: ValidationError) -> JSONResponse:
-        err = e.errors(include_url=False)[0]
-        field = "/".join(str(p) for p in err["loc"])
-        return JSONResponse(
-            {"detail": f"{field or 'the document'}: {err['msg']}", "field": field},
-            422,
-        )
-
-    @app.exception_handler(ValueError)
-    async def _invalid(_: Request, e: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(e)[:2000]}, 422)
-
-    @app.exception_handler(RequestValidationError)
-    async def _bad_request(_: Request, e: RequestValidationError) -> JSONResponse:
-        return JSONResponse(
-            {"detail": json.loads(json.dumps(e.errors(), default=str))}, 422
-        )
+    add_error_handlers(app)
 
     @app.get("/health", summary="Liveness (no token needed)")
     def health() -> dict[str, Any]:
