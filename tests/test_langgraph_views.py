@@ -189,3 +189,20 @@ def test_view_without_graph_explains(saver: ArgusSaver) -> None:
         view.resume(1)
     assert view.pending_approvals() == []
     assert len(view.events_df()) == 0
+
+
+def test_node_errors_are_stored_without_pickle() -> None:
+    from argus_lab.langgraph._codec import StoredError, decode, encode
+
+    class Mine(Exception):
+        pass
+
+    got = decode(encode(KeyError("k"), "__error__"))
+    assert type(got) is KeyError and got.args == ("k",)
+    assert str(decode(encode(OSError(2, "gone"), "__error__"))) == "[Errno 2] gone"
+    # A class that is not a builtin is never constructed on load.
+    back = decode(encode(Mine("mine"), "__error__"))
+    assert isinstance(back, StoredError) and not isinstance(back, Mine)
+    assert back.type_name.endswith("Mine") and back.message == "mine"
+    again, first = encode(back, "__error__"), encode(Mine("mine"), "__error__")
+    assert (again["cls"], again["v"]) == (first["cls"], first["v"])  # stable
