@@ -206,3 +206,28 @@ def test_node_errors_are_stored_without_pickle() -> None:
     assert back.type_name.endswith("Mine") and back.message == "mine"
     again, first = encode(back, "__error__"), encode(Mine("mine"), "__error__")
     assert (again["cls"], again["v"]) == (first["cls"], first["v"])  # stable
+
+
+def test_subgraph_nodes_are_tasks_of_their_namespace(
+    ws: al.Workspace, saver: ArgusSaver
+) -> None:
+    sub = StateGraph(S)
+    sub.add_node("x", lambda s: {"log": ["x"]})
+    sub.add_edge(START, "x")
+    sub.add_edge("x", END)
+    g = StateGraph(S)
+    g.add_node("a", _a)
+    g.add_node("child", sub.compile())
+    g.add_edge(START, "a")
+    g.add_edge("a", "child")
+    g.add_edge("child", END)
+    app = g.compile(checkpointer=saver)
+    app.invoke({"log": []}, cfg("sub"))
+    tasks = al.analysis.tasks_df(ws)
+    inner = tasks[tasks["task_id"].str.startswith("child:")]
+    assert list(inner["title"]) == ["__start__", "x"]
+    assert inner["task_id"].iloc[1].endswith("/s1.x")
+    assert json.loads(inner["deps"].iloc[1]) == [inner["task_id"].iloc[0]]
+    view = saver.thread("sub", graph=app)
+    assert view.status == "succeeded"
+    assert {view.graph.nodes[n]["status"] for n in ("a", "child")} == {"succeeded"}

@@ -37,9 +37,30 @@ NULL_TASK = "00000000-0000-0000-0000-000000000000"
 SPECIAL = {"__error__", "__interrupt__", "__resume__", "__scheduled__"}
 
 
+def _has_table(db: Path) -> bool:
+    """Whether a session database holds LangGraph records, asked read-only, so
+    that a native session (whatever its name) is never written by a reader."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=10)
+    except sqlite3.Error:
+        return False
+    try:
+        row = con.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'LangGraph'"
+        ).fetchone()
+    except sqlite3.Error:
+        return False
+    finally:
+        con.close()
+    return row is not None
+
+
 def open_thread(directory: Path) -> ThreadStore | None:
     """A reader's store of the thread in ``directory``, or None if it holds none."""
-    if not (directory / "cache.db").exists():
+    db = directory / "cache.db"
+    if not db.exists() or not _has_table(db):
         return None
     st = ThreadStore(directory, "?", durability="normal", holder="", lease_ttl=0)
     data = st.get("lg:thread")
