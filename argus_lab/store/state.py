@@ -231,6 +231,24 @@ def _check_name(name: str) -> None:
         )
 
 
+@contextmanager
+def _creating(root: Path, name: str) -> Iterator[None]:
+    """Holds an exclusive lock on creating the state ``root/name`` (threads and
+    processes alike; where fcntl is missing, the commit's own check remains)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        yield
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}.create-lock", "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def state_names(root: Path) -> list[str]:
     """The names of the states under ``root`` (a workspace's states/ folder)."""
     if not root.is_dir():
@@ -262,49 +280,56 @@ def open_state(
         isinstance(model, type) and issubclass(model, BaseModel)
     ):
         raise TypeError(f"model must be a pydantic BaseModel class, not {model!r}")
-    if create_only and (root / name / "cache.db").exists():
-        raise ConflictError(
-            f"a state named {name!r} already exists in {root}", state=name
+    with _creating(root, name):
+        # One opener at a time: two that both found the state missing would
+        # otherwise both take themselves for its creator.
+        log = StateLog(
+            root / name, name, durability=durability, snapshot_every=snapshot_every
         )
-    log = StateLog(
-        root / name, name, durability=durability, snapshot_every=snapshot_every
-    )
-    st: State[Any] = State(
-        log,
-        model,
-        schema_version=schema_version,
-        max_size=max_size,
-        growth_window=growth_window,
-        lock_ttl=lock_ttl,
-        durability=durability,
-    )
-    if log.head() is None:
-        if initial is None and model is None:
-            initial = {}
-        obj = initial if initial is not None else model()
-        try:
-            doc, text = st._validate(obj)
-        except BaseException:
+        st: State[Any] = State(
+            log,
+            model,
+            schema_version=schema_version,
+            max_size=max_size,
+            growth_window=growth_window,
+            lock_ttl=lock_ttl,
+            durability=durability,
+        )
+        if create_only and log.head() is not None:
+            # It exists: made earlier, or by the opener that held the lock before.
             log.close()
-            raise
-        head = StateHead(schema=schema_version)
-        if parent is not None:
-            head.parent, head.forked_at = parent
-        head.json_schema = (
-            model.model_json_schema() if model is not None else json_schema
-        )
-        kind = "fork" if parent else "create"
-        who = caller or _caller()
-        # Another process may have created it first: then use theirs (or,
-        # with create_only, say so: the caller meant to make a new one).
-        try:
-            log.create(Commit(doc, text, schema_version, who, kind), head)
-        except ConflictError:
-            if create_only:
+            raise ConflictError(
+                f"a state named {name!r} already exists in {root}",
+                state=name,
+                version=1,
+            )
+        if log.head() is None:
+            if initial is None and model is None:
+                initial = {}
+            obj = initial if initial is not None else model()
+            try:
+                doc, text = st._validate(obj)
+            except BaseException:
                 log.close()
-                raise ConflictError(
-                    f"a state named {name!r} already exists in {root}",
-                    state=name,
-                    version=1,
-                ) from None
-    return st
+                raise
+            head = StateHead(schema=schema_version)
+            if parent is not None:
+                head.parent, head.forked_at = parent
+            head.json_schema = (
+                model.model_json_schema() if model is not None else json_schema
+            )
+            kind = "fork" if parent else "create"
+            who = caller or _caller()
+            # Another process may have created it first: then use theirs (or,
+            # with create_only, say so: the caller meant to make a new one).
+            try:
+                log.create(Commit(doc, text, schema_version, who, kind), head)
+            except ConflictError:
+                if create_only:
+                    log.close()
+                    raise ConflictError(
+                        f"a state named {name!r} already exists in {root}",
+                        state=name,
+                        version=1,
+                    ) from None
+        return st
