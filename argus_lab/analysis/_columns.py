@@ -20,14 +20,24 @@ Int64          ``Int64`` (nullable)       ``int64[pyarrow]``
 float64        ``float64`` (NaN)          ``double[pyarrow]``
 boolean        ``boolean`` (nullable)     ``bool[pyarrow]``
 timestamp      ``datetime64[ns, UTC]``    ``timestamp[ns, tz=UTC][pyarrow]``
+duration       ``float64`` seconds (NaN)  ``double[pyarrow]`` seconds
 timedelta      ``timedelta64[ns]``        ``duration[ns][pyarrow]``
 category       ``category``               ``category`` (pandas Categorical)
 object         ``object`` (Python lists)  ``object``
 ============  =========================  ===================================
 
 Row values are plain Python: epoch seconds (float) for timestamps, seconds for
-timedeltas, any JSON-able value for ``json`` (dumped with sorted keys unless it is
-already text). ``object`` is for post-mortem results that hold Python lists; the
+durations and timedeltas, any JSON-able value for ``json`` (dumped with sorted keys
+unless it is already text).
+
+Every duration in the exported frames (and the post-mortem helpers) is a
+``duration``: float64 **seconds**, so it sums, plots and compares as a number;
+``timedelta`` is left for columns of your own. One missing-value marker per dtype
+(numpy_nullable backend): ``NaN`` in float64 columns (costs, durations), ``NaT`` in
+timestamps, ``pd.NA`` (shown ``<NA>``) in the nullable ``string``, ``Int64`` and
+``boolean`` columns and in categoricals (shown ``NaN`` by pandas), never two markers
+in one column. With ``dtype_backend="pyarrow"`` every column's missing value is
+``pd.NA``. ``object`` is for post-mortem results that hold Python lists; the
 exported frames never use it. Categoricals keep a fixed category list (so frames of
 different
 sessions concatenate without turning into objects); a value outside it is appended.
@@ -63,6 +73,7 @@ DtypeSpec = Literal[
     "float64",
     "boolean",
     "timestamp",
+    "duration",
     "timedelta",
     "category",
     "object",
@@ -86,9 +97,10 @@ class Column:
         value: A function of the whole row, used instead of ``path`` when given.
         categories: For ``category`` columns, the known categories, in order.
         doc: What the column holds (shown by :meth:`Columns.describe`).
-        span: For a ``timedelta`` column, (start, end) timestamp columns of the
-            same spec: the column is computed as end - start from them, so the
-            difference is exact to the nanosecond (else it is read as usual).
+        span: For a ``duration`` or ``timedelta`` column, (start, end) timestamp
+            columns of the same spec: the column is computed as end - start from
+            them (in nanoseconds, then converted), so it equals the difference of
+            the two columns shown (else it is read as usual).
     """
 
     name: str
@@ -207,7 +219,10 @@ class Columns:
             {
                 "column": self.names,
                 "dtype": [str(pandas_dtype(c.dtype)) for c in self._columns],
-                "doc": [c.doc for c in self._columns],
+                "doc": [
+                    c.doc + (" Seconds (NaN: unknown)." if c.dtype == "duration" else "")
+                    for c in self._columns
+                ],
             }
         )
 
@@ -228,6 +243,8 @@ class Columns:
                 assert c.span is not None
                 start, end = (data[n].astype(pandas_dtype("timestamp")) for n in c.span)
                 s = (end - start).astype(pandas_dtype("timedelta"))
+                if c.dtype == "duration":  # exact ns difference, then seconds
+                    s = s.dt.total_seconds()
                 data[c.name] = s.astype(pandas_dtype(c.dtype, dtype_backend))
         if not data:
             return pd.DataFrame(index=pd.RangeIndex(len(rows)))
@@ -275,6 +292,7 @@ def pandas_dtype(
             "float64": pa.float64(),
             "boolean": pa.bool_(),
             "timestamp": pa.timestamp("ns", tz="UTC"),
+            "duration": pa.float64(),
             "timedelta": pa.duration("ns"),
         }
         return pd.ArrowDtype(types[spec])
@@ -285,6 +303,7 @@ def pandas_dtype(
         "float64": "float64",
         "boolean": pd.BooleanDtype(),
         "timestamp": pd.DatetimeTZDtype("ns", "UTC"),
+        "duration": "float64",
         "timedelta": "timedelta64[ns]",
     }[spec]
 
@@ -320,7 +339,7 @@ def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> An
     elif spec == "timedelta":
         s = pd.Series(pd.to_timedelta(np.array(values, dtype="float64"), unit="s"))
         s = s.astype("timedelta64[ns]")
-    elif spec == "float64":
+    elif spec in ("float64", "duration"):
         s = pd.Series(np.array(values, dtype="float64"))
     else:
         s = pd.Series(pd.array(values, dtype=pandas_dtype(spec)))

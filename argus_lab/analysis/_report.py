@@ -15,17 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.analysis._changes import compare, decisions
+from argus_lab.analysis._changes import COMPARE_COLUMNS, compare, decisions
 from argus_lab.analysis._frames import Frames
 from argus_lab.analysis._plots import cost_over_time, timeline
 from argus_lab.analysis._postmortem import (
+    RETRY_COLUMNS,
     cost_by,
+    cost_columns,
     critical_path,
     failure_chains,
     one_session,
     retries_summary,
     slowest,
 )
+from argus_lab.analysis._schema import FRAME_COLUMNS
 from argus_lab.analysis._values import secs
 from argus_lab.model import STATUSES
 
@@ -39,27 +42,46 @@ __all__ = ["Report", "report"]
 
 
 def fmt_duration(seconds: float | None) -> str:
-    """850 ms, 12.3 s, 4 min 05 s, 2 h 03 min; an em dash for none."""
+    """Seconds as a person reads them: "5 ms", "0.44 s", "12.3 s", "2 min 3 s",
+    "1 h 5 min"; an em dash for none (None or NaN)."""
     if seconds is None or seconds != seconds:
         return "—"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
+    if seconds < 0.01:
+        ms = seconds * 1000
+        return f"{ms:.0f} ms" if ms >= 1 or ms == 0 else f"{ms:.2f} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
     if seconds < 60:
         return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
 
 
-def _cell(v: Any) -> str:
+DURATIONS = frozenset(
+    c.name
+    for spec in (
+        *FRAME_COLUMNS.values(),
+        RETRY_COLUMNS,
+        COMPARE_COLUMNS,
+        cost_columns("task"),
+    )
+    for c in spec
+    if c.dtype == "duration"
+) | {"cum_duration"}
+"""Columns the report shows as human durations (float64 seconds in the frames)."""
+
+
+def _cell(v: Any, duration: bool = False) -> str:
     import pandas as pd
 
     if isinstance(v, list):
         return ", ".join(str(x) for x in v) or "—"
     if v is None or (not isinstance(v, str) and pd.isna(v)):
         return "—"
-    if isinstance(v, pd.Timedelta):
-        return fmt_duration(v.total_seconds())
+    if duration or isinstance(v, pd.Timedelta):
+        return fmt_duration(secs(v))
     if isinstance(v, pd.Timestamp):
         return v.strftime("%Y-%m-%d %H:%M:%S UTC")
     if isinstance(v, float):
@@ -201,22 +223,30 @@ def _md_inline_html(text: str) -> str:
 
 
 def _md_table(df: pd.DataFrame) -> str:
-    def esc(v: Any) -> str:
-        return _cell(v).replace("|", "\\|").replace("\n", " ")
+    dur = [str(c) in DURATIONS for c in df.columns]
+
+    def esc(v: Any, d: bool) -> str:
+        return _cell(v, d).replace("|", "\\|").replace("\n", " ")
 
     head = "| " + " | ".join(str(c) for c in df.columns) + " |"
     sep = "|" + "|".join("---" for _ in df.columns) + "|"
     rows = [
-        "| " + " | ".join(esc(v) for v in r) + " |" for r in df.itertuples(index=False)
+        "| " + " | ".join(esc(v, d) for v, d in zip(r, dur, strict=True)) + " |"
+        for r in df.itertuples(index=False)
     ]
     return "\n".join([head, sep, *rows])
 
 
 def _html_table(df: pd.DataFrame) -> str:
     e = html.escape
+    dur = [str(c) in DURATIONS for c in df.columns]
     head = "".join(f"<th>{e(str(c))}</th>" for c in df.columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{e(_cell(v))}</td>" for v in r) + "</tr>"
+        "<tr>"
+        + "".join(
+            f"<td>{e(_cell(v, d))}</td>" for v, d in zip(r, dur, strict=True)
+        )
+        + "</tr>"
         for r in df.itertuples(index=False)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -1,7 +1,7 @@
 """Value conversions the frames and the post-mortem helpers share (one copy each).
 
-Frames hold pandas values (tz-aware Timestamps, Timedeltas, NA); rows and reports
-want plain floats and JSON text.
+Frames hold pandas values (tz-aware Timestamps, durations as float seconds, NA);
+rows and reports want plain floats and JSON text.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ __all__ = ["canonical", "epoch", "secs"]
 
 
 def secs(v: Any) -> float | None:
-    """Seconds of a Timedelta (None for None, NaT or NA)."""
+    """Seconds of a duration: a number of seconds (the frames' float64 durations)
+    or a Timedelta; None for None, NaN, NaT or NA."""
     import pandas as pd
 
-    return None if v is None or pd.isna(v) else float(v.total_seconds())
+    if v is None or pd.isna(v):
+        return None
+    return float(v.total_seconds()) if hasattr(v, "total_seconds") else float(v)
 
 
 def epoch(ts: Any) -> float | None:
@@ -26,6 +29,11 @@ def epoch(ts: Any) -> float | None:
     return None if ts is None or pd.isna(ts) else float(ts.value) / 1e9
 
 
+# One encoder for every call: json.dumps with options builds a new JSONEncoder
+# each time, which was most of tasks_df's cost (10,000 results: 0.17 s of 0.4 s).
+_ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
+
+
 def canonical(value: Any) -> str:
     """JSON text with sorted keys, so equal values give equal text."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return _ENCODE(value)
