@@ -6,7 +6,6 @@ import asyncio
 import threading
 from typing import Any
 
-import pandas as pd
 import pytest
 
 import argus_lab as al

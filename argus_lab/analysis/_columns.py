@@ -60,6 +60,7 @@ __all__ = [
     "DtypeBackend",
     "DtypeSpec",
     "Row",
+    "Table",
     "arrow",
     "pandas_dtype",
     "records",
@@ -118,8 +119,12 @@ class Column:
                 f"got {self.dtype!r}"
             )
 
-    def values(self, rows: Sequence[Row]) -> list[Any]:
-        """Reads this column's raw values from every row."""
+    def values(self, rows: Sequence[Row] | Table) -> list[Any]:
+        """Reads this column's raw values from every row (or from a Table)."""
+        if isinstance(rows, Table):
+            if self.value is None and "." not in (key := self.path or self.name):
+                return rows.column(key)  # columnar already: no per-row work
+            rows = rows.rows()
         if self.value is not None:
             fn = self.value
             return [fn(r) for r in rows]
@@ -139,6 +144,62 @@ def _dig(row: Any, parts: list[str]) -> Any:
             return None
         row = row.get(p)
     return row
+
+
+class Table:
+    """Rows held as columns (name -> one list of values per column), as the frame
+    builders produce them: a frame is made from these lists with no dict per row.
+
+    Args:
+        columns: Column name -> its values (every list of length ``n``).
+        n: The number of rows.
+    """
+
+    __slots__ = ("_columns", "_n", "_rows")
+
+    def __init__(self, columns: dict[str, list[Any]], n: int) -> None:
+        bad = sorted(k for k, v in columns.items() if len(v) != n)
+        if bad:
+            raise ValueError(f"columns {bad} do not have {n} values")
+        self._columns = columns
+        self._n = n
+        self._rows: list[Row] | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def column(self, name: str) -> list[Any]:
+        """The values of one column (all None when the table has no such column)."""
+        got = self._columns.get(name)
+        return got if got is not None else [None] * self._n
+
+    def rows(self) -> list[Row]:
+        """The rows as dicts (built once, for columns read by path or function)."""
+        if self._rows is None:
+            names = list(self._columns)
+            self._rows = (
+                [
+                    dict(zip(names, vals, strict=True))
+                    for vals in zip(*self._columns.values(), strict=True)
+                ]
+                if names
+                else [{} for _ in range(self._n)]
+            )
+        return self._rows
+
+    @staticmethod
+    def concat(parts: Sequence[Table]) -> Table:
+        """One table of the parts' rows, in order (columns: the union, None-filled)."""
+        names: dict[str, None] = {}
+        for p in parts:
+            names.update(dict.fromkeys(p._columns))
+        out: dict[str, list[Any]] = {}
+        for name in names:
+            col: list[Any] = []
+            for p in parts:
+                col.extend(p.column(name))
+            out[name] = col
+        return Table(out, sum(len(p) for p in parts))
 
 
 class Columns:
@@ -220,16 +281,24 @@ class Columns:
                 "column": self.names,
                 "dtype": [str(pandas_dtype(c.dtype)) for c in self._columns],
                 "doc": [
-                    c.doc + (" Seconds (NaN: unknown)." if c.dtype == "duration" else "")
+                    c.doc
+                    + (" Seconds (NaN: unknown)." if c.dtype == "duration" else "")
                     for c in self._columns
                 ],
             }
         )
 
     def frame(
-        self, rows: Sequence[Row], dtype_backend: DtypeBackend = "numpy_nullable"
+        self,
+        rows: Sequence[Row] | Table,
+        dtype_backend: DtypeBackend = "numpy_nullable",
     ) -> pd.DataFrame:
-        """Builds the DataFrame, one column at a time, with the declared dtypes."""
+        """Builds the DataFrame, one column at a time, with the declared dtypes.
+
+        Args:
+            rows: Dicts, one per row, or a :class:`Table` (columns as lists).
+            dtype_backend: "numpy_nullable" (default) or "pyarrow".
+        """
         import pandas as pd
 
         _check_backend(dtype_backend)

@@ -243,9 +243,7 @@ def _html_table(df: pd.DataFrame) -> str:
     head = "".join(f"<th>{e(str(c))}</th>" for c in df.columns)
     body = "".join(
         "<tr>"
-        + "".join(
-            f"<td>{e(_cell(v, d))}</td>" for v, d in zip(r, dur, strict=True)
-        )
+        + "".join(f"<td>{e(_cell(v, d))}</td>" for v, d in zip(r, dur, strict=True))
         + "</tr>"
         for r in df.itertuples(index=False)
     )
