@@ -231,3 +231,14 @@ def test_table_checks_lengths_and_concatenates() -> None:
     assert Table({}, 2).rows() == [{}, {}]
     with pytest.raises(ValueError, match=r"columns \['x'\] do not have 3 values"):
         Table({"x": [1]}, 3)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["plain", 'ü "q" \\ \n', [], ["a", "b ü"], ["x", 1], {"b": 1, "a": [1, "ü"]}, None],
+)
+def test_canonical_fast_paths_write_what_json_dumps_writes(value: Any) -> None:
+    import json
+
+    want = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    assert canonical(value) == want
