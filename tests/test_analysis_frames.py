@@ -242,3 +242,16 @@ def test_canonical_fast_paths_write_what_json_dumps_writes(value: Any) -> None:
 
     want = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     assert canonical(value) == want
+
+
+def test_an_export_with_timedelta_durations_loads_as_seconds(
+    fr: an.Frames, tmp_path: Path
+) -> None:
+    # Folders exported before durations were float seconds hold timedelta64.
+    import dataclasses
+
+    old = fr.tasks.assign(duration=pd.to_timedelta(fr.tasks["duration"], unit="s"))
+    an.export(dataclasses.replace(fr, tasks=old), tmp_path / "old")
+    back = an.load(tmp_path / "old").tasks
+    assert str(back["duration"].dtype) == "float64"
+    pd.testing.assert_series_equal(back["duration"], fr.tasks["duration"])
