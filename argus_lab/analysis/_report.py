@@ -29,7 +29,7 @@ from argus_lab.analysis._postmortem import (
     slowest,
 )
 from argus_lab.analysis._schema import FRAME_COLUMNS
-from argus_lab.analysis._values import secs
+from argus_lab.analysis._values import fmt_duration, secs
 from argus_lab.model import STATUSES
 
 if TYPE_CHECKING:
@@ -38,25 +38,7 @@ if TYPE_CHECKING:
 
     from argus_lab.runtime.session import Session
 
-__all__ = ["Report", "report"]
-
-
-def fmt_duration(seconds: float | None) -> str:
-    """Seconds as a person reads them: "5 ms", "0.44 s", "12.3 s", "2 min 3 s",
-    "1 h 5 min"; an em dash for none (None or NaN)."""
-    if seconds is None or seconds != seconds:
-        return "—"
-    if seconds < 0.01:
-        ms = seconds * 1000
-        return f"{ms:.0f} ms" if ms >= 1 or ms == 0 else f"{ms:.2f} ms"
-    if seconds < 10:
-        return f"{seconds:.2f} s"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = round(seconds)
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s"
-    return f"{whole // 3600} h {whole % 3600 // 60} min"
+__all__ = ["DURATIONS", "Report", "fmt_duration", "report"]
 
 
 DURATIONS = frozenset(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["canonical", "epoch", "secs"]
+__all__ = ["canonical", "epoch", "fmt_duration", "secs"]
 
 
 def secs(v: Any) -> float | None:
@@ -46,3 +46,21 @@ def canonical(value: Any) -> str:
     if type(value) is list and all(type(v) is str for v in value):
         return "[" + ", ".join(map(_STR, value)) + "]"
     return _ENCODE(value)
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """Seconds as a person reads them: "5 ms", "0.44 s", "12.3 s", "2 min 3 s",
+    "1 h 5 min"; an em dash for none (None or NaN)."""
+    if seconds is None or seconds != seconds:
+        return "—"
+    if seconds < 0.01:
+        ms = seconds * 1000
+        return f"{ms:.0f} ms" if ms >= 1 or ms == 0 else f"{ms:.2f} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
