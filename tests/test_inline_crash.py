@@ -69,9 +69,10 @@ def test_sigkill_among_inline_tools_loses_and_repeats_nothing(tmp_path: Path) ->
             def gone(p: subprocess.Popen[bytes] = p) -> str | None:
                 return None if p.poll() is None else f"worker exit {p.returncode}"
 
-            waiting.wait_until(
-                lambda n=lines: n_lines(calls) >= n, f"{lines} calls", gone=gone
-            )
+            def reached(n: int = lines) -> bool:
+                return n_lines(calls) >= n
+
+            waiting.wait_until(reached, f"{lines} calls", gone=gone)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=rng.uniform(0, 0.004))
             if p.poll() is None:
