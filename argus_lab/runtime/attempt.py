@@ -73,7 +73,7 @@ class AttemptRunner:
         self._workdir: Path | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inline = InlineGate()
-        self._intents = IntentBatch(state)
+        self._intents = IntentBatch(state, lambda: signals.stopping is not None)
 
     def tool_for(self, task: Task) -> Tool | None:
         """The tool a task calls (None: not registered in this session)."""
@@ -192,23 +192,26 @@ class AttemptRunner:
             st.defer([started])
             intent = rec
 
-            async def on_thread() -> None:
+            async def on_thread() -> bool:
                 # Refused on the loop, the call goes to a thread and the loop
                 # runs on: other commits, a skip or a pause may come first, so
                 # the intent is committed now, as for any call on a thread.
                 nonlocal deferred
                 st.drop_deferred()  # only ours: deferred while the loop was held
                 deferred = False
-                await self._intents.commit(intent, started, relaxed=True)
+                return await self._intents.commit(intent, started, relaxed=True)
 
         else:
             # Committed with the intents of the tasks starting beside it (one
             # transaction), before the call. A tool without side effects loses
             # nothing if its intent is lost to a power cut (the attempt just
             # runs again): no fsync for it under "full".
-            await self._intents.commit(
+            written = await self._intents.commit(
                 rec, started, relaxed=tool.side_effect != "write"
             )
+            if not written:  # shut down while the intent waited: start nothing
+                st.sched.set(tid, "pending")
+                return
         out: Outcome
         try:
             out = await run_attempt(

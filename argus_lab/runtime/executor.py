@@ -121,7 +121,7 @@ async def _call_sync(
     timeout: float | None,
     pool: Executor,
     gate: InlineGate | None,
-    on_thread: Callable[[], Awaitable[None]] | None = None,
+    on_thread: Callable[[], Awaitable[bool]] | None = None,
 ) -> Any:
     if gate is not None and gate.inline_now(tool, timeout):
         # The thread hop (submit, wake-up, future) costs more than a quick call.
@@ -136,10 +136,11 @@ async def _call_sync(
             # side_effect="none" makes running it again harmless, so it does,
             # on a thread, and stays there.
             gate.demote(tool)
-            if on_thread is not None:
-                # The loop runs on while the thread calls: an intent deferred
-                # for an inline call is committed now, before the call.
-                await on_thread()
+            # The loop runs on while the thread calls: an intent deferred for
+            # an inline call is committed now, before the call (False: it was
+            # not, the session is shutting down).
+            if on_thread is not None and not await on_thread():
+                raise _NotStarted("the session is shutting down") from None
         else:
             if tool.inline is None:
                 gate.inline_took(tool, time.perf_counter() - t0)
@@ -195,13 +196,14 @@ async def run_attempt(
     artifacts: ArtifactStore,
     remote: RemoteExecutor | None = None,
     gate: InlineGate | None = None,
-    on_thread: Callable[[], Awaitable[None]] | None = None,
+    on_thread: Callable[[], Awaitable[bool]] | None = None,
 ) -> Outcome:
     """Runs one attempt and classifies its outcome (never raises for tool errors).
 
     ``gate``: decides which sync calls run on the event loop (None: only tools
     declared ``inline=True``). ``on_thread``: awaited before a call that was
-    to run inline goes to a thread after all (it commits a deferred intent)."""
+    to run inline goes to a thread after all (it commits a deferred intent;
+    False: it could not, and the call does not start)."""
     t0 = time.perf_counter()
     out = await _attempt(
         tool,
@@ -232,7 +234,7 @@ async def _attempt(
     artifacts: ArtifactStore,
     remote: RemoteExecutor | None = None,
     gate: InlineGate | None = None,
-    on_thread: Callable[[], Awaitable[None]] | None = None,
+    on_thread: Callable[[], Awaitable[bool]] | None = None,
 ) -> Outcome:
     try:
         kwargs = tool.validate(args)
