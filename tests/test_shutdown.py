@@ -535,8 +535,10 @@ def test_a_shutdown_while_intents_wait_in_their_batch_starts_no_call(
         "p0": "pending",
         "p1": "pending",
     }
+    assert s2.usage["steps"] == 0  # no step was taken
     assert s2.run().status == "succeeded"  # nothing in doubt: never began
     assert sorted(calls) == [0, 1]
+    assert s2.usage["steps"] == 2
     events = s2.events()
     started = Counter(e.task_id for e in events if e.kind == "task_started")
     assert {t: r.attempts for t, r in s2.records.items()} == dict(started)
