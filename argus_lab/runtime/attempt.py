@@ -210,6 +210,7 @@ class AttemptRunner:
                 rec, started, relaxed=tool.side_effect != "write"
             )
             if not written:  # shut down while the intent waited: start nothing
+                st.usage["steps"] -= 1  # no step was taken
                 st.sched.set(tid, "pending")
                 return
         out: Outcome
