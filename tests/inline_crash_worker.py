@@ -1,8 +1,12 @@
 """A runner of quick inline tools that tests/test_inline_crash.py SIGKILLs.
 
-Run as ``python tests/inline_crash_worker.py WORKSPACE``: opens (or creates) the
-session "inline" and ``run()``s it; exit 0 if it succeeded. The test imports
-this module too, for the same tools and plan.
+Run as ``python tests/inline_crash_worker.py WORKSPACE [doubts]``: opens (or
+creates) the session "inline" (or "doubts") and ``run()``s it; exit 0 if it
+succeeded. The test imports this module too, for the same tools and plans.
+
+The "doubts" plan: ``N_PAY`` non-idempotent writes (``pay``) that start together,
+so their intents share one commit; each logs its call to ``paid.log`` and blocks
+until the file ``release`` appears.
 
 The plan mixes the three ways a quick sync call runs (runtime/attempt.py):
 
@@ -104,14 +108,36 @@ def plan(seed: int = SEED) -> dict[str, Any]:
     return {"goal": "inline crash test", "tasks": tasks}
 
 
+N_PAY = 4
+
+
+@al.tool(side_effect="write", idempotent=False)
+def pay(n: int, *, ctx: al.ToolContext) -> int:
+    """A non-idempotent write: logs the call, then waits for ``release``."""
+    append_line(ctx.workspace / "paid.log", f"{ctx.task_id} {ctx.idempotency_key}")
+    release = ctx.workspace / "release"
+    for _ in range(60_000):  # the test kills us first, or releases us
+        if release.exists():
+            return n
+        threading.Event().wait(0.002)
+    raise RuntimeError("never released")
+
+
+def doubts_plan() -> dict[str, Any]:
+    tasks = [{"id": f"pay{i}", "tool": "pay", "args": {"n": i}} for i in range(N_PAY)]
+    return {"goal": "grouped non-idempotent writes", "tasks": tasks}
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[0])
+    which = argv[1] if len(argv) > 1 else "inline"
+    tools, make = (TOOLS, plan) if which == "inline" else ([pay], doubts_plan)
     ws = al.Workspace(root)
     opts: dict[str, Any] = {"approvals": (), "concurrency": 8}
     try:
-        s = ws.open("inline", tools=TOOLS, **opts)
+        s = ws.open(which, tools=tools, **opts)
     except KeyError:
-        s = ws.new_session(plan=plan(), tools=TOOLS, name="inline", **opts)
+        s = ws.new_session(plan=make(), tools=tools, name=which, **opts)
     try:
         result = s.run()
     finally:

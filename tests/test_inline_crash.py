@@ -39,12 +39,12 @@ def n_lines(path: Path) -> int:
         return 0
 
 
-def start(root: Path, logs: list[Path]) -> subprocess.Popen[bytes]:
+def start(root: Path, logs: list[Path], *args: str) -> subprocess.Popen[bytes]:
     out = root.parent / f"worker{len(logs)}.out"
     logs.append(out)
     with out.open("wb") as f:
         return subprocess.Popen(
-            [sys.executable, str(WORKER), str(root)],
+            [sys.executable, str(WORKER), str(root), *args],
             stdout=f,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -125,6 +125,60 @@ def test_sigkill_among_inline_tools_loses_and_repeats_nothing(tmp_path: Path) ->
         by_task = Counter(t for _, t in stamps)
         assert by_task == dict.fromkeys(writes, 1)
         assert {t: k for k, t in stamps} == {t: recs[t].idempotency_key for t in writes}
+    finally:
+        s.close()
+        ws.close()
+
+
+@pytest.mark.slow
+def test_sigkill_after_a_batch_of_write_intents_leaves_each_in_doubt(
+    tmp_path: Path,
+) -> None:
+    """Non-idempotent writes starting together share one intent commit, made
+    before any of their calls. A kill once the first call has begun leaves
+    every one of them in doubt (committed, maybe begun), none silently rerun,
+    each keeping its key for a person's retry."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    paid = root / "paid.log"
+    logs: list[Path] = []
+    p = subprocess.Popen(
+        [sys.executable, str(WORKER), str(root), "doubts"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def gone() -> str | None:
+            return None if p.poll() is None else f"worker exit {p.returncode}"
+
+        waiting.wait_until(lambda: n_lines(paid) >= 1, "a call", gone=gone)
+    finally:
+        p.kill()
+        p.wait(timeout=DEADLINE)
+    before = iw.read_lines(paid)
+    (root / "release").touch()
+    again = start(root, logs, "doubts")
+    assert again.wait(timeout=DEADLINE) == 1, logs[-1].read_text()  # paused
+    assert "in doubt" in logs[-1].read_text()
+    assert iw.read_lines(paid) == before  # nothing rerun on its own
+    ws = al.Workspace(root)
+    s = ws.open("doubts", tools=[iw.pay], approvals=())
+    try:
+        recs = s.records
+        assert {t: r.status for t, r in recs.items()} == dict.fromkeys(
+            [f"pay{i}" for i in range(iw.N_PAY)], "in_doubt"
+        )
+        for line in before:
+            tid, key = line.split(" ")
+            assert recs[tid].idempotency_key == key
+        for tid in recs:  # a person decides: run them again, same keys
+            s.retry(tid)
+        assert s.run().status == "succeeded"
+        assert {t: r.idempotency_key for t, r in s.records.items()} == {
+            t: r.idempotency_key for t, r in recs.items()
+        }
+        assert len(iw.read_lines(paid)) == len(before) + iw.N_PAY
     finally:
         s.close()
         ws.close()
