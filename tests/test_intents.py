@@ -133,3 +133,75 @@ def test_a_batch_that_fails_to_commit_runs_no_tool(
     )
     s.close()
     ws.close()
+
+
+def test_under_full_durability_each_write_call_follows_its_fsynced_intent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Invariant 2 with durability="full": whichever way a write runs (inline
+    or on a thread, in a batch with side-effect-free intents or not), its
+    intent was committed without relaxing the fsync before the call began."""
+    commits: list[tuple[set[str], bool]] = []  # (task_started of, relaxed)
+    order: list[str] = []
+    checked: dict[str, bool] = {}
+
+    def fsynced_before(tid: str) -> bool:
+        return any(tid in tids and not relaxed for tids, relaxed in commits)
+
+    @al.tool(side_effect="write", idempotent=True, inline=True)
+    def put_inline(i: int, *, ctx: al.ToolContext) -> int:
+        checked[ctx.task_id] = fsynced_before(ctx.task_id)
+        return i
+
+    @al.tool(side_effect="write", idempotent=False)
+    def put(i: int, *, ctx: al.ToolContext) -> int:
+        checked[ctx.task_id] = fsynced_before(ctx.task_id)
+        return i
+
+    @al.tool(inline=True)
+    def look(i: int) -> int:
+        order.append(f"l{i}")
+        return i
+
+    real = SessionStore.commit
+
+    def spy(store: SessionStore, *args: Any, **kwargs: Any) -> Any:
+        head = real(store, *args, **kwargs)
+        tids = {
+            e.task_id or ""
+            for e in kwargs.get("events") or []
+            if e.kind == "task_started"
+        }
+        commits.append((tids, bool(kwargs.get("relaxed"))))
+        return head
+
+    monkeypatch.setattr(SessionStore, "commit", spy)
+    tools = [put_inline, put, look]
+    tasks = [
+        {"id": f"{k}{i}", "tool": k, "args": {"i": i}}
+        for i in range(4)
+        for k in ("put_inline", "put", "look")
+    ]
+    tasks += [
+        {
+            "id": f"after{i}",
+            "tool": "put_inline",
+            "args": {"i": i},
+            "deps": [f"look{i}"],
+        }
+        for i in range(4)
+    ]
+    ws = al.Workspace(tmp_path / "ws", durability="full")
+    s = ws.new_session(
+        plan={"goal": "full", "tasks": tasks},
+        tools=tools,
+        name="full",
+        approvals=(),
+        concurrency=6,
+    )
+    assert s.run().status == "succeeded"
+    writes = [t["id"] for t in tasks if t["tool"] != "look"]
+    assert checked == dict.fromkeys(writes, True)
+    assert len(order) == 4
+    s.close()
+    ws.close()
