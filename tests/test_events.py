@@ -37,7 +37,7 @@ def _camel(kind: str) -> str:
 
 def test_each_kind_has_its_own_class_named_after_it() -> None:
     classes = {event_class(kind) for kind in EVENT_KINDS}
-    assert len(classes) == len(EVENT_KINDS) == 26
+    assert len(classes) == len(EVENT_KINDS) == 27
     for kind in EVENT_KINDS:
         cls = event_class(kind)
         assert cls.model_fields["kind"].default == kind

@@ -124,11 +124,21 @@ def test_lock_refuses_other_writers_until_released(ws: al.Workspace) -> None:
         s.cash = 1
         with pytest.raises(al.ConflictError, match="locked"):
             other.update(lambda o: setattr(o, "cash", 2.0), retries=0)
-        with (
-            pytest.raises(al.ConflictError, match="not free"),
-            other.transaction(lock=True, timeout=0.05),
-        ):
-            pass
+        import threading
+
+        def contend() -> None:  # another thread waits out its timeout
+            with (
+                pytest.raises(al.ConflictError, match="not free"),
+                other.transaction(lock=True, timeout=0.05),
+            ):
+                pass
+            waited.set()
+
+        waited = threading.Event()
+        t = threading.Thread(target=contend)
+        t.start()
+        t.join(timeout=30)
+        assert waited.is_set()
     assert st.get().cash == 1.0
     other.update(lambda o: setattr(o, "cash", 2.0), retries=0)  # released
     assert st.get().cash == 2.0
@@ -279,8 +289,12 @@ def test_damaged_record_names_the_state_and_key(ws: al.Workspace) -> None:
     st.update(lambda s: setattr(s, "cash", 1.0))
     raw = st._log.cache.get("v:000000000002")
     st._log.cache.set("v:000000000002", raw.replace("1.0", "2.0"))
-    with pytest.raises(al.CorruptCheckpointError, match="v:000000000002"):
+    with pytest.raises(al.CorruptCheckpointError, match="v:000000000002") as info:
         st.at(2)
+    assert info.value.message.startswith("state d: version 2 ")
+    assert info.value.state == "d" and info.value.version == 2  # type: ignore[attr-defined]
+    with pytest.raises(al.CorruptCheckpointError, match="state d: version 2 "):
+        ws.state("d", model=Portfolio).get()  # a fresh reader replays it too
     assert st.at(1) == Portfolio()  # the rest stays readable
 
 
@@ -447,3 +461,255 @@ def test_a_copy_never_shares_containers_with_the_stored_state(ws: al.Workspace) 
             s.rows[0]["a"].append(3)
         assert st.get().rows == [{"a": [1, 3]}]  # ...changed nothing stored
         assert st.at(2).rows == [{"a": [1]}] and st.version == 3
+
+
+# -- hardening (issue 17, second pass) ---------------------------------------------
+
+
+def test_a_full_disk_is_not_called_damage_and_loses_nothing(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import sqlite3
+
+    import diskcache
+
+    st = ws.state("p", model=Portfolio)
+    st.update(lambda s: setattr(s, "cash", 2.0))
+    real = diskcache.Cache.set
+
+    def full(self: diskcache.Cache, key: str, value: object, *a: object) -> object:
+        if key.startswith("v:"):
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, key, value, *a)
+
+    monkeypatch.setattr(diskcache.Cache, "set", full)
+    with pytest.raises(al.StorageFullError) as info:
+        st.update(lambda s: setattr(s, "cash", 3.0))
+    e = info.value
+    assert isinstance(e, OSError) and e.errno == errno.ENOSPC
+    assert e.message.startswith("state p: the disk is full")
+    assert "Nothing committed was lost" in e.message and "damaged" not in e.message
+    monkeypatch.setattr(diskcache.Cache, "set", real)
+    assert st.version == 2 and st.get().cash == 2.0  # the failed commit left nothing
+    st.update(lambda s: setattr(s, "cash", 3.0))  # and writing goes on once freed
+    assert st.version == 3 and st.at(2).cash == 2.0
+
+
+def test_a_long_locked_transaction_keeps_its_lease(ws: al.Workspace) -> None:
+    import threading
+    import time
+
+    st = ws.state("p", model=Portfolio, lock_ttl=0.3)
+    other = ws.state("p", model=Portfolio, lock_ttl=0.3)
+    tick = threading.Event()
+    refused = 0
+    with st.transaction(lock=True) as s:
+        s.cash = 1.0
+        end = time.monotonic() + 1.5  # five lifetimes of the lease
+        while time.monotonic() < end:
+            with pytest.raises(al.ConflictError, match="locked"):
+                other.update(lambda o: setattr(o, "cash", 2.0), retries=0)
+            refused += 1
+            tick.wait(0.05)  # time passing is the point here, not a sync
+    assert refused >= 5 and st.version == 2 and st.get().cash == 1.0
+    other.update(lambda o: setattr(o, "cash", 2.0), retries=0)  # released at exit
+    assert st.get().cash == 2.0
+
+
+def test_a_nested_locked_transaction_fails_at_once(ws: al.Workspace) -> None:
+    import time
+
+    st = ws.state("p", model=Portfolio)
+    again = ws.state("p", model=Portfolio)
+    t0 = time.monotonic()
+    with st.transaction(lock=True) as s:
+        s.cash = 5.0
+        for inner in (st, again):
+            with (
+                pytest.raises(al.ArgusError, match="would wait for itself"),
+                inner.transaction(lock=True),
+            ):
+                pass
+    assert time.monotonic() - t0 < 5  # not the 30 s lease wait
+    assert st.get().cash == 5.0 and st.version == 2
+    with st.transaction(lock=True) as s:  # and the lock is free again
+        s.cash = 6.0
+    assert st.version == 3
+
+
+class Named(BaseModel):
+    name: str = "x"
+    age: int = 0
+
+
+class Renamed(BaseModel):  # `name` became `full_name`, same schema version
+    full_name: str = "x"
+    age: int = 0
+
+
+class Dropping(BaseModel):
+    model_config = {"extra": "ignore"}  # said out loud: unknown fields may go
+    age: int = 0
+
+
+def test_a_renamed_field_without_a_migration_is_not_dropped_silently(
+    ws: al.Workspace,
+) -> None:
+    ws.state("who", model=Named).update(lambda s: setattr(s, "name", "Ada"))
+    st = ws.state("who", model=Renamed)
+    assert st.get().age == 0  # reading works
+    with (
+        pytest.raises(al.SchemaVersionError, match=r"\['name'\].*migration"),
+        st.transaction() as s,
+    ):
+        s.age = 36
+    assert st.version == 2 and ws.state("who", model=Named).get().name == "Ada"
+    # Bumping the schema with a migration carries the value over.
+    st2 = ws.state("who", model=Renamed, schema_version=2)
+
+    @st2.migration(from_version=1)
+    def rename(d: dict[str, object]) -> None:  # changing in place is enough
+        d["full_name"] = d.pop("name")
+
+    st2.update(lambda s: setattr(s, "age", 36))
+    assert st2.get() == Renamed(full_name="Ada", age=36)
+    # A model that says extra="ignore" may drop what it does not know.
+    ws.state("who2", model=Named).close()
+    d = ws.state("who2", model=Dropping)
+    d.update(lambda s: setattr(s, "age", 1))
+    assert ws.state("who2").get_json()[1] == {"age": 1}
+
+
+def test_a_migration_that_raises_writes_nothing_and_says_which(
+    ws: al.Workspace,
+) -> None:
+    ws.state("m", model=Named).update(lambda s: setattr(s, "name", "Ada"))
+    st = ws.state("m", model=Renamed, schema_version=2)
+
+    @st.migration(from_version=1)
+    def broken(d: dict[str, object]) -> dict[str, object]:
+        raise KeyError("full")
+
+    with pytest.raises(al.SchemaVersionError, match="migration from schema version 1"):
+        st.update(lambda s: setattr(s, "age", 1))
+    with pytest.raises(al.SchemaVersionError, match="broken"):
+        st.get()
+    assert ws.state("m", model=Named).get().name == "Ada" and st.version == 2
+
+
+def test_history_dtypes_and_pages(ws: al.Workspace) -> None:
+    st = ws.state("h", model=Portfolio)
+    for i in range(4):
+        st.update(lambda s, i=i: setattr(s, "cash", float(i)))
+    full = st.history()
+    empty = st.history(since=99)
+    assert len(empty) == 0 and list(empty.dtypes) == list(full.dtypes)
+    assert str(full["time"].dtype) == "datetime64[ns, UTC]"
+    assert full["version"].dtype == "int64" and full["snapshot"].dtype == bool
+    assert list(st.history(since=2, limit=2)["version"]) == [3, 4]
+
+
+def test_a_reference_kept_after_the_block_changes_nothing(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio)
+    with st.transaction() as kept:
+        kept.positions["A"] = 1
+    kept.positions["A"] = 99  # after the commit: a private copy
+    kept.cash = -5
+    assert st.get() == Portfolio(positions={"A": 1}) and st.version == 2
+    with st.transaction() as s:
+        s.notes.append("next")
+    assert st.get().positions == {"A": 1} and st.at(3).cash == 1000.0
+
+
+def test_a_nested_optimistic_transaction_wins_and_the_outer_one_conflicts(
+    ws: al.Workspace,
+) -> None:
+    st = ws.state("p", model=Portfolio)
+    with pytest.raises(al.ConflictError), st.transaction() as outer:
+        outer.cash = 1.0
+        with st.transaction() as inner:
+            inner.cash = 2.0
+    assert st.get().cash == 2.0 and st.version == 2
+
+
+def test_versions_dropped_by_compaction_say_so(ws: al.Workspace) -> None:
+    st = ws.state("p", model=Portfolio, snapshot_every=2)
+    for i in range(5):
+        st.update(lambda s, i=i: s.notes.append(str(i)))
+    assert st.at(3).notes == ["0", "1"]  # across snapshots
+    v = st.compact(keep_history=False)
+    assert v == 7 and st.get().notes == [str(i) for i in range(5)]
+    for old in (3, 6):
+        with pytest.raises(KeyError, match=r"compact\(keep_history=False\).*7"):
+            st.at(old)
+        with pytest.raises(KeyError, match="compact"):
+            st.fork(at=old)
+    with pytest.raises(KeyError, match="has no version 8"):
+        st.at(8)
+    st.update(lambda s: s.notes.clear())
+    f = st.fork(at=7, name="p-after")
+    f.update(lambda s: s.notes.append("fork"))
+    assert st.get().notes == [] and f.get().notes[-1] == "fork"
+    assert f.at(1).notes == st.at(7).notes
+
+
+class Grown(BaseModel):  # Named plus a field, same schema version
+    name: str = "x"
+    age: int = 0
+    city: str = "Lyon"
+
+
+def test_a_field_added_without_a_migration_takes_its_default(ws: al.Workspace) -> None:
+    ws.state("g", model=Named).update(lambda s: setattr(s, "name", "Ada"))
+    st = ws.state("g", model=Grown)
+    assert st.get() == Grown(name="Ada")
+    st.update(lambda s: setattr(s, "age", 36))
+    assert st.get() == Grown(name="Ada", age=36) and st.version == 3
+    assert st.history()["changed"].iloc[-1] == ["age", "city"]
+    assert ws.state("g").at(2) == {"name": "Ada", "age": 0}  # history as stored
+
+
+def test_a_lease_lost_while_stalled_is_reported_and_nothing_written(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    import threading
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from waiting import wait_until
+
+    from argus_lab.store import state_lease as state_core
+
+    resume, b_in, b_go = threading.Event(), threading.Event(), threading.Event()
+    seen: list[state_core._Renewer] = []
+    real_run = state_core._Renewer._run
+
+    def stalled(self: state_core._Renewer) -> None:  # this process stops a while
+        seen.append(self)
+        resume.wait(30)
+        real_run(self)
+
+    monkeypatch.setattr(state_core._Renewer, "_run", stalled)
+    st = ws.state("p", model=Portfolio, lock_ttl=0.2)
+    other = ws.state("p", model=Portfolio, lock_ttl=30)
+
+    def takes_over() -> None:
+        with other.transaction(lock=True, timeout=30) as o:
+            b_in.set()
+            b_go.wait(30)
+            o.cash = 2.0
+
+    b = threading.Thread(target=takes_over)
+    with (
+        pytest.raises(al.ConflictError, match="expired"),
+        st.transaction(lock=True) as s,
+    ):
+        s.cash = 1.0
+        b.start()
+        assert b_in.wait(30)  # our lease ran out; another writer holds it
+        resume.set()
+        wait_until(lambda: seen[0].lost, "the renewal to find the lease taken")
+    b_go.set()
+    b.join(timeout=30)
+    assert st.get().cash == 2.0 and st.version == 2

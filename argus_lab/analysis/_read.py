@@ -170,10 +170,25 @@ def _from_session(s: Session) -> SessionData:
     )
 
 
+def _langgraph(ws: Workspace, sid: str) -> SessionData | None:
+    """A LangGraph thread (``argus_lab.langgraph``) as a session: one task per
+    node execution, events from its checkpoints. None if ``sid`` is no thread."""
+    from argus_lab.errors import MissingDependency
+
+    try:
+        from argus_lab.langgraph._analysis import thread_parts
+    except MissingDependency:  # no LangGraph here: read it as the plain session
+        return None
+    parts = thread_parts(ws, sid)
+    return None if parts is None else SessionData(*parts)
+
+
 def _read_one(ws: Workspace, sid: str, *, plan: bool) -> SessionData:
     """One session read through the workspace's store (no Session built)."""
     from argus_lab.plan import Plan
 
+    if sid.startswith("lg-") and (got := _langgraph(ws, sid)) is not None:
+        return got
     with ws.store(sid) as store:
         if plan:
             loaded = store.load()

@@ -36,6 +36,14 @@ def add_serve(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--port", type=_port, default=8765, help="port (default 8765)")
     sp.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another host name clients may use for this server (repeat); "
+        "requests naming any other Host are refused against DNS rebinding",
+    )
+    sp.add_argument(
         "--tools",
         action="append",
         default=[],
@@ -52,7 +60,13 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     ws = workspace(args, create=True)
     tools = load_tools(args.tools) if args.tools else []
     try:
-        serve(ws, host=args.host, port=args.port, tools=tools)
+        serve(
+            ws,
+            host=args.host,
+            port=args.port,
+            tools=tools,
+            allow_hosts=args.allow_host,
+        )
     except SystemExit as e:  # uvicorn's own exit (3: startup failed) is no verdict
         raise CliError(
             f"the server stopped at start-up (uvicorn exit {e.code}); see above"

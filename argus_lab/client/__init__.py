@@ -15,6 +15,7 @@ that live in another process, without opening their files::
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -43,6 +44,7 @@ class RemoteWorkspace:
 
     def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
         self.url = url.rstrip("/")
+        self._timeout = timeout
         self._http = httpx.Client(
             base_url=self.url,
             headers={"Authorization": f"Bearer {token}"},
@@ -63,11 +65,34 @@ class RemoteWorkspace:
         self.close()
 
     def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        """One call; HTTP errors become Argus errors with the server's detail."""
-        r = self._http.request(method, path, **kw)
+        """One call; HTTP errors become Argus errors with the server's detail.
+
+        Raises:
+            ConnectionError: the server cannot be reached (names the URL).
+            TimeoutError: it did not answer within the timeout.
+            KeyError: 404; ConflictError: 409 / 412; ArgusError: the rest.
+        """
+        try:
+            r = self._http.request(method, path, **kw)
+        except httpx.TimeoutException as e:
+            raise TimeoutError(
+                f"{self.url} did not answer {method} {path} within "
+                f"{self._timeout} s ({type(e).__name__}); is `argus serve` busy? "
+                "Pass a longer timeout to al.connect(..., timeout=...)"
+            ) from None
+        except httpx.TransportError as e:
+            raise ConnectionError(
+                f"could not reach {self.url} ({e or type(e).__name__}); is `argus "
+                "serve` running there, on this address and port?"
+            ) from None
         if r.status_code >= 400:
             self.fail(method, path, r)
         return r
+
+    def path(self, *parts: str) -> str:
+        """A URL path with each name quoted as one segment (a name cannot
+        reach another route: ``../x`` stays a name)."""
+        return "/" + "/".join(quote(p, safe="") for p in parts)
 
     def fail(self, method: str, path: str, r: httpx.Response) -> None:
         """Raises the Argus error for a failed response."""
@@ -82,7 +107,11 @@ class RemoteWorkspace:
             ver = r.headers.get("etag", "").strip('"')
             raise ConflictError(msg, version=int(ver) if ver.isdigit() else None)
         if r.status_code == 401:
-            raise ArgusError(f"{self.url} refused the token: {detail}")
+            raise ArgusError(
+                f"{self.url} refused the token: the token is wrong. Use the one "
+                "`argus serve` printed on its first start, kept in "
+                "<workspace>/server-token on the server's machine."
+            )
         raise ArgusError(msg)
 
     def sessions(self) -> list[SessionInfo]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -30,18 +32,21 @@ class RemoteSession:
         self.name = name
         self._view: dict[str, Any] = {}
         self._plan: tuple[int, Plan] | None = None
+        self._path = ws.path("sessions", name)
+        self._blocking = 0
+        self._blocking_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<RemoteSession {self.name!r} {self._view.get('status')}>"
 
     def _post(self, action: str, body: dict[str, Any] | None = None) -> Any:
         return self.workspace.request(
-            "POST", f"/sessions/{self.name}/{action}", json=body or {}
+            "POST", f"{self._path}/{action}", json=body or {}
         ).json()
 
     def refresh(self) -> dict[str, Any]:
         """Reads the session's info, status and counts again."""
-        self._view = self.workspace.request("GET", f"/sessions/{self.name}").json()
+        self._view = self.workspace.request("GET", self._path).json()
         return self._view
 
     @property
@@ -58,12 +63,6 @@ class RemoteSession:
     @property
     def running(self) -> bool:
         return bool(self.refresh()["running"])
-
-    @property
-    def blocking_run(self) -> bool:
-        """Always false: a run in the server never blocks a cell of this kernel,
-        so a widget of a remote session keeps its controls live."""
-        return False
 
     def counts(self) -> dict[str, int]:
         """Tasks per status."""
@@ -94,7 +93,7 @@ class RemoteSession:
         """The plan (fetched again only when its version changed)."""
         version = int(self._view.get("plan_version") or self.refresh()["plan_version"])
         if self._plan is None or self._plan[0] != version:
-            d = self.workspace.request("GET", f"/sessions/{self.name}/plan").json()
+            d = self.workspace.request("GET", f"{self._path}/plan").json()
             self._plan = (version, Plan.model_validate(d))
         return self._plan[1]
 
@@ -108,16 +107,30 @@ class RemoteSession:
     def result(self, task_id: str) -> Any:
         """A task's result (large artifacts come back as their text form)."""
         # HTN task ids hold "/": sent as %2F, so "a/../b" cannot climb the URL.
-        path = f"/sessions/{self.name}/tasks/{quote(task_id, safe='')}/result"
+        path = f"{self._path}/tasks/{quote(task_id, safe='')}/result"
         return self.workspace.request("GET", path).json()
 
     def context_breakdown(self, task_id: str) -> dict[str, Any] | None:
         """Not served over HTTP (the widget shows none for a remote session)."""
         return None
 
+    @property
+    def blocking_run(self) -> bool:
+        """Whether a ``step()`` of this client is waiting for the server (its
+        caller, e.g. a notebook cell, is blocked until it returns); the widget
+        says its controls wait for it, as for a local blocking ``run()``. A
+        run in the server (``start()``) never blocks a cell here: False."""
+        return self._blocking > 0
+
     def step(self) -> list[str]:
         """Runs the next ready task(s) once, in the server; returns their ids."""
-        return list(self._post("step")["ran"])
+        with self._blocking_lock:
+            self._blocking += 1
+        try:
+            return list(self._post("step")["ran"])
+        finally:
+            with self._blocking_lock:
+                self._blocking -= 1
 
     def set_breakpoint(self, task_id: str, on: bool = True) -> None:
         self._post("breakpoint", {"task_id": task_id, "on": on})
@@ -133,16 +146,22 @@ class RemoteSession:
 
         last: int | None = None
 
+        started = threading.Event()
+
         def mark(seq: int) -> None:
             nonlocal last
-            last = seq  # where the tail began: a reconnect resumes from here
+            if last is None:
+                last = seq  # where the tail began: a reconnect resumes from here
+            started.set()
 
         def follow() -> None:
             nonlocal last
+            pause = 0.5
             with httpx.Client(
                 base_url=ws.url,
                 headers=ws._http.headers,
-                timeout=httpx.Timeout(30.0, read=None),
+                # The server pings every 15 s: a silent minute is a dead link.
+                timeout=httpx.Timeout(30.0, read=60.0),
             ) as http:
                 while not stop.is_set():
                     params: dict[str, Any] = (
@@ -150,31 +169,53 @@ class RemoteSession:
                     )
                     try:
                         with http.stream(
-                            "GET", f"/sessions/{self.name}/events/stream", params=params
+                            "GET", f"{self._path}/events/stream", params=params
                         ) as r:
                             live["response"] = r
-                            for ev in _events(r, on_start=mark):
-                                if stop.is_set():
-                                    return
-                                last = ev.seq
-                                try:
-                                    callback(ev)
-                                except Exception:  # a subscriber's bug: log it
-                                    log.exception("subscriber of %s failed", self.name)
+                            if stop.is_set():
+                                return
+                            if r.status_code >= 400:  # e.g. 503: too many streams
+                                r.read()
+                                log.warning(
+                                    "events of %s: %s refused the stream (%d); "
+                                    "retrying in %.1f s",
+                                    self.name,
+                                    ws.url,
+                                    r.status_code,
+                                    pause,
+                                )
+                            else:
+                                pause = 0.5
+                                for ev in _events(r, on_start=mark, stop=stop):
+                                    last = ev.seq
+                                    try:
+                                        callback(ev)
+                                    except Exception:  # a subscriber's bug: log it
+                                        log.exception(
+                                            "subscriber of %s failed", self.name
+                                        )
                     except (httpx.HTTPError, httpx.StreamError):
-                        # Closed by unsubscribe(), or the server went away: retry.
-                        if not stop.wait(0.5):
-                            continue
+                        pass  # closed by unsubscribe(), or the server went away
+                    # Never a tight loop: wait before reconnecting, longer
+                    # while the server keeps refusing.
+                    if stop.wait(pause):
+                        return
+                    pause = min(pause * 2, 10.0)
 
         t = threading.Thread(
             target=follow, name=f"argus-remote-{self.name}", daemon=True
         )
         t.start()
+        # Returns once the stream is open: every event committed after this
+        # call is heard (a tail opened later would miss the first ones).
+        if not started.wait(ws._timeout):
+            log.warning("events of %s: the stream is not open yet", self.name)
 
         def unsubscribe() -> None:
             stop.set()
             r = live.get("response")
             if r is not None:
+                _hang_up(r)
                 r.close()
 
         return unsubscribe
@@ -185,7 +226,7 @@ class RemoteSession:
         offset = 0
         while True:
             page = self.workspace.request(
-                "GET", f"/sessions/{self.name}/tasks", params={"offset": offset}
+                "GET", f"{self._path}/tasks", params={"offset": offset}
             ).json()
             for d in page["items"]:
                 out[d["task_id"]] = TaskRecord.model_validate(d)
@@ -199,7 +240,7 @@ class RemoteSession:
         out: list[EventBase] = []
         while True:
             page = self.workspace.request(
-                "GET", f"/sessions/{self.name}/events", params={"since": since}
+                "GET", f"{self._path}/events", params={"since": since}
             ).json()
             out += [ad.validate_python(d) for d in page["items"]]
             since = page["next"]
@@ -211,13 +252,13 @@ class RemoteSession:
         breaking out of the loop."""
         with self.workspace._http.stream(
             "GET",
-            f"/sessions/{self.name}/events/stream",
+            f"{self._path}/events/stream",
             params={"since": since},
             timeout=httpx.Timeout(30.0, read=None),
         ) as r:
             if r.status_code >= 400:
                 r.read()
-                self.workspace.fail("GET", f"/sessions/{self.name}/events", r)
+                self.workspace.fail("GET", f"{self._path}/events", r)
             yield from _events(r)
 
     def start(self) -> None:
@@ -248,8 +289,22 @@ class RemoteSession:
         return self.workspace.open(info["name"])
 
 
+def _hang_up(r: httpx.Response) -> None:
+    """Shuts the response's socket down, so the thread blocked reading it
+    wakes at once. Closing the response from another thread does not: the
+    reader would wait for the next event (pings carry none), and the server
+    would keep the stream (one of its few) for a subscriber that is gone."""
+    stream = r.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 def _events(
-    r: httpx.Response, on_start: Callable[[int], Any] | None = None
+    r: httpx.Response,
+    on_start: Callable[[int], Any] | None = None,
+    stop: threading.Event | None = None,
 ) -> Iterator[EventBase]:
     """The events of a server-sent-event response, as they arrive; the
     ``stream_started`` message (its id: the seq the stream starts after) goes
@@ -257,6 +312,8 @@ def _events(
     ad = event_adapter()
     kind, ident = "", ""
     for line in r.iter_lines():
+        if stop is not None and stop.is_set():  # checked on pings too
+            return
         if line.startswith("event:"):
             kind = line[6:].strip()
         elif line.startswith("id:"):

@@ -26,7 +26,7 @@ class RemoteState:
     def __init__(self, ws: RemoteWorkspace, name: str) -> None:
         self.workspace = ws
         self.name = name
-        self._path = f"/states/{name}"
+        self._path = ws.path("states", name)
 
     def __repr__(self) -> str:
         return f"RemoteState({self.name!r})"
@@ -89,7 +89,16 @@ class RemoteState:
         """One row per version, as ``State.history()``."""
         import pandas as pd
 
-        items = self.workspace.request("GET", self._path + "/history").json()["items"]
+        items: list[dict[str, Any]] = []
+        since = 0
+        while True:
+            page = self.workspace.request(
+                "GET", self._path + "/history", params={"since": since}
+            ).json()
+            items += page["items"]
+            since = page["next"]
+            if not page["more"]:
+                break
         df = pd.DataFrame(items)
         if "time" in df:
             df["time"] = pd.to_datetime(df["time"], utc=True)

@@ -23,6 +23,7 @@ from argus_lab.events._base import COMMON_FIELDS, EventBase
 from argus_lab.events._session import (
     Anomaly,
     BudgetExceeded,
+    CheckpointSaved,
     ContextBuilt,
     Forked,
     HtnDecision,
@@ -59,6 +60,7 @@ __all__ = [
     "ApprovalRejected",
     "ApprovalRequested",
     "BudgetExceeded",
+    "CheckpointSaved",
     "ContextBuilt",
     "Event",
     "EventBase",
@@ -115,6 +117,7 @@ _CLASSES: tuple[type[EventBase], ...] = (
     Forked,
     SessionSucceeded,
     SessionFailed,
+    CheckpointSaved,
 )
 EVENT_KINDS: tuple[str, ...] = tuple(c.model_fields["kind"].default for c in _CLASSES)
 _BY_KIND: dict[str, type[EventBase]] = dict(zip(EVENT_KINDS, _CLASSES, strict=True))

@@ -12,6 +12,7 @@ from argus_lab.events._base import EventBase
 __all__ = [
     "Anomaly",
     "BudgetExceeded",
+    "CheckpointSaved",
     "ContextBuilt",
     "Forked",
     "HtnDecision",
@@ -256,3 +257,18 @@ class SessionFailed(EventBase):
     """Failed task id -> its error."""
     summary: str | None = None
     """The session's reason, in one line."""
+
+
+class CheckpointSaved(EventBase):
+    """A LangGraph checkpoint was committed (``argus_lab.langgraph``: a thread's
+    events are read from its checkpoints and writes, not stored as events)."""
+
+    kind: Literal["checkpoint_saved"] = "checkpoint_saved"
+    checkpoint_id: str | None = None
+    """The LangGraph checkpoint id."""
+    checkpoint_ns: str = ""
+    """Its namespace ("" for the root graph, else a subgraph's)."""
+    step: int | None = None
+    """LangGraph's step number (-1 for the input)."""
+    source: str | None = None
+    """"input", "loop", "update" or "fork" (LangGraph's metadata)."""

@@ -33,7 +33,7 @@ from typing import Any
 
 from argus_lab.errors import ArgusError
 
-__all__ = ["UnsafeValueError", "decode", "encode"]
+__all__ = ["StoredError", "UnsafeValueError", "decode", "encode"]
 
 TAG = "$"
 
@@ -56,6 +56,24 @@ class UnsafeValueError(ArgusError, TypeError):
         )
         self.channel = channel
         self.type_name = type_name
+
+
+class StoredError(RuntimeError):
+    """An exception read back from a checkpoint whose class is not a builtin.
+
+    A node's error is stored as its class name and message (``__error__``
+    writes); only builtin exception classes are rebuilt as themselves, so that
+    loading a checkpoint never calls an arbitrary class's constructor.
+
+    Attributes:
+        type_name: The original class, as ``module:QualName``.
+        message: The original ``str(error)``.
+    """
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name.rpartition(':')[2]}: {message}")
+        self.type_name = type_name
+        self.message = message
 
 
 def _path(cls: type) -> str:
@@ -116,6 +134,16 @@ class _Encoder:
                 "arg": self.enc(obj.arg, f"{where}.arg"),
                 "timeout": self.enc(getattr(obj, "timeout", None), where),
             }
+        if isinstance(obj, BaseException):
+            # A node's error (``__error__``): kept as its class and message.
+            cls = obj.type_name if isinstance(obj, StoredError) else _path(type(obj))
+            msg = obj.message if isinstance(obj, StoredError) else str(obj)
+            args = getattr(obj, "args", ())
+            plain = all(type(a) in (str, int, float, bool) or a is None for a in args)
+            out: dict[str, Any] = {TAG: "error", "cls": cls, "v": msg}
+            if plain and not isinstance(obj, StoredError):
+                out["args"] = list(args)
+            return out
         if isinstance(obj, enum.Enum):
             return {TAG: "enum", "cls": _path(type(obj)), "v": self.enc(obj.value)}
         # Subclasses of the JSON scalars (numpy's float64, a str subclass) are
@@ -242,7 +270,22 @@ def decode(data: Any) -> Any:
         if timeout is None:
             return Send(data["node"], decode(data["arg"]))
         return Send(data["node"], decode(data["arg"]), timeout=timeout)
+    if tag == "error":
+        return _decode_error(str(data.get("cls")), str(v), data.get("args"))
     return _decode_class(tag, data)
+
+
+def _decode_error(path: str, message: str, args: Any) -> BaseException:
+    import builtins
+
+    mod, _, name = path.partition(":")
+    cls = getattr(builtins, name, None) if mod == "builtins" else None
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        try:
+            return cls(*args) if isinstance(args, list) else cls(message)
+        except Exception:  # a builtin needing other arguments (UnicodeError)
+            pass
+    return StoredError(path, message)
 
 
 def _decode_class(tag: str, data: dict[str, Any]) -> Any:

@@ -61,6 +61,7 @@ from argus_lab.store.checkpoints import Durability
 if TYPE_CHECKING:
     import pandas as pd
 
+    from argus_lab.langgraph._view import ThreadView
     from argus_lab.workspace import Workspace
 
 __all__ = ["ArgusSaver"]
@@ -202,6 +203,15 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         if st is None:
             raise KeyError(f"no LangGraph thread {thread_id!r} in {self.ws.path}")
         return tasks_frame(st)
+
+    def thread(self, thread_id: str, *, graph: Any = None) -> ThreadView:
+        """A thread read like an Argus session: ``status``, ``tasks_df()``,
+        ``events_df()``, ``pending_approvals()``; with the compiled ``graph``
+        also ``graph`` (its topology with node statuses), ``resume(value)``
+        and ``fork(new_thread_id, at=checkpoint_id)``."""
+        from argus_lab.langgraph._view import ThreadView
+
+        return ThreadView(self, thread_id, graph)
 
     def release(self, thread_id: str) -> None:
         """Gives up this process's hold on a thread, so another may write it now."""

@@ -34,12 +34,21 @@ def token_path(workspace: Any) -> Path:
     return Path(workspace.path) / "server-token"
 
 
-def create_app(workspace: Any, token: str, *, tools: list[Any] | None = None) -> Any:
-    """The ASGI app over ``workspace`` (see ``argus_lab.server._app``)."""
+def create_app(
+    workspace: Any,
+    token: str,
+    *,
+    tools: list[Any] | None = None,
+    host: str = "127.0.0.1",
+    allow_hosts: list[str] | tuple[str, ...] = (),
+) -> Any:
+    """The ASGI app over ``workspace`` (see ``argus_lab.server._app``); ``host``
+    is the address it will be bound to: requests naming another Host than it,
+    a loopback name or one of ``allow_hosts`` are refused (DNS rebinding)."""
     _need_extra()
     from argus_lab.server._app import create_app as make
 
-    return make(workspace, token, tools=tools)
+    return make(workspace, token, tools=tools, host=host, allow_hosts=allow_hosts)
 
 
 def serve(
@@ -48,6 +57,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     tools: list[Any] | None = None,
+    allow_hosts: list[str] | tuple[str, ...] = (),
     announce: Any = print,
 ) -> None:
     """Serves the workspace until interrupted (blocks)."""
@@ -57,7 +67,7 @@ def serve(
     from argus_lab.server._guard import load_token
 
     token, created = load_token(token_path(workspace))
-    app = create_app(workspace, token, tools=tools)
+    app = create_app(workspace, token, tools=tools, host=host, allow_hosts=allow_hosts)
     where = f"http://{host}:{port}"
     if created:
         announce(f"argus serve: new token (kept in {token_path(workspace)}): {token}")

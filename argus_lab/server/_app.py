@@ -5,7 +5,9 @@ control, and typed states with JSON Patch and ETags. ``/docs`` and
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -15,18 +17,21 @@ from fastapi import Body, Depends, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from jsonschema.exceptions import ValidationError as SchemaError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 
-from argus_lab.errors import ArgusError, ConcurrentSessionError, ConflictError
+from argus_lab.events import event_adapter
 from argus_lab.runtime.session import Session
-from argus_lab.server._guard import MAX_BODY, Guard
+from argus_lab.server._errors import add_error_handlers
+from argus_lab.server._guard import LOOPBACK, MAX_BODY, Guard
 from argus_lab.server._states import add_state_routes
 from argus_lab.store.state import State
 from argus_lab.workspace import Workspace
 
-__all__ = ["Hub", "create_app"]
+__all__ = ["MAX_STREAMS", "Hub", "create_app"]
+
+MAX_STREAMS = 32
+"""Event streams open at once; each holds a session open. More get 503."""
 
 
 class _Strict(BaseModel):
@@ -60,6 +65,18 @@ class ForkSession(_Strict):
     reuse: Literal["cached", "none"] = "cached"
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""What a session or state name (or id) can be: anything else cannot exist,
+and never reaches the file system."""
+
+
+def known_name(name: str, what: str = "session") -> str:
+    """``name``, or KeyError (404) when no session or state can have it."""
+    if not _NAME.fullmatch(name):
+        raise KeyError(f"no {what} named {name[:80]!r}")
+    return name
+
+
 class Hub:
     """Open sessions and states, shared by the request threads."""
 
@@ -69,9 +86,11 @@ class Hub:
         self.controlled: dict[str, Session] = {}
         self.states: dict[str, State[Any]] = {}
         self.lock = threading.Lock()
+        self.streams = 0  # changed on the event loop only
 
     def control(self, name: str) -> Session:
         """The session this server drives (kept open: it may run here)."""
+        known_name(name)
         with self.lock:
             s = self.controlled.get(name)
             if s is None:
@@ -81,6 +100,7 @@ class Hub:
     @contextmanager
     def reading(self, name: str) -> Iterator[Session]:
         """A session to read: the one running here, else a fresh view of disk."""
+        known_name(name)
         with self.lock:
             s = self.controlled.get(name)
             if s is not None and s.running:
@@ -93,6 +113,7 @@ class Hub:
             s.close()
 
     def state(self, name: str) -> State[Any]:
+        known_name(name, "state")
         with self.lock:
             st = self.states.get(name)
             if st is None:
@@ -148,8 +169,17 @@ def _session_view(s: Session) -> dict[str, Any]:
     return d
 
 
-def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> Any:
-    """The ASGI app: FastAPI routes behind the token/size/log guard."""
+def create_app(
+    ws: Workspace,
+    token: str,
+    *,
+    tools: list[Any] | None = None,
+    host: str = "127.0.0.1",
+    allow_hosts: list[str] | tuple[str, ...] = (),
+) -> Any:
+    """The ASGI app: FastAPI routes behind the token/size/log guard. ``host``:
+    the address it is bound to; requests naming another Host are refused
+    (every interface, 0.0.0.0 or ::, accepts any)."""
     hub = Hub(ws, list(tools or []))
 
     @asynccontextmanager
@@ -165,30 +195,7 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
         dependencies=[Depends(_known_query)],
     )
 
-    @app.exception_handler(KeyError)
-    async def _missing(_: Request, e: KeyError) -> JSONResponse:
-        return JSONResponse({"detail": str(e.args[0]) if e.args else ""}, 404)
-
-    @app.exception_handler(ConflictError)
-    @app.exception_handler(ConcurrentSessionError)
-    async def _conflict(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 409)
-
-    @app.exception_handler(ArgusError)
-    async def _argus(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 400)
-
-    @app.exception_handler(ValidationError)
-    @app.exception_handler(SchemaError)
-    @app.exception_handler(ValueError)
-    async def _invalid(_: Request, e: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(e)[:2000]}, 422)
-
-    @app.exception_handler(RequestValidationError)
-    async def _bad_request(_: Request, e: RequestValidationError) -> JSONResponse:
-        return JSONResponse(
-            {"detail": json.loads(json.dumps(e.errors(), default=str))}, 422
-        )
+    add_error_handlers(app)
 
     @app.get("/health", summary="Liveness (no token needed)")
     def health() -> dict[str, Any]:
@@ -224,11 +231,14 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
         since: int = Query(0, ge=0),
         limit: int = Query(1000, ge=1, le=10000),
     ) -> dict[str, Any]:
+        ad = event_adapter()
         with hub.reading(name) as s:
-            evs = s.events(since)
-        items = [e.model_dump(mode="json") for e in evs[:limit]]
+            # Only the page (and one more, to tell whether there is more) is
+            # parsed, however long the trajectory.
+            raw = list(itertools.islice(s.event_json(since), limit + 1))
+        items = [ad.validate_json(b).model_dump(mode="json") for b in raw[:limit]]
         nxt = items[-1]["seq"] if items else since
-        return {"items": items, "next": nxt, "more": len(evs) > limit}
+        return {"items": items, "next": nxt, "more": len(raw) > limit}
 
     @app.get(
         "/sessions/{name}/events/stream",
@@ -240,10 +250,30 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
         name: str,
         since: int = Query(0, ge=0),
         tail: bool = Query(False, description="only events committed from now on"),
-    ) -> EventSourceResponse:
-        s = await run_in_threadpool(ws.open, name)
+    ) -> Response:
+        known_name(name)
+        if hub.streams >= MAX_STREAMS:
+            return JSONResponse(
+                {
+                    "detail": f"{MAX_STREAMS} event streams are open already; "
+                    "close one, or poll GET /sessions/{name}/events?since=N"
+                },
+                503,
+                headers={"Retry-After": "5"},
+            )
+        hub.streams += 1  # given back when the stream ends, however it ends
+        try:
+            s = await run_in_threadpool(ws.open, name)
+        except BaseException:
+            hub.streams -= 1
+            raise
         if tail:
-            past = await run_in_threadpool(s.events, since)
+            try:
+                past = await run_in_threadpool(s.events, since)
+            except BaseException:
+                hub.streams -= 1
+                await run_in_threadpool(s.close)
+                raise
             since = past[-1].seq if past else since
         resume = request.headers.get("last-event-id", "")
         if resume.isdigit():  # a reconnecting EventSource goes on where it was
@@ -264,6 +294,7 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
                         }
                     await asyncio.sleep(0.2)  # the store is polled: any writer
             finally:
+                hub.streams -= 1
                 await run_in_threadpool(s.close)
 
         return EventSourceResponse(gen(), ping=15)
@@ -335,4 +366,9 @@ def create_app(ws: Workspace, token: str, *, tools: list[Any] | None = None) -> 
 
     add_state_routes(app, hub)
 
-    return Guard(app, token=token, max_body=MAX_BODY)
+    hosts = (
+        None
+        if host in ("0.0.0.0", "::", "")
+        else LOOPBACK | {host.strip("[]"), *allow_hosts}
+    )
+    return Guard(app, token=token, max_body=MAX_BODY, hosts=hosts)

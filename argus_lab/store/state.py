@@ -17,7 +17,6 @@ the state seen by ``get()`` stays as it was.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import time
@@ -27,10 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jsonpatch
 from pydantic import BaseModel
 
-from argus_lab.errors import ArgusError, ConflictError
+from argus_lab.errors import ConflictError
 from argus_lab.store.checkpoints import Durability
 from argus_lab.store.state_core import (
     Hook,
@@ -38,6 +36,12 @@ from argus_lab.store.state_core import (
     M,
     StateCore,
     _caller,
+)
+from argus_lab.store.state_diff import (
+    MAX_PATCH_COPY,
+    PatchTestFailed,
+    PatchTooLarge,
+    apply_ops,
 )
 from argus_lab.store.state_log import (
     DEFAULT_SNAPSHOT_EVERY,
@@ -50,7 +54,15 @@ from argus_lab.store.state_log import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["InvariantViolation", "State", "open_state", "state_names"]
+__all__ = [
+    "MAX_PATCH_COPY",
+    "InvariantViolation",
+    "PatchTestFailed",
+    "PatchTooLarge",
+    "State",
+    "open_state",
+    "state_names",
+]
 
 
 class State(StateCore[M]):
@@ -122,9 +134,10 @@ class State(StateCore[M]):
         doc, schema = self._log.replay(version)
         return self._thaw(None, schema, doc)
 
-    def history(self) -> pd.DataFrame:
+    def history(self, *, since: int = 0, limit: int | None = None) -> pd.DataFrame:
         """One row per version: version, time, kind, size, changed, caller,
-        snapshot (whether the version is stored in full)."""
+        snapshot (whether the version is stored in full). ``since``/``limit``:
+        only versions after ``since``, at most ``limit`` of them."""
         import pandas as pd
 
         rows = [
@@ -137,9 +150,9 @@ class State(StateCore[M]):
                 "caller": r["caller"],
                 "snapshot": "snapshot" in r,
             }
-            for r in self._log.records()
+            for r in self._log.records(since + 1, limit=limit)
         ]
-        return pd.DataFrame(
+        df = pd.DataFrame(
             rows,
             columns=[
                 "version",
@@ -151,10 +164,23 @@ class State(StateCore[M]):
                 "snapshot",
             ],
         )
+        # The same dtypes with no rows as with many (an empty page, a filter).
+        return df.astype(
+            {
+                "version": "int64",
+                "time": "datetime64[ns, UTC]",
+                "kind": "str",
+                "size": "int64",
+                "changed": object,
+                "caller": "str",
+                "snapshot": bool,
+            }
+        )
 
-    def events(self, since: int = 0) -> list[dict[str, Any]]:
-        """Size warnings, compactions, migrations and forks, oldest first."""
-        return self._log.events(since)
+    def events(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """Size warnings, compactions, migrations and forks with seq > since,
+        oldest first (at most ``limit``)."""
+        return self._log.events(since, limit)
 
     # -- writing -----------------------------------------------------------------
 
@@ -221,21 +247,27 @@ class State(StateCore[M]):
             time.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def patch(self, ops: list[dict[str, Any]], *, expected: int, caller: str) -> int:
-        """Applies a JSON Patch to version ``expected`` and commits it (the
-        HTTP API's PATCH); returns the new version. ConflictError when stale."""
+    def patch(
+        self, ops: list[dict[str, Any]], *, expected: int | None, caller: str
+    ) -> int:
+        """Applies a JSON Patch to version ``expected`` (None: the latest) and
+        commits it (the HTTP API's PATCH); returns the new version.
+
+        Raises:
+            ConflictError: the state is no longer at ``expected``.
+            PatchTestFailed: a ``test`` operation did not hold.
+            PatchTooLarge: the patch copies more than ``MAX_PATCH_COPY`` bytes.
+            ValueError: the patch does not apply, or would leave a document
+                that is not a JSON object where it was one.
+        """
         tx = self._begin(False, 0.0, caller)
-        if tx.version != expected:
+        if expected is not None and tx.version != expected:
             raise ConflictError(
                 f"state {self.name} is at version {tx.version}, not {expected}",
                 state=self.name,
                 version=tx.version,
             )
-        doc = self._migrate(json.loads(dumps(tx.doc)), tx.schema)
-        try:
-            doc = jsonpatch.apply_patch(doc, ops, in_place=True)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
-            raise ValueError(f"the JSON Patch does not apply: {e}") from None
+        doc = apply_ops(self._migrate(json.loads(dumps(tx.doc)), tx.schema), ops)
         obj = doc if self.model is None else self.model.model_validate(doc)  # type: ignore[attr-defined]
         self._finish(tx, obj)
         return self.version
@@ -251,6 +283,8 @@ class State(StateCore[M]):
             out = hook(obj)
             obj = obj if out is None else out
         doc, text = self._validate(obj)
+        if tx.schema == self.schema_version:
+            self._keeps_fields(tx.doc, doc)
         ev = {"kind": "state_compacted", "state": self.name, "ts": time.time()}
         ev["payload"] = {
             "before": before,
@@ -334,7 +368,9 @@ def open_state(
     ):
         raise TypeError(f"model must be a pydantic BaseModel class, not {model!r}")
     if create_only and (root / name / "cache.db").exists():
-        raise ArgusError(f"a state named {name!r} already exists in {root}")
+        raise ConflictError(
+            f"a state named {name!r} already exists in {root}", state=name
+        )
     log = StateLog(
         root / name, name, durability=durability, snapshot_every=snapshot_every
     )
@@ -364,7 +400,16 @@ def open_state(
         )
         kind = "fork" if parent else "create"
         who = caller or _caller()
-        # Another process may have created it first: then use theirs.
-        with contextlib.suppress(ConflictError):
+        # Another process may have created it first: then use theirs (or,
+        # with create_only, say so: the caller meant to make a new one).
+        try:
             log.create(Commit(doc, text, schema_version, who, kind), head)
+        except ConflictError:
+            if create_only:
+                log.close()
+                raise ConflictError(
+                    f"a state named {name!r} already exists in {root}",
+                    state=name,
+                    version=1,
+                ) from None
     return st

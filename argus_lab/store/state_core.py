@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from argus_lab.errors import ArgusError, ConflictError, SchemaVersionError
 from argus_lab.store.checkpoints import Durability, make_lease
 from argus_lab.store.state_diff import diff
+from argus_lab.store.state_lease import _HOLDING, _Renewer
 from argus_lab.store.state_log import Commit, StateHead, StateLog, dumps
 
 __all__ = ["InvariantViolation", "StateCore"]
@@ -58,6 +59,7 @@ class _Tx:
     schema: int
     holder: str | None
     caller: str
+    renewer: _Renewer | None = None
 
 
 class StateCore(Generic[M]):
@@ -125,7 +127,15 @@ class StateCore(Generic[M]):
                     f"state {self.name}: no migration from schema version {v}; "
                     f"register one with @st.migration(from_version={v})"
                 )
-            doc = fn(doc)
+            try:
+                out = fn(doc)
+            except Exception as e:
+                raise SchemaVersionError(
+                    f"state {self.name}: the migration from schema version {v} "
+                    f"({getattr(fn, '__name__', fn)}) raised {e!r}; nothing was "
+                    "written. Fix the migration and open the state again."
+                ) from e
+            doc = doc if out is None else out  # changed in place, as update() allows
         return doc
 
     def _thaw(self, text: str | None, schema: int, doc: Any = None) -> M:
@@ -161,14 +171,28 @@ class StateCore(Generic[M]):
         return self._copies_known
 
     def _begin(self, lock: bool, timeout: float, caller: str) -> _Tx:
-        holder = self._acquire(timeout) if lock else None
+        if not lock:
+            k = self._current()
+            return _Tx(k.version, k.doc, k.schema, None, caller)
+        held: set[str] = _HOLDING.__dict__.setdefault("dirs", set())
+        key = str(self._log.directory.resolve())
+        if key in held:
+            raise ArgusError(
+                f"state {self.name}: transaction(lock=True) inside another locked "
+                "transaction of the same state in this thread would wait for itself "
+                "until the lease expires; make the changes in the outer block"
+            )
+        holder = self._acquire(timeout)
+        tx = _Tx(0, None, 0, holder, caller)
+        tx.renewer = _Renewer(self._log, holder, self.lock_ttl)
+        held.add(key)
         try:
             k = self._current()
         except BaseException:
-            if holder:
-                self._log.set_lease(holder, None)
+            self._release(tx)
             raise
-        return _Tx(k.version, k.doc, k.schema, holder, caller)
+        tx.version, tx.doc, tx.schema = k.version, k.doc, k.schema
+        return tx
 
     def _thaw_tx(self, tx: _Tx) -> M:
         k = self._known
@@ -190,7 +214,27 @@ class StateCore(Generic[M]):
             pause = min(pause * 2, 0.02)
         return holder
 
+    def _stop_renewing(self, tx: _Tx, *, check: bool = False) -> None:
+        """Stops the lease's renewal; ``check``: ConflictError if it was lost
+        (before a commit; never on the way out of a failed block, whose own
+        exception must be the one the caller sees)."""
+        if tx.renewer is not None:
+            tx.renewer.stop()
+            _HOLDING.__dict__.get("dirs", set()).discard(
+                str(self._log.directory.resolve())
+            )
+            if check and tx.renewer.lost and tx.holder is not None:
+                tx.renewer = None
+                raise ConflictError(
+                    f"state {self.name}: the lock of this transaction(lock=True) "
+                    f"expired (lock_ttl={self.lock_ttl}s; the process was stalled "
+                    "past it) and another writer took it; nothing was written",
+                    state=self.name,
+                )
+            tx.renewer = None
+
     def _release(self, tx: _Tx) -> None:
+        self._stop_renewing(tx)
         if tx.holder is not None:
             self._log.set_lease(tx.holder, None)
             tx.holder = None
@@ -206,6 +250,10 @@ class StateCore(Generic[M]):
             if schema:
                 import jsonschema
 
+                if "properties" in schema and "additionalProperties" not in schema:
+                    # The model ignores unknown fields, and a typed reader
+                    # would refuse to drop them: refuse them at the door.
+                    schema = {**schema, "additionalProperties": False}
                 jsonschema.validate(doc, schema)
             valid: Any = doc
         else:
@@ -227,8 +275,30 @@ class StateCore(Generic[M]):
                 )
         return doc, text
 
+    def _keeps_fields(self, before: Any, after: Any) -> None:
+        """Refuses a commit that would drop stored top-level fields the model
+        does not know (a field renamed or removed without a migration), unless
+        the model says ``extra="ignore"`` itself."""
+        model: Any = self.model
+        if model is None or not isinstance(before, dict) or not isinstance(after, dict):
+            return
+        if "extra" in model.model_config:  # explicit: ignore, allow or forbid
+            return
+        lost = sorted(set(before) - set(after))
+        if lost:
+            raise SchemaVersionError(
+                f"state {self.name}: the stored state has field(s) {lost} that "
+                f"{model.__name__} does not have (renamed or removed?); this "
+                "commit would drop them, so nothing was written. Raise "
+                "schema_version and register @st.migration(from_version=...) "
+                "that moves or drops them, or set model_config = "
+                "ConfigDict(extra='ignore') to let them go."
+            )
+
     def _finish(self, tx: _Tx, obj: Any) -> None:
         doc, text = self._validate(obj)
+        if tx.schema == self.schema_version:
+            self._keeps_fields(tx.doc, doc)
         c = Commit(doc, text, self.schema_version, tx.caller)
         if tx.schema == self.schema_version:
             ops = diff(tx.doc, doc)
@@ -251,6 +321,7 @@ class StateCore(Generic[M]):
         self._commit(c, tx)
 
     def _commit(self, c: Commit, tx: _Tx, *, prune: bool = False) -> None:
+        self._stop_renewing(tx, check=True)  # before the commit releases it
         if c.schema != tx.schema and isinstance(self.model, type):
             c.json_schema = self.model.model_json_schema()  # type: ignore[attr-defined]
         head = self._log.commit(

@@ -1,5 +1,6 @@
 """A JSON Patch (RFC 6902) between two JSON documents, in time proportional to
-what changed.
+what changed (``diff``), and a patch from outside applied safely (``apply_ops``:
+one operation at a time, copies capped, errors naming the operation).
 
 ``jsonpatch.make_patch`` visits every value of both documents in Python (and
 serializes each to compare it): ~700 ms for a 1 MB state where one field
@@ -15,11 +16,31 @@ the patch comes out empty, and the next snapshot stores it in any case.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonpatch
 
-__all__ = ["diff"]
+__all__ = [
+    "MAX_PATCH_COPY",
+    "PatchTestFailed",
+    "PatchTooLarge",
+    "apply_ops",
+    "diff",
+]
+
+MAX_PATCH_COPY = 8 << 20
+"""Bytes the ``copy`` operations of one JSON Patch may copy in all: each copy
+can double the document, so 40 of them in a 1 MB request would need 2**40
+times its size; honest patches copy far less."""
+
+
+class PatchTestFailed(ValueError):
+    """A ``test`` operation of a JSON Patch did not hold; nothing was written."""
+
+
+class PatchTooLarge(ValueError):
+    """A JSON Patch copies more than ``MAX_PATCH_COPY`` bytes; nothing was written."""
 
 
 def _esc(key: str) -> str:
@@ -71,3 +92,46 @@ def _diff(old: Any, new: Any, path: str, out: list[dict[str, Any]]) -> None:
                 out.append(op)
     else:
         out.append({"op": "replace", "path": path, "value": new})
+
+
+def apply_ops(doc: Any, ops: list[dict[str, Any]]) -> Any:
+    """``doc`` (changed in place) with the JSON Patch ``ops`` applied, one
+    operation at a time so that copies are counted as they go.
+
+    Raises:
+        PatchTestFailed: a ``test`` operation did not hold.
+        PatchTooLarge: the patch copies more than ``MAX_PATCH_COPY`` bytes.
+        ValueError: an operation does not apply, or the document would stop
+            being a JSON object where it was one.
+    """
+    was_object = isinstance(doc, dict)
+    copied = 0
+    for i, op in enumerate(ops):
+        try:
+            if op.get("op") == "copy" and isinstance(op.get("from"), str):
+                copied += len(
+                    json.dumps(jsonpatch.JsonPointer(op["from"]).resolve(doc))
+                )
+                if copied > MAX_PATCH_COPY:
+                    raise PatchTooLarge(
+                        f"the JSON Patch copies more than {MAX_PATCH_COPY} bytes "
+                        f"(operation {i}); send the values instead"
+                    )
+            doc = jsonpatch.apply_patch(doc, [op], in_place=True)
+        except jsonpatch.JsonPatchTestFailed as e:
+            raise PatchTestFailed(
+                f"operation {i} (test {op.get('path')}) failed: {e}; nothing "
+                "was written"
+            ) from None
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+            raise ValueError(
+                f"the JSON Patch does not apply: operation {i} "
+                f"({op.get('op')} {op.get('path')!r}): {e}"
+            ) from None
+    if was_object and not isinstance(doc, dict):
+        raise ValueError(
+            "the JSON Patch would make the state a "
+            f"{type(doc).__name__}; it must stay a JSON object (its fields "
+            "at the root)"
+        )
+    return doc

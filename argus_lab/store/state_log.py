@@ -31,7 +31,12 @@ from typing import Any
 import diskcache
 import jsonpatch
 
-from argus_lab.errors import ConflictError, CorruptCheckpointError, SchemaVersionError
+from argus_lab.errors import (
+    ConflictError,
+    CorruptCheckpointError,
+    SchemaVersionError,
+    StorageFullError,
+)
 from argus_lab.store.checkpoints import (
     SCHEMA_VERSION,
     Durability,
@@ -39,6 +44,7 @@ from argus_lab.store.checkpoints import (
     lease_is_live,
     open_cache,
 )
+from argus_lab.store.space import full_error, is_disk_full
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "StateHead", "StateLog", "dumps"]
 
@@ -119,12 +125,24 @@ class StateLog:
     # -- the envelope ----------------------------------------------------------
 
     def _corrupt(self, key: str, why: object) -> CorruptCheckpointError:
-        return CorruptCheckpointError(
-            f"state {self.name}: record {key!r} is damaged ({why}). Other states "
+        version = int(key[2:]) if key.startswith("v:") and key[2:].isdigit() else None
+        what = f"version {version} (record {key!r})" if version else f"record {key!r}"
+        err = CorruptCheckpointError(
+            f"state {self.name}: {what} is damaged ({why}). Other states "
             "and sessions are unaffected; fork the state at an earlier version "
             "(st.fork(at=...)) to go on from there.",
             key=key,
         )
+        err.state, err.version = self.name, version  # type: ignore[attr-defined]
+        return err
+
+    def _failed(self, key: str, e: Exception) -> Exception:
+        """A full disk (nothing damaged, nothing committed) or a damaged file."""
+        if is_disk_full(e, self.directory):
+            err = full_error(self.directory / "cache.db", e, what="committing to")
+            err.message = f"state {self.name}: {err.message}"
+            return err
+        return self._corrupt(key, e)
 
     def _decode(self, key: str, raw: Any) -> Any:
         if isinstance(raw, bytes):
@@ -152,16 +170,19 @@ class StateLog:
         try:
             raw = self.cache.get(key)
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(key, e) from None
+            raise self._failed(key, e) from None
         return None if raw is None else self._decode(key, raw)
 
-    def _scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
+    def _scan(
+        self, lo: str, hi: str, limit: int | None = None
+    ) -> Iterator[tuple[str, Any]]:
         # One range query (diskcache has no range read; checkpoints do the same).
+        # LIMIT in SQL: a page of history never reads the snapshots past it.
         try:
             rows = self.cache._sql(
                 "SELECT key, mode, filename, value FROM Cache "
-                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
-                (lo, hi),
+                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key LIMIT ?",
+                (lo, hi, -1 if limit is None else limit),
             ).fetchall()
         except sqlite3.DatabaseError as e:
             raise self._corrupt(f"{lo}*", e) from None
@@ -175,8 +196,13 @@ class StateLog:
         try:
             with self.cache.transact(retry=True):
                 yield
-        except sqlite3.DatabaseError as e:
-            raise self._corrupt("cache.db", e) from None
+        except StorageFullError:
+            raise
+        except (sqlite3.DatabaseError, OSError) as e:
+            # OSError: a record over 4 MB is written as a file (ENOSPC there).
+            if isinstance(e, OSError) and not is_disk_full(e):
+                raise
+            raise self._failed("cache.db", e) from None
 
     # -- reading ---------------------------------------------------------------
 
@@ -194,13 +220,23 @@ class StateLog:
         """The stored record of one version (KeyError when there is none)."""
         rec = self._get(_vkey(version))
         if rec is None:
+            first = next(self.records(limit=1), None)
+            if first is not None and 0 < version < int(first["v"]):
+                raise KeyError(
+                    f"state {self.name}: version {version} was dropped by "
+                    f"compact(keep_history=False); the oldest version kept is "
+                    f"{first['v']}"
+                )
             raise KeyError(f"state {self.name} has no version {version}")
         return dict(rec)
 
-    def records(self, lo: int = 1, hi: int | None = None) -> Iterator[dict[str, Any]]:
-        """Records of versions lo..hi (inclusive), oldest first."""
+    def records(
+        self, lo: int = 1, hi: int | None = None, *, limit: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Records of versions lo..hi (inclusive), oldest first; at most
+        ``limit`` of them."""
         top = _vkey(hi + 1) if hi is not None else "v;"
-        for _, rec in self._scan(_vkey(lo), top):
+        for _, rec in self._scan(_vkey(lo), top, limit):
             yield rec
 
     def replay(
@@ -236,9 +272,9 @@ class StateLog:
             raise self._corrupt(_vkey(n), "missing from the version log")
         return doc, schema
 
-    def events(self, since: int = 0) -> list[dict[str, Any]]:
-        """State events with seq > since."""
-        return [ev for _, ev in self._scan(f"e:{since + 1:012d}", "e;")]
+    def events(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """State events with seq > since (at most ``limit``)."""
+        return [ev for _, ev in self._scan(f"e:{since + 1:012d}", "e;", limit)]
 
     # -- writing ---------------------------------------------------------------
 

@@ -1,0 +1,90 @@
+"""How the HTTP API turns exceptions into JSON answers.
+
+Every error body is ``{"detail": "..."}`` saying what was wrong and what to do;
+none carries a traceback, a header or the token. A missing session or state is
+404, a conflict 409, a damaged record 500 (naming state and version), a full
+disk 507, a document that breaks a state's model 422 with the ``field``, any
+other failure a 500 naming only the exception's type (the server's log has the
+rest).
+"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from jsonschema.exceptions import ValidationError as SchemaError
+from pydantic import ValidationError
+
+from argus_lab.errors import (
+    ArgusError,
+    ConcurrentSessionError,
+    ConflictError,
+    CorruptCheckpointError,
+    StorageFullError,
+)
+
+__all__ = ["add_error_handlers"]
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Registers the JSON error answers on ``app``."""
+
+    @app.exception_handler(KeyError)
+    async def _missing(_: Request, e: KeyError) -> JSONResponse:
+        return JSONResponse({"detail": str(e.args[0]) if e.args else ""}, 404)
+
+    @app.exception_handler(ConflictError)
+    @app.exception_handler(ConcurrentSessionError)
+    async def _conflict(_: Request, e: ArgusError) -> JSONResponse:
+        return JSONResponse({"detail": e.message}, 409)
+
+    @app.exception_handler(ArgusError)
+    async def _argus(_: Request, e: ArgusError) -> JSONResponse:
+        return JSONResponse({"detail": e.message}, 400)
+
+    @app.exception_handler(CorruptCheckpointError)
+    async def _damaged(_: Request, e: ArgusError) -> JSONResponse:
+        return JSONResponse({"detail": e.message}, 500)  # the server's data, not ours
+
+    @app.exception_handler(StorageFullError)
+    async def _full(_: Request, e: ArgusError) -> JSONResponse:
+        return JSONResponse({"detail": e.message}, 507)
+
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, e: Exception) -> JSONResponse:
+        # Logged with its traceback by the server; the body names only its type.
+        return JSONResponse(
+            {"detail": f"internal error ({type(e).__name__}); see the server's log"},
+            500,
+        )
+
+    @app.exception_handler(SchemaError)
+    async def _schema(_: Request, e: SchemaError) -> JSONResponse:
+        # The document breaks the state's model: name the field, not the schema.
+        field = "/".join(str(p) for p in e.absolute_path)
+        where = field or "the document"
+        return JSONResponse(
+            {"detail": f"{where}: {e.message[:500]}", "field": field}, 422
+        )
+
+    @app.exception_handler(ValidationError)
+    async def _model(_: Request, e: ValidationError) -> JSONResponse:
+        err = e.errors(include_url=False)[0]
+        field = "/".join(str(p) for p in err["loc"])
+        return JSONResponse(
+            {"detail": f"{field or 'the document'}: {err['msg']}", "field": field},
+            422,
+        )
+
+    @app.exception_handler(ValueError)
+    async def _invalid(_: Request, e: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(e)[:2000]}, 422)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_: Request, e: RequestValidationError) -> JSONResponse:
+        return JSONResponse(
+            {"detail": json.loads(json.dumps(e.errors(), default=str))}, 422
+        )
