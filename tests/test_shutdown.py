@@ -544,3 +544,47 @@ def test_a_shutdown_while_intents_wait_in_their_batch_starts_no_call(
     assert {t: r.attempts for t, r in s2.records.items()} == dict(started)
     s2.close()
     ws.close()
+
+
+def test_a_shutdown_abandoning_attempts_between_their_batch_and_call_fails_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shutdown with no grace cancels the attempts in flight (RunLoop.abandon).
+    One that lands after a batch of intents was written but before its
+    attempts resumed must end them as shutdowns (calls never begun: pending
+    again), not let the cancellation escape run() and leave no pause behind."""
+    calls: list[int] = []
+
+    @al.tool(side_effect="write", idempotent=False)
+    def pay(i: int) -> int:
+        calls.append(i)
+        return i
+
+    ws = al.Workspace(tmp_path / "ws")
+    plan = {"tasks": [{"id": f"p{i}", "tool": "pay", "args": {"i": i}} for i in (0, 1)]}
+    s = ws.new_session(
+        plan=plan, tools=[pay], name="t", approvals=(), shutdown_grace=0.0
+    )
+    real = IntentBatch._flush
+
+    def then_abandon(batch: IntentBatch) -> None:
+        real(batch)  # the intents are written; their attempts not resumed yet
+        s._closer.stop("injected, after the batch")  # as SIGTERM would
+        s._closer._runner.abandon()  # the grace (0 s) is over
+
+    monkeypatch.setattr(IntentBatch, "_flush", then_abandon)
+    res = s.run()
+    monkeypatch.setattr(IntentBatch, "_flush", real)
+    assert calls == []
+    assert res.status == "paused" and SHUT in (res.reason or ""), res
+    s.close()
+    s2 = ws.open("t", tools=[pay], approvals=())
+    assert s2.status == "paused"
+    assert {t: r.status for t, r in s2.records.items()} == {
+        "p0": "pending",
+        "p1": "pending",
+    }
+    assert s2.run().status == "succeeded"  # nothing in doubt: never began
+    assert sorted(calls) == [0, 1]
+    s2.close()
+    ws.close()
