@@ -206,9 +206,24 @@ class AttemptRunner:
             # transaction), before the call. A tool without side effects loses
             # nothing if its intent is lost to a power cut (the attempt just
             # runs again): no fsync for it under "full".
-            written = await self._intents.commit(
-                rec, started, relaxed=tool.side_effect != "write"
-            )
+            try:
+                written = await self._intents.commit(
+                    rec, started, relaxed=tool.side_effect != "write"
+                )
+            except asyncio.CancelledError:
+                if not self._signals.abandoning:
+                    raise
+                # The shutdown's own cancellation, before the call began: a
+                # written intent goes back to pending (nothing to decide).
+                me = asyncio.current_task()
+                if me is not None:
+                    me.uncancel()
+                written = st.records[tid].status == "running"
+                if written:
+                    why = self._signals.stopping or "shut down"
+                    out = ShutDown(why, started=False)
+                    self._settler.settle(tid, st.records[tid], out)
+                    return
             if not written:  # shut down while the intent waited: start nothing
                 st.usage["steps"] -= 1  # no step was taken
                 st.sched.set(tid, "pending")
