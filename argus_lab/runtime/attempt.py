@@ -221,8 +221,8 @@ class AttemptRunner:
                 written = st.records[tid].status == "running"
                 if written:
                     why = self._signals.stopping or "shut down"
-                    out = ShutDown(why, started=False)
-                    self._settler.settle(tid, st.records[tid], out)
+                    left = ShutDown(why, started=False)
+                    self._settler.settle(tid, st.records[tid], left)
                     return
             if not written:  # shut down while the intent waited: start nothing
                 st.usage["steps"] -= 1  # no step was taken
