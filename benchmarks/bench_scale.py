@@ -18,6 +18,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_scale.py              # 3 rounds, markdown
     .venv/bin/python benchmarks/bench_scale.py --rounds 1 --reopen-n 10000
+    .venv/bin/python benchmarks/bench_scale.py --only frames   # the frame rows
 """
 
 from __future__ import annotations
@@ -119,21 +120,22 @@ def child_frames(spec: dict[str, Any]) -> dict[str, Any]:
     lo, hi = ("t:", "t;") if spec["frame"] == "tasks" else ("e:", "e;")
     rows = _rows(db, lo, hi)
     if spec["bare"]:
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         df = pd.DataFrame(rows)
-        return {"s": time.perf_counter() - t0, "rows": len(df)}
+        took = time.perf_counter() - t0
+        return {"s": took, "cpu": time.process_time() - c0, "rows": len(df)}
     ws = al.Workspace(ws_dir)
     s = ws.open("bench", tools=[rt._noop_tool(al)])
     al.analysis.sessions_df(s)  # warm: the first call imports the frame code
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     if spec["frame"] == "tasks":
         df = al.analysis.tasks_df(s)
     else:
         df = al.analysis.events_df(s)
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
     s.close()
     ws.close()
-    return {"s": took, "rows": len(df)}
+    return {"s": took, "cpu": cpu, "rows": len(df)}
 
 
 CHILDREN = {"fan": child_fan, "bare_reopen": child_bare_reopen, "frames": child_frames}
@@ -163,6 +165,12 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reopen-n", type=int, default=50_000)
     p.add_argument("--tasks-n", type=int, default=10_000)
+    p.add_argument(
+        "--only",
+        choices=("all", "frames"),
+        default="all",
+        help="'frames': only the tasks_df/events_df rows (the sessions still built)",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -186,28 +194,29 @@ def main() -> int:
         log(f"building a {args.tasks_n:,}-step session ...")
         build(args.tasks_n, small)
         for r in range(args.rounds):
-            for bare in (True, False):
+            for bare in (True, False) if args.only == "all" else ():
                 d = tmp / f"fan-{r}-{bare}"
                 f = spawn({"mode": "fan", "bare": bare, "dir": str(d)})
                 shutil.rmtree(d, ignore_errors=True)
                 add(f"fan:{bare}:wall", f["wall"])
                 add(f"fan:{bare}:cpu", f["cpu"])
-            add(
-                "reopen:bare",
-                spawn({"mode": "bare_reopen", "dir": str(big)})["reopen_s"],
-            )
-            copy = tmp / f"reopen-{r}"
-            shutil.copytree(big, copy)
-            ro = rt.spawn(
-                {
-                    "mode": "reopen",
-                    "n": args.reopen_n,
-                    "durability": "normal",
-                    "dir": str(copy),
-                }
-            )
-            shutil.rmtree(copy)
-            add("reopen:argus", ro["reopen_s"])
+            if args.only == "all":
+                add(
+                    "reopen:bare",
+                    spawn({"mode": "bare_reopen", "dir": str(big)})["reopen_s"],
+                )
+                copy = tmp / f"reopen-{r}"
+                shutil.copytree(big, copy)
+                ro = rt.spawn(
+                    {
+                        "mode": "reopen",
+                        "n": args.reopen_n,
+                        "durability": "normal",
+                        "dir": str(copy),
+                    }
+                )
+                shutil.rmtree(copy)
+                add("reopen:argus", ro["reopen_s"])
             for frame, where in (("tasks", small), ("events", big)):
                 for bare in (True, False):
                     fr = spawn(
@@ -219,6 +228,7 @@ def main() -> int:
                         }
                     )
                     add(f"{frame}:{bare}", fr["s"])
+                    add(f"{frame}:{bare}:cpu", fr["cpu"])
                     add(f"{frame}:rows", fr["rows"])
             log(f"  round {r + 1} done")
     finally:
@@ -234,28 +244,31 @@ def main() -> int:
     )
     print("| workload | Argus | bare baseline | ratio | target | met |")
     print("|---|--:|--:|--:|---|---|")
-    fa, fb = m("fan:False:wall"), m("fan:True:wall")
-    print(
-        f"| fan-out {FAN_N:,} x sleep 10 ms at concurrency {FAN_C}, wall s (CPU s) "
-        f"| {fa:.3f} ({m('fan:False:cpu'):.3f}) | {fb:.3f} ({m('fan:True:cpu'):.3f}) "
-        f"| {fa / fb:.1f}x | <= 3x bare | {'yes' if fa <= 3 * fb else '**no**'} |"
-    )
-    ra, rb = m("reopen:argus"), m("reopen:bare")
-    print(
-        f"| reopen a {args.reopen_n:,}-task session, ready to continue, s "
-        f"| {ra:.3f} | {rb:.3f} | {ra / rb:.1f}x | <= 0.5 s "
-        f"| {'yes' if ra <= 0.5 else '**no**'} |"
-    )
-    ta, tb = m("tasks:False"), m("tasks:True")
-    print(
-        f"| `tasks_df()` of {args.tasks_n:,} tasks, s | {ta:.3f} | {tb:.3f} "
-        f"| {ta / tb:.1f}x | <= 0.1 s | {'yes' if ta <= 0.1 else '**no**'} |"
-    )
-    ea, eb = m("events:False"), m("events:True")
-    print(
-        f"| `events_df()` of {ev_rows:,} events, s | {ea:.3f} | {eb:.3f} "
-        f"| {ea / eb:.1f}x | <= 0.5 s | {'yes' if ea <= 0.5 else '**no**'} |"
-    )
+    if args.only == "all":
+        fa, fb = m("fan:False:wall"), m("fan:True:wall")
+        print(
+            f"| fan-out {FAN_N:,} x sleep 10 ms at concurrency {FAN_C}, wall s "
+            f"(CPU s) | {fa:.3f} ({m('fan:False:cpu'):.3f}) | {fb:.3f} "
+            f"({m('fan:True:cpu'):.3f}) | {fa / fb:.1f}x | <= 3x bare "
+            f"| {'yes' if fa <= 3 * fb else '**no**'} |"
+        )
+        ra, rb = m("reopen:argus"), m("reopen:bare")
+        print(
+            f"| reopen a {args.reopen_n:,}-task session, ready to continue, s "
+            f"| {ra:.3f} | {rb:.3f} | {ra / rb:.1f}x | <= 0.5 s "
+            f"| {'yes' if ra <= 0.5 else '**no**'} |"
+        )
+    # Frames: wall s (CPU s); "met" judges the wall median, as the issue states it.
+    for frame, what, target in (
+        ("tasks", f"`tasks_df()` of {args.tasks_n:,} tasks", 0.1),
+        ("events", f"`events_df()` of {ev_rows:,} events", 0.5),
+    ):
+        a, b = m(f"{frame}:False"), m(f"{frame}:True")
+        ac, bc = m(f"{frame}:False:cpu"), m(f"{frame}:True:cpu")
+        print(
+            f"| {what}, wall s (CPU s) | {a:.3f} ({ac:.3f}) | {b:.3f} ({bc:.3f}) "
+            f"| {a / b:.1f}x | <= {target} s | {'yes' if a <= target else '**no**'} |"
+        )
     return 0
 
 

@@ -106,10 +106,9 @@ def test_approvals_pair_requests_with_decisions(ws: al.Workspace) -> None:
     assert json.loads(ap.loc["yes", "args"]) == {"to": "a"}
     assert json.loads(ap.loc["yes", "edited_args"]) == {"to": "c"}
     assert ap.loc["no", "decision_reason"] == "not today"
-    assert (ap["wait"] >= pd.Timedelta(0)).all()
-    assert (
-        ap.loc["yes", "wait"] == ap.loc["yes", "decided"] - ap.loc["yes", "requested"]
-    )
+    assert (ap["wait"] >= 0).all() and str(ap["wait"].dtype) == "float64"
+    wait = ap.loc["yes", "decided"] - ap.loc["yes", "requested"]
+    assert ap.loc["yes", "wait"] == wait.total_seconds()
     assert "side_effect=write" in ap.loc["yes", "policy"]
     assert list(t["approval"]) == ["approved", "rejected"]
 

@@ -80,3 +80,51 @@ def test_bad_budget_input(ws: al.Workspace) -> None:
         s.set_budget("task:zz", max_steps=1)
     with pytest.raises(TypeError, match="unknown budget limit 'max_money'"):
         s.set_budget(max_money=1)
+
+
+@pytest.mark.parametrize("limit", [1, 5, 9, 13])
+def test_a_step_budget_holds_for_a_fan_out_of_inline_calls_and_grouped_intents(
+    ws: al.Workspace, limit: int
+) -> None:
+    """Tasks starting together (intents in one commit) and quick calls on the
+    loop (intents deferred) are counted one step each: the run makes exactly
+    ``limit`` calls, the stored usage says so, and raising the limit does the
+    rest, each task once."""
+    calls: list[str] = []
+
+    @al.tool(inline=True)
+    def look(i: int) -> int:
+        calls.append(f"l{i}")
+        return i
+
+    @al.tool(side_effect="write", idempotent=True)
+    def put(i: int) -> int:
+        calls.append(f"p{i}")
+        return i
+
+    tasks = [
+        {"id": f"{k[0]}{i}", "tool": k, "args": {"i": i}}
+        for i in range(8)
+        for k in ("look", "put")
+    ]
+    s = ws.new_session(
+        plan={"goal": "fan", "tasks": tasks},
+        tools=[look, put],
+        name=f"f{limit}",
+        approvals=(),
+        concurrency=6,
+        budget=Budget(max_steps=limit),
+    )
+    res = s.run()
+    assert res.status == "paused" and f"max_steps={limit}" in (res.reason or "")
+    assert len(calls) == limit, calls
+    assert s.usage["steps"] == limit
+    s.close()
+    s = ws.open(f"f{limit}", tools=[look, put], approvals=())
+    assert s.usage["steps"] == limit
+    assert sum(r.attempts for r in s.records.values()) == limit
+    s.set_budget("session", max_steps=100)
+    assert s.run().status == "succeeded"
+    assert sorted(calls) == sorted(t["id"] for t in tasks)
+    assert s.usage["steps"] == len(tasks)
+    s.close()

@@ -178,3 +178,53 @@ def test_a_failure_on_the_loop_is_an_attempt_like_any_other(
     assert on_loop(calls[INLINE_AFTER])
     assert len(calls) == 7  # six tasks and one retry: nothing ran twice unseen
     s.close()
+
+
+def test_a_call_moved_off_the_loop_shows_running_and_commits_its_intent_first(
+    ws: al.Workspace,
+) -> None:
+    """A deferred intent is only sound while the loop is blocked by the call.
+    Once a refused inline call goes to a thread, the loop runs on: the task
+    must read "running" (a skip is refused, as for any attempt in flight) and
+    its intent must be committed (record and task_started together) before
+    the call, never left for another task's commit to carry alone."""
+    entered = threading.Event()
+    release = threading.Event()
+    seen: list[str] = []
+
+    def sync_wrapper(i: int) -> int:
+        seen.append(threading.current_thread().name)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if i == INLINE_AFTER:  # the call that was refused on the loop
+                entered.set()
+                assert release.wait(10)
+            return i
+        raise RuntimeError("cannot be called from a running event loop")
+
+    tool = al.tool(name="wrapper")(sync_wrapper)
+    s = ws.new_session(plan=chain(5, "wrapper"), tools=[tool], name="moved")
+    fut = s.start()
+    try:
+        assert entered.wait(10)
+        moved = f"t{INLINE_AFTER}"
+        assert s.record(moved).status == "running"
+        with pytest.raises(al.ArgusError, match="cannot be skipped"):
+            s.skip(moved)
+        other = ws.open("moved")  # what is stored now
+        assert other.record(moved).status == "running"
+        assert other.record(moved).attempts == 1
+        starts = [
+            e for e in other.events() if e.kind == "task_started" and e.task_id == moved
+        ]
+        assert len(starts) == 1
+        other.close()
+    finally:
+        release.set()
+    assert fut.result(10).status == "succeeded"
+    assert s.record(f"t{INLINE_AFTER}").status == "succeeded"
+    assert s.record(f"t{INLINE_AFTER}").attempts == 1
+    starts = [e for e in s.events() if e.kind == "task_started"]
+    assert sorted(e.task_id for e in starts) == [f"t{i}" for i in range(5)]
+    s.close()

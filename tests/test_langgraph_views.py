@@ -71,7 +71,7 @@ def test_paused_thread_in_the_analysis_frames(
     assert "publish?" in tasks.loc[2, "reason"]
     res = json.loads(tasks.loc[1, "result"])
     assert res == {"node": "a", "step": 1, "writes": ["log", "branch:to:ask"]}
-    assert tasks.loc[1, "duration"].total_seconds() >= 0
+    assert tasks.loc[1, "duration"] >= 0  # float seconds
 
     ev = al.analysis.events_df(ws)
     kinds = list(ev["kind"])

@@ -6,7 +6,6 @@ import asyncio
 import threading
 from typing import Any
 
-import pandas as pd
 import pytest
 
 import argus_lab as al
@@ -383,8 +382,8 @@ def test_dataframes_have_proper_dtypes(ws: al.Workspace) -> None:
     assert str(t["status"].dtype) == "category"
     assert str(t["attempts"].dtype) == "Int64"
     assert str(t["started"].dtype) == "datetime64[ns, UTC]"
-    assert str(t["duration"].dtype) == "timedelta64[ns]"
-    assert (t["duration"] >= pd.Timedelta(0)).all()
+    assert str(t["duration"].dtype) == "float64"  # seconds
+    assert (t["duration"] >= 0).all()
     e = s.events_df()
     assert list(e["seq"]) == list(range(1, len(e) + 1))
     assert (

@@ -31,6 +31,7 @@ import pytest
 import argus_lab as al
 from argus_lab.model import Task
 from argus_lab.runtime.executor import run_attempt
+from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.options import SessionOptions
 from argus_lab.runtime.outcome import ShutDown
 from argus_lab.runtime.policy import FailurePolicy, LeaveIntent
@@ -497,3 +498,93 @@ def test_a_forked_child_exits_without_closing_the_parents_sessions(
     )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.split() == [b"0"]
+
+
+def test_a_shutdown_while_intents_wait_in_their_batch_starts_no_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Intents of tasks starting together wait one turn of the loop for their
+    group commit (runtime/intents.py). A shutdown that comes in that turn (from
+    another thread: SIGTERM, the interpreter's exit) must start none of those
+    calls: they are pending again, with nothing in doubt, as if refused
+    before their intents."""
+    calls: list[int] = []
+
+    @al.tool(side_effect="write", idempotent=False)
+    def pay(i: int) -> int:
+        calls.append(i)
+        return i
+
+    ws = al.Workspace(tmp_path / "ws")
+    plan = {"tasks": [{"id": f"p{i}", "tool": "pay", "args": {"i": i}} for i in (0, 1)]}
+    s = ws.new_session(plan=plan, tools=[pay], name="t", approvals=())
+    real = IntentBatch._flush
+
+    def shutdown_first(batch: IntentBatch) -> None:
+        s._closer.stop("injected, while the intents wait")  # as SIGTERM would
+        real(batch)
+
+    monkeypatch.setattr(IntentBatch, "_flush", shutdown_first)
+    res = s.run()
+    monkeypatch.setattr(IntentBatch, "_flush", real)
+    assert calls == []
+    assert res.status == "paused" and SHUT in (res.reason or ""), res
+    s.close()
+    s2 = ws.open("t", tools=[pay], approvals=())
+    assert {t: r.status for t, r in s2.records.items()} == {
+        "p0": "pending",
+        "p1": "pending",
+    }
+    assert s2.usage["steps"] == 0  # no step was taken
+    assert s2.run().status == "succeeded"  # nothing in doubt: never began
+    assert sorted(calls) == [0, 1]
+    assert s2.usage["steps"] == 2
+    events = s2.events()
+    started = Counter(e.task_id for e in events if e.kind == "task_started")
+    assert {t: r.attempts for t, r in s2.records.items()} == dict(started)
+    s2.close()
+    ws.close()
+
+
+def test_a_shutdown_abandoning_attempts_between_their_batch_and_call_fails_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shutdown with no grace cancels the attempts in flight (RunLoop.abandon).
+    One that lands after a batch of intents was written but before its
+    attempts resumed must end them as shutdowns (calls never begun: pending
+    again), not let the cancellation escape run() and leave no pause behind."""
+    calls: list[int] = []
+
+    @al.tool(side_effect="write", idempotent=False)
+    def pay(i: int) -> int:
+        calls.append(i)
+        return i
+
+    ws = al.Workspace(tmp_path / "ws")
+    plan = {"tasks": [{"id": f"p{i}", "tool": "pay", "args": {"i": i}} for i in (0, 1)]}
+    s = ws.new_session(
+        plan=plan, tools=[pay], name="t", approvals=(), shutdown_grace=0.0
+    )
+    real = IntentBatch._flush
+
+    def then_abandon(batch: IntentBatch) -> None:
+        real(batch)  # the intents are written; their attempts not resumed yet
+        s._closer.stop("injected, after the batch")  # as SIGTERM would
+        s._closer._runner.abandon()  # the grace (0 s) is over
+
+    monkeypatch.setattr(IntentBatch, "_flush", then_abandon)
+    res = s.run()
+    monkeypatch.setattr(IntentBatch, "_flush", real)
+    assert calls == []
+    assert res.status == "paused" and SHUT in (res.reason or ""), res
+    s.close()
+    s2 = ws.open("t", tools=[pay], approvals=())
+    assert s2.status == "paused"
+    assert {t: r.status for t, r in s2.records.items()} == {
+        "p0": "pending",
+        "p1": "pending",
+    }
+    assert s2.run().status == "succeeded"  # nothing in doubt: never began
+    assert sorted(calls) == [0, 1]
+    s2.close()
+    ws.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -713,3 +714,31 @@ def test_a_lease_lost_while_stalled_is_reported_and_nothing_written(
     b_go.set()
     b.join(timeout=30)
     assert st.get().cash == 2.0 and st.version == 2
+
+
+def test_of_racing_creates_exactly_one_makes_the_state(tmp_path: Path) -> None:
+    """Eight threads create one state at once with create_only: one succeeds,
+    seven get ConflictError, and the history holds one create."""
+    ws = al.Workspace(tmp_path)
+    start = threading.Barrier(8)
+    made: list[int] = []
+    refused: list[int] = []
+
+    def create(i: int) -> None:
+        start.wait(timeout=30)
+        try:
+            ws.state("race", initial={"by": i}, create_only=True).close()
+            made.append(i)
+        except al.ConflictError:
+            refused.append(i)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(made) == 1 and len(refused) == 7
+    st = ws.state("race")
+    assert st.get() == {"by": made[0]}
+    assert list(st.history()["kind"]) == ["create"]
+    st.close()

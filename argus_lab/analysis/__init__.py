@@ -11,10 +11,12 @@ They link by ids: ``session_id``; ``task_id``; ``(session_id, task_id, attempt)`
 ``(session_id, seq)`` for anything read from one event. Columns come from
 declarative specs (:class:`Columns` of :class:`Column`) that compose with ``+``;
 ``schema()`` lists every column with its dtype and meaning. Timestamps are
-tz-aware UTC, durations timedeltas, statuses and kinds categoricals, token counts
-nullable ``Int64``, costs ``float64``; nested values (an event's ``details``,
-results, args) are JSON text. ``dtype_backend="pyarrow"`` gives Arrow-backed
-frames. A Workspace is read strictly (a damaged session raises);
+tz-aware UTC, durations ``float64`` seconds, statuses and kinds categoricals, token
+counts nullable ``Int64``, costs ``float64``; nested values (an event's
+``details``, results, args) are JSON text. One missing-value marker per dtype:
+NaN in float columns (durations, costs), NaT in timestamps, ``pd.NA`` in the
+nullable string, Int64 and boolean columns. ``dtype_backend="pyarrow"`` gives
+Arrow-backed frames. A Workspace is read strictly (a damaged session raises);
 ``strict=False`` skips it and lists it in ``df.attrs["skipped"]``.
 
 Post-mortem (each takes a Session or :class:`Frames` of one session):

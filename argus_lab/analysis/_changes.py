@@ -39,8 +39,8 @@ COMPARE_COLUMNS = Columns(
     Column("result_changed", "boolean"),
     Column("cost_a", "float64"),
     Column("cost_b", "float64"),
-    Column("duration_a", "timedelta"),
-    Column("duration_b", "timedelta"),
+    Column("duration_a", "duration"),
+    Column("duration_b", "duration"),
     Column("changes", "object", doc="Which of: " + ", ".join(CHANGES)),
 )
 

@@ -20,14 +20,24 @@ Int64          ``Int64`` (nullable)       ``int64[pyarrow]``
 float64        ``float64`` (NaN)          ``double[pyarrow]``
 boolean        ``boolean`` (nullable)     ``bool[pyarrow]``
 timestamp      ``datetime64[ns, UTC]``    ``timestamp[ns, tz=UTC][pyarrow]``
+duration       ``float64`` seconds (NaN)  ``double[pyarrow]`` seconds
 timedelta      ``timedelta64[ns]``        ``duration[ns][pyarrow]``
 category       ``category``               ``category`` (pandas Categorical)
 object         ``object`` (Python lists)  ``object``
 ============  =========================  ===================================
 
 Row values are plain Python: epoch seconds (float) for timestamps, seconds for
-timedeltas, any JSON-able value for ``json`` (dumped with sorted keys unless it is
-already text). ``object`` is for post-mortem results that hold Python lists; the
+durations and timedeltas, any JSON-able value for ``json`` (dumped with sorted keys
+unless it is already text).
+
+Every duration in the exported frames (and the post-mortem helpers) is a
+``duration``: float64 **seconds**, so it sums, plots and compares as a number;
+``timedelta`` is left for columns of your own. One missing-value marker per dtype
+(numpy_nullable backend): ``NaN`` in float64 columns (costs, durations), ``NaT`` in
+timestamps, ``pd.NA`` (shown ``<NA>``) in the nullable ``string``, ``Int64`` and
+``boolean`` columns and in categoricals (shown ``NaN`` by pandas), never two markers
+in one column. With ``dtype_backend="pyarrow"`` every column's missing value is
+``pd.NA``. ``object`` is for post-mortem results that hold Python lists; the
 exported frames never use it. Categoricals keep a fixed category list (so frames of
 different
 sessions concatenate without turning into objects); a value outside it is appended.
@@ -37,8 +47,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from argus_lab.analysis._table import Row, Table
 from argus_lab.analysis._values import canonical
 
 if TYPE_CHECKING:
@@ -50,12 +62,12 @@ __all__ = [
     "DtypeBackend",
     "DtypeSpec",
     "Row",
+    "Table",
     "arrow",
     "pandas_dtype",
     "records",
 ]
 
-Row = dict[str, Any]
 DtypeSpec = Literal[
     "string",
     "json",
@@ -63,6 +75,7 @@ DtypeSpec = Literal[
     "float64",
     "boolean",
     "timestamp",
+    "duration",
     "timedelta",
     "category",
     "object",
@@ -86,9 +99,10 @@ class Column:
         value: A function of the whole row, used instead of ``path`` when given.
         categories: For ``category`` columns, the known categories, in order.
         doc: What the column holds (shown by :meth:`Columns.describe`).
-        span: For a ``timedelta`` column, (start, end) timestamp columns of the
-            same spec: the column is computed as end - start from them, so the
-            difference is exact to the nanosecond (else it is read as usual).
+        span: For a ``duration`` or ``timedelta`` column, (start, end) timestamp
+            columns of the same spec: the column is computed as end - start from
+            them (in nanoseconds, then converted), so it equals the difference of
+            the two columns shown (else it is read as usual).
     """
 
     name: str
@@ -106,15 +120,20 @@ class Column:
                 f"got {self.dtype!r}"
             )
 
-    def values(self, rows: Sequence[Row]) -> list[Any]:
-        """Reads this column's raw values from every row."""
+    def values(self, rows: Sequence[Row] | Table) -> list[Any]:
+        """Reads this column's raw values from every row (or from a Table)."""
+        if isinstance(rows, Table):
+            if self.value is None and "." not in (key := self.path or self.name):
+                return rows.column(key)  # columnar already: no per-row work
+            rows = rows.rows()
         if self.value is not None:
             fn = self.value
             return [fn(r) for r in rows]
         parts = (self.path or self.name).split(".")
         if len(parts) == 1:
-            key = parts[0]
-            return [r.get(key) for r in rows]
+            # map over the unbound dict.get: no bytecode per row (~40% faster than
+            # a comprehension over 100,000 event rows).
+            return list(map(dict.get, rows, repeat(parts[0])))
         if len(parts) == 2:  # the common "<field>.<key>": no per-row function call
             a, b = parts
             return [x.get(b) if isinstance(x := r.get(a), dict) else None for r in rows]
@@ -207,14 +226,25 @@ class Columns:
             {
                 "column": self.names,
                 "dtype": [str(pandas_dtype(c.dtype)) for c in self._columns],
-                "doc": [c.doc for c in self._columns],
+                "doc": [
+                    c.doc
+                    + (" Seconds (NaN: unknown)." if c.dtype == "duration" else "")
+                    for c in self._columns
+                ],
             }
         )
 
     def frame(
-        self, rows: Sequence[Row], dtype_backend: DtypeBackend = "numpy_nullable"
+        self,
+        rows: Sequence[Row] | Table,
+        dtype_backend: DtypeBackend = "numpy_nullable",
     ) -> pd.DataFrame:
-        """Builds the DataFrame, one column at a time, with the declared dtypes."""
+        """Builds the DataFrame, one column at a time, with the declared dtypes.
+
+        Args:
+            rows: Dicts, one per row, or a :class:`Table` (columns as lists).
+            dtype_backend: "numpy_nullable" (default) or "pyarrow".
+        """
         import pandas as pd
 
         _check_backend(dtype_backend)
@@ -228,6 +258,8 @@ class Columns:
                 assert c.span is not None
                 start, end = (data[n].astype(pandas_dtype("timestamp")) for n in c.span)
                 s = (end - start).astype(pandas_dtype("timedelta"))
+                if c.dtype == "duration":  # exact ns difference, then seconds
+                    s = s.dt.total_seconds()
                 data[c.name] = s.astype(pandas_dtype(c.dtype, dtype_backend))
         if not data:
             return pd.DataFrame(index=pd.RangeIndex(len(rows)))
@@ -275,6 +307,7 @@ def pandas_dtype(
             "float64": pa.float64(),
             "boolean": pa.bool_(),
             "timestamp": pa.timestamp("ns", tz="UTC"),
+            "duration": pa.float64(),
             "timedelta": pa.duration("ns"),
         }
         return pd.ArrowDtype(types[spec])
@@ -285,6 +318,7 @@ def pandas_dtype(
         "float64": "float64",
         "boolean": pd.BooleanDtype(),
         "timestamp": pd.DatetimeTZDtype("ns", "UTC"),
+        "duration": "float64",
         "timedelta": "timedelta64[ns]",
     }[spec]
 
@@ -320,7 +354,7 @@ def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> An
     elif spec == "timedelta":
         s = pd.Series(pd.to_timedelta(np.array(values, dtype="float64"), unit="s"))
         s = s.astype("timedelta64[ns]")
-    elif spec == "float64":
+    elif spec in ("float64", "duration"):
         s = pd.Series(np.array(values, dtype="float64"))
     else:
         s = pd.Series(pd.array(values, dtype=pandas_dtype(spec)))

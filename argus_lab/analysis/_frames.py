@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.analysis import _rows
-from argus_lab.analysis._columns import Columns, DtypeBackend, Row
+from argus_lab.analysis._columns import Columns, DtypeBackend, Row, Table
 from argus_lab.analysis._read import Read, SessionData, Source, read_sessions
 from argus_lab.analysis._schema import FRAME_COLUMNS
 
@@ -34,7 +34,7 @@ __all__ = [
     "tool_calls_df",
 ]
 
-RowsFn = Callable[[SessionData], list[Row]]
+RowsFn = Callable[[SessionData], "list[Row] | Table"]
 
 _ROWS: dict[str, RowsFn] = {
     "sessions": _rows.session_rows,
@@ -57,10 +57,16 @@ def _build(
     columns: Columns | None,
     dtype_backend: DtypeBackend,
 ) -> pd.DataFrame:
-    rows: list[Row] = []
     fn = _ROWS[name]
-    for d in data.sessions:
-        rows.extend(fn(d))
+    parts = [fn(d) for d in data.sessions]
+    rows: list[Row] | Table
+    if parts and all(isinstance(p, Table) for p in parts):
+        tables = [p for p in parts if isinstance(p, Table)]
+        rows = tables[0] if len(tables) == 1 else Table.concat(tables)
+    else:
+        rows = []
+        for p in parts:
+            rows.extend(p.rows() if isinstance(p, Table) else p)
     df = (columns or FRAME_COLUMNS[name]).frame(rows, dtype_backend)
     if data.skipped is not None:
         df.attrs["skipped"] = dict(data.skipped)

@@ -107,6 +107,11 @@ def _read_frame(path: Path) -> pd.DataFrame:
         s = table.select([name]).to_pandas()[name]
         if d["kind"] == "category":
             dtype: Any = pd.CategoricalDtype(d["categories"], ordered=d["ordered"])
+        elif d["name"].startswith("timedelta64"):
+            # Exported before durations became float seconds: read them as such,
+            # so the post-mortem helpers work on old folders too.
+            data[name] = s.astype(d["name"]).dt.total_seconds()
+            continue
         else:
             dtype = pd.api.types.pandas_dtype(d["name"])
         data[name] = s.astype(dtype)

@@ -3,8 +3,9 @@
 Each helper takes a Session or the :class:`Frames` of one session (from
 ``frames(s)`` or ``load(folder)``, so a post-mortem works without the workspace),
 and returns a DataFrame with a fixed, typed set of columns (empty when there is
-nothing to report). Durations are the tasks' ``duration`` (first attempt of the
-current generation to the final status: retries and backoff included).
+nothing to report). Durations are float64 seconds (NaN when unknown), as in the
+frames; a task's ``duration`` runs from the first attempt of the current
+generation to the final status (retries and backoff included).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ if TYPE_CHECKING:
     from argus_lab.runtime.session import Session
 
 __all__ = [
+    "RETRY_COLUMNS",
     "cost_by",
+    "cost_columns",
     "critical_path",
     "failure_chains",
     "one_session",
@@ -59,7 +62,7 @@ def _deps(tasks: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def _seconds(v: Any) -> float:
-    return 0.0 if pd.isna(v) else float(v.total_seconds())
+    return 0.0 if v is None or pd.isna(v) else float(v)
 
 
 def _topo(deps: dict[str, list[str]]) -> list[str]:
@@ -131,9 +134,7 @@ def critical_path(src: Session | Frames) -> pd.DataFrame:
     keep = ["task_id", "tool", "status", "reused", "started", "ended", "duration"]
     out = t.set_index("task_id", drop=False).loc[path, keep].reset_index(drop=True)
     secs = pd.Series([weight[p] for p in path], dtype="float64")
-    out["cum_duration"] = pd.to_timedelta(secs.cumsum(), unit="s").astype(
-        "timedelta64[ns]"
-    )
+    out["cum_duration"] = secs.cumsum()
     return out
 
 
@@ -218,8 +219,8 @@ RETRY_COLUMNS = _cols(
     ("retries", "Int64"),
     ("manual_retries", "Int64"),
     ("failed_attempts", "Int64"),
-    ("retry_wait", "timedelta"),
-    ("wasted", "timedelta"),
+    ("retry_wait", "duration"),
+    ("wasted", "duration"),
     ("errors", "object"),
 )
 
@@ -267,7 +268,7 @@ def retries_summary(src: Session | Frames) -> pd.DataFrame:
 
 
 def _secs_sum(s: pd.Series) -> float:
-    return float(s.dropna().dt.total_seconds().sum()) if len(s) else 0.0
+    return float(s.sum()) if len(s) else 0.0  # float seconds; NaN skipped
 
 
 def _ancestors(tid: str, parent: dict[str, str | None]) -> Iterator[str]:
@@ -352,19 +353,19 @@ def cost_by(src: Session | Frames, by: CostBy = "task") -> pd.DataFrame:
     rows.sort(key=lambda r: (-float(r["cost_usd"]), -_seconds(r.get("busy"))))
     for r in rows:
         r["busy"] = _seconds(r.get("busy"))
-    return _cost_columns(key).frame(rows)
+    return cost_columns(key).frame(rows)
 
 
 _TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
-def _cost_columns(key: str) -> Columns:
+def cost_columns(key: str) -> Columns:
     return _cols(
         (key, "string"),
         ("cost_usd", "float64"),
         *((k, "Int64") for k in _TOKENS),
         ("n_llm_calls", "Int64"),
-        ("busy", "timedelta"),
+        ("busy", "duration"),
     )
 
 

@@ -136,10 +136,21 @@ class SessionData:
         The rows not parsed yet are parsed together in one ``json.loads`` of a
         joined array (several times faster than one call each).
         """
-        wanted = set(kinds)
-        rows = [r for r in self.events if r.get("kind") in wanted]
+        rows = self.unparsed_of_kind(*kinds)
         self._merge([r for r in rows if _PARSED not in r])
         return rows
+
+    def unparsed_of_kind(self, *kinds: str) -> list[dict[str, Any]]:
+        """Event rows of these kinds, in seq order, their fields not parsed."""
+        index: dict[str, list[int]] | None = self.cache.get("kinds")
+        if index is None:  # one pass over the events, for every later call
+            index = {}
+            for i, r in enumerate(self.events):
+                index.setdefault(r.get("kind") or "", []).append(i)
+            self.cache["kinds"] = index
+        at = sorted(i for k in set(kinds) for i in index.get(k, ()))
+        ev = self.events
+        return [ev[i] for i in at]
 
     @staticmethod
     def _merge(rows: list[dict[str, Any]]) -> None:

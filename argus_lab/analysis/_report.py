@@ -15,18 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.analysis._changes import compare, decisions
+from argus_lab.analysis._changes import COMPARE_COLUMNS, compare, decisions
 from argus_lab.analysis._frames import Frames
 from argus_lab.analysis._plots import cost_over_time, timeline
 from argus_lab.analysis._postmortem import (
+    RETRY_COLUMNS,
     cost_by,
+    cost_columns,
     critical_path,
     failure_chains,
     one_session,
     retries_summary,
     slowest,
 )
-from argus_lab.analysis._values import secs
+from argus_lab.analysis._schema import FRAME_COLUMNS
+from argus_lab.analysis._values import fmt_duration, secs
 from argus_lab.model import STATUSES
 
 if TYPE_CHECKING:
@@ -35,31 +38,32 @@ if TYPE_CHECKING:
 
     from argus_lab.runtime.session import Session
 
-__all__ = ["Report", "report"]
+__all__ = ["DURATIONS", "Report", "fmt_duration", "report"]
 
 
-def fmt_duration(seconds: float | None) -> str:
-    """850 ms, 12.3 s, 4 min 05 s, 2 h 03 min; an em dash for none."""
-    if seconds is None or seconds != seconds:
-        return "—"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+DURATIONS = frozenset(
+    c.name
+    for spec in (
+        *FRAME_COLUMNS.values(),
+        RETRY_COLUMNS,
+        COMPARE_COLUMNS,
+        cost_columns("task"),
+    )
+    for c in spec
+    if c.dtype == "duration"
+) | {"cum_duration"}
+"""Columns the report shows as human durations (float64 seconds in the frames)."""
 
 
-def _cell(v: Any) -> str:
+def _cell(v: Any, duration: bool = False) -> str:
     import pandas as pd
 
     if isinstance(v, list):
         return ", ".join(str(x) for x in v) or "—"
     if v is None or (not isinstance(v, str) and pd.isna(v)):
         return "—"
-    if isinstance(v, pd.Timedelta):
-        return fmt_duration(v.total_seconds())
+    if duration or isinstance(v, pd.Timedelta):
+        return fmt_duration(secs(v))
     if isinstance(v, pd.Timestamp):
         return v.strftime("%Y-%m-%d %H:%M:%S UTC")
     if isinstance(v, float):
@@ -201,22 +205,28 @@ def _md_inline_html(text: str) -> str:
 
 
 def _md_table(df: pd.DataFrame) -> str:
-    def esc(v: Any) -> str:
-        return _cell(v).replace("|", "\\|").replace("\n", " ")
+    dur = [str(c) in DURATIONS for c in df.columns]
+
+    def esc(v: Any, d: bool) -> str:
+        return _cell(v, d).replace("|", "\\|").replace("\n", " ")
 
     head = "| " + " | ".join(str(c) for c in df.columns) + " |"
     sep = "|" + "|".join("---" for _ in df.columns) + "|"
     rows = [
-        "| " + " | ".join(esc(v) for v in r) + " |" for r in df.itertuples(index=False)
+        "| " + " | ".join(esc(v, d) for v, d in zip(r, dur, strict=True)) + " |"
+        for r in df.itertuples(index=False)
     ]
     return "\n".join([head, sep, *rows])
 
 
 def _html_table(df: pd.DataFrame) -> str:
     e = html.escape
+    dur = [str(c) in DURATIONS for c in df.columns]
     head = "".join(f"<th>{e(str(c))}</th>" for c in df.columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{e(_cell(v))}</td>" for v in r) + "</tr>"
+        "<tr>"
+        + "".join(f"<td>{e(_cell(v, d))}</td>" for v, d in zip(r, dur, strict=True))
+        + "</tr>"
         for r in df.itertuples(index=False)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

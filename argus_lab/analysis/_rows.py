@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from argus_lab.analysis._columns import Table
 from argus_lab.analysis._read import SessionData
 from argus_lab.analysis._values import canonical
 from argus_lab.model import STATUSES, TaskRecord
@@ -30,6 +31,7 @@ _OUTCOME = {
     "retry_scheduled": "retried",
     "task_failed": "failed",
 }
+_CACHED = '"cached":true'
 _USAGE = ("cost_usd", "input_tokens", "output_tokens", "n_llm_calls")
 
 
@@ -142,55 +144,74 @@ def _reused(d: SessionData) -> set[str]:
     before it). Either way, no time or money was spent on them here.
     """
     state: dict[str, bool] = {}
-    for ev in d.of_kind("forked", "task_started", "task_succeeded"):
+    for ev in d.unparsed_of_kind("forked", "task_started", "task_succeeded"):
         kind, tid = ev.get("kind"), ev.get("task_id")
         if kind == "forked":
-            state.update(dict.fromkeys((str(t) for t in ev.get("kept") or []), True))
+            kept = d.parsed(ev).get("kept") or []
+            state.update(dict.fromkeys((str(t) for t in kept), True))
         elif tid is not None:
             # An attempt means this session ran it; a replayed success means not.
-            state[tid] = kind == "task_succeeded" and ev.get("cached") is True
+            # Details are compact JSON (no spaces), so a success whose text lacks
+            # '"cached":true' was not replayed: only the others are parsed.
+            state[tid] = (
+                kind == "task_succeeded"
+                and _CACHED in (ev.get("details") or "")
+                and d.parsed(ev).get("cached") is True
+            )
     return {t for t, reused in state.items() if reused}
 
 
-def task_rows(d: SessionData) -> list[Row]:
-    """One row per task of the plan, in plan order."""
+def task_rows(d: SessionData) -> Table:
+    """One row per task of the plan, in plan order, as columns (a Table).
+
+    Built column by column from the plan and the records: one list per column,
+    no dict per task (10,000 tasks: the lists take a few ms).
+    """
     gen_start, busy = _task_times(d)
     usage = _usage(d)
     kept = _reused(d)
-    rows: list[Row] = []
-    for t in d.plan.tasks:
-        rec = d.records.get(t.id) or TaskRecord(task_id=t.id)
-        started = gen_start.get(t.id, rec.started)
-        ok = rec.status == "succeeded" and rec.result_ref is None
-        row: Row = {
-            "session_id": d.id,
-            "task_id": t.id,
-            "title": t.title or t.id,
-            "tool": t.tool,
-            "parent": t.parent,
-            "deps": list(t.deps),
-            "status": rec.status,
-            "attempts": rec.attempts,
-            "generation": rec.generation,
-            "started": started,
-            "ended": rec.ended,
-            "duration": _span(started, rec.ended),
-            "busy": busy.get(t.id),
-            "error_type": rec.error_type,
-            "error": rec.error,
-            "reason": rec.reason,
-            "approval": (rec.approval or {}).get("state"),
-            "reused": t.id in kept,
-            # JSON null is a real result of a succeeded task; NA means none.
-            "result": canonical(rec.result) if ok else None,
-            "result_ref": rec.result_ref,
-            "input_hash": rec.input_hash,
-            "tool_hash": rec.tool_hash,
-            "idempotency_key": rec.idempotency_key,
-        }
-        row.update(usage.get(t.id) or dict.fromkeys(_USAGE, 0))
-        rows.append(row)
-    return rows
+    tasks = d.plan.tasks
+    ids = [t.id for t in tasks]
+    got = d.records
+    recs = [got.get(i) or TaskRecord(task_id=i) for i in ids]
+    started = [gen_start.get(i, r.started) for i, r in zip(ids, recs, strict=True)]
+    ended = [r.ended for r in recs]
+    none: Row = dict.fromkeys(_USAGE, 0)
+    use = [usage.get(i) or none for i in ids]
+    cols: dict[str, list[Any]] = {
+        "session_id": [d.id] * len(ids),
+        "task_id": ids,
+        "title": [t.title or t.id for t in tasks],
+        "tool": [t.tool for t in tasks],
+        "parent": [t.parent for t in tasks],
+        "deps": [list(t.deps) for t in tasks],
+        "status": [r.status for r in recs],
+        "attempts": [r.attempts for r in recs],
+        "generation": [r.generation for r in recs],
+        "started": started,
+        "ended": ended,
+        "duration": [_span(a, b) for a, b in zip(started, ended, strict=True)],
+        "busy": [busy.get(i) for i in ids],
+        "error_type": [r.error_type for r in recs],
+        "error": [r.error for r in recs],
+        "reason": [r.reason for r in recs],
+        "approval": [(r.approval or {}).get("state") for r in recs],
+        "reused": [i in kept for i in ids],
+        # JSON null is a real result of a succeeded task; NA means none.
+        "result": [
+            canonical(r.result)
+            if r.status == "succeeded" and r.result_ref is None
+            else None
+            for r in recs
+        ],
+        "result_ref": [r.result_ref for r in recs],
+        "input_hash": [r.input_hash for r in recs],
+        "tool_hash": [r.tool_hash for r in recs],
+        "idempotency_key": [r.idempotency_key for r in recs],
+    }
+    for k in _USAGE:
+        cols[k] = [u[k] for u in use]
+    return Table(cols, len(ids))
 
 
 def session_rows(d: SessionData) -> list[Row]:

@@ -4,6 +4,10 @@ Frames link by ids: ``session_id`` everywhere; ``task_id`` for tasks; ``(session
 task_id, attempt)`` for attempts and the events, LLM calls and tool calls made in
 them; ``(session_id, seq)`` for anything that came from one event.
 ``al.analysis.schema()`` prints it all as a table.
+
+Every duration column (``duration``, ``busy``, ``retry_delay``, ``wait``) is
+float64 seconds, NaN when unknown; timestamps are UTC (NaT when unknown); ids,
+texts, counts and flags are pandas nullable dtypes (``pd.NA`` when missing).
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ SESSION_COLUMNS = (
         _c("ended", "timestamp", "When its last task reached a final status."),
         _c(
             "duration",
-            "timedelta",
+            "duration",
             "ended - started (wall time, waits included).",
             span=SPAN,
         ),
@@ -117,11 +121,11 @@ TASK_COLUMNS = (
         _c("ended", "timestamp", "When it last reached a final status."),
         _c(
             "duration",
-            "timedelta",
+            "duration",
             "ended - started: retries and backoff included.",
             span=SPAN,
         ),
-        _c("busy", "timedelta", "Time its attempts ran (waits excluded)."),
+        _c("busy", "duration", "Time its attempts ran (waits excluded)."),
         _c("error_type", "string", "The last error's class name."),
         _c("error", "string", "The last error message."),
         _c("reason", "string", "Why it is blocked, skipped or in doubt."),
@@ -156,7 +160,7 @@ EVENT_ID_COLUMNS = SESSION_ID + Columns(
 
 EVENT_COLUMNS = EVENT_ID_COLUMNS + Columns(
     _c("kind", "category", "What happened (an event kind).", categories=EVENT_KINDS),
-    _c("duration", "timedelta", "How long the thing took, when it took time."),
+    _c("duration", "duration", "How long the thing took, when it took time."),
     _c(
         "details",
         "json",
@@ -178,15 +182,15 @@ ATTEMPT_COLUMNS = SESSION_ID + Columns(
     ),
     _c("started", "timestamp", "When it started."),
     _c("ended", "timestamp", "When its outcome was committed."),
-    _c("duration", "timedelta", "ended - started.", span=SPAN),
+    _c("duration", "duration", "ended - started.", span=SPAN),
     _c("error_type", "string", "Error class, if it failed."),
     _c("error", "string", "Error message, if it failed."),
-    _c("retry_delay", "timedelta", "Backoff before the next attempt."),
+    _c("retry_delay", "duration", "Backoff before the next attempt."),
 )
 """Columns of ``attempts_df``: one row per attempt, in the order they started."""
 
 LLM_CALL_COLUMNS = EVENT_ID_COLUMNS + Columns(
-    _c("duration", "timedelta", "Request latency."),
+    _c("duration", "duration", "Request latency."),
     _c("model", "string", "Model name."),
     _c("purpose", "string", "planning, task, repair, ..."),
     _c("input_tokens", "Int64", "Input tokens."),
@@ -221,7 +225,7 @@ TOOL_CALL_COLUMNS = EVENT_ID_COLUMNS + Columns(
     ),
     _c("tool", "string", "The tool called."),
     _c("ok", "boolean", "Whether it succeeded (NA while running)."),
-    _c("duration", "timedelta", "How long it took."),
+    _c("duration", "duration", "How long it took."),
     _c("error_type", "string", "Error class, if it failed."),
     _c("error", "string", "Error message, if it failed."),
     _c("args", "json", "Arguments, JSON text (LLM tool calls only)."),
@@ -241,7 +245,7 @@ APPROVAL_COLUMNS = SESSION_ID + Columns(
     _c("by", "string", "Who decided ('policy' for a policy's refusal)."),
     _c("requested", "timestamp", "When it was asked."),
     _c("decided", "timestamp", "When it was decided."),
-    _c("wait", "timedelta", "decided - requested.", span=("requested", "decided")),
+    _c("wait", "duration", "decided - requested.", span=("requested", "decided")),
     _c("policy", "string", "The policy rule that matched."),
     _c("reason", "string", "Why it was asked (the policy's reason)."),
     _c("decision_reason", "string", "Why it was rejected."),

@@ -73,7 +73,7 @@ class AttemptRunner:
         self._workdir: Path | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inline = InlineGate()
-        self._intents = IntentBatch(state)
+        self._intents = IntentBatch(state, lambda: signals.stopping is not None)
 
     def tool_for(self, task: Task) -> Tool | None:
         """The tool a task calls (None: not registered in this session)."""
@@ -182,20 +182,52 @@ class AttemptRunner:
             and self._options.executor is None
             and self._inline.inline_now(tool, timeout)
         )
+        deferred = one_commit
+        on_thread = None
         if one_commit:
             # A quick call on the loop of a tool without side effects: nothing
             # else runs until it returns, and invariant 2 asks nothing of it, so
             # its intent goes into the outcome's commit (one transaction per
             # step). A crash mid-call leaves the task pending: it runs again.
             st.defer([started])
+            intent = rec
+
+            async def on_thread() -> bool:
+                # Refused on the loop, the call goes to a thread and the loop
+                # runs on: other commits, a skip or a pause may come first, so
+                # the intent is committed now, as for any call on a thread.
+                nonlocal deferred
+                st.drop_deferred()  # only ours: deferred while the loop was held
+                deferred = False
+                return await self._intents.commit(intent, started, relaxed=True)
+
         else:
             # Committed with the intents of the tasks starting beside it (one
             # transaction), before the call. A tool without side effects loses
             # nothing if its intent is lost to a power cut (the attempt just
             # runs again): no fsync for it under "full".
-            await self._intents.commit(
-                rec, started, relaxed=tool.side_effect != "write"
-            )
+            try:
+                written = await self._intents.commit(
+                    rec, started, relaxed=tool.side_effect != "write"
+                )
+            except asyncio.CancelledError:
+                if not self._signals.abandoning:
+                    raise
+                # The shutdown's own cancellation, before the call began: a
+                # written intent goes back to pending (nothing to decide).
+                me = asyncio.current_task()
+                if me is not None:
+                    me.uncancel()
+                written = st.records[tid].status == "running"
+                if written:
+                    why = self._signals.stopping or "shut down"
+                    left = ShutDown(why, started=False)
+                    self._settler.settle(tid, st.records[tid], left)
+                    return
+            if not written:  # shut down while the intent waited: start nothing
+                st.usage["steps"] -= 1  # no step was taken
+                st.sched.set(tid, "pending")
+                return
         out: Outcome
         try:
             out = await run_attempt(
@@ -208,12 +240,14 @@ class AttemptRunner:
                 artifacts=st.artifacts.redacting(st.redactor, tid),
                 remote=self._options.executor,
                 gate=self._inline,
+                on_thread=on_thread,
             )
         except asyncio.CancelledError:
-            # Only an inline call that fell back to a thread can be waiting
-            # here with its intent deferred: it was never written, so the task
-            # is simply pending again (side_effect="none": nothing to decide).
-            st.drop_deferred()
+            # A deferred intent lives only while the loop is held (a call moved
+            # to a thread committed it first), so it is rarely still here; if
+            # it is, it was never written and the task is simply pending.
+            if deferred:
+                st.drop_deferred()
             if not self._signals.abandoning:
                 raise
             # The shutdown's own cancellation (RunLoop.abandon): the call may
@@ -223,7 +257,8 @@ class AttemptRunner:
                 me.uncancel()
             out = ShutDown(self._signals.stopping or "shut down", started=True)
         except BaseException:
-            st.drop_deferred()
+            if deferred:
+                st.drop_deferred()
             raise
         hit = self._llm.take_budget_hit(tid)
         if hit is not None and isinstance(out, Failed) and out.kind == "budget":
@@ -231,7 +266,7 @@ class AttemptRunner:
         self._settler.settle(
             tid,
             # An LLM task's calls added their cost to the committed record.
-            rec if one_commit else st.records[tid],
+            rec if deferred else st.records[tid],
             out,
             tool_hash=tool.code_hash,
             retries=task.retries if task.retries is not None else tool.retries,

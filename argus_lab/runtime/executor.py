@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 import traceback
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -120,6 +121,7 @@ async def _call_sync(
     timeout: float | None,
     pool: Executor,
     gate: InlineGate | None,
+    on_thread: Callable[[], Awaitable[bool]] | None = None,
 ) -> Any:
     if gate is not None and gate.inline_now(tool, timeout):
         # The thread hop (submit, wake-up, future) costs more than a quick call.
@@ -134,6 +136,11 @@ async def _call_sync(
             # side_effect="none" makes running it again harmless, so it does,
             # on a thread, and stays there.
             gate.demote(tool)
+            # The loop runs on while the thread calls: an intent deferred for
+            # an inline call is committed now, before the call (False: it was
+            # not, the session is shutting down).
+            if on_thread is not None and not await on_thread():
+                raise _NotStarted("the session is shutting down") from None
         else:
             if tool.inline is None:
                 gate.inline_took(tool, time.perf_counter() - t0)
@@ -189,11 +196,14 @@ async def run_attempt(
     artifacts: ArtifactStore,
     remote: RemoteExecutor | None = None,
     gate: InlineGate | None = None,
+    on_thread: Callable[[], Awaitable[bool]] | None = None,
 ) -> Outcome:
     """Runs one attempt and classifies its outcome (never raises for tool errors).
 
     ``gate``: decides which sync calls run on the event loop (None: only tools
-    declared ``inline=True``)."""
+    declared ``inline=True``). ``on_thread``: awaited before a call that was
+    to run inline goes to a thread after all (it commits a deferred intent;
+    False: it could not, and the call does not start)."""
     t0 = time.perf_counter()
     out = await _attempt(
         tool,
@@ -205,6 +215,7 @@ async def run_attempt(
         artifacts=artifacts,
         remote=remote,
         gate=gate,
+        on_thread=on_thread,
     )
     # The outcome was made just now and nobody else holds it: stamping its
     # duration in place spares a dataclasses.replace (~3 us) on every step.
@@ -223,6 +234,7 @@ async def _attempt(
     artifacts: ArtifactStore,
     remote: RemoteExecutor | None = None,
     gate: InlineGate | None = None,
+    on_thread: Callable[[], Awaitable[bool]] | None = None,
 ) -> Outcome:
     try:
         kwargs = tool.validate(args)
@@ -245,7 +257,7 @@ async def _attempt(
             )
         else:
             try:
-                result = await _call_sync(tool, kwargs, timeout, pool, gate)
+                result = await _call_sync(tool, kwargs, timeout, pool, gate, on_thread)
             except _NotStarted as e:
                 # "cannot schedule new futures after (interpreter) shutdown": the
                 # process is exiting, which is no failure of the task's; the call

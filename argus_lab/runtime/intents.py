@@ -7,12 +7,15 @@ queues its intent and awaits it; the queue is written by one ``commit`` at the
 next turn of the loop, after every task that started in this turn has queued
 its own. Invariant 2 holds as before: no attempt goes on to its call until the
 transaction holding its intent has committed (fsynced under "full" if any
-intent in it belongs to a write tool).
+intent in it belongs to a write tool). A shutdown that comes while intents
+wait (from another thread: SIGTERM, the interpreter's exit) writes none of
+them: their attempts start nothing, as if refused before their intents.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord
@@ -26,23 +29,28 @@ class IntentBatch:
 
     Args:
         state: The session state, whose ``commit`` writes the batch.
+        stopping: Whether the session is shutting down (then nothing is written).
     """
 
-    def __init__(self, state: SessionState) -> None:
+    def __init__(
+        self, state: SessionState, stopping: Callable[[], bool] = lambda: False
+    ) -> None:
         self._state = state
+        self._stopping = stopping
         self._records: list[TaskRecord] = []
         self._events: list[EventBase] = []
         self._relaxed = True
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: list[asyncio.Future[bool]] = []
         self._before: dict[str, TaskRecord] = {}
         """Task id -> its record before the queued intent (to put back if the
         intent is never written)."""
 
-    async def commit(self, rec: TaskRecord, event: EventBase, *, relaxed: bool) -> None:
-        """Returns once ``rec`` and ``event`` are committed (raises what the
-        commit raised, e.g. ConcurrentSessionError)."""
+    async def commit(self, rec: TaskRecord, event: EventBase, *, relaxed: bool) -> bool:
+        """Returns True once ``rec`` and ``event`` are committed, False if they
+        never will be (shutting down: the attempt must start nothing). Raises
+        what the commit raised, e.g. ConcurrentSessionError."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+        fut: asyncio.Future[bool] = loop.create_future()
         if not self._waiters:
             loop.call_soon(self._flush)
         self._records.append(rec)
@@ -55,7 +63,7 @@ class IntentBatch:
         self._before[rec.task_id] = records[rec.task_id]
         records[rec.task_id] = rec
         try:
-            await fut
+            return await fut
         except asyncio.CancelledError:
             # Cancelled before the batch was written: the intent stays out (here,
             # or in _flush), so no record says "running" for a call that never
@@ -90,6 +98,11 @@ class IntentBatch:
             waiters = [waiters[i] for i in kept]
         if not waiters:  # every attempt of the batch was cancelled
             return
+        if self._stopping():
+            self._put_back(records)
+            for w in waiters:
+                w.set_result(False)
+            return
         try:
             self._state.commit(records, events, relaxed=relaxed)
         except BaseException as e:  # every attempt of the batch sees it
@@ -100,4 +113,4 @@ class IntentBatch:
             return
         for w in waiters:
             if not w.done():
-                w.set_result(None)
+                w.set_result(True)

@@ -12,7 +12,8 @@ A transaction works on a copy; on exit the copy is validated against the model,
 then against every ``@st.invariant``, diffed against the version it started
 from, and committed as one JSON Patch in one SQLite transaction (``StateLog``).
 Any exception, a failed validation or a broken invariant writes nothing, and
-the state seen by ``get()`` stays as it was.
+the state seen by ``get()`` stays as it was. The reads and the decorators are
+in state_views.py (``StateView``), the commit path in state_core.py.
 """
 
 from __future__ import annotations
@@ -24,17 +25,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from argus_lab.errors import ConflictError
 from argus_lab.store.envelope import Durability
 from argus_lab.store.state_core import (
-    Hook,
     InvariantViolation,
     M,
-    StateCore,
     _caller,
 )
 from argus_lab.store.state_diff import (
@@ -50,9 +49,7 @@ from argus_lab.store.state_log import (
     StateLog,
     dumps,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
+from argus_lab.store.state_views import StateView
 
 __all__ = [
     "MAX_PATCH_COPY",
@@ -65,7 +62,7 @@ __all__ = [
 ]
 
 
-class State(StateCore[M]):
+class State(StateView[M]):
     """One typed state in a workspace. Get it with ``ws.state(name, model=...)``.
 
     Thread-safe; several processes may open the same state: commits are
@@ -79,108 +76,6 @@ class State(StateCore[M]):
     def close(self) -> None:
         """Closes the store's connections."""
         self._log.close()
-
-    # -- registration ------------------------------------------------------------
-
-    def invariant(self, fn: Callable[[M], Any]) -> Callable[[M], Any]:
-        """Decorator: ``fn(state)`` must not return False nor raise
-        AssertionError for a commit to go through."""
-        self._invariants.append(fn)
-        return fn
-
-    def migration(
-        self, from_version: int
-    ) -> Callable[[Callable[[dict[str, Any]], Any]], Callable[[dict[str, Any]], Any]]:
-        """Decorator: upgrades a stored document (a dict) from ``from_version``
-        to the next schema version; chained up to ``schema_version``."""
-
-        def register(fn: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
-            self._migrations[from_version] = fn
-            return fn
-
-        return register
-
-    def on_checkpoint(self, fn: Hook) -> Hook:
-        """Decorator: ``fn(state)`` drops derived data when ``compact()`` writes
-        a checkpoint (mutate the state in place)."""
-        self._on_checkpoint.append(fn)
-        return fn
-
-    def on_size_warning(self, fn: Hook) -> Hook:
-        """Decorator: ``fn(event)`` is called after a commit that set off the
-        size watch (``max_size`` or ``growth_window``)."""
-        self._on_size.append(fn)
-        return fn
-
-    # -- reading -----------------------------------------------------------------
-
-    @property
-    def version(self) -> int:
-        """The latest committed version."""
-        return self._head().version
-
-    def get(self) -> M:
-        """A copy of the latest version (changing it changes nothing stored)."""
-        k = self._current()
-        return self._thaw(k.text, k.schema, k.doc)
-
-    def get_json(self) -> tuple[int, Any]:
-        """(version, document as stored); for servers and tools."""
-        k = self._current()
-        return k.version, json.loads(k.text)
-
-    def at(self, version: int) -> M:
-        """The state as it was at ``version`` (KeyError when there is none)."""
-        doc, schema = self._log.replay(version)
-        return self._thaw(None, schema, doc)
-
-    def history(self, *, since: int = 0, limit: int | None = None) -> pd.DataFrame:
-        """One row per version: version, time, kind, size, changed, caller,
-        snapshot (whether the version is stored in full). ``since``/``limit``:
-        only versions after ``since``, at most ``limit`` of them."""
-        import pandas as pd
-
-        rows = [
-            {
-                "version": r["v"],
-                "time": pd.Timestamp(r["ts"], unit="s", tz="UTC"),
-                "kind": r["kind"],
-                "size": r["size"],
-                "changed": list(r.get("changed") or []),
-                "caller": r["caller"],
-                "snapshot": "snapshot" in r,
-            }
-            for r in self._log.records(since + 1, limit=limit)
-        ]
-        df = pd.DataFrame(
-            rows,
-            columns=[
-                "version",
-                "time",
-                "kind",
-                "size",
-                "changed",
-                "caller",
-                "snapshot",
-            ],
-        )
-        # The same dtypes with no rows as with many (an empty page, a filter).
-        return df.astype(
-            {
-                "version": "int64",
-                "time": "datetime64[ns, UTC]",
-                "kind": "str",
-                "size": "int64",
-                "changed": object,
-                "caller": "str",
-                "snapshot": bool,
-            }
-        )
-
-    def events(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
-        """Size warnings, compactions, migrations and forks with seq > since,
-        oldest first (at most ``limit``)."""
-        return self._log.events(since, limit)
 
     # -- writing -----------------------------------------------------------------
 
@@ -336,6 +231,24 @@ def _check_name(name: str) -> None:
         )
 
 
+@contextmanager
+def _creating(root: Path, name: str) -> Iterator[None]:
+    """Holds an exclusive lock on creating the state ``root/name`` (threads and
+    processes alike; where fcntl is missing, the commit's own check remains)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        yield
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}.create-lock", "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def state_names(root: Path) -> list[str]:
     """The names of the states under ``root`` (a workspace's states/ folder)."""
     if not root.is_dir():
@@ -367,49 +280,56 @@ def open_state(
         isinstance(model, type) and issubclass(model, BaseModel)
     ):
         raise TypeError(f"model must be a pydantic BaseModel class, not {model!r}")
-    if create_only and (root / name / "cache.db").exists():
-        raise ConflictError(
-            f"a state named {name!r} already exists in {root}", state=name
+    with _creating(root, name):
+        # One opener at a time: two that both found the state missing would
+        # otherwise both take themselves for its creator.
+        log = StateLog(
+            root / name, name, durability=durability, snapshot_every=snapshot_every
         )
-    log = StateLog(
-        root / name, name, durability=durability, snapshot_every=snapshot_every
-    )
-    st: State[Any] = State(
-        log,
-        model,
-        schema_version=schema_version,
-        max_size=max_size,
-        growth_window=growth_window,
-        lock_ttl=lock_ttl,
-        durability=durability,
-    )
-    if log.head() is None:
-        if initial is None and model is None:
-            initial = {}
-        obj = initial if initial is not None else model()
-        try:
-            doc, text = st._validate(obj)
-        except BaseException:
+        st: State[Any] = State(
+            log,
+            model,
+            schema_version=schema_version,
+            max_size=max_size,
+            growth_window=growth_window,
+            lock_ttl=lock_ttl,
+            durability=durability,
+        )
+        if create_only and log.head() is not None:
+            # It exists: made earlier, or by the opener that held the lock before.
             log.close()
-            raise
-        head = StateHead(schema=schema_version)
-        if parent is not None:
-            head.parent, head.forked_at = parent
-        head.json_schema = (
-            model.model_json_schema() if model is not None else json_schema
-        )
-        kind = "fork" if parent else "create"
-        who = caller or _caller()
-        # Another process may have created it first: then use theirs (or,
-        # with create_only, say so: the caller meant to make a new one).
-        try:
-            log.create(Commit(doc, text, schema_version, who, kind), head)
-        except ConflictError:
-            if create_only:
+            raise ConflictError(
+                f"a state named {name!r} already exists in {root}",
+                state=name,
+                version=1,
+            )
+        if log.head() is None:
+            if initial is None and model is None:
+                initial = {}
+            obj = initial if initial is not None else model()
+            try:
+                doc, text = st._validate(obj)
+            except BaseException:
                 log.close()
-                raise ConflictError(
-                    f"a state named {name!r} already exists in {root}",
-                    state=name,
-                    version=1,
-                ) from None
-    return st
+                raise
+            head = StateHead(schema=schema_version)
+            if parent is not None:
+                head.parent, head.forked_at = parent
+            head.json_schema = (
+                model.model_json_schema() if model is not None else json_schema
+            )
+            kind = "fork" if parent else "create"
+            who = caller or _caller()
+            # Another process may have created it first: then use theirs (or,
+            # with create_only, say so: the caller meant to make a new one).
+            try:
+                log.create(Commit(doc, text, schema_version, who, kind), head)
+            except ConflictError:
+                if create_only:
+                    log.close()
+                    raise ConflictError(
+                        f"a state named {name!r} already exists in {root}",
+                        state=name,
+                        version=1,
+                    ) from None
+        return st

@@ -10,7 +10,8 @@ Keys in a state's cache (``<workspace>/states/<name>/``):
   caller and the model's schema version.
 - ``e:<seq>``: state events (size warnings, compactions, migrations, forks).
 
-Values use the checkpoint envelope (``"<format>|<crc32>|<json>"``, no pickle).
+Values use the checkpoint envelope (``"<format>|<crc32>|<json>"``, no pickle;
+the record types and their decoding are in state_records.py).
 A commit writes its record, events and head in ONE SQLite transaction, after
 checking the version it started from and the lease, so a crash leaves each
 version whole or absent. Reading a version costs a snapshot + < K patches.
@@ -18,78 +19,34 @@ version whole or absent. Reading a version costs a snapshot + < K patches.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import diskcache
 import jsonpatch
 
-from argus_lab.errors import (
-    ConflictError,
-    CorruptCheckpointError,
-    SchemaVersionError,
-    StorageFullError,
-)
-from argus_lab.store.envelope import SCHEMA_VERSION, Durability, encode, open_cache
-from argus_lab.store.head import lease_is_live
+from argus_lab.errors import ConflictError, CorruptCheckpointError, StorageFullError
+from argus_lab.store.envelope import Durability, encode, open_cache
 from argus_lab.store.space import full_error, is_disk_full
+from argus_lab.store.state_records import (
+    DEFAULT_SNAPSHOT_EVERY,
+    Commit,
+    StateHead,
+    corrupt,
+    decode,
+    dumps,
+    head_from,
+    held,
+    vkey,
+)
 
-__all__ = ["DEFAULT_SNAPSHOT_EVERY", "StateHead", "StateLog", "dumps"]
-
-DEFAULT_SNAPSHOT_EVERY = 64
-"""A full snapshot every 64 commits: for a 1 MB state changing one field, the
-snapshot's share is 1 MB / 64 = 16 KB per commit, plus the patch (~100 bytes),
-under the 20 KB budget (BENCHMARKS.md); reading any version applies <= 63 patches."""
-
-
-def dumps(doc: Any) -> str:  # compact, as stored: sizes are measured on it
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
-
-
-@dataclass
-class StateHead:
-    """The state's current version and bookkeeping, rewritten by every commit."""
-
-    version: int = 0
-    base: int = 0
-    """The version of the latest full snapshot."""
-    patch_bytes: int = 0
-    """Bytes of patches written since ``base``."""
-    schema: int = 1
-    """The model's schema version of the current document."""
-    size: int = 0
-    """Bytes of the current document's JSON."""
-    growth: int = 0
-    """Consecutive commits that made the document bigger."""
-    last_seq: int = 0
-    lease: dict[str, Any] | None = None
-    created: float = 0.0
-    parent: str | None = None
-    forked_at: int | None = None
-    json_schema: dict[str, Any] | None = None
-    """The model's JSON schema, so other processes (``argus serve``) validate too."""
-
-
-@dataclass
-class Commit:
-    """What one commit writes, prepared outside the store's lock."""
-
-    doc: Any
-    text: str
-    schema: int
-    caller: str
-    kind: str = "commit"
-    patch: list[dict[str, Any]] | None = None
-    changed: list[str] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    json_schema: dict[str, Any] | None = None
+# The record types and ``dumps`` keep their old import path here.
+__all__ = ["DEFAULT_SNAPSHOT_EVERY", "Commit", "StateHead", "StateLog", "dumps"]
 
 
 class StateLog:
@@ -120,16 +77,7 @@ class StateLog:
     # -- the envelope ----------------------------------------------------------
 
     def _corrupt(self, key: str, why: object) -> CorruptCheckpointError:
-        version = int(key[2:]) if key.startswith("v:") and key[2:].isdigit() else None
-        what = f"version {version} (record {key!r})" if version else f"record {key!r}"
-        err = CorruptCheckpointError(
-            f"state {self.name}: {what} is damaged ({why}). Other states "
-            "and sessions are unaffected; fork the state at an earlier version "
-            "(st.fork(at=...)) to go on from there.",
-            key=key,
-        )
-        err.state, err.version = self.name, version  # type: ignore[attr-defined]
-        return err
+        return corrupt(self.name, key, why)
 
     def _failed(self, key: str, e: Exception) -> Exception:
         """A full disk (nothing damaged, nothing committed) or a damaged file."""
@@ -140,26 +88,7 @@ class StateLog:
         return self._corrupt(key, e)
 
     def _decode(self, key: str, raw: Any) -> Any:
-        if isinstance(raw, bytes):
-            raw = raw.decode("utf-8", "replace")
-        if not isinstance(raw, str):
-            raise self._corrupt(key, f"unexpected {type(raw).__name__} value")
-        try:
-            fmt_s, crc_s, body = raw.split("|", 2)
-            fmt = int(fmt_s)
-        except ValueError:
-            raise self._corrupt(key, "no version/checksum envelope") from None
-        if f"{zlib.crc32(body.encode()):08x}" != crc_s:
-            raise self._corrupt(key, "checksum mismatch")
-        if fmt > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"state {self.name}: record {key!r} has format {fmt}, newer than "
-                f"this argus-lab understands ({SCHEMA_VERSION}); upgrade argus-lab"
-            )
-        try:
-            return json.loads(body)
-        except json.JSONDecodeError as e:
-            raise self._corrupt(key, e) from None
+        return decode(self.name, key, raw)
 
     def _get(self, key: str) -> Any:
         try:
@@ -204,16 +133,11 @@ class StateLog:
     def head(self) -> StateHead | None:
         """The current head, or None when no state was created here."""
         d = self._get("head")
-        if d is None:
-            return None
-        try:  # fields a newer writer added are left out, not fatal
-            return StateHead(**{k: v for k, v in d.items() if k in _HEAD})
-        except TypeError as e:
-            raise self._corrupt("head", e) from None
+        return None if d is None else head_from(self.name, d)
 
     def record(self, version: int) -> dict[str, Any]:
         """The stored record of one version (KeyError when there is none)."""
-        rec = self._get(_vkey(version))
+        rec = self._get(vkey(version))
         if rec is None:
             first = next(self.records(limit=1), None)
             if first is not None and 0 < version < int(first["v"]):
@@ -230,8 +154,8 @@ class StateLog:
     ) -> Iterator[dict[str, Any]]:
         """Records of versions lo..hi (inclusive), oldest first; at most
         ``limit`` of them."""
-        top = _vkey(hi + 1) if hi is not None else "v;"
-        for _, rec in self._scan(_vkey(lo), top, limit):
+        top = vkey(hi + 1) if hi is not None else "v;"
+        for _, rec in self._scan(vkey(lo), top, limit):
             yield rec
 
     def replay(
@@ -250,21 +174,21 @@ class StateLog:
         n = lo
         for r in self.records(lo, version):
             if int(r["v"]) != n:
-                raise self._corrupt(_vkey(n), "missing from the version log")
+                raise self._corrupt(vkey(n), "missing from the version log")
             n += 1
             if "snapshot" in r:
                 doc = r["snapshot"]
             else:
                 if doc is None:
-                    raise self._corrupt(_vkey(int(r["v"])), "patch with no snapshot")
+                    raise self._corrupt(vkey(int(r["v"])), "patch with no snapshot")
                 try:
                     doc = jsonpatch.apply_patch(doc, r["patch"], in_place=True)
                 except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
                     raise self._corrupt(
-                        _vkey(int(r["v"])), "patch does not apply"
+                        vkey(int(r["v"])), "patch does not apply"
                     ) from None
         if n != version + 1:
-            raise self._corrupt(_vkey(n), "missing from the version log")
+            raise self._corrupt(vkey(n), "missing from the version log")
         return doc, schema
 
     def events(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
@@ -318,7 +242,7 @@ class StateLog:
             if prune:
                 self.cache._sql(
                     "DELETE FROM Cache WHERE key >= ? AND key < ?",
-                    ("v:", _vkey(head.version + 1)),
+                    ("v:", vkey(head.version + 1)),
                 )
             self._write(head, c, snapshot=snapshot, patch_len=patch_len)
         return head
@@ -348,7 +272,7 @@ class StateLog:
         if head is None:
             raise self._corrupt("head", "missing: this folder holds no state")
         lease = head.lease
-        if lease and _held(lease, holder):
+        if lease and held(lease, holder):
             raise ConflictError(
                 f"state {self.name} is locked by process {lease.get('pid')} on "
                 f"{lease.get('host')} (st.transaction(lock=True)); nothing was "
@@ -393,7 +317,7 @@ class StateLog:
         if c.json_schema is not None:
             head.json_schema = c.json_schema
         head.size = len(c.text)
-        self.cache.set(_vkey(head.version), encode(body))
+        self.cache.set(vkey(head.version), encode(body))
         for ev in c.events:
             head.last_seq += 1
             ev = {**ev, "seq": head.last_seq, "version": head.version}
@@ -408,24 +332,10 @@ class StateLog:
             if head is None:
                 raise self._corrupt("head", "missing: this folder holds no state")
             cur = head.lease
-            if _held(cur, holder):
+            if held(cur, holder):
                 return None
             if lease is None and cur and cur.get("holder") != holder:
                 return head  # not ours to release
             head.lease = lease
             self.cache.set("head", encode(dumps(asdict(head))))
         return head
-
-
-_HEAD = frozenset(StateHead.__dataclass_fields__)
-
-
-def _held(lease: dict[str, Any] | None, holder: str | None) -> bool:
-    """Whether a live process other than ``holder`` holds ``lease``."""
-    if not lease or lease.get("holder") == holder:
-        return False
-    return lease_is_live(lease, time.time())
-
-
-def _vkey(version: int) -> str:
-    return f"v:{version:012d}"
