@@ -28,7 +28,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 import argus_lab as al
-from argus_lab.store.checkpoints import encode, open_cache
+from argus_lab.store.envelope import encode, open_cache
 
 HERE = Path(__file__).parent
 

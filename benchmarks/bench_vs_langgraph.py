@@ -328,7 +328,7 @@ def child_floor(spec: dict[str, Any]) -> dict[str, Any]:
     """Bare diskcache transactions writing each step's records, nothing else."""
     from argus_lab.events import make_event
     from argus_lab.model import TaskRecord
-    from argus_lab.store.checkpoints import encode, open_cache
+    from argus_lab.store.envelope import encode, open_cache
 
     n, commits = spec["n"], spec["commits"]
     sid = "20261130-000000-0b4dbeb9"  # the shape of a real session id

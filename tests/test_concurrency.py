@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 import argus_lab as al
-from argus_lab.store.checkpoints import HOST, SessionStore, make_lease
+from argus_lab.store.checkpoints import SessionStore
+from argus_lab.store.head import HOST, make_lease
 from tests import crash_worker as cw
 from tests import waiting
 from tests.waiting import DEADLINE

@@ -64,9 +64,9 @@ def test_a_name_the_index_lost_is_found_in_the_folders(
 ) -> None:
     ids = _workspace(tmp_path)
     # Sessions made a moment ago are taken for creates in progress: age them.
-    monkeypatch.setattr("argus_lab.workspace._CREATING_S", 0.0)
+    monkeypatch.setattr("argus_lab.store.names.CREATING_S", 0.0)
     ws = al.Workspace(tmp_path)
-    ws._index.delete("name:beta")  # e.g. written by a process that crashed
+    ws._names.cache.delete("name:beta")  # e.g. written by a process that crashed
     with pytest.warns(IndexRebuiltWarning, match="did not know 'beta'"):
         s = ws.open("beta")
     assert s.id == ids["beta"]
@@ -181,12 +181,12 @@ def test_an_index_rebuilt_with_no_readable_session_is_not_rebuilt_again(
     shutil.rmtree(tmp_path / "index")
     with pytest.warns(IndexRebuiltWarning, match="0 session"):
         al.Workspace(tmp_path).sessions()
-        al.Workspace(tmp_path)._index  # noqa: B018 - opens (rebuilds) the index
+        al.Workspace(tmp_path)._names.cache  # noqa: B018 - opens (rebuilds) the index
     for _ in range(2):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             ws = al.Workspace(tmp_path)
-            assert ws._index is not None and _names(ws) == []
+            assert ws._names.cache is not None and _names(ws) == []
             ws.close()
     assert len(list(tmp_path.glob("index.damaged-*"))) == 0
 
@@ -196,12 +196,12 @@ def test_a_reader_between_a_create_s_folder_and_its_index_entry(tmp_path: Path) 
     finds the folder without a warning, and the create still succeeds."""
     ids = _workspace(tmp_path)
     ws = al.Workspace(tmp_path)
-    ws._index.delete("name:beta")  # the moment between folder and entry
+    ws._names.cache.delete("name:beta")  # the moment between folder and entry
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         s = ws.open("beta")  # a second kernel polling for the session
     assert s.id == ids["beta"]
     s.close()
     # The creator's own entry now finds the reader's: the same id, no conflict.
-    assert ws._index.get("name:beta") == ids["beta"]
-    assert ws._index.add("name:beta", ids["beta"]) is False
+    assert ws._names.cache.get("name:beta") == ids["beta"]
+    assert ws._names.cache.add("name:beta", ids["beta"]) is False

@@ -27,8 +27,8 @@ from pydantic import BaseModel
 import argus_lab as al
 from argus_lab.langgraph import ArgusSaver, UnsafeValueError
 from argus_lab.langgraph._codec import decode, encode
+from argus_lab.langgraph._record import US, thread_session_id
 from argus_lab.langgraph._serde import ArgusSerde
-from argus_lab.langgraph._store import US, thread_session_id
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

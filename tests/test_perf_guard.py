@@ -20,7 +20,7 @@ import pytest
 import argus_lab as al
 from argus_lab.events import make_event
 from argus_lab.model import TaskRecord
-from argus_lab.store.checkpoints import encode, open_cache
+from argus_lab.store.envelope import encode, open_cache
 
 RECORDED_RATIO = 3.9
 """Argus CPU per no-op step / floor CPU per step, measured by this test on the

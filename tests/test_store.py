@@ -12,12 +12,8 @@ import pytest
 
 import argus_lab as al
 from argus_lab.store._rows import RowWriter
-from argus_lab.store.checkpoints import (
-    SCHEMA_VERSION,
-    JsonOnlyDisk,
-    SessionStore,
-    encode,
-)
+from argus_lab.store.checkpoints import SessionStore
+from argus_lab.store.envelope import SCHEMA_VERSION, JsonOnlyDisk, encode
 from tests.conftest import BASIC_TOOLS, add
 
 CHAIN = {

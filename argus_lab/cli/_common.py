@@ -1,4 +1,7 @@
-"""What every ``argus`` command shares: exit codes, output, workspaces, tools, runs.
+"""What every ``argus`` command shares: exit codes, output, workspaces, task tables.
+
+Loading the user's tools is in _tools.py, running a session with a progress bar
+in _run.py.
 
 Nothing heavy is imported here at module level (no pandas, rich or the runtime):
 ``argus --help`` must stay instant, so each helper imports what it needs.
@@ -7,22 +10,17 @@ Nothing heavy is imported here at module level (no pandas, rich or the runtime):
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from argus_lab.events import EventBase
-    from argus_lab.runtime.session import RunResult, Session
+    from argus_lab.runtime.session import Session
     from argus_lab.workspace import Workspace
 
 __all__ = [
@@ -40,11 +38,8 @@ __all__ = [
     "human_age",
     "human_bytes",
     "known_session",
-    "load_tools",
     "open_session",
     "plain",
-    "run_session",
-    "session_setup",
     "styled",
     "workspace",
 ]
@@ -193,227 +188,6 @@ def open_session(ws: Workspace, name: str, **options: Any) -> Session:
     """``ws.open`` that turns a missing session into a UsageError (exit 2)."""
     known_session(ws, name)
     return ws.open(name, **options)
-
-
-def load_tools(specs: Sequence[str]) -> list[Any]:
-    """Import modules (names or .py paths) and collect their Tool objects.
-
-    A module's ``TOOLS`` list wins; otherwise every module-level Tool is taken.
-
-    Raises:
-        UsageError: A module cannot be imported or holds no tools.
-    """
-    from argus_lab.tools.registry import Tool
-
-    out: list[Any] = []
-    names = [x.strip() for s in specs for x in s.split(",") if x.strip()]
-    if specs and not names:
-        raise UsageError(
-            "--tools: name a module or a .py file holding the plan's tools"
-        )
-    for spec in names:
-        mod = _import(spec, "--tools")
-        found = getattr(mod, "TOOLS", None)
-        if found is None:
-            found = [v for v in vars(mod).values() if isinstance(v, Tool)]
-        if not found:
-            raise UsageError(
-                f"--tools: module {spec!r} has no tools (decorate functions with "
-                "@argus_lab.tool or list them in TOOLS)"
-            )
-        out.extend(found)
-    return out
-
-
-def _import(spec: str, flag: str) -> Any:
-    if spec.endswith(".py") or os.sep in spec:
-        path = Path(spec)
-        if not path.exists():
-            raise UsageError(f"{flag}: file {spec!r} does not exist")
-        mspec = importlib.util.spec_from_file_location(path.stem, path)
-        if mspec is None or mspec.loader is None:
-            raise UsageError(f"{flag}: cannot import {spec!r}")
-        mod = importlib.util.module_from_spec(mspec)
-        sys.modules[path.stem] = mod
-        try:
-            mspec.loader.exec_module(mod)
-        except Exception as e:
-            sys.modules.pop(path.stem, None)
-            raise UsageError(_import_error(flag, spec, e)) from None
-        return mod
-    try:
-        return importlib.import_module(spec)
-    except ImportError as e:
-        raise UsageError(f"{flag}: cannot import module {spec!r}: {e}") from None
-    except Exception as e:
-        raise UsageError(_import_error(flag, spec, e)) from None
-
-
-def _import_error(flag: str, spec: str, e: Exception) -> str:
-    """One short block: where the module failed (file:line), the line, the error."""
-    import traceback
-
-    if isinstance(e, SyntaxError):
-        where = f"{e.filename}:{e.lineno}"
-        code = (e.text or "").rstrip("\n")
-        what = f"SyntaxError: {e.msg}"
-    else:
-        frames = traceback.extract_tb(e.__traceback__)
-        # The deepest frame outside importlib's machinery is the user's line.
-        mine = [f for f in frames if "importlib" not in f.filename] or frames
-        last = mine[-1] if mine else None
-        where = f"{last.filename}:{last.lineno}" if last else spec
-        code = (last.line or "") if last else ""
-        what = f"{type(e).__name__}: {e}"
-    text = f"{flag}: cannot import {spec!r}: {where}: {what}"
-    return text + (f"\n    {code.strip()}" if code.strip() else "")
-
-
-def load_planner(spec: str) -> Any:
-    """``MODULE:NAME`` naming an HTNDomain or HTNPlanner -> an HTNPlanner."""
-    from argus_lab.plan.domain import HTNDomain
-    from argus_lab.plan.htn import HTNPlanner
-
-    module, _, attr = spec.partition(":")
-    if not attr:
-        raise UsageError(f"--planner: give MODULE:NAME, not {spec!r}")
-    obj = getattr(_import(module, "--planner"), attr, None)
-    if isinstance(obj, HTNDomain):
-        return HTNPlanner(obj)
-    if isinstance(obj, HTNPlanner):
-        return obj
-    raise UsageError(f"--planner: {spec} is not an HTNDomain or HTNPlanner")
-
-
-def session_setup(
-    ws: Workspace, name: str, args: argparse.Namespace, **open_options: Any
-) -> dict[str, Any]:
-    """Options to reopen a session with: its tools (and planner, policies).
-
-    Tools are code and are not stored. ``--tools`` (and ``--planner``) name them;
-    without them, a demo session gets the demo's tools, planner and policies.
-
-    Raises:
-        UsageError: The session needs tools and none were named.
-    """
-    from argus_lab.plan.graph import EXPAND_TOOL
-
-    opts: dict[str, Any] = {}
-    if getattr(args, "concurrency", None):
-        opts["concurrency"] = args.concurrency
-    if args.tools:
-        opts["tools"] = load_tools(args.tools)
-        if args.planner:
-            opts["planner"] = load_planner(args.planner)
-        return opts
-    from argus_lab.demo.runner import is_demo_plan, session_options
-
-    with open_session(ws, name, **open_options) as s:
-        plan = s.plan
-    if is_demo_plan(plan):
-        return session_options() | opts
-    names = sorted({t.tool for t in plan.tasks if t.tool and t.tool != EXPAND_TOOL})
-    if not names:
-        return opts
-    raise UsageError(
-        f"session {name!r} needs its tools: --tools MODULE_OR_FILE (it uses "
-        f"{', '.join(names)})"
-    )
-
-
-@contextmanager
-def _progress(s: Session, out: Out) -> Iterator[None]:
-    """A progress bar on stderr while the session runs (only on a terminal)."""
-    if out.json_mode or not sys.stderr.isatty():
-        yield
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from argus_lab.events import PlanPatched, RetryScheduled  # pydantic: used here
-
-    done = ("succeeded", "skipped")
-    total = len(s.plan.tasks)
-    completed = sum(1 for t in s.plan.tasks if s.record(t.id).status in done)
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[last]}"),
-        console=Console(stderr=True),
-        transient=True,
-    ) as prog:
-        bar = prog.add_task(s.name, total=total, completed=completed, last="")
-
-        def on_event(ev: EventBase) -> None:
-            nonlocal total
-            if ev.kind in ("task_succeeded", "task_skipped"):
-                prog.update(bar, advance=1, last=ev.task_id or "")
-            elif isinstance(ev, PlanPatched):  # a lazy compound expanded
-                total += len(ev.added) - len(ev.removed)
-                prog.update(bar, total=total, last=f"expanded {ev.compound}")
-            elif isinstance(ev, RetryScheduled):
-                err = str(ev.error)[:60]
-                prog.update(bar, last=f"{ev.task_id}: retrying ({err})")
-
-        unsubscribe = s.subscribe(on_event)
-        try:
-            yield
-        finally:
-            unsubscribe()
-
-
-def run_session(
-    s: Session,
-    out: Out,
-    *,
-    approve_as: str | None = None,
-    on_approval: Callable[[str, dict[str, Any]], None] | None = None,
-) -> RunResult:
-    """Run with a progress bar; with ``approve_as``, approve what asks and go on.
-
-    Args:
-        s: The session.
-        out: Where to say what was approved.
-        approve_as: Who approves on the user's behalf (None: nobody, the run
-            stops paused at the first approval).
-        on_approval: Called with (task id, what was asked) before approving;
-            default: one line saying who approved what.
-    """
-    try:
-        return _run(s, out, approve_as, on_approval)
-    except KeyboardInterrupt as e:
-        # main() says which session paused, and whether a second Ctrl-C left
-        # attempts running (committed intents, as after a crash).
-        e.session = s.name  # type: ignore[attr-defined]
-        e.in_flight = [  # type: ignore[attr-defined]
-            t.id for t in s.plan.tasks if s.record(t.id).status == "running"
-        ]
-        raise
-
-
-def _run(
-    s: Session,
-    out: Out,
-    approve_as: str | None,
-    on_approval: Callable[[str, dict[str, Any]], None] | None,
-) -> RunResult:
-    with _progress(s, out):
-        res = s.run()
-    while approve_as and res.status == "paused" and s.pending_approvals():
-        for tid, asked in s.pending_approvals().items():
-            if on_approval is not None:
-                on_approval(tid, asked)
-            else:
-                why = asked.get("reason") or "it asks"
-                out.say(
-                    f"approval: task {tid!r} calls {asked.get('tool')!r} ({why}) "
-                    f"- approved by {approve_as}"
-                )
-            s.approve(tid, by=approve_as)
-        with _progress(s, out):
-            res = s.run()
-    return res
 
 
 def task_rows(s: Session) -> list[dict[str, Any]]:

@@ -24,9 +24,9 @@ from argus_lab.cli._common import (
     exit_code,
     open_session,
     print_tasks,
-    run_session,
     workspace,
 )
+from argus_lab.cli._run import run_session
 from argus_lab.events import (
     ApprovalGranted,
     PlanPatched,

@@ -48,7 +48,7 @@ references it."""
 
 def lease_holder(ws: Workspace, sid: str) -> dict[str, Any] | None:
     """The live runner lease of a session (None when nobody is running it)."""
-    from argus_lab.store.checkpoints import lease_is_live
+    from argus_lab.store.head import lease_is_live
 
     with ws.store(sid) as store:
         head = store.read_head()

@@ -9,9 +9,9 @@ from argus_lab.cli._common import (
     CliError,
     Out,
     UsageError,
-    load_tools,
     workspace,
 )
+from argus_lab.cli._tools import load_tools
 
 __all__ = ["add_serve", "cmd_serve"]
 

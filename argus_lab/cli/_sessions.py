@@ -16,18 +16,16 @@ from argus_lab.cli._common import (
     exit_code,
     human_age,
     human_bytes,
-    load_planner,
-    load_tools,
     open_session,
     plain,
     print_tasks,
-    run_session,
-    session_setup,
     styled,
     task_rows,
     workspace,
     workspace_path,
 )
+from argus_lab.cli._run import run_session
+from argus_lab.cli._tools import load_planner, load_tools, session_setup
 from argus_lab.errors import ArgusError, LostCommitsError
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.langgraph._codec import decode
-from argus_lab.langgraph._store import US, ThreadStore
+from argus_lab.langgraph._record import US
+from argus_lab.langgraph._store import ThreadStore
 
 if TYPE_CHECKING:
     from argus_lab.model import SessionInfo, TaskRecord

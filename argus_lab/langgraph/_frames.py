@@ -12,7 +12,8 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.langgraph._codec import decode
-from argus_lab.langgraph._store import US, ThreadStore
+from argus_lab.langgraph._record import US
+from argus_lab.langgraph._store import ThreadStore
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -10,7 +10,8 @@ from typing import Any
 
 from argus_lab.langgraph._codec import decode
 from argus_lab.langgraph._read import blob_key, ckpt_key, materialize, write_prefix
-from argus_lab.langgraph._store import US, ThreadStore
+from argus_lab.langgraph._record import US
+from argus_lab.langgraph._store import ThreadStore
 
 __all__ = ["copy_records", "delete_runs", "prune"]
 

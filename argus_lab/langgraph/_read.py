@@ -9,7 +9,8 @@ from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from argus_lab.langgraph._codec import decode
 from argus_lab.langgraph._delta import apply_record, rebuild_blob, undo_record
-from argus_lab.langgraph._store import US, ThreadStore
+from argus_lab.langgraph._record import US
+from argus_lab.langgraph._store import ThreadStore
 
 __all__ = [
     "blob_key",

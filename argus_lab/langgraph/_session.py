@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from argus_lab.model import SessionInfo, SessionStatus
 from argus_lab.plan import Plan
-from argus_lab.store.checkpoints import Head
-from argus_lab.store.checkpoints import encode as encode_argus
+from argus_lab.store.envelope import encode as encode_argus
+from argus_lab.store.head import Head
 
 if TYPE_CHECKING:
     from argus_lab.langgraph._store import ThreadStore
@@ -26,7 +26,7 @@ __all__ = ["write_session_records", "write_status"]
 
 def write_session_records(st: ThreadStore) -> None:
     """Writes ``lg:thread`` (the thread id) with ``head``, ``meta`` and ``plan``."""
-    from argus_lab.langgraph._store import lg_encode
+    from argus_lab.langgraph._record import lg_encode
 
     now = time.time()
     goal = f"LangGraph thread {st.thread_id!r}"

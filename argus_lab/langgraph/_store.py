@@ -12,20 +12,18 @@ written in the same transactions. Its keys:
 - ``w<US>ns<US>checkpoint_id<US>task_id<US>idx``: one pending write.
 
 (``<US>`` is the ASCII unit separator, which no namespace or channel contains.)
-Every value is ``"<schema_version>|<crc32>|<json>"`` text; a record that fails its
-checksum raises CorruptCheckpointError naming the thread and the key.
+Every value is ``"<schema_version>|<crc32>|<json>"`` text (``_record.py``); a record
+that fails its checksum raises CorruptCheckpointError naming the thread and the key.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,59 +31,22 @@ from typing import Any
 from argus_lab.errors import (
     ConcurrentSessionError,
     CorruptCheckpointError,
-    SchemaVersionError,
 )
-from argus_lab.store.checkpoints import (
-    Durability,
-    Head,
-    lease_is_live,
-    make_lease,
-    open_cache,
+from argus_lab.langgraph._record import (
+    TABLE_SCHEMA,
+    US,
+    lg_decode,
+    lg_encode,
 )
-from argus_lab.store.checkpoints import encode as encode_argus
+from argus_lab.store.envelope import Durability, open_cache
+from argus_lab.store.envelope import encode as encode_argus
+from argus_lab.store.head import Head, lease_is_live, make_lease
 
-__all__ = [
-    "LG_MIGRATIONS",
-    "LG_SCHEMA_VERSION",
-    "US",
-    "ThreadStore",
-    "thread_session_id",
-]
+__all__ = ["LINGER", "ThreadStore"]
 
-US = "\x1f"
 LINGER = 0.01
 """Seconds a task's writes wait, under durability "full", for the checkpoint that
 usually follows them, to share its fsync (``_group.py``)."""
-LG_SCHEMA_VERSION = 1
-"""Version of the checkpoint, blob and write records this module writes."""
-LG_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
-"""from_version -> function upgrading a LangGraph record's JSON data one version."""
-
-
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS LangGraph ("
-    " key TEXT PRIMARY KEY,"
-    " value TEXT NOT NULL CHECK (typeof(value) = 'text')"
-    ")"
-)
-"""LangGraph records live in their own table of the thread's diskcache database:
-no triggers and no index beyond the key's, and a step's new rows share the
-table's last page (a rowid table, not WITHOUT ROWID, whose records over ~1 KB
-would overflow their pages). The CHECK makes "JSON text only" a property of the
-table (nothing else, and so no pickle, can be stored)."""
-
-
-def thread_session_id(thread_id: str) -> str:
-    """The session id (and folder name) of a LangGraph thread: stable, path-safe."""
-    slug = "-".join(re.findall(r"[a-z0-9]+", thread_id.lower()))[:32] or "thread"
-    digest = hashlib.sha256(thread_id.encode()).hexdigest()[:10]
-    return f"lg-{slug}-{digest}"
-
-
-def lg_encode(data: Any) -> str:
-    """Wraps JSON data in the versioned, checksummed envelope."""
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return f"{LG_SCHEMA_VERSION}|{zlib.crc32(text.encode()):08x}|{text}"
 
 
 class ThreadStore:
@@ -129,7 +90,7 @@ class ThreadStore:
             # then switched to "full"; its first fsynced commit makes all of
             # that durable too (one WAL, written in order).
             self.cache = open_cache(directory, "normal" if new else durability)
-            self.cache._sql(_SCHEMA)
+            self.cache._sql(TABLE_SCHEMA)
             if new:
                 self.ensure_thread_record()
                 if durability == "full":
@@ -162,36 +123,13 @@ class ThreadStore:
 
     def parse(self, key: str, raw: Any) -> Any:
         """Checks the envelope of a LangGraph record and returns its data."""
-        if not isinstance(raw, str):
-            raise self.corrupt(key, f"unexpected {type(raw).__name__} value")
-        try:
-            sv_s, crc, body = raw.split("|", 2)
-            sv = int(sv_s)
-        except ValueError:
-            raise self.corrupt(key, "no version/checksum envelope") from None
-        if f"{zlib.crc32(body.encode()):08x}" != crc:
-            raise self.corrupt(key, "checksum mismatch")
-        if sv > LG_SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"LangGraph thread {self.thread_id!r}: record has schema_version "
-                f"{sv}, newer than this argus-lab understands ({LG_SCHEMA_VERSION}); "
-                "upgrade argus-lab to open it",
-                session_id=self.session_id,
-            )
-        try:
-            data = json.loads(body)
-        except json.JSONDecodeError as e:
-            raise self.corrupt(key, f"invalid JSON: {e}") from None
-        for v in range(sv, LG_SCHEMA_VERSION):
-            fn = LG_MIGRATIONS.get(v)
-            if fn is None:
-                raise SchemaVersionError(
-                    f"LangGraph thread {self.thread_id!r}: no migration for records "
-                    f"from schema_version {v}",
-                    session_id=self.session_id,
-                )
-            data = fn(data)
-        return data
+        return lg_decode(
+            key,
+            raw,
+            thread_id=self.thread_id,
+            session_id=self.session_id,
+            corrupt=self.corrupt,
+        )
 
     def get(self, key: str) -> Any:
         """The data of one LangGraph record, or None."""

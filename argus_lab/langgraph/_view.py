@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.langgraph._analysis import node_executions, open_thread, parts_of
-from argus_lab.langgraph._store import thread_session_id
+from argus_lab.langgraph._record import thread_session_id
 
 if TYPE_CHECKING:
     import networkx as nx

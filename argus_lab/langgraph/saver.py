@@ -7,6 +7,8 @@ the checkpoint that follows them share one, and so one fsync: ``_group.py``);
 every record checksummed JSON with a ``schema_version``; no pickle
 (``_codec.py``); one writer per thread (a runner lease plus a version
 counter checked on every commit); and flat bytes per step (``_delta.py``).
+Writing is in ``_put.py``, reading in ``_read.py``, the open threads in
+``_threads.py``; ArgusSaver is LangGraph's interface over them.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import threading
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -23,40 +23,22 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
     get_checkpoint_id,
-    get_checkpoint_metadata,
 )
-from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 
 from argus_lab.langgraph import _maintain
 from argus_lab.langgraph._async import AsyncMethods
-from argus_lab.langgraph._codec import encode
-from argus_lab.langgraph._delta import (
-    BlobMemo,
-    CkptMemo,
-    blob_record,
-    checkpoint_record,
-    next_memo,
-)
-from argus_lab.langgraph._read import (
-    blob_key,
-    ckpt_key,
-    iter_tuples,
-    load_tuple,
-)
+from argus_lab.langgraph._put import put_checkpoint, put_task_writes
+from argus_lab.langgraph._read import iter_tuples, load_tuple
 from argus_lab.langgraph._serde import ArgusSerde
-from argus_lab.langgraph._store import (
-    US,
-    ThreadStore,
-    thread_session_id,
-)
-from argus_lab.store.checkpoints import Durability
+from argus_lab.langgraph._store import ThreadStore
+from argus_lab.langgraph._threads import OpenThreads
+from argus_lab.store.envelope import Durability
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,30 +47,6 @@ if TYPE_CHECKING:
     from argus_lab.workspace import Workspace
 
 __all__ = ["ArgusSaver"]
-
-
-def _status_of(writes: Sequence[tuple[str, Any]]) -> tuple[str, str] | None:
-    """The session status a task's writes call for: an ``interrupt()`` is a
-    question awaiting a person's answer, an error a failure."""
-    for ch, value in writes:
-        if ch == INTERRUPT:
-            first = value[0] if isinstance(value, list | tuple) and value else value
-            shown = getattr(first, "value", first)
-            return "paused", f"awaiting approval: {str(shown)[:200]}"
-        if ch == ERROR:
-            return "failed", f"{type(value).__name__}: {str(value)[:200]}"
-    return None
-
-
-def _triggers_more(values: dict[str, Any]) -> bool:
-    """Whether a checkpoint holds a trigger for another node (a StateGraph's
-    edges set ``branch:to:<node>`` channels, ``Send`` sets ``__pregel_tasks``;
-    a node consumes its trigger). If not, the run has ended: best effort, for
-    the status that ``ws.sessions()`` and ``argus ls`` show."""
-    return any(
-        ch.startswith("branch:to:") or ch in ("__start__", "__pregel_tasks")
-        for ch in values
-    )
 
 
 class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
@@ -129,65 +87,24 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         self.durability: Durability = dur
         self.lease_ttl = lease_ttl
         self.holder = f"langgraph:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._root = Path(ws.path) / "sessions"
-        self._stores: dict[str, ThreadStore] = {}
-        self._lock = threading.Lock()
-        self._ckpt_memo: dict[tuple[str, str], CkptMemo] = {}
-        self._blob_memo: dict[tuple[str, str, str], BlobMemo] = {}
+        self._threads = OpenThreads(
+            Path(ws.path) / "sessions",
+            durability=dur,
+            holder=self.holder,
+            lease_ttl=lease_ttl,
+        )
 
     def __repr__(self) -> str:
         return f"ArgusSaver({self.ws!r}, durability={self.durability!r})"
 
     # -- threads -----------------------------------------------------------
 
-    def _dir(self, thread_id: str) -> Path:
-        return self._root / thread_session_id(thread_id)
-
     def _thread(self, thread_id: str, *, create: bool) -> ThreadStore | None:
-        with self._lock:
-            st = self._stores.get(thread_id)
-            if st is not None:
-                return st
-            d = self._dir(thread_id)
-            if not create and not (d / "cache.db").exists():
-                return None
-            st = ThreadStore(
-                d,
-                thread_id,
-                durability=self.durability,
-                holder=self.holder,
-                lease_ttl=self.lease_ttl,
-            )
-            self._stores[thread_id] = st
-            return st
-
-    def _forget(self, thread_id: str) -> None:
-        """Drops the open store and the delta bases of a thread changed in bulk."""
-        with self._lock:
-            st = self._stores.pop(thread_id, None)
-            if st is not None:
-                st.close()
-            for k in [k for k in self._ckpt_memo if k[0] == thread_id]:
-                del self._ckpt_memo[k]
-            for b in [b for b in self._blob_memo if b[0] == thread_id]:
-                del self._blob_memo[b]
+        return self._threads.get(thread_id, create=create)
 
     def thread_ids(self) -> list[str]:
         """Every LangGraph thread stored in the workspace."""
-        out: list[str] = []
-        if not self._root.exists():
-            return out
-        for d in sorted(self._root.glob("lg-*")):
-            if not (d / "cache.db").exists():
-                continue
-            st = ThreadStore(d, "?", durability=self.durability, holder="", lease_ttl=0)
-            try:
-                data = st.get("lg:thread")
-            finally:
-                st.close()
-            if data and thread_session_id(data["thread_id"]) == d.name:
-                out.append(data["thread_id"])
-        return out
+        return self._threads.stored_ids()
 
     def tasks_df(self, thread_id: str) -> pd.DataFrame:
         """One row per node execution of a thread: node, step, status
@@ -221,9 +138,9 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
 
     def close(self) -> None:
         """Releases every thread this saver holds and closes their stores."""
-        for tid in list(self._stores):
+        for tid in self._threads.open_ids():
             self.release(tid)
-            self._forget(tid)
+            self._threads.forget(tid)
 
     # -- writing -----------------------------------------------------------
 
@@ -235,59 +152,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Stores a checkpoint and the values of the channels that changed."""
-        conf = config["configurable"]
-        tid, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
-        parent = conf.get("checkpoint_id")
-        values = checkpoint["channel_values"]
-        # Everything is encoded before the transaction: a value that cannot be
-        # stored refuses the whole checkpoint, and nothing is written.
-        blobs: list[tuple[str, str, Any, Any, bool]] = []
-        for ch, ver in new_versions.items():
-            mkey = (tid, ns, ch)
-            if ch not in values:
-                blobs.append((ch, blob_key(ns, ch, ver), {"empty": 1}, None, False))
-                continue
-            rec, memo, delta = blob_record(
-                ch, str(ver), values[ch], self._blob_memo.get(mkey)
-            )
-            blobs.append((ch, blob_key(ns, ch, ver), rec, memo, delta))
-        meta = get_checkpoint_metadata(config, metadata)
-        crec, cmemo, cdelta = checkpoint_record(
-            dict(checkpoint), meta, parent, self._ckpt_memo.get((tid, ns))
-        )
-        st = self._thread(tid, create=True)
-        assert st is not None
-        sizes: list[int] = []
-
-        def work() -> None:
-            sizes[:] = [st.set(key, rec) for _, key, rec, _, _ in blobs]
-            sizes.append(st.set(ckpt_key(ns, checkpoint["id"]), crec))
-            status = "running" if _triggers_more(values) else "succeeded"
-            # Puts and writes may arrive out of order (durability="async"): a
-            # pause belongs to its checkpoint, and only a newer one ends it.
-            if st.status != status and not ns and checkpoint["id"] > st.status_at:
-                st.set_status(status, None, checkpoint["id"])
-
-        st.group.run(work, linger=False)
-        csize = sizes.pop()
-        self._ckpt_memo[(tid, ns)] = next_memo(
-            self._ckpt_memo.get((tid, ns)), cmemo, cdelta, csize
-        )
-        for (ch, _, _, memo, delta), size in zip(blobs, sizes, strict=True):
-            mkey = (tid, ns, ch)
-            if memo is None:
-                self._blob_memo.pop(mkey, None)
-            else:
-                self._blob_memo[mkey] = next_memo(
-                    self._blob_memo.get(mkey), memo, delta, size
-                )
-        return {
-            "configurable": {
-                "thread_id": tid,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
+        return put_checkpoint(self._threads, config, checkpoint, metadata, new_versions)
 
     def put_writes(
         self,
@@ -297,40 +162,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Stores a task's writes against a checkpoint, in one transaction."""
-        conf = config["configurable"]
-        tid, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
-        cid = conf["checkpoint_id"]
-        rows = []
-        now = round(time.time(), 6)  # when the task finished: its row's end time
-        for i, (ch, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(ch, i)
-            data = {
-                "task": task_id,
-                "ch": ch,
-                "idx": idx,
-                "path": task_path,
-                "t": now,
-                "v": encode(value, ch),
-            }
-            rows.append((f"w{US}{ns}{US}{cid}{US}{task_id}{US}{idx}", idx, data))
-        st = self._thread(tid, create=True)
-        assert st is not None
-        status = _status_of(writes)
-
-        def work() -> None:
-            # A regular write is kept as first stored (a retried task must not
-            # change what was recorded); special writes (errors, interrupts,
-            # resumes) replace the earlier one.
-            have = st.keys(f"w{US}{ns}{US}{cid}{US}{task_id}{US}")
-            for key, idx, data in rows:
-                if idx < 0 or key not in have:
-                    st.set(key, data, keep=idx >= 0)
-            if status is not None:
-                st.set_status(*status, at=cid)
-
-        # Lingers for the checkpoint that usually follows, to share its fsync;
-        # no checkpoint follows an interrupt or an error, so those do not wait.
-        st.group.run(work, linger=status is None)
+        put_task_writes(self._threads, config, writes, task_id, task_path)
 
     # -- reading -----------------------------------------------------------
 
@@ -382,8 +214,8 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
             return
         with st.transaction():  # refuses while another process holds it
             pass
-        self._forget(thread_id)
-        shutil.rmtree(self._dir(thread_id), ignore_errors=True)
+        self._threads.forget(thread_id)
+        shutil.rmtree(self._threads.folder(thread_id), ignore_errors=True)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Deletes the checkpoints (and their writes) that these runs made."""
@@ -392,7 +224,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         for tid in self.thread_ids():
             st = self._thread(tid, create=False)
             if st is not None and _maintain.delete_runs(st, set(run_ids)):
-                self._forget(tid)
+                self._threads.forget(tid)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copies every checkpoint, value and write of a thread to another (a fork)."""
@@ -402,7 +234,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         dst = self._thread(target_thread_id, create=True)
         assert dst is not None
         _maintain.copy_records(src, dst)
-        self._forget(target_thread_id)
+        self._threads.forget(target_thread_id)
 
     def prune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
@@ -418,7 +250,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
             if st is None:
                 continue
             _maintain.prune(st, keep_latest=strategy == "keep_latest")
-            self._forget(tid)
+            self._threads.forget(tid)
 
     def with_allowlist(self, extra_allowlist: Any) -> ArgusSaver:
         """Returns self: the JSON codec revives only models, dataclasses and

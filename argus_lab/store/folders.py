@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from argus_lab.errors import ConcurrentSessionError, StorageError
 
 if TYPE_CHECKING:
-    from argus_lab.store.checkpoints import Durability
+    from argus_lab.store.envelope import Durability
 
 __all__ = [
     "delete_session",
@@ -79,7 +79,8 @@ def delete_session(root: Path, sid: str, durability: Durability) -> tuple[str, i
     Raises:
         ConcurrentSessionError: a live process holds its lease (nothing removed).
     """
-    from argus_lab.store.checkpoints import SessionStore, lease_is_live  # pydantic
+    from argus_lab.store.checkpoints import SessionStore  # pydantic
+    from argus_lab.store.head import lease_is_live
 
     name, lease = "", None
     try:

@@ -24,12 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionError
 from argus_lab.model import SessionInfo
-from argus_lab.store.checkpoints import (
-    Durability,
-    SessionStore,
-    lease_is_live,
-    open_cache,
-)
+from argus_lab.store.checkpoints import SessionStore
+from argus_lab.store.envelope import Durability, open_cache
+from argus_lab.store.head import lease_is_live
 from argus_lab.store.space import full_error, is_disk_full
 
 if TYPE_CHECKING:

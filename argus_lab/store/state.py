@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from argus_lab.errors import ConflictError
-from argus_lab.store.checkpoints import Durability
+from argus_lab.store.envelope import Durability
 from argus_lab.store.state_core import (
     InvariantViolation,
     M,

@@ -26,7 +26,8 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from argus_lab.errors import ArgusError, ConflictError, SchemaVersionError
-from argus_lab.store.checkpoints import Durability, make_lease
+from argus_lab.store.envelope import Durability
+from argus_lab.store.head import make_lease
 from argus_lab.store.state_diff import diff
 from argus_lab.store.state_lease import _HOLDING, _Renewer
 from argus_lab.store.state_log import Commit, StateHead, StateLog, dumps

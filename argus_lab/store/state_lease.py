@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from argus_lab.store.checkpoints import make_lease
+from argus_lab.store.head import make_lease
 
 if TYPE_CHECKING:
     from argus_lab.store.state_log import StateLog

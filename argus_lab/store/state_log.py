@@ -31,7 +31,7 @@ import diskcache
 import jsonpatch
 
 from argus_lab.errors import ConflictError, CorruptCheckpointError, StorageFullError
-from argus_lab.store.checkpoints import Durability, encode, open_cache
+from argus_lab.store.envelope import Durability, encode, open_cache
 from argus_lab.store.space import full_error, is_disk_full
 from argus_lab.store.state_records import (
     DEFAULT_SNAPSHOT_EVERY,

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from argus_lab.errors import CorruptCheckpointError, SchemaVersionError
-from argus_lab.store.checkpoints import SCHEMA_VERSION, lease_is_live
+from argus_lab.store.envelope import SCHEMA_VERSION
+from argus_lab.store.head import lease_is_live
 
 __all__ = [
     "DEFAULT_SNAPSHOT_EVERY",

@@ -1,0 +1,178 @@
+"""Creating a session in a workspace: its plan, its name, its first records.
+
+``Workspace.new_session`` and ``Session.fork`` end here. A session is written in one
+transaction (its info, plan, kept records and first events) and only then entered
+in the name index; a create that fails leaves no folder behind.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.errors import ArgusError, PlanError
+from argus_lab.events import EventBase, Forked, PlanCreated, SessionCreated, make_event
+from argus_lab.model import Budget, SessionInfo, TaskRecord
+from argus_lab.plan import Plan
+from argus_lab.plan.static import coerce_plan
+from argus_lab.redact import Redactor
+from argus_lab.runtime.session import Session, SessionOptions
+from argus_lab.store.checkpoints import Loaded, SessionStore
+from argus_lab.store.names import NAME, SessionNames
+from argus_lab.tools.approval import policies_to_data
+from argus_lab.tools.registry import Tool
+
+if TYPE_CHECKING:
+    from argus_lab.workspace import Workspace
+
+__all__ = ["create_session", "prepare_plan"]
+
+
+def _slug(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())[:4]
+    return "-".join(words)[:40] or "session"
+
+
+def prepare_plan(
+    goal: str | None,
+    plan: Plan | dict[str, Any] | str | Path | None,
+    toolset: dict[str, Tool],
+    planner: Any,
+) -> Plan:
+    """The plan a new session runs, validated against its tools.
+
+    An LLMPlanner (``planner``) plans ``goal`` when no plan is given.
+
+    Raises:
+        PlanError: no plan, or one invalid for these tools.
+    """
+    if plan is None and goal and hasattr(planner, "rounds"):
+        # An LLMPlanner plans the goal here; its calls become llm_call events.
+        plan = planner.plan(goal, tools=list(toolset.values()))
+    if plan is None:
+        raise PlanError(
+            "new_session needs a plan: a Plan, a dict, YAML text or a file path, "
+            "or planner=al.LLMPlanner(model) with a goal (an HTN plan comes "
+            "from al.HTNPlanner(domain).plan(task, *args))"
+        )
+    p = coerce_plan(plan)
+    if goal is not None and goal != p.goal:
+        p = p.model_copy(update={"goal": goal})
+    return p.validate_against(toolset)
+
+
+def _check_name(name: str, red: Redactor, names: SessionNames) -> None:
+    if red.needed(name):
+        # The name is a key of the index: refused, never masked.
+        raise ValueError(
+            "the session name holds a secret (it matches an API key, token or "
+            "password, or a secret environment variable's value); names are "
+            "stored as keys and cannot be masked. Choose another name"
+        )
+    if not NAME.match(name):
+        raise ValueError(
+            f"session name {name!r} must start with a letter or digit and use "
+            "only letters, digits, '.', '_' or '-' (at most 64)"
+        )
+    if names.lookup(name, scan=False) is not None:
+        raise ArgusError(
+            f"a session named {name!r} already exists in {names.root}; open it "
+            f"with ws.open({name!r}) or choose another name"
+        )
+
+
+def _first_events(
+    meta: SessionInfo,
+    plan: Plan,
+    opts: SessionOptions,
+    parent: Session | None,
+    kept: list[TaskRecord],
+) -> list[EventBase]:
+    sid, now = meta.id, meta.created
+    ev: list[EventBase] = [
+        SessionCreated(
+            session_id=sid, ts=now, name=meta.name, goal=plan.goal, parent=meta.parent
+        ),
+        PlanCreated(session_id=sid, ts=now, n_tasks=len(plan.tasks), version=1),
+    ]
+    # How the planner made the plan belongs to the trajectory (a fork's
+    # plan was made for its parent: it records no planning of its own).
+    planned = opts.planner if parent is None else None
+    for d in getattr(planned, "decisions", None) or ():
+        ev.append(make_event("htn_decision", d, session_id=sid, ts=now))
+    for r in getattr(planned, "rounds", None) or ():  # LLM planning calls
+        ev.append(make_event("llm_call", dict(r), session_id=sid, ts=now))
+    if parent is not None:
+        fork = {"parent": parent.id, "parent_name": parent.name, "at": meta.forked_at}
+        kept_ids = [r.task_id for r in kept]
+        ev.append(
+            Forked(
+                session_id=sid, ts=now, task_id=meta.forked_at, kept=kept_ids, **fork
+            )
+        )
+    return ev
+
+
+def create_session(
+    ws: Workspace,
+    names: SessionNames,
+    plan: Plan,
+    tools: dict[str, Tool],
+    opts: SessionOptions,
+    *,
+    name: str | None,
+    parent: Session | None = None,
+    at: str | None = None,
+    kept: list[TaskRecord] = [],  # noqa: B006 - read only
+    budgets: dict[str, Budget] | None = None,
+    replays: dict[str, str] | None = None,
+) -> Session:
+    """Writes a new session of ``plan`` in ``ws`` and returns it, ready to run.
+
+    ``parent``, ``at``, ``kept`` and ``replays`` make it a fork: the records kept
+    from the parent, and its replay cache.
+
+    Raises:
+        ValueError: the name is not a valid name, or holds a secret.
+        ArgusError: a session of that name exists.
+    """
+    now = time.time()
+    sid = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + uuid.uuid4().hex[:8]
+    red = Redactor(opts.secrets)
+    if name is None:
+        masked = red.text(plan.goal)  # a name is a key: no secret in it
+        base = f"{parent.name}-fork" if parent else _slug(masked)
+        name = f"{base}-{sid[-4:]}"
+    _check_name(name, red, names)
+    meta = SessionInfo(
+        id=sid,
+        name=name,
+        goal=plan.goal,
+        created=now,
+        updated=now,
+        parent=parent.id if parent else None,
+        forked_at=at,
+        n_tasks=len(plan.tasks),
+        budgets=budgets if budgets is not None else {},
+        approvals=None if opts.approvals is None else policies_to_data(opts.approvals),
+    )
+    ev = _first_events(meta, plan, opts, parent, kept)
+    folder = names.folder(sid)
+    store = SessionStore(folder, sid, durability=ws.durability)
+    store.redactor = Redactor(opts.secrets)
+    try:
+        head = store.create(meta, plan, kept, ev, replays)
+        if not names.claim(name, sid):
+            raise ArgusError(f"a session named {name!r} was just created elsewhere")
+    except BaseException:
+        store.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    loaded = Loaded(
+        head=head, meta=meta, plan=plan, records={r.task_id: r for r in kept}
+    )
+    return Session(ws, store, loaded, tools, opts)

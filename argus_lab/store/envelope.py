@@ -1,0 +1,156 @@
+"""The checkpoint record format: a versioned, checksummed JSON envelope.
+
+Every value in a checkpoint cache is ``"<schema_version>|<crc32>|<json>"`` text: no
+pickle anywhere (``JsonOnlyDisk`` refuses to write or read one), a checksum to
+catch damage, and a version for migrations (``MIGRATIONS``, one function per record
+kind and version step). Session checkpoints, typed states and LangGraph threads
+share this format; ``open_cache`` opens a diskcache folder configured for it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import diskcache
+
+from argus_lab.errors import CorruptCheckpointError
+from argus_lab.events import COMMON_FIELDS, EVENT_KINDS, payload_to_fields
+from argus_lab.store._rows import prepare_database
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Durability",
+    "JsonOnlyDisk",
+    "RecordKind",
+    "encode",
+    "migration",
+    "open_cache",
+]
+
+SCHEMA_VERSION = 2
+"""1 -> 2: events carry their kind's typed fields instead of a ``payload`` dict."""
+Durability = Literal["normal", "full"]
+"""SQLite ``synchronous`` in WAL mode. "normal": a commit survives a process crash
+(SIGKILL, kernel restart) but the last ones may roll back on power loss. "full":
+each commit is fsynced and survives power loss too, at a cost (see BENCHMARKS.md)."""
+
+RecordKind = Literal["head", "meta", "plan", "task", "event", "replay"]
+MIGRATIONS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+"""(record kind, from_version) -> function upgrading the JSON data one version."""
+
+
+def migration(
+    kind: RecordKind, from_version: int
+) -> Callable[[Callable[[dict[str, Any]], dict[str, Any]]], Callable[..., Any]]:
+    """Registers a function that upgrades ``kind`` records from ``from_version``."""
+
+    def register(fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., Any]:
+        MIGRATIONS[(kind, from_version)] = fn
+        return fn
+
+    return register
+
+
+@migration("task", 0)
+def _task_v0(d: dict[str, Any]) -> dict[str, Any]:
+    # v0 called status "state" and attempts "tries", and had no generation.
+    d = dict(d)
+    if "state" in d:
+        d["status"] = d.pop("state")
+    if "tries" in d:
+        d["attempts"] = d.pop("tries")
+    return d
+
+
+@migration("meta", 0)
+def _meta_v0(d: dict[str, Any]) -> dict[str, Any]:
+    # v0 stored the goal as "title" and timestamps as "created_at".
+    d = dict(d)
+    if "title" in d:
+        d["goal"] = d.pop("title")
+    if "created_at" in d:
+        d["created"] = d.pop("created_at")
+        d.setdefault("updated", d["created"])
+    return d
+
+
+for _kind in ("head", "plan", "event", "replay"):
+    MIGRATIONS[(_kind, 0)] = dict
+for _kind in ("head", "meta", "plan", "task", "replay"):
+    MIGRATIONS[(_kind, 1)] = dict
+
+
+@migration("event", 1)
+def _event_v1(d: dict[str, Any]) -> dict[str, Any]:
+    # v1 kept each kind's own fields in a "payload" dict; v2 types them as fields
+    # of the kind's model (argus_lab.events), a few under new names.
+    d = dict(d)
+    payload = d.pop("payload", None)
+    kind = d.get("kind")
+    if not isinstance(payload, dict) or kind not in EVENT_KINDS:
+        return d
+    for k, v in payload_to_fields(str(kind), payload).items():
+        if k not in COMMON_FIELDS or d.get(k) is None:
+            d[k] = v
+    return d
+
+
+class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
+    """A diskcache Disk that stores str keys and str/bytes values, and never pickles.
+
+    diskcache pickles anything that is not str/bytes/int/float; refusing here makes
+    "no pickle" a property of the store, not a habit of its callers.
+    """
+
+    def put(self, key: Any) -> tuple[Any, bool]:
+        if not isinstance(key, str):
+            raise TypeError(f"checkpoint keys are str, got {type(key).__name__}")
+        return super().put(key)  # type: ignore[no-any-return]
+
+    def get(self, key: Any, raw: bool) -> Any:
+        if not raw:
+            raise CorruptCheckpointError(
+                "a pickled key was found in a checkpoint; refusing to unpickle it"
+            )
+        return super().get(key, raw)
+
+    def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN) -> Any:
+        if read or not isinstance(value, str | bytes):
+            raise TypeError(
+                f"checkpoints store JSON text only, got {type(value).__name__}"
+            )
+        return super().store(value, read, key=key)
+
+    def fetch(self, mode: int, filename: str | None, value: Any, read: bool) -> Any:
+        if mode == diskcache.core.MODE_PICKLE:
+            raise CorruptCheckpointError(
+                "a pickled value was found in a checkpoint; refusing to unpickle it"
+            )
+        return super().fetch(mode, filename, value, read)
+
+
+def open_cache(directory: Path, durability: Durability = "normal") -> diskcache.Cache:
+    """Opens a diskcache Cache configured for checkpoints (never evicts, no pickle)."""
+    prepare_database(str(directory))  # 1 KiB pages: a quarter of the WAL traffic
+    return diskcache.Cache(
+        str(directory),
+        disk=JsonOnlyDisk,
+        eviction_policy="none",
+        size_limit=2**62,
+        cull_limit=0,
+        statistics=0,
+        tag_index=0,
+        sqlite_synchronous=2 if durability == "full" else 1,
+        # Keep records inside SQLite (one transaction) unless they are huge;
+        # large results go to artifacts before they get here.
+        disk_min_file_size=1 << 22,
+    )
+
+
+def encode(data_json: str) -> str:
+    """Wraps JSON text in the versioned, checksummed envelope."""
+    return f"{SCHEMA_VERSION}|{zlib.crc32(data_json.encode()):08x}|{data_json}"
