@@ -14,11 +14,11 @@ execution, ``approval_requested`` (and ``paused``) for an ``interrupt()``,
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.langgraph._codec import decode
+from argus_lab.langgraph._frames import NULL_TASK, SPECIAL, _epoch, task_writes
 from argus_lab.langgraph._record import US
 from argus_lab.langgraph._store import ThreadStore
 
@@ -33,9 +33,6 @@ ThreadParts = tuple[
     "SessionInfo", "Plan", dict[str, "TaskRecord"], list[dict[str, Any]]
 ]
 """(info, plan, task records, event rows), as ``analysis._read.SessionData`` takes."""
-
-NULL_TASK = "00000000-0000-0000-0000-000000000000"
-SPECIAL = {"__error__", "__interrupt__", "__resume__", "__scheduled__"}
 
 
 def _has_table(db: Path) -> bool:
@@ -106,14 +103,9 @@ def node_executions(st: ThreadStore) -> list[dict[str, Any]]:
     about), interrupt_id, asked, resumed (epoch seconds) and, per checkpoint of
     the thread, no row: those are in ``checkpoints(st)``.
     """
-    from argus_lab.langgraph._frames import _epoch
-
     rows: list[dict[str, Any]] = []
     for ns in st.namespaces():
-        ckpts = {k.split(US)[2]: v for k, v in st.scan(f"c{US}{ns}{US}")}
-        tasks: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-        for key, w in st.scan(f"w{US}{ns}{US}"):
-            tasks[(key.split(US)[2], w["task"])].append(w)
+        ckpts, tasks = task_writes(st, ns)
         for (cid, task), writes in tasks.items():
             if task == NULL_TASK:  # a Command's resume map, not a node
                 continue
@@ -164,8 +156,6 @@ def node_executions(st: ThreadStore) -> list[dict[str, Any]]:
 
 def checkpoints(st: ThreadStore) -> list[dict[str, Any]]:
     """One dict per checkpoint: checkpoint_ns, checkpoint_id, ts, step, source."""
-    from argus_lab.langgraph._frames import _epoch
-
     out = []
     for key, rec in st.scan(f"c{US}"):
         _, ns, cid = key.split(US)

@@ -18,7 +18,7 @@ from argus_lab.langgraph._store import ThreadStore
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COLUMNS", "node_rows", "tasks_frame"]
+__all__ = ["COLUMNS", "NULL_TASK", "SPECIAL", "node_rows", "task_writes", "tasks_frame"]
 
 COLUMNS = [
     "thread_id",
@@ -33,8 +33,9 @@ COLUMNS = [
     "task_id",
     "checkpoint_id",
 ]
-_NULL_TASK = "00000000-0000-0000-0000-000000000000"
-_SPECIAL = {"__error__", "__interrupt__", "__resume__", "__scheduled__"}
+NULL_TASK = "00000000-0000-0000-0000-000000000000"
+"""The task id of a Command's resume map (not a node)."""
+SPECIAL = {"__error__", "__interrupt__", "__resume__", "__scheduled__"}
 
 
 def _node(path: str, task_id: str) -> str:
@@ -52,23 +53,32 @@ def _epoch(ts: str | None) -> float | None:
     return dt.datetime.fromisoformat(ts).timestamp()
 
 
+def task_writes(
+    st: ThreadStore, ns: str
+) -> tuple[dict[str, Any], dict[tuple[str, str], list[dict[str, Any]]]]:
+    """A namespace's checkpoints by id, and its pending writes grouped by
+    (checkpoint id, task id): what one node execution wrote from one checkpoint."""
+    ckpts = {k.split(US)[2]: v for k, v in st.scan(f"c{US}{ns}{US}")}
+    tasks: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for key, w in st.scan(f"w{US}{ns}{US}"):
+        tasks[(key.split(US)[2], w["task"])].append(w)
+    return ckpts, tasks
+
+
 def node_rows(st: ThreadStore) -> list[dict[str, Any]]:
     """One dict per node execution of a thread, in step order."""
     rows: list[dict[str, Any]] = []
     for ns in st.namespaces():
-        ckpts = {k.split(US)[2]: v for k, v in st.scan(f"c{US}{ns}{US}")}
-        tasks: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-        for key, w in st.scan(f"w{US}{ns}{US}"):
-            tasks[(key.split(US)[2], w["task"])].append(w)
+        ckpts, tasks = task_writes(st, ns)
         for (cid, task), writes in tasks.items():
-            if task == _NULL_TASK:  # a Command's resume map, not a node
+            if task == NULL_TASK:  # a Command's resume map, not a node
                 continue
             rec = ckpts.get(cid) or {}
             meta = decode(rec["meta"]) if rec else {}
             chans = [w["ch"] for w in writes]
             if "__error__" in chans:
                 status = "failed"
-            elif any(c not in _SPECIAL for c in chans) or not chans:
+            elif any(c not in SPECIAL for c in chans) or not chans:
                 status = "succeeded"
             else:
                 status = "awaiting approval" if "__interrupt__" in chans else "ran"
@@ -87,7 +97,7 @@ def node_rows(st: ThreadStore) -> list[dict[str, Any]]:
                     "duration": (
                         ended - started if ended is not None and started else None
                     ),
-                    "writes": [c for c in chans if c not in _SPECIAL],
+                    "writes": [c for c in chans if c not in SPECIAL],
                     "task_id": task,
                     "checkpoint_id": cid,
                 }
