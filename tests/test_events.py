@@ -135,10 +135,10 @@ def test_what_the_model_budget_plan_and_htn_layers_hand_in_fits_the_fields() -> 
     unpriced = ModelResponse(
         content=[TextBlock(text="hi")], usage=Usage(input_tokens=3), model="m"
     )
-    call = make_event("llm_call", unpriced.event_payload("x"), session_id="s", ts=1)
+    call = make_event("llm_call", session_id="s", ts=1, **unpriced.event_payload("x"))
     assert isinstance(call, LlmCall) and call.cost_usd is None
     hit = BudgetHit("session", "max_steps", 3, 3, 1)
-    assert make_event("budget_exceeded", hit.payload(), session_id="s", ts=1)
+    assert make_event("budget_exceeded", session_id="s", ts=1, **hit.event_fields())
     patch = PlanPatch(removed=["a"], reason="r", compound="c", method="m")
     assert make_event("plan_patched", patch.summary(), session_id="s", ts=1)
     planner = HTNPlanner(d.trip)

@@ -20,6 +20,9 @@ COMMON_FIELDS: tuple[str, ...] = (
 """The fields of EventBase, in stored order; every kind's own fields come after."""
 
 
+_COMMON = frozenset(COMMON_FIELDS)
+
+
 class EventBase(BaseModel):
     """Fields every event has; each kind's subclass adds its typed fields."""
 
@@ -46,6 +49,19 @@ class EventBase(BaseModel):
     """The attempt concerned, if any."""
     duration: float | None = None
     """Seconds the thing took, when it took time."""
+
+    def own_fields(self) -> dict[str, Any]:
+        """The kind's own fields as set (unserialized, ``None`` left out), by name.
+
+        Cheaper than ``details()``: no dump. The runtime's redaction reads these
+        and writes masked values back with ``setattr``.
+        """
+        out = {
+            k: v for k, v in self.__dict__.items() if v is not None and k not in _COMMON
+        }
+        if self.__pydantic_extra__:
+            out.update(self.__pydantic_extra__)
+        return out
 
     def details(self) -> dict[str, Any]:
         """The kind's own fields (everything but the EventBase ones), by name."""
