@@ -108,7 +108,7 @@ def test_secrets_leave_records_and_events_before_they_land(tmp_path: Path) -> No
         rec = st.records["a"].model_copy(
             update={"status": "failed", "error": "login hunter2 refused"}
         )
-        ev = st.event("task_failed", "a", payload={"error": "hunter2 again"})
+        ev = st.event("task_failed", "a", error="hunter2 again")
         st.commit([rec], [ev])
         assert "hunter2" not in (st.records["a"].error or "")
         for text in [*store.iter_event_json(), st.records["a"].model_dump_json()]:

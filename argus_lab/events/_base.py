@@ -69,19 +69,3 @@ class EventBase(BaseModel):
         for k in COMMON_FIELDS:
             data.pop(k, None)
         return data
-
-    @property
-    def payload(self) -> dict[str, Any]:
-        """The kind's own fields under their schema_version-1 payload keys.
-
-        Kept for code written against the untyped events (notebooks, older
-        scripts); new code reads the fields (``ev.error``, ``ev.tool``).
-        Assigning a dict sets the fields it names (the runtime's redaction).
-        """
-        back = {v: k for k, v in self.RENAMED.items()}
-        return {back.get(k, k): v for k, v in self.details().items()}
-
-    @payload.setter
-    def payload(self, value: dict[str, Any]) -> None:
-        for k, v in value.items():
-            setattr(self, self.RENAMED.get(k, k), v)
