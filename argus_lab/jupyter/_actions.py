@@ -154,6 +154,9 @@ class WidgetActions:
         """
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
+        refused = getattr(self._session, "unsupported_actions", {}).get(action)
+        if refused:  # e.g. Step on a LangGraph thread: say what to do instead
+            return self._failed(ValueError(f"{action}: {refused}"))
         task = payload.get("task")
         if action in _TASK_ACTIONS and (
             not isinstance(task, str) or task not in self._index
