@@ -191,6 +191,10 @@ def test_unsupported_actions_say_what_to_do(
     app.invoke({"log": []}, cfg("t4"))
     w = GraphWidget(saver.thread("t4", graph=app))
     widgets.append(w)
+    # The front end draws these disabled, their tooltip saying why.
+    assert {"step", "run", "skip", "reject", "toggle_breakpoint"} <= set(w.unsupported)
+    assert "unsupported" in w.keys  # a synced trait
+    assert "approve" not in w.unsupported and "fork" not in w.unsupported
     for action, kw in [("step", {}), ("run", {}), ("skip", {"task": "b"}),
                        ("toggle_breakpoint", {"task": "b"})]:  # fmt: skip
         fut = w.act(action, **kw)

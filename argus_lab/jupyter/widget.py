@@ -163,7 +163,6 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             height=height, hint_var=hint_var, fallback_key=uuid.uuid4().hex, **kwargs
         )
         self.on_msg(self._on_msg)
-        # A LangGraph ThreadView hands over a Session-like surface (langgraph._widget).
         adapt = getattr(session, "widget_session", None)
         self._bind(adapt() if callable(adapt) else session)
         self._unwatch = after_each_cell(self, GraphWidget._after_cell)
@@ -187,6 +186,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         with self._lock, self.hold_sync():
             self.session_name = session.name
             self.breakpoints = session.breakpoints
+            self.unsupported = dict(getattr(session, "unsupported_actions", {}))
             self.selected = ""
             self.differs = []
             self.family = family_of(session, self._family)
