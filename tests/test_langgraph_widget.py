@@ -116,8 +116,15 @@ def test_interrupt_shows_as_awaiting_approval_and_approve_resumes(
     assert w.approvals["mid"]["args"] == {"question": "publish?"}
     assert w.summary["status"] == "paused"
     assert "waiting for approval" in w.summary["reason"]
+    # The static view (nbconvert, GitHub, nbval) draws the same graph.
+    data, _ = w._repr_mimebundle_()
+    assert 'data-id="mid" data-status="awaiting_approval"' in data["text/html"]
+    assert 'data-id="a" data-status="succeeded"' in data["text/html"]
 
     w.act("approve", task="mid", args={"ok": 1}).result(WAIT)
+    assert w.message["text"] == (
+        "approved mid with edited args; the thread ran on: succeeded"
+    )
     assert w.statuses["mid"] == "succeeded" and w.statuses["b"] == "succeeded"
     assert w.statuses["__end__"] == "succeeded"
     assert w.approvals == {}
@@ -210,3 +217,25 @@ def test_unsupported_actions_say_what_to_do(
 def test_widget_needs_the_compiled_graph(saver: ArgusSaver) -> None:
     with pytest.raises(ValueError, match="compiled graph"):
         GraphWidget(saver.thread("none"))
+
+
+def test_a_loop_is_drawn_left_to_right(
+    saver: ArgusSaver, widgets: list[GraphWidget]
+) -> None:
+    """A tool loop (b goes back to a until done): the edge closing the cycle is
+    left out of the drawing, every node is there."""
+    g = StateGraph(S)
+    g.add_node("a", _a)
+    g.add_node("b", _b)
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_conditional_edges("b", lambda s: "a" if len(s["log"]) < 4 else END)
+    app = g.compile(checkpointer=saver)
+    assert app.invoke({"log": []}, cfg("loop"))["log"] == ["a", "b", "a", "b"]
+    w = GraphWidget(saver.thread("loop", graph=app))
+    widgets.append(w)
+    assert w.tasks == ["__start__", "a", "b", "__end__"]
+    edges = [list(e) for e in w.graph["edges"]]
+    assert ["a", "b"] in edges and ["b", "a"] not in edges
+    assert w.statuses["b"] == "succeeded" and w.statuses["__end__"] == "succeeded"
+    assert w.session.record("a").attempts == 2  # ran twice on this branch

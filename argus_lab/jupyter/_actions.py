@@ -268,6 +268,9 @@ class WidgetActions(traitlets.HasTraits):
             raise ValueError("approve: args must be a JSON object")
         s.approve(task, args)
         edited = " with edited args" if args is not None else ""
+        if "run" in self.unsupported:  # approving ran it on (a LangGraph thread)
+            self._say(f"approved {task}{edited}; the thread ran on: {s.status}")
+            return None
         if s.running:  # the run goes on and picks the task up at once
             self._say(f"approved {task}{edited}; the run goes on")
             return None
