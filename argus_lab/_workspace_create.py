@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError, PlanError
-from argus_lab.events import EventBase, Forked, PlanCreated, SessionCreated, make_event
+from argus_lab.events import (
+    EventBase,
+    Forked,
+    HtnDecision,
+    PlanCreated,
+    SessionCreated,
+    make_event,
+)
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.plan.static import coerce_plan
@@ -103,9 +110,9 @@ def _first_events(
     # plan was made for its parent: it records no planning of its own).
     planned = opts.planner if parent is None else None
     for d in getattr(planned, "decisions", None) or ():
-        ev.append(make_event("htn_decision", d, session_id=sid, ts=now))
+        ev.append(HtnDecision(session_id=sid, ts=now, **HtnDecision.fields_of(d)))
     for r in getattr(planned, "rounds", None) or ():  # LLM planning calls
-        ev.append(make_event("llm_call", dict(r), session_id=sid, ts=now))
+        ev.append(make_event("llm_call", session_id=sid, ts=now, **r))
     if parent is not None:
         fork = {"parent": parent.id, "parent_name": parent.name, "at": meta.forked_at}
         kept_ids = [r.task_id for r in kept]

@@ -63,11 +63,11 @@ def _events(sid: str, n_events: int, t0: float) -> list[EventBase]:
         tid, ts = f"t{k}", t0 + k
         if k % 10 == 9:
             out.append(make_event("task_started", session_id=sid, ts=ts, task_id=tid,
-                                  attempt=1, payload={"tool": "noop"}))  # fmt: skip
+                                  attempt=1, tool="noop"))  # fmt: skip
             out.append(make_event(
                 "retry_scheduled", session_id=sid, ts=ts + 0.05, task_id=tid, attempt=1,
-                duration=0.05, payload={"delay": 0.5, "error": "HTTP 529 overloaded",
-                                        "error_type": "TransientError"},
+                duration=0.05, delay=0.5, error="HTTP 529 overloaded",
+                error_type="TransientError",
             ))  # fmt: skip
         a = 2 if k % 10 == 9 else 1
         llm = {
@@ -79,16 +79,16 @@ def _events(sid: str, n_events: int, t0: float) -> list[EventBase]:
         }  # fmt: skip
         out += [
             make_event("task_started", session_id=sid, ts=ts + 0.1, task_id=tid,
-                       attempt=a, payload={"tool": "noop"}),
+                       attempt=a, tool="noop"),
             make_event("llm_call", session_id=sid, ts=ts + 0.2, task_id=tid, attempt=a,
-                       duration=0.8, payload=llm),
+                       duration=0.8, **llm),
             make_event("tool_call", session_id=sid, ts=ts + 0.3, task_id=tid, attempt=a,
-                       duration=0.01, payload={"tool": "search", "ok": True,
-                                               "args": {"q": f"penguins {k}"}}),
+                       duration=0.01, tool="search", ok=True,
+                       args={"q": f"penguins {k}"}),
             make_event("llm_call", session_id=sid, ts=ts + 0.4, task_id=tid, attempt=a,
-                       duration=0.5, payload={**llm, "stop_reason": "end_turn"}),
+                       duration=0.5, **{**llm, "stop_reason": "end_turn"}),
             make_event("task_succeeded", session_id=sid, ts=ts + 0.5, task_id=tid,
-                       attempt=a, duration=0.4, payload={"bytes": 3}),
+                       attempt=a, duration=0.4, bytes=3),
         ]  # fmt: skip
         k += 1
     return out[:n_events]

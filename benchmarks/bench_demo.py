@@ -64,7 +64,7 @@ def study_pair(folder: Path) -> dict[str, float]:
         replayed = sum(
             1
             for e in again.events()
-            if e.kind == "task_succeeded" and e.payload.get("cached")
+            if e.kind == "task_succeeded" and getattr(e, "cached", None)
         )
     cached, cached_cpu = time.perf_counter() - t0, time.process_time() - c0
     ws.close()

@@ -358,7 +358,7 @@ def child_floor(spec: dict[str, Any]) -> dict[str, Any]:
             task_id=f"t{i}",
             attempt=1,
             duration=0.000123456789 if done else None,
-            payload={"bytes": 258} if done else {"tool": "noop"},
+            **({"bytes": 258} if done else {"tool": "noop"}),
         ).model_dump_json()
 
     def head(version: int, seq: int) -> str:

@@ -119,9 +119,9 @@ def resume(ws: al.Workspace) -> dict[str, Any]:
         first = s.run()
         doubted = sorted(t for t, r in s.records.items() if r.status == "in_doubt")
         rerun = {
-            e.task_id: e.payload["key"]
+            e.task_id: e.key
             for e in s.events(since)
-            if e.kind == "resumed" and e.payload.get("recovered") == "rerun"
+            if e.kind == "resumed" and getattr(e, "recovered", None) == "rerun"
         }
         done = {k for k, _ in ledger(ws.path)}
         settled: dict[str, str] = {}

@@ -47,7 +47,7 @@ def test_write_waits_while_independent_branch_finishes(ws: al.Workspace) -> None
     assert asked["args"] == {"to": "alice", "amount": 5}
     assert asked["tool"] == "send" and "side_effect=write" in asked["policy"]
     ev = next(e for e in s.events() if e.kind == "approval_requested")
-    assert ev.task_id == "pay" and ev.payload["args"] == {"to": "alice", "amount": 5}
+    assert ev.task_id == "pay" and ev.args == {"to": "alice", "amount": 5}
 
 
 def test_approve_with_edited_args_runs_with_them(ws: al.Workspace) -> None:
@@ -61,7 +61,7 @@ def test_approve_with_edited_args_runs_with_them(ws: al.Workspace) -> None:
     assert SENT == [{"to": "bob", "amount": 3}]
     assert s.result("receipt") == 3
     ev = next(e for e in s.events() if e.kind == "approval_granted")
-    assert ev.payload == {
+    assert ev.details() == {
         "by": "carol",
         "args": {"to": "alice", "amount": 5},
         "edited_args": {"to": "bob", "amount": 3},

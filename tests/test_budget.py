@@ -36,7 +36,7 @@ def test_session_step_budget_pauses_then_resumes(ws: al.Workspace) -> None:
         "pending",
     ]
     hit = next(e for e in s.events() if e.kind == "budget_exceeded")
-    assert hit.task_id == "t2" and hit.payload["used"] == 2
+    assert hit.task_id == "t2" and hit.used == 2
     s.close()
     with ws.open("b", tools=[add]) as again:  # the budget and usage were committed
         assert again.run().status == "paused"

@@ -183,12 +183,14 @@ def test_fork_at_a_task_then_run_it(
     code, out = cli_json(capsys, "-w", ws, "resume", "f1", "--tools", tools)
     assert code == 0 and out["status"] == "succeeded"
     events = al.Workspace(ws).open("f1").events()
-    assert any(e.kind == "task_succeeded" and e.payload.get("cached") for e in events)
+    assert any(
+        e.kind == "task_succeeded" and getattr(e, "cached", None) for e in events
+    )
     argv = ["fork", "adder", "--at", "one", "--reuse", "none", "--run"]
     code, out = cli_json(capsys, "-w", ws, *argv, "--tools", tools, "--name", "f2")
     assert code == 0 and out["counts"] == {"succeeded": 2}
     assert not any(
-        e.payload.get("cached") for e in al.Workspace(ws).open("f2").events()
+        getattr(e, "cached", None) for e in al.Workspace(ws).open("f2").events()
     )
     for argv, needle in [
         (["fork", "adder", "--at", "nine"], "has no task 'nine'"),
@@ -426,7 +428,7 @@ def test_demo_killed_by_sigkill_resumes_then_asks(
     rerun = {
         str(e.task_id)
         for e in events
-        if e.kind == "resumed" and e.payload.get("recovered")
+        if e.kind == "resumed" and getattr(e, "recovered", None)
     }
     # Only the flaky citation and what was running at the kill ran twice.
     assert {t for t, n in started.items() if n > 1} <= rerun | {"citation"}

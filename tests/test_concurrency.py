@@ -176,7 +176,7 @@ def test_second_process_is_refused_then_takes_over_when_the_holder_dies(
         done = Counter(e.task_id for e in events if e.kind == "task_succeeded")
         assert done == dict.fromkeys(b.records, 1)
         recovered = [e for e in events if e.kind == "resumed" and e.task_id == "slow"]
-        assert [e.payload.get("recovered") for e in recovered] == ["rerun"]
+        assert [getattr(e, "recovered", None) for e in recovered] == ["rerun"]
         starts = [ln.split(" ") for ln in cw.read_lines(root / "started.slow")]
         assert starts == [[str(a.pid), "1"], [str(os.getpid()), "2"]]
         assert head(b).lease is None  # released when run() returned

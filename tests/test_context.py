@@ -156,7 +156,7 @@ def test_task_given_as_text_or_dict() -> None:
 def test_breakdown_is_the_context_built_event() -> None:
     ctx = build(60)
     payload = ctx.event_payload()
-    ev = make_event("context_built", session_id="s", ts=0.0, payload=payload)
+    ev = make_event("context_built", session_id="s", ts=0.0, **payload)
     back = json.loads(ev.model_dump_json())  # the typed fields, as stored
     assert back["budget"] == 60 and back["used"] == ctx.used
     assert back["estimator"] == "estimate_tokens"

@@ -200,9 +200,9 @@ def test_repeated_sigkill_leaves_every_task_done_exactly_once(
         # The kills really interrupted attempts, which were rerun after recovery
         # with the same key (else the ledger check below would be vacuous).
         rerun = {
-            e.task_id: e.payload["key"]
+            e.task_id: e.key
             for e in events
-            if e.kind == "resumed" and e.payload.get("recovered") == "rerun"
+            if e.kind == "resumed" and getattr(e, "recovered", None) == "rerun"
         }
         assert rerun, "no kill interrupted an attempt"
         for tid, key in rerun.items():

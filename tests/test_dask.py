@@ -539,8 +539,8 @@ def test_killing_a_worker_mid_run_retries_and_keeps_the_ledger_exactly_once(
         ]
         if by_session:
             assert recs[gate_id].attempts == 2
-            assert retried and "lost the call" in retried[0].payload["error"]
-            assert retried[0].payload["error_type"] == "TransientError"
+            assert retried and "lost the call" in retried[0].error
+            assert retried[0].error_type == "TransientError"
         else:
             assert recs[gate_id].attempts == 1 and not retried
             assert ex.submitted > len(plan["tasks"])
@@ -613,9 +613,9 @@ def test_killing_the_driver_mid_run_and_reopening_resumes(
         assert {r.status for r in recs.values()} == {"succeeded"}
         # In doubt and idempotent: rerun with the same key, after recovery.
         rerun = {
-            e.task_id: e.payload["key"]
+            e.task_id: e.key
             for e in s.events()
-            if e.kind == "resumed" and e.payload.get("recovered") == "rerun"
+            if e.kind == "resumed" and getattr(e, "recovered", None) == "rerun"
         }
         assert rerun.get("w10") == key == recs["w10"].idempotency_key
         assert recs["w10"].attempts == 2

@@ -238,7 +238,7 @@ def test_nothing_finished_before_the_stop_ran_again(study: Any) -> None:
     stop = next(
         e.seq
         for e in events
-        if e.kind == "paused" and e.payload["reason"] == "stopped by the test"
+        if e.kind == "paused" and e.reason == "stopped by the test"
     )
     started_after = {
         e.task_id for e in events if e.kind == "task_started" and e.seq > stop
@@ -250,9 +250,7 @@ def test_nothing_finished_before_the_stop_ran_again(study: Any) -> None:
 @pytest.mark.slow
 def test_three_lazy_subtrees_expanded_from_their_inputs(study: Any) -> None:
     s = study["s"]
-    patches = {
-        e.payload["compound"]: e.payload for e in s.events() if e.kind == "plan_patched"
-    }
+    patches = {e.compound: e.details() for e in s.events() if e.kind == "plan_patched"}
     assert {c: len(p["added"]) for c, p in patches.items()} == {
         "profile": 8,
         "hypotheses": 24,
@@ -270,7 +268,7 @@ def test_the_flaky_citation_was_retried(study: Any) -> None:
     s = study["s"]
     retries = [e for e in s.events() if e.kind == "retry_scheduled"]
     assert [e.task_id for e in retries] == ["citation"]
-    assert "timed out" in retries[0].payload["error"]
+    assert "timed out" in retries[0].error
     assert s.record("citation").attempts == 2
     assert s.result("citation")["licence"] == "CC0"
 
@@ -300,7 +298,7 @@ def test_the_report_its_figures_and_the_published_copy(study: Any) -> None:
     for link in links:
         assert (out / link).read_bytes() == (path.parent / link).read_bytes()
     granted = [e for e in s.events() if e.kind == "approval_granted"]
-    assert [(e.task_id, e.payload["by"]) for e in granted] == [(runner.PUBLISH, "test")]
+    assert [(e.task_id, e.by) for e in granted] == [(runner.PUBLISH, "test")]
 
 
 @pytest.mark.slow
@@ -319,7 +317,7 @@ def test_a_cached_rerun_replays_every_task_in_a_fraction_of_the_time(
         assert res.status == "succeeded"
         replayed = [e for e in events if e.kind == "task_succeeded"]
         assert len(replayed) == 62
-        assert all(e.payload.get("cached") for e in replayed)
+        assert all(getattr(e, "cached", None) for e in replayed)
         assert not [e for e in events if e.kind == "task_started"]
         assert again.result("write_up/report") == s.result("write_up/report")
         assert not again.pending_approvals()  # the recorded publish is replayed

@@ -20,12 +20,14 @@ from argus_lab.events import (
     COMMON_FIELDS,
     EVENT_KINDS,
     ApprovalGranted,
+    HtnDecision,
     LlmCall,
     RetryScheduled,
     TaskFailed,
     TaskSkipped,
     event_class,
     make_event,
+    payload_to_fields,
 )
 
 V1 = Path(__file__).parent / "fixtures" / "v1_session" / "ws"
@@ -47,23 +49,23 @@ def test_each_kind_has_its_own_class_named_after_it() -> None:
         assert tuple(cls.model_fields)[: len(COMMON_FIELDS)] == COMMON_FIELDS
 
 
-def test_make_event_maps_the_old_payload_onto_typed_fields() -> None:
-    ev = make_event(
-        "task_skipped", payload={"reason": "r", "from": "failed"}, session_id="s", ts=1
-    )
+def test_payload_to_fields_maps_the_old_payload_keys() -> None:
+    fields = payload_to_fields("task_skipped", {"reason": "r", "from": "failed"})
+    ev = make_event("task_skipped", session_id="s", ts=1, **fields)
     assert isinstance(ev, TaskSkipped) and ev.previous == "failed"
-    assert ev.payload == {"reason": "r", "from": "failed"}  # the old view
-    ev.payload = {"reason": "[redacted]"}
-    assert ev.reason == "[redacted]" and ev.details()["previous"] == "failed"
-    ev2 = make_event("llm_call", payload={"duration": 2.0}, session_id="s", ts=1)
+    assert ev.own_fields() == {"reason": "r", "previous": "failed"}
+    ev2 = make_event("llm_call", duration=2.0, session_id="s", ts=1)
     assert ev2.duration == 2.0 and "duration" not in ev2.details()
+    assert not hasattr(ev, "payload")  # the untyped view is gone: read fields
+    with pytest.raises(TypeError, match="payload"):
+        make_event("paused", payload={"reason": "r"}, session_id="s", ts=1)
 
 
 def test_make_event_refuses_fields_a_kind_does_not_declare() -> None:
     with pytest.raises(
         TypeError, match=r"'paused' \(Paused\) has no field\(s\) \['typo'\]"
     ):
-        make_event("paused", payload={"typo": 1}, session_id="s", ts=1)
+        make_event("paused", typo=1, session_id="s", ts=1)
     with pytest.raises(TypeError, match="tool"):
         make_event("task_started", session_id="s", ts=1, tool="t", tol="t")
     with pytest.raises(KeyError, match="unknown event kind"):
@@ -135,23 +137,25 @@ def test_what_the_model_budget_plan_and_htn_layers_hand_in_fits_the_fields() -> 
     unpriced = ModelResponse(
         content=[TextBlock(text="hi")], usage=Usage(input_tokens=3), model="m"
     )
-    call = make_event("llm_call", unpriced.event_payload("x"), session_id="s", ts=1)
+    call = make_event("llm_call", session_id="s", ts=1, **unpriced.event_payload("x"))
     assert isinstance(call, LlmCall) and call.cost_usd is None
     hit = BudgetHit("session", "max_steps", 3, 3, 1)
-    assert make_event("budget_exceeded", hit.payload(), session_id="s", ts=1)
+    assert make_event("budget_exceeded", session_id="s", ts=1, **hit.event_fields())
     patch = PlanPatch(removed=["a"], reason="r", compound="c", method="m")
-    assert make_event("plan_patched", patch.summary(), session_id="s", ts=1)
+    assert make_event("plan_patched", session_id="s", ts=1, **patch.summary())
     planner = HTNPlanner(d.trip)
     planner.plan("trip", "alice", "home", "paris", 2)
     assert planner.decisions
     for dec in planner.decisions:
-        ev = make_event("htn_decision", dec, session_id="s", ts=1)
-        assert ev.payload == {**dict.fromkeys(ev.payload), **dec}
+        ev = HtnDecision(session_id="s", ts=1, **HtnDecision.fields_of(dec))
+        assert ev.as_planner_decision() == {
+            k: v for k, v in dec.items() if v is not None
+        }
 
 
 def test_every_event_the_package_builds_names_declared_fields() -> None:
     """Scans argus_lab for make_event / .event calls with a literal kind: each
-    keyword and each key of a literal payload dict is a field of that kind (a
+    keyword is a field of that kind, and none passes a ``payload`` dict (a
     new key without a field would make the runtime's commit raise)."""
     import ast
 
@@ -171,14 +175,8 @@ def test_every_event_the_package_builds_names_declared_fields() -> None:
             ):
                 continue
             cls = event_class(first.value)
-            keys = [k.arg for k in node.keywords if k.arg not in (None, "payload")]
-            for k in node.keywords:
-                if k.arg == "payload" and isinstance(k.value, ast.Dict):
-                    keys += [
-                        c.value for c in k.value.keys if isinstance(c, ast.Constant)
-                    ]
-            fields = cls.model_fields
-            unknown = [k for k in keys if cls.RENAMED.get(k, k) not in fields]
+            keys = [k.arg for k in node.keywords if k.arg is not None]
+            unknown = [k for k in keys if k not in cls.model_fields]
             if unknown:
                 bad.append((str(path), node.lineno, first.value, unknown))
     assert bad == []

@@ -28,7 +28,7 @@ def test_lazy_expansion_and_backtracking_happen_in_the_run(ws: al.Workspace) -> 
     )
     assert not any(t.tool == "htn:expand" for t in s.plan.tasks)
     assert s.info.plan_version == 3  # expansion + backtrack
-    patches = [e.payload for e in s.events() if e.kind == "plan_patched"]
+    patches = [e.details() for e in s.events() if e.kind == "plan_patched"]
     assert {p["compound"] for p in patches} == {"trip/lodging", "trip/to_airport"}
     back = next(p for p in patches if p["compound"] == "trip/to_airport")
     assert back["method"] == "by_train" and back["version"] in (2, 3)
@@ -39,12 +39,12 @@ def test_lazy_expansion_and_backtracking_happen_in_the_run(ws: al.Workspace) -> 
     assert s.record(hotel.id).status == "succeeded"
 
     events = s.events()
-    decisions = [e.payload for e in events if e.kind == "htn_decision"]
+    decisions = [e.details() for e in events if e.kind == "htn_decision"]
     assert any(x["decision"] == "chosen" and x["phase"] == "plan" for x in decisions)
     assert any(x["decision"] == "backtracked" for x in decisions)
     assert any(x["phase"] == "expand" for x in decisions)
     failed = next(e for e in events if e.kind == "task_failed")
-    assert failed.payload["backtracked"] == "trip/to_airport"
+    assert failed.backtracked == "trip/to_airport"
     df = s.events_df()  # and they are rows of the trajectory DataFrame
     assert (df["kind"] == "htn_decision").sum() == len(decisions)
 

@@ -19,7 +19,7 @@ from tests.test_runtime_state import make_state, reader
 
 def intent(st: SessionState, tid: str) -> tuple[object, object]:
     rec = st.records[tid].model_copy(update={"status": "running", "attempts": 1})
-    return rec, st.event("task_started", tid, attempt=1, payload={"tool": "add"})
+    return rec, st.event("task_started", tid, attempt=1, tool="add")
 
 
 def test_intents_queued_in_one_turn_share_one_commit(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def test_llm_task_with_two_tool_calls_then_a_final_answer(ws: al.Workspace) -> N
     assert kinds.count("llm_call") == 3 and kinds.count("tool_call") == 2
     assert "context_built" in kinds
     calls = [e for e in s.events() if e.kind == "tool_call"]
-    assert [c.payload["args"] for c in calls] == [
+    assert [c.args for c in calls] == [
         {"word": "argus"},
         {"word": "panoptes"},
     ]
@@ -139,8 +139,8 @@ def test_cost_budget_pauses_exactly_before_the_call_that_would_cross_it(
     done = [t for t, r in s.records.items() if r.status == "succeeded"]
     assert len(done) == 3 and len(m.requests) == 3
     hit = next(e for e in s.events() if e.kind == "budget_exceeded")
-    assert hit.payload["used"] == pytest.approx(0.018)
-    assert hit.payload["needed"] == pytest.approx(0.006)
+    assert hit.used == pytest.approx(0.018)
+    assert hit.needed == pytest.approx(0.006)
     s.set_budget(max_cost_usd=1.0)
     assert s.run().status == "succeeded" and len(m.requests) == 5
 
@@ -164,7 +164,7 @@ def test_a_cached_fork_makes_no_http_request_and_gives_the_same_results(
     done = next(
         e for e in f.events() if e.kind == "task_succeeded" and e.task_id == "explain"
     )
-    assert done.payload["cached"] is True
+    assert done.cached is True
     assert f.record("explain").cost_usd == 0.0
 
 
@@ -190,7 +190,7 @@ def test_a_retried_llm_task_replays_the_calls_it_already_paid_for(
     assert res.status == "succeeded", (res, s.record("explain").traceback)
     assert api.calls == 3  # the first call was not paid twice
     calls = [e for e in s.events() if e.kind == "llm_call"]
-    assert [(e.attempt, e.payload["cached"]) for e in calls] == [
+    assert [(e.attempt, e.cached) for e in calls] == [
         (1, False),
         (2, True),
         (2, False),

@@ -128,7 +128,9 @@ def test_damaged_wal_raises_lost_commits_and_resume_repeats_nothing(
         for t in set(e.tasks) - doubt:
             assert s.record(t).status == "succeeded"
     assert Counter(line.split()[0] for line in lw.ledger_lines()) == ran_before
-    assert [e.kind for e in s.events() if e.payload.get("recovered") == "lost_commits"]
+    assert [
+        e.kind for e in s.events() if getattr(e, "recovered", None) == "lost_commits"
+    ]
 
 
 def test_accepting_once_is_enough(damaged: Callable[[str], al.Workspace]) -> None:

@@ -93,7 +93,7 @@ def test_the_next_llm_task_sees_what_was_remembered(ws: al.Workspace) -> None:
     assert s.run().status == "succeeded"
     assert "Fabrica Lisboa" in prompts[0]
     ctx = next(e for e in s.events() if e.kind == "context_built")
-    sections = {item["section"] for item in ctx.payload["items"]}
+    sections = {item["section"] for item in ctx.items}
     assert any("memor" in str(x) for x in sections)
 
 

@@ -84,7 +84,7 @@ def floor_txns() -> list[list[tuple[str, str]]]:
             task_id=f"t{i}",
             attempt=1,
             duration=0.0001,
-            payload={"bytes": 258},
+            bytes=258,
         ).model_dump_json()
         txns.append([(f"t:t{i}", encode(rec)), (f"e:{i + 1:012d}", encode(ev))])
     return txns

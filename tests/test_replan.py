@@ -49,11 +49,11 @@ def test_failed_task_is_replaced_by_a_patch_and_the_run_succeeds(
     assert s.result("c2") == 102
     assert s.info.plan_version == 2
     patch = next(e for e in s.events() if e.kind == "plan_patched")
-    assert patch.payload["added"] == ["b2", "c2"]
-    assert patch.payload["removed"] == ["b", "c"]
+    assert patch.added == ["b2", "c2"]
+    assert patch.removed == ["b", "c"]
     assert s.record("a").attempts == 1  # finished work is untouched
     calls = [e for e in s.events() if e.kind == "llm_call"]
-    assert calls and calls[0].payload["purpose"] == "plan"
+    assert calls and calls[0].purpose == "plan"
 
 
 def test_an_llm_planner_plans_the_goal_when_no_plan_is_given(ws: al.Workspace) -> None:
@@ -71,7 +71,7 @@ def test_an_llm_planner_plans_the_goal_when_no_plan_is_given(ws: al.Workspace) -
     )
     assert s.goal == "add two" and [t.id for t in s.plan.tasks] == ["one"]
     calls = [e for e in s.events() if e.kind == "llm_call"]
-    assert len(calls) == 1 and calls[0].payload["round"] == 1
+    assert len(calls) == 1 and calls[0].round == 1
     assert s.run().status == "succeeded"
 
 

@@ -43,7 +43,7 @@ def test_cached_fork_replays_unchanged_work_and_reruns_changed_code(
     assert f.result("c") == s.result("c")
     replayed = [e for e in f.events() if e.kind == "task_succeeded"]
     assert {e.task_id for e in replayed} == {"b", "c"}
-    assert all(e.payload.get("cached") for e in replayed)
+    assert all(getattr(e, "cached", None) for e in replayed)
 
     # A redefined tool changes the key: it really runs, and so does what follows.
     @al.tool(name="summarize")

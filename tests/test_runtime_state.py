@@ -13,6 +13,7 @@ import pytest
 import argus_lab as al
 from argus_lab.events import EventBase
 from argus_lab.model import SessionInfo
+from argus_lab.redact import MASK
 from argus_lab.runtime.lease import Lease
 from argus_lab.runtime.options import SessionOptions
 from argus_lab.runtime.state import SessionState
@@ -108,8 +109,19 @@ def test_secrets_leave_records_and_events_before_they_land(tmp_path: Path) -> No
         rec = st.records["a"].model_copy(
             update={"status": "failed", "error": "login hunter2 refused"}
         )
-        ev = st.event("task_failed", "a", payload={"error": "hunter2 again"})
-        st.commit([rec], [ev])
+        ev = st.event("task_failed", "a", error="hunter2 again")
+        # Typed fields nested in dicts and lists are masked too, and so is a
+        # value under a secret-looking key.
+        call = st.event(
+            "tool_call",
+            "a",
+            tool="login",
+            args={"user": "bob", "pw": ["x", "hunter2"], "api_key": "k-123"},
+            ok=False,
+        )
+        st.commit([rec], [ev, call])
+        assert call.args == {"user": "bob", "pw": ["x", MASK], "api_key": MASK}
+        assert call.tool == "login" and ev.error == f"{MASK} again"
         assert "hunter2" not in (st.records["a"].error or "")
         for text in [*store.iter_event_json(), st.records["a"].model_dump_json()]:
             assert "hunter2" not in text

@@ -112,8 +112,8 @@ def test_transient_errors_retry_with_backoff_then_give_up(ws: al.Workspace) -> N
     assert "gave up after 3 attempt(s)" in res.failed["f"]
     retries = [e for e in s.events() if e.kind == "retry_scheduled"]
     assert [e.attempt for e in retries] == [1, 2]
-    assert all(e.payload["delay"] >= 0.001 for e in retries)
-    keys = {e.payload.get("tool") for e in s.events() if e.kind == "task_started"}
+    assert all(e.delay >= 0.001 for e in retries)
+    keys = {getattr(e, "tool", None) for e in s.events() if e.kind == "task_started"}
     assert keys == {"flaky"}
 
 
@@ -361,7 +361,7 @@ def test_fork_keeps_results_before_at_and_reruns_the_rest(ws: al.Workspace) -> N
     st = {t: r.status for t, r in f.records.items()}
     assert st == {"a": "succeeded", "c": "succeeded", "b": "pending", "d": "pending"}
     forked = next(e for e in f.events() if e.kind == "forked")
-    assert forked.payload["parent"] == s.id and sorted(forked.payload["kept"]) == [
+    assert forked.parent == s.id and sorted(forked.kept) == [
         "a",
         "c",
     ]

@@ -232,7 +232,7 @@ def test_full_durability_relaxes_only_the_intent_of_tools_without_effects(
         kind = events[0].kind if events else "-"
         level = store.cache._sql("PRAGMA synchronous").fetchone()[0]
         seen.append((kind, bool(kwargs.get("relaxed")), level))
-        tools = [e.payload["tool"] for e in events if e.kind == "task_started"]
+        tools = [e.tool for e in events if e.kind == "task_started"]
         if tools:
             intents.append((tools, bool(kwargs.get("relaxed"))))
         return head

@@ -41,8 +41,8 @@ def test_fallback_degrades_to_another_tool_and_patches_the_plan(
     assert s.result("use") == "cheap:x"
     assert s.plan.task("q").tool == "cheap" and s.info.plan_version == 2
     patch = next(e for e in s.events() if e.kind == "plan_patched")
-    assert patch.payload["changed"] == {"q": {"tool": ["fancy", "cheap"]}}
-    assert "fancy service is down" in patch.payload["reason"]
+    assert patch.changed == {"q": {"tool": ["fancy", "cheap"]}}
+    assert "fancy service is down" in patch.reason
     assert s.record("q").generation == 1 and s.record("q").attempts == 2
 
 
@@ -120,7 +120,7 @@ def test_consecutive_failures_are_an_anomaly(ws: al.Workspace) -> None:
     res = s.run()
     assert res.status == "paused" and "3 tasks failed in a row" in (res.reason or "")
     anomaly = next(e for e in s.events() if e.kind == "anomaly")
-    assert anomaly.payload["what"] == "consecutive_failures"
+    assert anomaly.what == "consecutive_failures"
     statuses = sorted(s.record(f"b{i}").status for i in range(4))
     assert statuses == ["failed", "failed", "failed", "pending"]  # nothing new started
     assert s.run().status == "failed"  # going on is the person's call

@@ -125,6 +125,7 @@ def test_initial_traits(make: Callable[..., GraphWidget]) -> None:
     assert w.summary["total"] == 5 and w.summary["done"] == 0
     assert w.summary["status"] == "created"
     assert w.approvals == {} and w.breakpoints == [] and w.busy == ""
+    assert w.unsupported == {}  # a Session supports every action
     # The static fallback travels with the live view.
     data, _ = w._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data

@@ -674,6 +674,16 @@ function render({ model, el }) {
     buttons.run.setAttribute("aria-label", "Run");
     for (const b of detail.querySelectorAll("button:not(.argus-close)")) b.disabled = off;
     for (const b of approvals.querySelectorAll("button")) b.disabled = disconnected;
+    // Actions the shown thing cannot do (a LangGraph thread: Step, Run, ...)
+    // stay disabled, their tooltip saying what to do instead.
+    const unsupported = model.get("unsupported") || {};
+    for (const b of root.querySelectorAll("button[data-action]")) {
+      const why = unsupported[b.dataset.action];
+      if (why) {
+        b.disabled = true;
+        b.title = why;
+      }
+    }
     renderBanner();
   }
 
@@ -832,7 +842,7 @@ function render({ model, el }) {
       send("approve", { task: d.id, args });
     });
     const why = h("input", { class: "argus-why", placeholder: "reason", type: "text", "aria-label": "reason for rejecting" });
-    const no = h("button", { class: "argus-btn argus-reject", type: "button" }, "Reject");
+    const no = h("button", { class: "argus-btn argus-reject", "data-action": "reject", type: "button" }, "Reject");
     no.addEventListener("click", () => send("reject", { task: d.id, reason: why.value || "rejected in the widget" }));
     const policy = d.approval && d.approval.reason ? h("p", {}, d.approval.reason) : null;
     return h(
@@ -848,18 +858,18 @@ function render({ model, el }) {
 
   function actionsFor(d) {
     const box = h("div", { class: "argus-row argus-node-actions" });
-    const bp = h("button", { class: "argus-btn argus-bp-btn", title: "Pause a run before this task", type: "button" }, d.breakpoint ? "Remove breakpoint" : "Breakpoint");
+    const bp = h("button", { class: "argus-btn argus-bp-btn", "data-action": "toggle_breakpoint", title: "Pause a run before this task", type: "button" }, d.breakpoint ? "Remove breakpoint" : "Breakpoint");
     bp.addEventListener("click", () => send("toggle_breakpoint", { task: d.id }));
     const fork = h("button", { class: "argus-btn argus-fork", title: "New session from here, earlier results kept", type: "button" }, "Fork here");
     fork.addEventListener("click", () => send("fork", { at: d.id }));
     box.append(bp, fork);
     if (["failed", "in_doubt", "blocked", "skipped"].includes(d.status)) {
-      const r = h("button", { class: "argus-btn argus-retry", type: "button" }, "Retry");
+      const r = h("button", { class: "argus-btn argus-retry", "data-action": "retry", type: "button" }, "Retry");
       r.addEventListener("click", () => send("retry", { task: d.id }));
       box.append(r);
     }
     if (["pending", "failed", "in_doubt", "blocked", "awaiting_approval"].includes(d.status)) {
-      const k = h("button", { class: "argus-btn argus-skip", type: "button" }, "Skip");
+      const k = h("button", { class: "argus-btn argus-skip", "data-action": "skip", type: "button" }, "Skip");
       k.addEventListener("click", () => send("skip", { task: d.id }));
       box.append(k);
     }
@@ -1029,6 +1039,7 @@ function render({ model, el }) {
     "change:message": renderMessage,
     "change:busy": renderControls,
     "change:cell_running": renderControls,
+    "change:unsupported": renderControls,
     "change:family": renderCrumbs,
     "change:session_name": renderCrumbs,
     "change:height": () => {

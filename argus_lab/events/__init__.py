@@ -9,8 +9,8 @@ Events are append-only; the store gives each its ``seq`` when it commits.
 
 Sessions written before the fields were typed (schema_version 1) stored the
 kind-specific fields in a ``payload`` dict; the store's event migration moves them
-onto the fields (``RENAMED`` maps the few keys whose name changed).
-``make_event(kind, payload={...})`` takes that older shape too.
+onto the fields (``RENAMED`` maps the few keys whose name changed, and
+``payload_to_fields`` applies it).
 """
 
 from __future__ import annotations
@@ -186,15 +186,11 @@ def payload_to_fields(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     return {renamed.get(k, k): v for k, v in payload.items()}
 
 
-def make_event(
-    kind: str, payload: dict[str, Any] | None = None, **fields: Any
-) -> EventBase:
+def make_event(kind: str, **fields: Any) -> EventBase:
     """Builds the event model for ``kind``.
 
     Args:
         kind: The event kind (KeyError names the known kinds).
-        payload: The kind's own fields as a dict (the schema_version-1 shape,
-            still what most of the runtime hands in); mapped onto the fields.
         **fields: Fields by name: the EventBase ones and the kind's own.
 
     Raises:
@@ -203,15 +199,6 @@ def make_event(
             that needs a field in ``argus_lab.events`` first).
     """
     cls = event_class(kind)
-    if payload:
-        renamed = cls.RENAMED
-        for k, v in payload.items():
-            k = renamed.get(k, k)
-            if k in _COMMON:  # given twice (a planner round's duration): keep one
-                if fields.get(k) is None:
-                    fields[k] = v
-            else:
-                fields[k] = v
     # Every step builds events: a set difference of dict keys, no sorting unless
     # something is wrong.
     if fields.keys() - _FIELDS[cls]:

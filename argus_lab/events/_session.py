@@ -3,6 +3,7 @@ memory, anomalies, pauses, forks and the end."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -142,6 +143,18 @@ class HtnDecision(EventBase):
     """Ids of the subtasks it became (chosen)."""
     continuation: bool | None = None
     """Whether the method continues an earlier decomposition (chosen)."""
+
+    @staticmethod
+    def fields_of(decision: Mapping[str, Any]) -> dict[str, Any]:
+        """A planner's decision dict (``on_decision``) as this event's fields."""
+        return {"keyword_args" if k == "kwargs" else k: v for k, v in decision.items()}
+
+    def as_planner_decision(self) -> dict[str, Any]:
+        """This event as the planner's decision dict (for ``planner.restore``)."""
+        d = self.own_fields()
+        if "keyword_args" in d:
+            d["kwargs"] = d.pop("keyword_args")
+        return d
 
 
 class BudgetExceeded(EventBase):

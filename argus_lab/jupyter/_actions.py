@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import traitlets
+
 from argus_lab.jupyter._family import differing_tasks
 
 if TYPE_CHECKING:
@@ -67,8 +69,12 @@ def user_terms(text: str, name: str, var: str = "") -> str:
     return _OTHER_CALL.sub(lambda m: f"session {name!r}.{m.group(1)}(", text)
 
 
-class WidgetActions:
+class WidgetActions(traitlets.HasTraits):
     """Mixin of GraphWidget: :meth:`act` and the actions behind it."""
+
+    unsupported = traitlets.Dict().tag(sync=True)
+    """Actions the shown object cannot do -> what to do instead (its
+    ``unsupported_actions``: a LangGraph thread has no Step); drawn disabled."""
 
     _session: Session
     _index: dict[str, int]
@@ -154,6 +160,9 @@ class WidgetActions:
         """
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
+        refused = self.unsupported.get(action)
+        if refused:  # e.g. Step on a LangGraph thread: say what to do instead
+            return self._failed(ValueError(f"{action}: {refused}"))
         task = payload.get("task")
         if action in _TASK_ACTIONS and (
             not isinstance(task, str) or task not in self._index
@@ -259,6 +268,9 @@ class WidgetActions:
             raise ValueError("approve: args must be a JSON object")
         s.approve(task, args)
         edited = " with edited args" if args is not None else ""
+        if "run" in self.unsupported:  # approving ran it on (a LangGraph thread)
+            self._say(f"approved {task}{edited}; the thread ran on: {s.status}")
+            return None
         if s.running:  # the run goes on and picks the task up at once
             self._say(f"approved {task}{edited}; the run goes on")
             return None

@@ -73,7 +73,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
     """A live view of a Session's plan that can also drive it.
 
     Args:
-        session: The session to show.
+        session: The session, or a LangGraph thread view (``widget_session()``).
         update_interval: Seconds between coalesced live updates (at most).
         height: Height of the view in pixels.
 
@@ -163,7 +163,8 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             height=height, hint_var=hint_var, fallback_key=uuid.uuid4().hex, **kwargs
         )
         self.on_msg(self._on_msg)
-        self._bind(session)
+        adapt = getattr(session, "widget_session", None)
+        self._bind(adapt() if callable(adapt) else session)
         self._unwatch = after_each_cell(self, GraphWidget._after_cell)
 
     # -- binding -------------------------------------------------------------
@@ -185,6 +186,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         with self._lock, self.hold_sync():
             self.session_name = session.name
             self.breakpoints = session.breakpoints
+            self.unsupported = dict(getattr(session, "unsupported_actions", {}))
             self.selected = ""
             self.differs = []
             self.family = family_of(session, self._family)

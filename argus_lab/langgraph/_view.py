@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import networkx as nx
     import pandas as pd
 
+    from argus_lab.langgraph._widget import ThreadSession
     from argus_lab.langgraph.saver import ArgusSaver
 
 __all__ = ["ThreadView"]
@@ -59,6 +60,24 @@ class ThreadView:
             return node_executions(st)
         finally:
             st.close()
+
+    def branch_rows(self) -> list[dict[str, Any]]:
+        """The node executions on the branch the thread stands on: those
+        scheduled by its latest checkpoint or one of its ancestors (after a fork
+        at a checkpoint, the copied history past it is another branch)."""
+        tup = self.saver.get_tuple(self.config)  # type: ignore[arg-type]
+        if tup is None:
+            return []
+        parents = {
+            t.checkpoint["id"]: (t.parent_config or {}).get("configurable", {})
+            for t in self.saver.list(self.config)  # type: ignore[arg-type]
+        }
+        on: set[str] = set()
+        cid: str | None = tup.checkpoint["id"]
+        while cid is not None and cid not in on:
+            on.add(cid)
+            cid = parents.get(cid, {}).get("checkpoint_id")
+        return [r for r in self._rows() if r["checkpoint_id"] in on]
 
     # -- status --------------------------------------------------------------
 
@@ -155,7 +174,7 @@ class ThreadView:
             g.add_node(name, status="pending", runs=0, last_step=None)
         for e in drawn.edges:
             g.add_edge(e.source, e.target, conditional=bool(e.conditional))
-        for r in self._rows():
+        for r in self.branch_rows():
             if r["checkpoint_ns"] or r["node"] not in g:
                 continue
             a = g.nodes[r["node"]]
@@ -247,3 +266,9 @@ class ThreadView:
             conf = {"configurable": {"thread_id": new_thread_id, "checkpoint_id": at}}
             self.compiled.update_state(conf, None)
         return fork
+
+    def widget_session(self) -> ThreadSession:
+        """What ``GraphWidget(view)`` shows and drives (see ``_widget``)."""
+        from argus_lab.langgraph._widget import ThreadSession
+
+        return ThreadSession(self)

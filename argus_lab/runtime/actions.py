@@ -141,7 +141,8 @@ class Actions:
                 st.event(
                     "task_retried",
                     tid,
-                    payload={"from": rec.status, "unblocked": len(changed) - 1},
+                    previous=rec.status,
+                    unblocked=len(changed) - 1,
                 )
             ],
         )
@@ -178,7 +179,9 @@ class Actions:
         ev = st.event(
             "approval_granted",
             tid,
-            payload={"by": by, "args": asked.get("args"), "edited_args": args},
+            by=by,
+            args=asked.get("args"),
+            edited_args=args,
         )
         st.commit([new], [ev])
         st.sched.set(tid, "pending")
@@ -208,7 +211,9 @@ class Actions:
                 st.event(
                     "approval_rejected",
                     tid,
-                    payload={"by": by, "reason": reason, "args": asked.get("args")},
+                    by=by,
+                    reason=reason,
+                    args=asked.get("args"),
                 )
             ],
         )
@@ -232,7 +237,7 @@ class Actions:
             for t in stale
         ]
         events = [
-            st.event("task_retried", t, payload={"from": "succeeded", "why": "stale"})
+            st.event("task_retried", t, previous="succeeded", why="stale")
             for t in stale
         ]
         st.commit(changed, events)
@@ -254,11 +259,7 @@ class Actions:
             timer.cancel()
         st.commit(
             changed,
-            [
-                st.event(
-                    "task_skipped", tid, payload={"reason": reason, "from": rec.status}
-                )
-            ],
+            [st.event("task_skipped", tid, reason=reason, previous=rec.status)],
         )
         for r in changed:
             st.sched.set(r.task_id, r.status)

@@ -173,9 +173,7 @@ class AttemptRunner:
                 "next_attempt_at": None,
             }
         )
-        started = st.event(
-            "task_started", tid, attempt=attempt, payload={"tool": tool.name}
-        )
+        started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
         timeout = task.timeout or tool.timeout
         one_commit = (
             tool.side_effect != "write"
@@ -302,7 +300,7 @@ class AttemptRunner:
             tid,
             attempt=rec.attempts,
             duration=0.0,
-            payload={"cached": True},
+            cached=True,
         )
         st.commit([rec], [ev])
         st.sched.set(tid, "succeeded")
@@ -341,13 +339,11 @@ class AttemptRunner:
                     st.event(
                         "approval_rejected",
                         tid,
-                        payload={
-                            "by": "policy",
-                            "reason": reason,
-                            "tool": tool.name,
-                            "args": args,
-                            "policy": rule,
-                        },
+                        by="policy",
+                        reason=reason,
+                        tool=tool.name,
+                        args=args,
+                        policy=rule,
                     )
                 ],
             )
@@ -370,12 +366,10 @@ class AttemptRunner:
                 st.event(
                     "approval_requested",
                     tid,
-                    payload={
-                        "tool": tool.name,
-                        "args": args,
-                        "policy": rule,
-                        "reason": policy.reason if policy else "",
-                    },
+                    tool=tool.name,
+                    args=args,
+                    policy=rule,
+                    reason=policy.reason if policy else "",
                 )
             ],
         )

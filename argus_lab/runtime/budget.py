@@ -48,8 +48,8 @@ class BudgetHit:
             f"s.set_budget({self.scope!r}, {self.limit}=...) and run again"
         )
 
-    def payload(self) -> dict[str, object]:
-        """The ``budget_exceeded`` event's payload."""
+    def event_fields(self) -> dict[str, object]:
+        """The ``budget_exceeded`` event's own fields."""
         return {
             "budget": self.scope,
             "limit": self.limit,

@@ -118,7 +118,8 @@ class RunLoop:
                         "resumed",
                         tid,
                         attempt=rec.attempts,
-                        payload={"recovered": "rerun", "key": rec.idempotency_key},
+                        recovered="rerun",
+                        key=rec.idempotency_key,
                     )
                 )
             else:
@@ -127,9 +128,7 @@ class RunLoop:
                     rec.model_copy(update={"status": "in_doubt", "reason": why})
                 )
                 events.append(
-                    st.event(
-                        "in_doubt", tid, attempt=rec.attempts, payload={"reason": why}
-                    )
+                    st.event("in_doubt", tid, attempt=rec.attempts, reason=why)
                 )
         if changed:
             st.commit(changed, events)
@@ -190,7 +189,9 @@ class RunLoop:
                 st.event(
                     "anomaly",
                     tid,
-                    payload={"what": "slow", "detail": why, "limit_s": limit},
+                    what="slow",
+                    detail=why,
+                    limit_s=limit,
                 )
             ]
         )
@@ -337,7 +338,7 @@ class RunLoop:
             self._set_status(
                 "paused",
                 reason,
-                [self._state.event("paused", payload={"reason": reason})],
+                [self._state.event("paused", reason=reason)],
             )
 
     def finish(self) -> RunResult:
@@ -374,7 +375,8 @@ class RunLoop:
                     [
                         st.event(
                             "session_failed",
-                            payload={"failed": failed, "summary": reason},
+                            failed=failed,
+                            summary=reason,
                         )
                     ],
                 )

@@ -171,9 +171,7 @@ class LlmTaskRunner:
                 choice = {"type": "tool", "name": FINAL_ANSWER}
         prompt, context = self._prompt(task, inputs)
         st.commit(
-            events=[
-                st.event("context_built", task.id, attempt=ctx.attempt, payload=context)
-            ]
+            events=[st.event("context_built", task.id, attempt=ctx.attempt, **context)]
         )
         messages = [Message.user(prompt)]
         for _turn in range(task.max_turns):
@@ -261,13 +259,11 @@ class LlmTaskRunner:
                     "tool_call",
                     task.id,
                     attempt=ctx.attempt,
-                    payload={
-                        "tool": use.name,
-                        "args": args,
-                        "ok": ok,
-                        "error": None if ok else content,
-                        "error_type": error_type,
-                    },
+                    tool=use.name,
+                    args=args,
+                    ok=ok,
+                    error=None if ok else content,
+                    error_type=error_type,
                 )
             ]
         )
@@ -331,7 +327,7 @@ class LlmTaskRunner:
             tid,
             attempt=attempt,
             duration=time.perf_counter() - t0,
-            payload=resp.event_payload("llm_task"),
+            **resp.event_payload("llm_task"),
         )
         st.commit([rec], [ev])
         return resp

@@ -28,7 +28,7 @@ __all__ = [
     "Succeeded",
     "TimedOut",
     "ended_record",
-    "failure_payload",
+    "failure_fields",
 ]
 
 FailureKind = Literal[
@@ -168,8 +168,8 @@ def ended_record(
     )
 
 
-def failure_payload(out: Failure, *, blocked: int, **more: Any) -> dict[str, Any]:
-    """The payload of the ``task_failed`` event for ``out``."""
+def failure_fields(out: Failure, *, blocked: int, **more: Any) -> dict[str, Any]:
+    """The ``task_failed`` event's own fields for ``out``."""
     return {
         "error": out.error,
         "error_type": out.error_type,

@@ -181,7 +181,7 @@ class Session:
         dropped, with why (the latest ``context_built`` event), or None."""
         self._state.need_task(task_id)
         last = self._state.last_event("context_built", task_id)
-        return None if last is None else last.payload
+        return None if last is None else last.details()
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Calls ``callback(event)`` for every event as it is committed.

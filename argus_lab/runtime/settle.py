@@ -23,7 +23,7 @@ from argus_lab.runtime.outcome import (
     ShutDown,
     Succeeded,
     ended_record,
-    failure_payload,
+    failure_fields,
 )
 from argus_lab.runtime.policy import (
     Accept,
@@ -139,7 +139,8 @@ class Settler:
             "resumed",
             tid,
             attempt=rec.attempts,
-            payload={"recovered": "not started: shutting down", "why": why},
+            recovered="not started: shutting down",
+            why=why,
         )
         st.commit([back], [ev])
         st.sched.set(tid, "pending")
@@ -172,7 +173,7 @@ class Settler:
             tid,
             attempt=rec.attempts,
             duration=out.duration,
-            payload={"bytes": size},
+            bytes=size,
         )
         st.commit([rec], [ev])
         st.sched.set(tid, "succeeded")
@@ -196,7 +197,9 @@ class Settler:
             tid,
             attempt=rec.attempts,
             duration=out.duration,
-            payload={"delay": delay, "error": out.error, "error_type": out.error_type},
+            delay=delay,
+            error=out.error,
+            error_type=out.error_type,
         )
         st.commit([rec], [ev])
         loop = asyncio.get_running_loop()
@@ -221,7 +224,7 @@ class Settler:
         )
         st.commit(
             [doubt],
-            [st.event("in_doubt", tid, attempt=rec.attempts, payload={"reason": why})],
+            [st.event("in_doubt", tid, attempt=rec.attempts, reason=why)],
         )
         st.sched.set(tid, "in_doubt")
         self._signals.request_pause(why)
@@ -233,7 +236,7 @@ class Settler:
         if rec.status == "running":  # stopped inside an attempt (a model call)
             rec = rec.model_copy(update={"status": "pending"})
         self._signals.request_pause(hit.message())
-        st.commit([rec], [st.event("budget_exceeded", tid, payload=hit.payload())])
+        st.commit([rec], [st.event("budget_exceeded", tid, **hit.event_fields())])
         st.sched.set(tid, "pending")
 
     def _give_up(
@@ -257,9 +260,7 @@ class Settler:
                 [
                     *extra,
                     self._failed_event(tid, rec, out, blocked=0, policy="skip"),
-                    st.event(
-                        "task_skipped", tid, payload={"reason": "on_failure=skip"}
-                    ),
+                    st.event("task_skipped", tid, reason="on_failure=skip"),
                 ],
             )
             st.sched.set(tid, "skipped")
@@ -285,11 +286,9 @@ class Settler:
                     st.event(
                         "anomaly",
                         tid,
-                        payload={
-                            "what": "consecutive_failures",
-                            "detail": why,
-                            "count": self.failures_in_a_row,
-                        },
+                        what="consecutive_failures",
+                        detail=why,
+                        count=self.failures_in_a_row,
                     )
                 ]
             )
@@ -317,10 +316,7 @@ class Settler:
         events = [
             *extra,
             failed,
-            *(
-                st.event("task_blocked", b.task_id, payload={"by": tid})
-                for b in blocked
-            ),
+            *(st.event("task_blocked", b.task_id, by=tid) for b in blocked),
         ]
         st.commit([rec, *blocked], events)
         st.sched.set(tid, "failed")
@@ -336,5 +332,5 @@ class Settler:
             tid,
             attempt=rec.attempts,
             duration=out.duration,
-            payload=failure_payload(out, blocked=blocked, **more),
+            **failure_fields(out, blocked=blocked, **more),
         )

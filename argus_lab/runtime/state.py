@@ -173,9 +173,15 @@ class SessionState:
         if self._deferred:
             events = [*self._deferred, *events]
             self._deferred = []
+        value = self.redactor.value
         for ev in events:
-            if ev.payload:
-                ev.payload = self.redactor.value(ev.payload)
+            # Every string of the kind's own fields, nested ones too; a field
+            # is only written back when the redactor replaced it.
+            own = ev.own_fields()
+            if own:
+                for k, v in value(own).items():
+                    if v != own[k]:
+                        setattr(ev, k, v)
         if lease == "keep":
             lease = self.lease.renewal(self.now()) or "keep"
         if self.lease.active:  # running time counts against max_wall_s

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from argus_lab.errors import PlanError, UnresolvedReferenceError
-from argus_lab.events import EventBase
+from argus_lab.events import EventBase, HtnDecision
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.patch import PlanPatch
 from argus_lab.runtime.options import HTNPlanning, Replanning
@@ -24,7 +24,7 @@ from argus_lab.runtime.outcome import (
     Failed,
     Failure,
     ended_record,
-    failure_payload,
+    failure_fields,
 )
 from argus_lab.runtime.policy import Remedy
 from argus_lab.runtime.scheduler import DONE, Scheduler
@@ -105,7 +105,7 @@ class Supervisor:
             tid,
             attempt=rec.attempts,
             duration=out.duration,
-            payload=failure_payload(out, blocked=0, **more),
+            **failure_fields(out, blocked=0, **more),
         )
 
     def _htn_call(
@@ -120,7 +120,9 @@ class Supervisor:
             out = fn()
         finally:
             planner.on_decision = before
-        return out, [self._state.event("htn_decision", payload=dict(d)) for d in seen]
+        return out, [
+            self._state.event("htn_decision", **HtnDecision.fields_of(d)) for d in seen
+        ]
 
     def _restore(self, planner: HTNPlanning) -> None:
         # After a restart the planner has forgotten which methods it tried; the
@@ -129,9 +131,9 @@ class Supervisor:
             return
         self._restored = True
         past = [
-            e.payload
+            e.as_planner_decision()
             for e in self._state.read_events()
-            if e.kind == "htn_decision" and e.payload is not None
+            if isinstance(e, HtnDecision)
         ]
         if past:
             planner.restore(past)
@@ -225,13 +227,11 @@ class Supervisor:
             st.event(
                 "plan_patched",
                 tid,
-                payload={
-                    "version": version,
-                    "added": [],
-                    "removed": [],
-                    "changed": {tid: {"tool": [task.tool, task.fallback]}},
-                    "reason": f"fallback after: {out.error}",
-                },
+                version=version,
+                added=[],
+                removed=[],
+                changed={tid: {"tool": [task.tool, task.fallback]}},
+                reason=f"fallback after: {out.error}",
             ),
         ]
         meta = st.info.model_copy(update={"plan_version": version})
@@ -263,9 +263,7 @@ class Supervisor:
         failed = ended_record(rec, out, st.now(), reason="replanned")
         events = [*extra, self._failure(tid, rec, out, policy="replan")]
         for r in planner.rounds or ():  # the replanning calls
-            events.append(
-                st.event("llm_call", tid, duration=r.get("duration"), payload=dict(r))
-            )
+            events.append(st.event("llm_call", tid, **r))
         try:
             self._apply_patch(patch, [failed], events)
         except PlanError:  # it would touch work in flight: fail as usual
@@ -343,7 +341,7 @@ class Supervisor:
         meta = st.info.model_copy(
             update={"plan_version": version, "n_tasks": len(new_plan.tasks)}
         )
-        ev = st.event("plan_patched", payload={**patch.summary(), "version": version})
+        ev = st.event("plan_patched", version=version, **patch.summary())
         st.commit(changed, [*events, ev], meta=meta, plan=new_plan, notify=False)
         st.adopt_plan(new_plan, patch.removed)
         # Observers (the widget) see the plan_patched event with the new plan

@@ -271,12 +271,10 @@ def check_witness(
         "resumed",
         session_id=store.session_id,
         ts=time.time(),
-        payload={
-            "recovered": "lost_commits",
-            "head_version": head_v,
-            "witness_version": witnessed,
-            "tasks": lost if touched is not None else None,
-        },
+        recovered="lost_commits",
+        head_version=head_v,
+        witness_version=witnessed,
+        tasks=lost if touched is not None else None,
     )
     head = loaded.head
     with store._transaction():
