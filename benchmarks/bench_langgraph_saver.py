@@ -28,6 +28,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_langgraph_saver.py           # ~15 min
     .venv/bin/python benchmarks/bench_langgraph_saver.py --quick   # N = 100, 1,000
+    .venv/bin/python benchmarks/bench_langgraph_saver.py --n 100 1000 --repeats 3
     .venv/bin/python benchmarks/bench_langgraph_saver.py --write   # + results file
 
 Needs the ``bench`` and ``langgraph`` extras. SqliteSaver at N = 5,000 writes
@@ -263,12 +264,15 @@ def main() -> None:
     p.add_argument("--child", nargs=3, metavar=("SAVER", "N", "FOLDER"))
     p.add_argument("--quick", action="store_true", help="N = 100, 1,000; 1 repeat")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--n", type=int, nargs="+", help="chain lengths (default 100 1000 5000)"
+    )
     p.add_argument("--write", action="store_true", help=f"write {RESULTS.name}")
     a = p.parse_args()
     if a.child:
         print(json.dumps(child(a.child[0], int(a.child[1]), Path(a.child[2]))))
         return
-    ns = [100, 1000] if a.quick else [100, 1000, 5000]
+    ns = sorted(a.n) if a.n else [100, 1000] if a.quick else [100, 1000, 5000]
     repeats = 1 if a.quick else a.repeats
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

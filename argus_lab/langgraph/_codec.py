@@ -94,6 +94,10 @@ def _is_pydantic(obj: Any) -> bool:
     return hasattr(type(obj), "model_fields") and hasattr(obj, "model_dump")
 
 
+_PLAIN = frozenset((bool, int, str))
+"""Types stored as they are (exact types: a subclass goes through ``enc``)."""
+
+
 class _Encoder:
     def __init__(self, channel: str) -> None:
         self.channel = channel
@@ -108,7 +112,12 @@ class _Encoder:
         if t is float:
             return obj if math.isfinite(obj) else {TAG: "float", "v": repr(obj)}
         if t is list:
-            return [self.enc(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+            # Scalars are kept inline: a value's path is built only for what
+            # may need it (an error message), not once per item.
+            return [
+                v if type(v) in _PLAIN or v is None else self.enc(v, f"{where}[{i}]")
+                for i, v in enumerate(obj)
+            ]
         if t is dict:
             if TAG in obj or not all(type(k) is str for k in obj):
                 return {
@@ -118,7 +127,12 @@ class _Encoder:
                         for k, v in obj.items()
                     ],
                 }
-            return {k: self.enc(v, f"{where}[{k!r}]") for k, v in obj.items()}
+            return {
+                k: v
+                if type(v) in _PLAIN or v is None
+                else self.enc(v, f"{where}[{k!r}]")
+                for k, v in obj.items()
+            }
         return self.enc_other(obj, where)
 
     def enc_other(self, obj: Any, where: str) -> Any:

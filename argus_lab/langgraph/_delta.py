@@ -19,6 +19,8 @@ within ~2x of the delta, and rebuilding a value reads at most ~2x its size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress
+from operator import ne
 from typing import Any
 
 from argus_lab.langgraph._codec import decode, encode
@@ -68,6 +70,35 @@ def next_memo(memo: Any, new: Any, delta: bool, size: int) -> Any:
     return new
 
 
+def _diff(
+    new: dict[str, Any], old: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(changed, undo): what moves ``old`` to ``new``, and back (None: absent).
+
+    Runs once per channel and once per node at every step (~1,000 each at
+    N = 1,000), so the usual case is done in C: ``new`` has ``old``'s keys in
+    the same order, any new ones after them, and the values are compared
+    pairwise.
+    """
+    keys, old_keys = list(new), list(old)
+    m = len(old_keys)
+    if keys[:m] == old_keys:
+        changed = {
+            k: new[k] for k in compress(keys, map(ne, new.values(), old.values()))
+        }
+        for k in keys[m:]:
+            changed[k] = new[k]
+        return changed, {k: old.get(k) for k in changed}
+    changed = {k: v for k, v in new.items() if old.get(k, _ABSENT) != v}
+    undo = {k: old.get(k) for k in changed}
+    for k in old.keys() - new.keys():
+        changed[k], undo[k] = None, old[k]
+    return changed, undo
+
+
+_ABSENT = object()
+
+
 def checkpoint_record(
     checkpoint: dict[str, Any],
     metadata: Any,
@@ -95,18 +126,8 @@ def checkpoint_record(
         ),
     }
     if memo is not None and memo.id == parent and memo.chain < memo.full:
-        mcv, mvs = memo.cv, memo.vs
-        try:  # versions are str/int/float: a set difference runs in C
-            dcv: dict[str, Any] = dict(cv.items() - mcv.items())
-        except TypeError:
-            dcv = {k: v for k, v in cv.items() if mcv.get(k) != v}
-        ucv = {k: mcv.get(k) for k in dcv}
-        for k in mcv.keys() - cv.keys():
-            dcv[k], ucv[k] = None, mcv[k]
-        dvs: dict[str, Any] = {k: v for k, v in vs.items() if mvs.get(k) != v}
-        uvs = {k: mvs.get(k) for k in dvs}
-        for k in mvs.keys() - vs.keys():
-            dvs[k], uvs[k] = None, mvs[k]
+        dcv, ucv = _diff(cv, memo.cv)
+        dvs, uvs = _diff(vs, memo.vs)
         rec.update(base=parent, dcv=dcv, ucv=ucv, dvs=dvs, uvs=uvs)
         return rec, CkptMemo(checkpoint["id"], cv, vs, 0, 0), True
     rec.update(cv=cv, vs=vs)

@@ -149,12 +149,10 @@ def put_task_writes(
 
     def work() -> None:
         # A regular write is kept as first stored (a retried task must not
-        # change what was recorded); special writes (errors, interrupts,
-        # resumes) replace the earlier one.
-        have = st.keys(f"w{US}{ns}{US}{cid}{US}{task_id}{US}")
+        # change what was recorded: INSERT OR IGNORE, no read first); special
+        # writes (errors, interrupts, resumes) replace the earlier one.
         for key, idx, data in rows:
-            if idx < 0 or key not in have:
-                st.set(key, data, keep=idx >= 0)
+            st.set(key, data, keep=idx >= 0)
         if status is not None:
             st.set_status(*status, at=cid)
 

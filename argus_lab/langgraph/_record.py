@@ -54,9 +54,14 @@ def thread_session_id(thread_id: str) -> str:
     return f"lg-{slug}-{digest}"
 
 
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+"""``json.dumps`` with these options, without making an encoder per record
+(~9 records per step)."""
+
+
 def lg_encode(data: Any) -> str:
     """Wraps JSON data in the versioned, checksummed envelope."""
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    text = _dumps(data)
     return f"{LG_SCHEMA_VERSION}|{zlib.crc32(text.encode()):08x}|{text}"
 
 

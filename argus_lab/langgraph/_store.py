@@ -38,6 +38,7 @@ from argus_lab.langgraph._record import (
     lg_decode,
     lg_encode,
 )
+from argus_lab.store._rows import Transaction
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.envelope import encode as encode_argus
 from argus_lab.store.head import Head, lease_is_live, make_lease
@@ -214,7 +215,10 @@ class ThreadStore:
         with self.lock:
             self._pending, self._pending_keep = [], []
             try:
-                with self.cache.transact(retry=True):
+                # One BEGIN IMMEDIATE ... COMMIT on this thread's connection,
+                # diskcache's protocol without its generator context managers
+                # (``store/_rows.py``): the commit is the step's hot path.
+                with Transaction(self.cache):
                     head = self._take_head()
                     yield head
                     if self._pending:
