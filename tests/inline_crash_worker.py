@@ -23,7 +23,6 @@ The plan mixes the three ways a quick sync call runs (runtime/attempt.py):
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import sys
 import threading
@@ -32,28 +31,15 @@ from typing import Any
 
 import argus_lab as al
 
+try:  # imported as tests.<worker>, or run as a script with tests/ on sys.path
+    from tests.crash_worker import append_line, read_lines
+except ImportError:
+    from crash_worker import append_line, read_lines  # type: ignore[no-redef]
+
 SEED = 1811
 LAYERS = (1, 8, 16, 24, 24, 24, 16, 8, 1)
 N_TASKS = sum(LAYERS)
 _lock = threading.Lock()
-
-
-def append_line(path: Path, line: str) -> None:
-    """Appends one line with a single write, fsynced (survives SIGKILL)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def read_lines(path: Path) -> list[str]:
-    """The complete lines of a file (none if it does not exist yet)."""
-    try:
-        return path.read_bytes().decode().splitlines()
-    except FileNotFoundError:
-        return []
 
 
 @al.tool(inline=True)

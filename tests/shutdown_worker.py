@@ -25,6 +25,11 @@ from typing import Any
 
 import argus_lab as al
 
+try:  # imported as tests.<worker>, or run as a script with tests/ on sys.path
+    from tests.crash_worker import append_line
+except ImportError:
+    from crash_worker import append_line  # type: ignore[no-redef]
+
 NAME = "slow"
 N_TASKS = 24
 WIDTH = 4
@@ -32,16 +37,6 @@ WIDTH = 4
 WORK_S = 0.3
 
 _lock = threading.Lock()
-
-
-def append_line(path: Path, line: str) -> None:
-    """Appends one line with a single write, flushed to disk (survives a kill)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def ledger(root: Path) -> list[tuple[str, str]]:
