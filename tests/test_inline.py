@@ -228,3 +228,44 @@ def test_a_call_moved_off_the_loop_shows_running_and_commits_its_intent_first(
     starts = [e for e in s.events() if e.kind == "task_started"]
     assert sorted(e.task_id for e in starts) == [f"t{i}" for i in range(5)]
     s.close()
+
+
+def test_inline_steps_run_in_the_run_loops_own_task(ws: al.Workspace) -> None:
+    """A step that ends without awaiting needs no asyncio Task of its own: every
+    inline call of a chain runs in one and the same task (the run's)."""
+    tasks: list[int] = []
+
+    def here(i: int) -> int:
+        tasks.append(id(asyncio.current_task()))
+        return i
+
+    tool = al.tool(name="here", inline=True)(here)
+    s = ws.new_session(plan=chain(20, "here"), tools=[tool], name="one-task")
+    assert s.run().status == "succeeded"
+    s.close()
+    assert len(tasks) == 20 and len(set(tasks)) == 1
+
+
+def test_a_long_inline_chain_still_lets_the_loop_serve_its_callbacks(
+    ws: al.Workspace,
+) -> None:
+    """Inline steps follow one another without awaiting, but the run loop lets
+    the event loop run now and then (engine.BREATHE_S): a callback scheduled
+    early in the chain runs long before the chain ends."""
+    n = 400
+    done: list[int] = []
+    served: list[int] = []
+
+    def step(i: int) -> int:
+        if i == 5:
+            asyncio.get_running_loop().call_soon(lambda: served.append(len(done)))
+        done.append(i)
+        return i
+
+    tool = al.tool(name="step", inline=True)(step)
+    s = ws.new_session(plan=chain(n, "step"), tools=[tool], name="breathe")
+    assert s.run().status == "succeeded"
+    s.close()
+    assert len(done) == n
+    # BREATHE_S (2 ms) is tens of steps at most; far from the chain's end.
+    assert served and 6 <= served[0] < n - 100, served

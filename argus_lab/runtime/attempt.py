@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import UnresolvedReferenceError
+from argus_lab.events import EventBase
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.graph import iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetChecker
-from argus_lab.runtime.executor import InlineGate, run_attempt
+from argus_lab.runtime.executor import InlineGate, call_inline, run_attempt
 from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.options import (
@@ -38,6 +41,17 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["AttemptRunner"]
+
+
+@dataclass(slots=True)
+class _Call:
+    """What an attempt calls: its task, tool, arguments, context and timeout."""
+
+    task: Task
+    tool: Tool
+    args: dict[str, Any]
+    ctx: ToolContext
+    timeout: float | None
 
 
 class AttemptRunner:
@@ -111,6 +125,18 @@ class AttemptRunner:
 
     async def run(self, tid: str) -> None:
         """One attempt of ``tid``, committed: intent, call, settled outcome."""
+        rest = self.begin(tid)
+        if rest is not None:
+            await rest
+
+    def begin(self, tid: str) -> Coroutine[Any, Any, None] | None:
+        """Starts one attempt of ``tid`` on the loop thread, now.
+
+        Returns None when the attempt already ended and is settled (a gate
+        stopped it, or a quick call ran inline: no await, so the run loop
+        needs no asyncio Task for it); else the coroutine that finishes it
+        (the intent's commit, the call, the settled outcome).
+        """
         st = self._state
         task = st.tasks[tid]
         rec = st.records[tid]
@@ -124,7 +150,7 @@ class AttemptRunner:
                 f"ws.open({st.info.name!r}, tools=[...]) and retry the task"
             )
             self._settler.settle(tid, rec, Failed("missing_tool", error, "ToolError"))
-            return
+            return None
         for _, ref in iter_references(task.args):  # ${env.NAME}: never stored
             if ref is not None and ref.is_env and ref.path[0] in os.environ:
                 st.redactor.add(os.environ[ref.path[0]])
@@ -132,7 +158,7 @@ class AttemptRunner:
             args = resolve_args(task.args, st.result_of)
         except UnresolvedReferenceError as e:
             self._settler.settle(tid, rec, Failed("bad_reference", str(e), "PlanError"))
-            return
+            return None
         in_hash = input_hash(tool.name, args)
         cached = (
             st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
@@ -141,7 +167,7 @@ class AttemptRunner:
         )
         if cached is not None:  # a fork re-running what its parent already did
             self._replayed(tid, rec, cached, in_hash, tool)
-            return
+            return None
         approval = rec.approval or {}
         if approval.get("state") == "approved":
             if approval.get("edited_args") is not None:
@@ -150,16 +176,16 @@ class AttemptRunner:
             decision, policy = decide(self._options.policies, tool, args)
             if decision != "approve":
                 self._gate(tid, rec, tool, args, decision, policy)
-                return
+                return None
         key = idempotency_key(st.info.id, tid, rec.generation)
         attempt = rec.attempts + 1
         hit = self._budget.check(tid, {"steps": 1})
         if hit is not None:
             self._settler.budget_stop(tid, hit)
-            return
+            return None
         if self._signals.stopping is not None:  # shutting down: start nothing
             st.sched.set(tid, "pending")
-            return
+            return None
         st.usage["steps"] = st.usage.get("steps", 0) + 1
         # Invariant 2: the intent is durable before the side effect can happen.
         rec = rec.model_copy(
@@ -175,77 +201,84 @@ class AttemptRunner:
         )
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
         timeout = task.timeout or tool.timeout
-        one_commit = (
+        call = _Call(task, tool, args, self._ctx(tid, attempt, key), timeout)
+        if (
             tool.side_effect != "write"
             and self._options.executor is None
             and self._inline.inline_now(tool, timeout)
-        )
-        deferred = one_commit
-        on_thread = None
-        if one_commit:
+        ):
             # A quick call on the loop of a tool without side effects: nothing
             # else runs until it returns, and invariant 2 asks nothing of it, so
             # its intent goes into the outcome's commit (one transaction per
             # step). A crash mid-call leaves the task pending: it runs again.
             st.defer([started])
-            intent = rec
-
-            async def on_thread() -> bool:
-                # Refused on the loop, the call goes to a thread and the loop
-                # runs on: other commits, a skip or a pause may come first, so
-                # the intent is committed now, as for any call on a thread.
-                nonlocal deferred
-                st.drop_deferred()  # only ours: deferred while the loop was held
-                deferred = False
-                return await self._intents.commit(intent, started, relaxed=True)
-
-        else:
-            # Committed with the intents of the tasks starting beside it (one
-            # transaction), before the call. A tool without side effects loses
-            # nothing if its intent is lost to a power cut (the attempt just
-            # runs again): no fsync for it under "full".
             try:
-                written = await self._intents.commit(
-                    rec, started, relaxed=tool.side_effect != "write"
+                out = call_inline(
+                    tool,
+                    args,
+                    call.ctx,
+                    success=task.success,
+                    artifacts=st.artifacts.redacting(st.redactor, tid),
+                    gate=self._inline,
                 )
-            except asyncio.CancelledError:
-                if not self._signals.abandoning:
-                    raise
-                # The shutdown's own cancellation, before the call began: a
-                # written intent goes back to pending (nothing to decide).
-                me = asyncio.current_task()
-                if me is not None:
-                    me.uncancel()
-                written = st.records[tid].status == "running"
-                if written:
-                    why = self._signals.stopping or "shut down"
-                    left = ShutDown(why, started=False)
-                    self._settler.settle(tid, st.records[tid], left)
-                    return
-            if not written:  # shut down while the intent waited: start nothing
-                st.usage["steps"] -= 1  # no step was taken
-                st.sched.set(tid, "pending")
+            except BaseException:
+                st.drop_deferred()
+                raise
+            if out is not None:
+                self._settle(tid, rec, call, out)
+                return None
+            # The call refused to run inside the loop: it goes to a thread and
+            # the loop runs on, so other commits, a skip or a pause may come
+            # first; its intent is committed now, as for any call on a thread.
+            st.drop_deferred()  # only ours: deferred while the loop was held
+        # Committed with the intents of the tasks starting beside it (one
+        # transaction), before the call. A tool without side effects loses
+        # nothing if its intent is lost to a power cut (the attempt just
+        # runs again): no fsync for it under "full".
+        return self._call(tid, rec, started, call)
+
+    async def _call(
+        self, tid: str, rec: TaskRecord, started: EventBase, call: _Call
+    ) -> None:
+        """The rest of an attempt that awaits: its intent, then its call."""
+        st = self._state
+        tool = call.tool
+        try:
+            written = await self._intents.commit(
+                rec, started, relaxed=tool.side_effect != "write"
+            )
+        except asyncio.CancelledError:
+            if not self._signals.abandoning:
+                raise
+            # The shutdown's own cancellation, before the call began: a
+            # written intent goes back to pending (nothing to decide).
+            me = asyncio.current_task()
+            if me is not None:
+                me.uncancel()
+            written = st.records[tid].status == "running"
+            if written:
+                why = self._signals.stopping or "shut down"
+                left = ShutDown(why, started=False)
+                self._settler.settle(tid, st.records[tid], left)
                 return
+        if not written:  # shut down while the intent waited: start nothing
+            st.usage["steps"] -= 1  # no step was taken
+            st.sched.set(tid, "pending")
+            return
         out: Outcome
         try:
             out = await run_attempt(
                 tool,
-                args,
-                self._ctx(tid, attempt, key),
-                timeout=timeout,
-                success=task.success,
+                call.args,
+                call.ctx,
+                timeout=call.timeout,
+                success=call.task.success,
                 pool=self._thread_pool(),
                 artifacts=st.artifacts.redacting(st.redactor, tid),
                 remote=self._options.executor,
                 gate=self._inline,
-                on_thread=on_thread,
             )
         except asyncio.CancelledError:
-            # A deferred intent lives only while the loop is held (a call moved
-            # to a thread committed it first), so it is rarely still here; if
-            # it is, it was never written and the task is simply pending.
-            if deferred:
-                st.drop_deferred()
             if not self._signals.abandoning:
                 raise
             # The shutdown's own cancellation (RunLoop.abandon): the call may
@@ -254,20 +287,20 @@ class AttemptRunner:
             if me is not None:
                 me.uncancel()
             out = ShutDown(self._signals.stopping or "shut down", started=True)
-        except BaseException:
-            if deferred:
-                st.drop_deferred()
-            raise
+        # An LLM task's calls added their cost to the committed record.
+        self._settle(tid, st.records[tid], call, out)
+
+    def _settle(self, tid: str, rec: TaskRecord, call: _Call, out: Outcome) -> None:
         hit = self._llm.take_budget_hit(tid)
         if hit is not None and isinstance(out, Failed) and out.kind == "budget":
             out = OverBudget(hit, out.error, duration=out.duration)
+        task = call.task
         self._settler.settle(
             tid,
-            # An LLM task's calls added their cost to the committed record.
-            rec if deferred else st.records[tid],
+            rec,
             out,
-            tool_hash=tool.code_hash,
-            retries=task.retries if task.retries is not None else tool.retries,
+            tool_hash=call.tool.code_hash,
+            retries=task.retries if task.retries is not None else call.tool.retries,
         )
 
     def _replayed(

@@ -4,6 +4,7 @@ and how a run ends (succeeded, failed, or paused and why)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -22,7 +23,11 @@ from argus_lab.runtime.state import LeaseArg, SessionState
 from argus_lab.runtime.supervisor import Supervisor
 from argus_lab.store.space import with_context
 
-__all__ = ["RunLoop"]
+__all__ = ["BREATHE_S", "RunLoop"]
+
+BREATHE_S = 0.002
+"""The longest the run loop runs steps that end without awaiting before it
+lets the event loop serve its other callbacks once."""
 
 
 class RunLoop:
@@ -139,6 +144,14 @@ class RunLoop:
 
     async def execute(self, tid: str) -> None:
         """Runs one ready task: an expansion, or an attempt under a slow-watch."""
+        rest = self.begin(tid)
+        if rest is not None:
+            await rest
+
+    def begin(self, tid: str) -> Coroutine[Any, Any, None] | None:
+        """Starts one ready task now; returns None if it already ended (an
+        expansion, a gate, a quick call inline), else the coroutine that
+        finishes it (under the slow-watch, cancellable by ``abandon``)."""
         st = self._state
         task = st.tasks[tid]
         if task.tool == EXPAND_TOOL:
@@ -146,27 +159,36 @@ class RunLoop:
             failure = self._supervisor.expand(tid)
             if failure is not None:
                 self._settler.settle(tid, rec, failure)
-            return
+            return None
+        try:
+            rest = self._attempts.begin(tid)
+        except StorageFullError as e:  # e.g. an artifact: name session and task
+            raise self._storage_full(e, tid) from None
+        return None if rest is None else self._finish(tid, rest)
+
+    async def _finish(self, tid: str, rest: Coroutine[Any, Any, None]) -> None:
         me = asyncio.current_task()
         assert me is not None
         self._inflight.add(me)
         watch = None
-        if task.expected_seconds is not None:
+        expected = self._state.tasks[tid].expected_seconds
+        if expected is not None:
             loop = asyncio.get_running_loop()
-            limit = task.expected_seconds * self._options.anomaly_factor
+            limit = expected * self._options.anomaly_factor
             watch = loop.call_later(limit, self._too_slow, tid, limit)
         try:
-            await self._attempts.run(tid)
-        except StorageFullError as e:  # e.g. an artifact: name session and task
-            info = st.info
-            label = f"{info.name!r} ({info.id})"
-            raise with_context(
-                e, session_id=info.id, label=label, task_id=tid
-            ) from None
+            await rest
+        except StorageFullError as e:
+            raise self._storage_full(e, tid) from None
         finally:
             self._inflight.discard(me)
             if watch is not None:
                 watch.cancel()
+
+    def _storage_full(self, e: StorageFullError, tid: str) -> StorageFullError:
+        info = self._state.info
+        label = f"{info.name!r} ({info.id})"
+        return with_context(e, session_id=info.id, label=label, task_id=tid)
 
     def abandon(self) -> None:
         """A shutdown's grace is over: the attempts in flight end now, each as a
@@ -210,6 +232,7 @@ class RunLoop:
         if not self._start_run():
             return self.result()
         running: set[asyncio.Task[None]] = set()
+        breath = time.perf_counter()
         wake = sig.wake
         assert wake is not None
         try:
@@ -219,9 +242,18 @@ class RunLoop:
                     and len(running) < self._options.concurrency
                     and (tid := self._pop_ready()) is not None
                 ):
-                    task = asyncio.create_task(self.execute(tid))
-                    task.add_done_callback(lambda _: sig.wake_up())
-                    running.add(task)
+                    rest = self.begin(tid)
+                    if rest is not None:
+                        task = asyncio.create_task(rest)
+                        task.add_done_callback(lambda _: sig.wake_up())
+                        running.add(task)
+                    elif (now := time.perf_counter()) - breath > BREATHE_S:
+                        # Steps that end without awaiting (quick inline calls)
+                        # need no Task, but the loop must still serve others
+                        # now and then: calls on threads ending, timers, a
+                        # person's approve or skip.
+                        await asyncio.sleep(0)
+                        breath = now
                 if not running and (sig.pause_requested or not st.timers):
                     break
                 wake.clear()

@@ -37,6 +37,7 @@ __all__ = [
     "INLINE_AFTER",
     "INLINE_BUDGET_S",
     "InlineGate",
+    "call_inline",
     "check_success",
     "run_attempt",
 ]
@@ -217,10 +218,59 @@ async def run_attempt(
         gate=gate,
         on_thread=on_thread,
     )
+    return _stamped(out, t0)
+
+
+def call_inline(
+    tool: Tool,
+    args: dict[str, Any],
+    ctx: ToolContext,
+    *,
+    success: dict[str, Any] | None,
+    artifacts: ArtifactStore,
+    gate: InlineGate,
+) -> Outcome | None:
+    """One attempt of a sync tool on the event loop, now, without awaiting
+    (``gate.inline_now`` said yes); its outcome as ``run_attempt`` would give it.
+
+    None: the call refused to run inside an event loop (asyncio's own words,
+    for a tool not declared ``inline=True``); the gate sends the tool to threads
+    and the caller runs the attempt again there (harmless: ``inline_now`` only
+    says yes to tools without side effects or declared inline).
+    """
+    t0 = time.perf_counter()
+    kwargs = _kwargs(tool, args, ctx)
+    if isinstance(kwargs, Failed):
+        return _stamped(kwargs, t0)
+    t1 = time.perf_counter()
+    try:
+        result = tool.fn(**kwargs)
+    except Exception as e:
+        if tool.inline is None and _refused_the_loop(e):
+            gate.demote(tool)
+            return None
+        return _stamped(_error_outcome(tool, e, None), t0)
+    if tool.inline is None:
+        gate.inline_took(tool, time.perf_counter() - t1)
+    return _stamped(_result_outcome(tool, result, success, artifacts), t0)
+
+
+def _stamped(out: Outcome, t0: float) -> Outcome:
     # The outcome was made just now and nobody else holds it: stamping its
     # duration in place spares a dataclasses.replace (~3 us) on every step.
     object.__setattr__(out, "duration", time.perf_counter() - t0)
     return out
+
+
+def _kwargs(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Any:
+    """The call's keyword arguments, or the Failed outcome of bad ones."""
+    try:
+        kwargs = tool.validate(args)
+    except ArgusError as e:
+        return _failed(e, "invalid_args", tb=False)
+    if tool.takes_ctx:
+        kwargs["ctx"] = ctx
+    return kwargs
 
 
 async def _attempt(
@@ -236,12 +286,9 @@ async def _attempt(
     gate: InlineGate | None = None,
     on_thread: Callable[[], Awaitable[bool]] | None = None,
 ) -> Outcome:
-    try:
-        kwargs = tool.validate(args)
-    except ArgusError as e:
-        return _failed(e, "invalid_args", tb=False)
-    if tool.takes_ctx:
-        kwargs["ctx"] = ctx
+    kwargs = _kwargs(tool, args, ctx)
+    if isinstance(kwargs, Failed):
+        return kwargs
     try:
         if tool.is_async:
             result = await asyncio.wait_for(tool.fn(**kwargs), timeout)
@@ -263,7 +310,16 @@ async def _attempt(
                 # process is exiting, which is no failure of the task's; the call
                 # never began.
                 return ShutDown(str(e), started=False)
-    except TimeoutError as e:
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        return _error_outcome(tool, e, timeout)
+    return _result_outcome(tool, result, success, artifacts)
+
+
+def _error_outcome(tool: Tool, e: Exception, timeout: float | None) -> Outcome:
+    """How an attempt whose call raised ``e`` ended."""
+    if isinstance(e, TimeoutError):
         if tool.side_effect == "write" and not tool.idempotent:
             # Abandoned mid-call, it may still take effect: never run it again
             # on our own (invariant 2); a person decides.
@@ -278,19 +334,25 @@ async def _attempt(
             type(e).__name__,
             traceback="".join(traceback.format_exception(e)),
         )
-    except InDoubtError as e:  # e.g. a cluster lost a write mid-way
+    if isinstance(e, InDoubtError):  # e.g. a cluster lost a write mid-way
         return InDoubt(
             str(e) or type(e).__name__,
             traceback="".join(traceback.format_exception(e)),
         )
-    except BudgetExceeded as e:  # an LLM task's budget check (the hit is kept)
+    if isinstance(e, BudgetExceeded):  # an LLM task's check (the hit is kept)
         return _failed(e, "budget")
-    except (TransientError, ConnectionError) as e:
+    if isinstance(e, TransientError | ConnectionError):
         return _failed(e, "transient")
-    except asyncio.CancelledError:
-        raise
-    except Exception as e:
-        return _failed(e)
+    return _failed(e)
+
+
+def _result_outcome(
+    tool: Tool,
+    result: Any,
+    success: dict[str, Any] | None,
+    artifacts: ArtifactStore,
+) -> Outcome:
+    """How an attempt whose call returned ``result`` ended (checked, as JSON)."""
     try:
         # DataFrames, Figures, bytes and produced files become artifacts.
         jsonable = to_jsonable_python(to_stored(result, artifacts))
