@@ -12,6 +12,7 @@ be masked without corrupting it, so callers refuse it instead.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -68,8 +69,15 @@ _TRIGGERS = (
 
 
 def _may_have_shape(s: str) -> bool:
-    low = s.lower()
-    return any(t in low for t in _TRIGGERS)
+    # map() over a bound method: the loop runs in C, no generator per value.
+    return any(map(s.lower().__contains__, _TRIGGERS))
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_field(key: str) -> bool:
+    # Keys repeat (field names, the same dicts step after step): the regex
+    # runs once per distinct key.
+    return _SECRET_FIELD.search(key) is not None
 
 
 class Redactor:
@@ -114,8 +122,7 @@ class Redactor:
         if isinstance(v, dict):
             out = {}
             for k, x in v.items():
-                secret_key = isinstance(k, str) and _SECRET_FIELD.search(k) is not None
-                if secret_key and isinstance(x, str) and x:
+                if isinstance(x, str) and x and isinstance(k, str) and _secret_field(k):
                     out[k] = MASK
                 else:
                     out[k] = self.value(x)
@@ -138,9 +145,13 @@ class Redactor:
 
     def needed(self, text: str) -> bool:
         """Whether ``text`` contains anything this redactor would mask."""
-        if any(v in text for v in self.values):
+        if self.has_value(text):
             return True
         return _may_have_shape(text) and _SHAPES.search(text) is not None
+
+    def has_value(self, text: str) -> bool:
+        """Whether ``text`` contains one of the secret values (shapes aside)."""
+        return any(map(text.__contains__, self.values))
 
     def mask_bytes(self, data: bytes) -> bytes | None:
         """``data`` with secrets masked; None when it is binary (not UTF-8) and

@@ -218,3 +218,49 @@ def test_large_results_are_redacted_before_they_become_artifacts(
     assert s.record("b").result_ref is not None
     assert s.result("b")["leak"] == MASK
     assert SECRET.encode() not in all_bytes(ws.path / "artifacts")
+
+
+GH_SHAPE = "ghp_" + "Zq7" * 12  # a GitHub token's shape, and a valid class name
+
+
+class _ShapedError(Exception):
+    pass
+
+
+_ShapedError.__name__ = GH_SHAPE
+
+
+@al.tool
+def shaped(n: int) -> dict[str, object]:
+    """Puts secret shapes into every field a step's record and events carry."""
+    if n == 1:
+        raise _ShapedError("password=hunter2-hunter2")
+    return {"Authorization": "Bearer abcdefghijklmnop", "cookie": "c-0123456789"}
+
+
+def test_every_field_of_a_step_that_holds_outside_text_is_masked(
+    ws: al.Workspace,
+) -> None:
+    """The store scans task and event rows of a run for secret *values* only
+    (fields_redacted): the runtime masks shapes and secret keys field by field,
+    every field that can carry outside text included, even an exception's
+    class name. Nothing shaped like a secret reaches the stored bytes."""
+    plan = {
+        "goal": "shapes",
+        "tasks": [
+            {"id": "ok", "tool": "shaped", "args": {"n": 0}},
+            {"id": "bad", "tool": "shaped", "args": {"n": 1}},
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[shaped], name="shapes")
+    s.run()
+    assert s.result("ok") == {"Authorization": MASK, "cookie": MASK}
+    bad = s.record("bad")
+    assert bad.status == "failed" and bad.error_type == MASK
+    assert "hunter2" not in (bad.error or "") + (bad.traceback or "")
+    failed = [e for e in s.events() if e.kind == "task_failed"]
+    assert failed and failed[0].model_dump()["error_type"] == MASK
+    s.close()
+    stored = all_bytes(ws.path / "sessions" / s.id)
+    for needle in (GH_SHAPE, "hunter2", "abcdefghijklmnop", "c-0123456789"):
+        assert needle.encode() not in stored, needle

@@ -41,6 +41,11 @@ if TYPE_CHECKING:
 
 __all__ = ["SessionState"]
 
+_OUTSIDE_TEXT = ("result", "error", "error_type", "traceback", "reason", "approval")
+"""The fields of a TaskRecord that can hold text from outside Argus (a tool's
+result, an exception, a person's reason and approval): the rest are ids,
+hashes, numbers and statuses."""
+
 LeaseArg = dict[str, Any] | Literal["keep"] | None
 """A lease to write, "keep" (renew only if due) or None (release it)."""
 
@@ -200,6 +205,7 @@ class SessionState:
             lease=lease,
             usage=self.usage,
             relaxed=relaxed,
+            fields_redacted=True,  # just above: the store need not scan again
         )
         self.version = head.version
         self.last_seq = head.last_seq
@@ -233,14 +239,18 @@ class SessionState:
                     log.exception("argus subscriber %r failed on %s", cb, ev.kind)
 
     def _redact(self, rec: TaskRecord) -> TaskRecord:
-        """Invariant 7: secrets leave a record before it is stored or kept."""
+        """Invariant 7: secrets leave a record before it is stored or kept.
+
+        Every field that can hold outside text is masked here, so the store
+        scans the record's row for secret values only (``fields_redacted``).
+        """
         red = self.redactor
         upd: dict[str, Any] = {}
-        for name in ("result", "error", "traceback", "reason", "approval"):
+        for name in _OUTSIDE_TEXT:
             v = getattr(rec, name)
             if v is not None:
                 nv = red.value(v)
-                if nv != v:
+                if nv is not v and nv != v:
                     upd[name] = nv
         return rec.model_copy(update=upd) if upd else rec
 

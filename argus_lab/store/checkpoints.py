@@ -274,6 +274,7 @@ class SessionStore:
         lease: dict[str, Any] | Literal["keep"] | None = "keep",
         usage: dict[str, float] | None = None,
         relaxed: bool = False,
+        fields_redacted: bool = False,
     ) -> Head:
         """Writes changed records and new events atomically; returns the new head.
 
@@ -285,6 +286,14 @@ class SessionStore:
         only make work run again, never repeat a side effect: the intent of an
         attempt of a tool without side effects. The next fsynced commit makes
         it durable too (same WAL file).
+
+        ``fields_redacted``: the caller masked every field of the records and
+        events that can hold outside text (the records' result, error,
+        error_type, traceback, reason and approval; each event's own fields)
+        value by value, as ``SessionState.commit`` does. Their rows are then
+        scanned for secret values only, not a second time for secret shapes
+        (the rest of such a row is ids, hashes, numbers and names from the
+        plan, whose own row was scanned whole). Meta and plan rows always are.
         """
         relax = relaxed and self.durability == "full"
         records = list(records)
@@ -293,16 +302,26 @@ class SessionStore:
         try:
             if lease is None:
                 abandon_lease(holder)  # until the release below is committed
-            with self._transaction(r.task_id for r in records):
-                head = self._check(
-                    self._head_in(self.cache._con), expected_version, holder
-                )
-                head.version += 1
-                if lease != "keep":
-                    head.lease = lease
-                if usage is not None:
-                    head.usage = usage
-                self._write(head, records, events, meta=meta, plan=plan)
+            try:
+                with Transaction(self.cache) as con:
+                    head = self._check(self._head_in(con), expected_version, holder)
+                    head.version += 1
+                    if lease != "keep":
+                        head.lease = lease
+                    if usage is not None:
+                        head.usage = usage
+                    self._write(
+                        head,
+                        records,
+                        events,
+                        meta=meta,
+                        plan=plan,
+                        con=con,
+                        fields_redacted=fields_redacted,
+                    )
+            except sqlite3.DatabaseError as e:
+                tids = [r.task_id for r in records]
+                raise self._read.db_error("cache.db", e, tids) from None
         finally:
             if relax:
                 self.cache._sql("PRAGMA synchronous=2")
@@ -328,6 +347,13 @@ class SessionStore:
             text = red.text(text)
         return encode(text)
 
+    def _encode_redacted(self, text: str) -> str:
+        """``_encode`` for a row whose outside text was masked field by field."""
+        red = self.redactor
+        if red is not None and red.has_value(text):
+            text = red.text(text)
+        return encode(text)
+
     def _write(
         self,
         head: Head,
@@ -336,20 +362,24 @@ class SessionStore:
         *,
         meta: SessionInfo | None = None,
         plan: Plan | None = None,
+        con: sqlite3.Connection | None = None,
+        fields_redacted: bool = False,
     ) -> None:
-        rows, con = self._rows, self.cache._con
+        rows = self._rows
+        if con is None:
+            con = self.cache._con
+        enc = self._encode_redacted if fields_redacted else self._encode
         for rec in records:
             # Fields at their defaults (most are None on a plain success) are
             # left out: ~150 bytes a step; loading fills them back in.
-            rows.update(
-                con,
-                "t:" + rec.task_id,
-                self._encode(rec.model_dump_json(exclude_defaults=True)),
-            )
+            text = rec.model_dump_json(exclude_defaults=True)
+            rows.update(con, "t:" + rec.task_id, enc(text))
+        seq = head.last_seq
         for ev in events:
-            head.last_seq += 1
-            ev.seq = head.last_seq
-            rows.insert(con, f"e:{ev.seq:012d}", self._encode(ev.model_dump_json()))
+            seq += 1
+            ev.seq = seq
+            rows.insert(con, f"e:{seq:012d}", enc(ev.model_dump_json()))
+        head.last_seq = seq
         if meta is not None:
             rows.update(con, "meta", self._encode(meta.model_dump_json()))
         if plan is not None:
