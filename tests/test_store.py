@@ -160,6 +160,7 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
     writes: list[list[str]] = []
     real_commit = SessionStore.commit
     real_update, real_insert = RowWriter.update, RowWriter.insert
+    real_update_if = RowWriter.update_if
     current: list[str] = []
 
     # Every row a commit writes goes through RowWriter (which hands what it
@@ -173,6 +174,14 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
             current.append(key)
         real_insert(rows, con, key, value)
 
+    def spy_update_if(
+        rows: RowWriter, con: Any, key: str, old: str, value: str
+    ) -> bool:
+        done = real_update_if(rows, con, key, old, value)
+        if done:  # else the head is read and written by update()
+            current.append(key)
+        return done
+
     def spy_commit(store: SessionStore, *a: Any, **k: Any) -> Any:
         current.clear()
         out = real_commit(store, *a, **k)
@@ -182,6 +191,7 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
     # Every SessionStore and cache of this test is the session's own.
     monkeypatch.setattr(RowWriter, "update", spy_update)
     monkeypatch.setattr(RowWriter, "insert", spy_insert)
+    monkeypatch.setattr(RowWriter, "update_if", spy_update_if)
     monkeypatch.setattr(SessionStore, "commit", spy_commit)
     assert s.run().status == "succeeded"
     s.close()

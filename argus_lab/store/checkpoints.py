@@ -35,15 +35,15 @@ from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
 from argus_lab.store._bulk import load_records, paused_gc
+from argus_lab.store._commit import HeadRow, encoded, successor, write_rows
 from argus_lab.store._reader import CheckpointReader
-from argus_lab.store._rows import NOT_INLINE, RowWriter, Transaction
+from argus_lab.store._rows import RowWriter, Transaction
 from argus_lab.store.envelope import (
     MIGRATIONS,
     SCHEMA_VERSION,
     Durability,
     JsonOnlyDisk,
     RecordKind,
-    encode,
     migration,
     open_cache,
 )
@@ -103,10 +103,7 @@ class SessionStore:
         self._read = CheckpointReader(self.directory, session_id, durability)
         self.cache = self._read.cache
         self._rows = RowWriter(self.cache)
-        self._head_text: str | None = None
-        """The head's stored text as this store last wrote it: a commit that finds
-        the same text in its transaction knows nobody else wrote since."""
-        self._head: Head | None = None
+        self._heads = HeadRow(self._rows)
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
@@ -231,7 +228,7 @@ class SessionStore:
                 )
             head = Head(version=1, last_seq=0)
             for key, text in (replays or {}).items():
-                self.cache.set("r:" + key, self._encode(text))
+                self.cache.set("r:" + key, encoded(self.redactor, text))
             records = list(records)
             self._write(head, records, events, meta=meta, plan=plan)
         self.witness.record(head.version, [r.task_id for r in records])
@@ -246,7 +243,7 @@ class SessionStore:
         not the step that asked for it commits, so it needs no transaction.
         """
         try:
-            self.cache.set("r:" + key, self._encode(json.dumps(data)))
+            self.cache.set("r:" + key, encoded(self.redactor, json.dumps(data)))
         except sqlite3.DatabaseError as e:
             raise self._read.db_error("r:" + key, e) from None
 
@@ -288,12 +285,8 @@ class SessionStore:
         it durable too (same WAL file).
 
         ``fields_redacted``: the caller masked every field of the records and
-        events that can hold outside text (the records' result, error,
-        error_type, traceback, reason and approval; each event's own fields)
-        value by value, as ``SessionState.commit`` does. Their rows are then
-        scanned for secret values only, not a second time for secret shapes
-        (the rest of such a row is ids, hashes, numbers and names from the
-        plan, whose own row was scanned whole). Meta and plan rows always are.
+        events that can hold outside text, value by value (``SessionState``
+        does): their rows are scanned for secret values only (_commit.py).
         """
         relax = relaxed and self.durability == "full"
         records = list(records)
@@ -304,19 +297,19 @@ class SessionStore:
                 abandon_lease(holder)  # until the release below is committed
             try:
                 with Transaction(self.cache) as con:
-                    head = self._check(self._head_in(con), expected_version, holder)
-                    head.version += 1
-                    if lease != "keep":
-                        head.lease = lease
-                    if usage is not None:
-                        head.usage = usage
-                    self._write(
-                        head,
+                    n = len(events)
+                    head = self._next_head(
+                        con, expected_version, holder, lease, usage, n
+                    )
+                    write_rows(
+                        self._rows,
+                        con,
+                        self.redactor,
+                        head.last_seq - n,
                         records,
                         events,
                         meta=meta,
                         plan=plan,
-                        con=con,
                         fields_redacted=fields_redacted,
                     )
             except sqlite3.DatabaseError as e:
@@ -331,28 +324,32 @@ class SessionStore:
         )
         return head
 
-    def _head_in(self, con: sqlite3.Connection) -> Head | None:
-        """The head inside a transaction: the cached one if its stored text is
-        the text this store wrote last (nobody else wrote), else read afresh."""
-        raw = self._rows.read_raw(con, "head")
-        if raw is not None and raw is not NOT_INLINE and raw == self._head_text:
-            h = self._head
-            assert h is not None
-            return Head(h.version, h.last_seq, h.lease, dict(h.usage))
-        return self.read_head()
+    def _next_head(
+        self,
+        con: sqlite3.Connection,
+        expected: int,
+        holder: str,
+        lease: dict[str, Any] | Literal["keep"] | None,
+        usage: dict[str, float] | None,
+        n_events: int,
+    ) -> Head:
+        """Checks the stored head (invariant 6) and writes the next one.
 
-    def _encode(self, text: str) -> str:
-        red = self.redactor
-        if red is not None and red.needed(text):
-            text = red.text(text)
-        return encode(text)
-
-    def _encode_redacted(self, text: str) -> str:
-        """``_encode`` for a row whose outside text was masked field by field."""
-        red = self.redactor
-        if red is not None and red.has_value(text):
-            text = red.text(text)
-        return encode(text)
+        Usually one statement: the head is rewritten only where its stored text
+        is still the text this store wrote last, so nobody else wrote since and
+        the head to check is the one remembered. Otherwise (a first commit,
+        another writer, a commit rolled back) it is read and parsed first.
+        """
+        moved = self._heads.advance(con, expected, lease, usage, n_events)
+        if moved is not None:
+            last, head = moved
+            self._refuse_if_held(last, holder)  # raising rolls the update back
+            return head
+        head = successor(
+            self._check(self.read_head(), expected, holder), lease, usage, n_events
+        )
+        self._heads.put(con, head)
+        return head
 
     def _write(
         self,
@@ -362,37 +359,21 @@ class SessionStore:
         *,
         meta: SessionInfo | None = None,
         plan: Plan | None = None,
-        con: sqlite3.Connection | None = None,
-        fields_redacted: bool = False,
     ) -> None:
-        rows = self._rows
-        if con is None:
-            con = self.cache._con
-        enc = self._encode_redacted if fields_redacted else self._encode
-        for rec in records:
-            # Fields at their defaults (most are None on a plain success) are
-            # left out: ~150 bytes a step; loading fills them back in.
-            text = rec.model_dump_json(exclude_defaults=True)
-            rows.update(con, "t:" + rec.task_id, enc(text))
-        seq = head.last_seq
-        for ev in events:
-            seq += 1
-            ev.seq = seq
-            rows.insert(con, f"e:{seq:012d}", enc(ev.model_dump_json()))
-        head.last_seq = seq
-        if meta is not None:
-            rows.update(con, "meta", self._encode(meta.model_dump_json()))
-        if plan is not None:
-            text = plan.model_dump_json(exclude_defaults=True)
-            rows.update(con, "plan", self._encode(text))
-        self._put_head(con, head)
-
-    def _put_head(self, con: sqlite3.Connection, head: Head) -> None:
-        text = encode(head.to_json())
-        self._rows.update(con, "head", text)
-        # Remembered only as what the transaction wrote: if it rolls back, the
-        # stored text differs and the next commit reads the head afresh.
-        self._head_text, self._head = text, head
+        """Writes records, events (numbered after ``head.last_seq``), meta, plan
+        and then ``head``, in the open transaction."""
+        con = self.cache._con
+        head.last_seq = write_rows(
+            self._rows,
+            con,
+            self.redactor,
+            head.last_seq,
+            records,
+            events,
+            meta=meta,
+            plan=plan,
+        )
+        self._heads.put(con, head)
 
     def acquire_lease(self, holder: str, ttl: float) -> Head:
         """Takes the runner lease (or renews ours).
@@ -407,7 +388,7 @@ class SessionStore:
             self._refuse_if_held(head, holder)
             head.version += 1
             head.lease = make_lease(holder, ttl)
-            self._put_head(self.cache._con, head)
+            self._heads.put(self.cache._con, head)
         release_abandoned(holder)
         self.witness.record(head.version, [])
         return head

@@ -1,0 +1,128 @@
+"""The rows of one checkpoint commit, as text: records, events, meta, plan.
+
+``SessionStore.commit`` (checkpoints.py) opens the transaction and claims the
+next head; the rows it writes are made here: each value JSON, scrubbed of
+secrets (invariant 7) and wrapped in the checksummed envelope (envelope.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from argus_lab.events import EventBase
+from argus_lab.model import SessionInfo, TaskRecord
+from argus_lab.plan import Plan
+from argus_lab.redact import Redactor
+from argus_lab.store._rows import RowWriter
+from argus_lab.store.envelope import encode
+from argus_lab.store.head import Head
+
+__all__ = ["HeadRow", "encoded", "successor", "write_rows"]
+
+
+def encoded(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str:
+    """``text`` in its envelope, secrets masked first.
+
+    ``shapes=False`` looks for secret values only: for a row whose fields that
+    can hold outside text were masked value by value already (secret shapes
+    and keys included), so scanning the whole row again for shapes would only
+    cost time (see ``SessionStore.commit``'s ``fields_redacted``).
+    """
+    if redactor is not None and (
+        redactor.needed(text) if shapes else redactor.has_value(text)
+    ):
+        text = redactor.text(text)
+    return encode(text)
+
+
+def write_rows(
+    rows: RowWriter,
+    con: sqlite3.Connection,
+    redactor: Redactor | None,
+    seq: int,
+    records: Iterable[TaskRecord],
+    events: list[EventBase],
+    *,
+    meta: SessionInfo | None = None,
+    plan: Plan | None = None,
+    fields_redacted: bool = False,
+) -> int:
+    """Writes a commit's rows in the open transaction; events are numbered
+    ``seq + 1``, ``seq + 2``, ...; returns the last seq."""
+    shapes = not fields_redacted
+    for rec in records:
+        # Fields at their defaults (most are None on a plain success) are
+        # left out: ~150 bytes a step; loading fills them back in.
+        text = rec.model_dump_json(exclude_defaults=True)
+        rows.update(con, "t:" + rec.task_id, encoded(redactor, text, shapes=shapes))
+    for ev in events:
+        seq += 1
+        ev.seq = seq
+        text = encoded(redactor, ev.model_dump_json(), shapes=shapes)
+        rows.insert(con, f"e:{seq:012d}", text)
+    if meta is not None:
+        rows.update(con, "meta", encoded(redactor, meta.model_dump_json()))
+    if plan is not None:
+        text = plan.model_dump_json(exclude_defaults=True)
+        rows.update(con, "plan", encoded(redactor, text))
+    return seq
+
+
+def successor(
+    head: Head,
+    lease: dict[str, Any] | Literal["keep"] | None,
+    usage: dict[str, float] | None,
+    n_events: int,
+) -> Head:
+    """The head a commit of ``n_events`` events writes after ``head``."""
+    return Head(
+        head.version + 1,
+        head.last_seq + n_events,
+        head.lease if lease == "keep" else lease,
+        dict(head.usage if usage is None else usage),
+    )
+
+
+class HeadRow:
+    """The head row as this store last wrote it, text and parsed.
+
+    Args:
+        rows: Writes the row.
+    """
+
+    def __init__(self, rows: RowWriter) -> None:
+        self._rows = rows
+        self.text: str | None = None
+        self.head: Head | None = None
+
+    def put(self, con: sqlite3.Connection, head: Head) -> None:
+        """Writes ``head`` in the open transaction."""
+        text = encode(head.to_json())
+        self._rows.update(con, "head", text)
+        # Remembered only as what the transaction wrote: if it rolls back, the
+        # stored text differs and the next commit reads the head afresh.
+        self.text, self.head = text, head
+
+    def advance(
+        self,
+        con: sqlite3.Connection,
+        expected: int,
+        lease: dict[str, Any] | Literal["keep"] | None,
+        usage: dict[str, float] | None,
+        n_events: int,
+    ) -> tuple[Head, Head] | None:
+        """Writes the successor of the remembered head if that is at version
+        ``expected`` and still the stored one (its text unchanged: nobody else
+        wrote since), in one statement; returns (remembered, written) heads.
+        None: nothing written; read the stored head and check it."""
+        last = self.head
+        if last is None or last.version != expected or self.text is None:
+            return None
+        head = successor(last, lease, usage, n_events)
+        text = encode(head.to_json())
+        if not self._rows.update_if(con, "head", self.text, text):
+            return None
+        self.text, self.head = text, head
+        return last, head
