@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -14,6 +15,7 @@ import argus_lab as al
 from argus_lab.store._rows import RowWriter
 from argus_lab.store.checkpoints import SessionStore
 from argus_lab.store.envelope import SCHEMA_VERSION, JsonOnlyDisk, encode
+from argus_lab.store.head import Head, make_lease
 from tests.conftest import BASIC_TOOLS, add
 
 CHAIN = {
@@ -262,3 +264,27 @@ def test_full_durability_relaxes_only_the_intent_of_tools_without_effects(
     assert all(not r for k, r, _ in seen if k != "task_started")
     assert {lvl for _, _, lvl in seen} == {2}  # FULL again after every commit
     s.close()
+
+
+def test_head_json_follows_every_change_of_its_lease_and_usage() -> None:
+    """The head keeps its lease's JSON between commits (store/head.py): any
+    change of the lease, in place or replaced, shows in the next text."""
+    lease = make_lease("holder-a", 30)
+    head = Head(4, 9, lease, {"steps": 2.0})
+
+    def expect() -> dict[str, Any]:
+        return {
+            "version": head.version,
+            "last_seq": head.last_seq,
+            "lease": head.lease,
+            "usage": head.usage,
+        }
+
+    assert json.loads(head.to_json()) == expect()
+    lease["expires"] += 15  # renewed in place
+    head.usage["wall_s"] = 0.5
+    assert json.loads(head.to_json()) == expect()
+    head.lease = make_lease("holder-b", 30)
+    assert json.loads(head.to_json()) == expect()
+    head.lease = None
+    assert head.to_json() == json.dumps(expect())

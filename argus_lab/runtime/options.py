@@ -250,8 +250,13 @@ def current_user() -> str:
 
 def input_hash(tool_name: str, args: Any) -> str:
     """Hash of a call's tool name and resolved arguments (staleness, caching)."""
-    text = json.dumps([tool_name, args], sort_keys=True, default=str)
+    # json.dumps(..., sort_keys=True, default=str) would build this encoder
+    # on every call: the same text from one made once.
+    text = _HASH_JSON.encode([tool_name, args])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_HASH_JSON = json.JSONEncoder(sort_keys=True, default=str)
 
 
 def idempotency_key(session_id: str, task_id: str, generation: int) -> str:

@@ -12,7 +12,10 @@ same row with one statement:
   ``Cache_expire_time`` exist with ``eviction_policy="none"``) and ``size`` is not
   touched, so neither an index page nor diskcache's ``Settings`` size trigger is
   written;
-- a new row (an event): one ``INSERT`` of what ``Cache.set`` would insert.
+- a new row (an event): one ``INSERT`` of what ``Cache.set`` would insert;
+- a row that may or may not exist yet (a task's record, first written by the
+  step that runs it): one ``INSERT ... ON CONFLICT DO UPDATE``, which is one of
+  the two above.
 
 Anything else (a value big enough for diskcache to keep in a file, an old row that
 points to a file) falls back to ``Cache.set``, so the table stays exactly what
@@ -41,6 +44,10 @@ _INSERT = (
     "access_count, tag, size, mode, filename, value) "
     "VALUES (?, 1, ?, NULL, ?, 0, NULL, 0, 1, NULL, ?)"
 )
+_UPSERT = (
+    _INSERT + " ON CONFLICT(key, raw) DO UPDATE SET store_time = excluded.store_time, "
+    "value = excluded.value WHERE mode = 1 AND filename IS NULL"
+)
 
 
 class RowWriter:
@@ -60,12 +67,14 @@ class RowWriter:
         return con
 
     def update(self, con: sqlite3.Connection, key: str, value: str) -> None:
-        """Replaces (or adds) row ``key``; for rows that usually exist."""
+        """Replaces or adds row ``key``."""
         if len(value) < self._max_inline:
-            cur = con.execute(_UPDATE, (time.time(), value, key))
-            if cur.rowcount == 1:
+            now = time.time()
+            if con.execute(_UPSERT, (key, now, now, value)).rowcount == 1:
                 return
-        self.insert(con, key, value)
+        # A row diskcache keeps in a file (the upsert changed nothing), or a
+        # value big enough for one: diskcache writes it.
+        self._cache.set(key, value)
 
     def update_if(
         self, con: sqlite3.Connection, key: str, old: str, value: str

@@ -40,14 +40,26 @@ class Head:
     tokens, wall_s. Kept here because the head is rewritten by every commit."""
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "version": self.version,
-                "last_seq": self.last_seq,
-                "lease": self.lease,
-                "usage": self.usage,
-            }
+        # Every commit writes the head, and its lease changes a few times a
+        # run at most: the lease's JSON is kept from the last call. The text
+        # is what json.dumps of the whole dict makes.
+        lease, usage = _lease_json(self.lease), json.dumps(self.usage)
+        return (
+            f'{{"version": {self.version:d}, "last_seq": {self.last_seq:d}, '
+            f'"lease": {lease}, "usage": {usage}}}'
         )
+
+
+_last_lease: tuple[dict[str, Any] | None, str] = (None, "null")
+
+
+def _lease_json(lease: dict[str, Any] | None) -> str:
+    global _last_lease
+    seen, text = _last_lease
+    if lease != seen:
+        text = json.dumps(lease)
+        _last_lease = (None if lease is None else dict(lease), text)
+    return text
 
 
 def _pid_alive(pid: int) -> bool:
