@@ -43,6 +43,7 @@ _SHAPES = re.compile(
     r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
 )
+_PLAIN = frozenset({int, float, bool})
 _MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
 # Every shape above contains one of these (lower-cased): a substring test first
 # lets text that holds none skip the regex, which has no literal to seek to.
@@ -130,6 +131,21 @@ class Redactor:
         if isinstance(v, list | tuple):
             return [self.value(x) for x in v]
         return v
+
+    def changes(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """What ``value(data)`` changes in a dict: only the entries it masks,
+        masked (empty when nothing needs masking; no copy of the rest)."""
+        out: dict[str, Any] = {}
+        for k, x in data.items():
+            if x is None or x.__class__ in _PLAIN:
+                continue  # nothing to mask in a number
+            if isinstance(x, str) and x and isinstance(k, str) and _secret_field(k):
+                out[k] = MASK
+            else:
+                nx = self.value(x)
+                if nx is not x and nx != x:
+                    out[k] = nx
+        return out
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """(start, end) of every secret value and secret shape in ``text``."""

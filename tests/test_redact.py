@@ -264,3 +264,22 @@ def test_every_field_of_a_step_that_holds_outside_text_is_masked(
     stored = all_bytes(ws.path / "sessions" / s.id)
     for needle in (GH_SHAPE, "hunter2", "abcdefghijklmnop", "c-0123456789"):
         assert needle.encode() not in stored, needle
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"author": "Jane", "api_key": "abc123456", "n": 7, "ok": True, "x": None},
+        {"tool": "noop", "bytes": 258, "cached": False},
+        {"nested": {"password": "pw-12345", "list": ["Bearer abcdefghijklmnop"]}},
+        {"note": "used s3cr3t-Value-7f9a2c41e8 here", "f": 1.5},
+        {},
+    ],
+)
+def test_changes_are_what_value_would_change(data: dict[str, object]) -> None:
+    """``Redactor.changes`` (the runtime's pass over an event's fields) masks
+    exactly what ``value`` masks, and names only the entries it changed."""
+    r = Redactor(secrets=[SECRET], environ={})
+    changed = r.changes(data)
+    assert {**data, **changed} == r.value(data)
+    assert all(data[k] != v for k, v in changed.items())

@@ -178,15 +178,12 @@ class SessionState:
         if self._deferred:
             events = [*self._deferred, *events]
             self._deferred = []
-        value = self.redactor.value
+        changes = self.redactor.changes
         for ev in events:
             # Every string of the kind's own fields, nested ones too; a field
             # is only written back when the redactor replaced it.
-            own = ev.own_fields()
-            if own:
-                for k, v in value(own).items():
-                    if v != own[k]:
-                        setattr(ev, k, v)
+            for k, v in changes(ev.own_fields()).items():
+                setattr(ev, k, v)
         if lease == "keep":
             lease = self.lease.renewal(self.now()) or "keep"
         if self.lease.active:  # running time counts against max_wall_s
