@@ -167,7 +167,8 @@ class Redactor:
 
     def has_value(self, text: str) -> bool:
         """Whether ``text`` contains one of the secret values (shapes aside)."""
-        return any(map(text.__contains__, self.values))
+        values = self.values
+        return bool(values) and any(map(text.__contains__, values))
 
     def mask_bytes(self, data: bytes) -> bytes | None:
         """``data`` with secrets masked; None when it is binary (not UTF-8) and
