@@ -46,6 +46,8 @@ INLINE_BUDGET_S = 0.001
 """A sync call at most this long may run on the event loop (``Tool.inline``)."""
 INLINE_AFTER = 3
 """Calls in a row within the budget, on a tool thread, before going inline."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Result types that are JSON as they are (exactly these: no subclasses)."""
 
 
 def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
@@ -354,8 +356,13 @@ def _result_outcome(
 ) -> Outcome:
     """How an attempt whose call returned ``result`` ended (checked, as JSON)."""
     try:
-        # DataFrames, Figures, bytes and produced files become artifacts.
-        jsonable = to_jsonable_python(to_stored(result, artifacts))
+        # DataFrames, Figures, bytes and produced files become artifacts; a
+        # plain scalar is JSON as it is.
+        jsonable = (
+            result
+            if result.__class__ in _SCALARS
+            else to_jsonable_python(to_stored(result, artifacts))
+        )
         text = json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
     except StorageFullError:  # not the result's fault: the run stops, says so
         raise
