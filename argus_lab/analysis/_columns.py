@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -323,6 +324,14 @@ def pandas_dtype(
     }[spec]
 
 
+@cache
+def _arrow_strings() -> bool:
+    """Whether pandas' "string" dtype (NA-valued) is stored in Arrow (pandas 3)."""
+    import pandas as pd
+
+    return bool(pd.StringDtype().storage == "pyarrow")
+
+
 def _json_text(v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return v
@@ -336,17 +345,26 @@ def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> An
 
     spec = col.dtype
     if spec == "category":
-        cats = list(col.categories)
-        extra = sorted({v for v in values if v is not None} - set(cats))
-        return pd.Series(pd.Categorical(values, categories=cats + extra))
+        return pd.Series(_categorical(values, col.categories))
     if spec == "object":
         return pd.Series(values, dtype="object")
-    if spec == "json":
-        values = [_json_text(v) for v in values]
-    if dtype_backend == "pyarrow" and spec in ("string", "json"):
+    if spec == "json":  # text stays as it is (no call per row for it)
+        values = [v if v is None or type(v) is str else _json_text(v) for v in values]
+    if spec in ("string", "json"):
         pa = arrow()
-        # Straight to Arrow: no detour through a pandas string array.
-        return pd.Series(pd.arrays.ArrowExtensionArray(pa.array(values, pa.string())))
+        if dtype_backend == "pyarrow":
+            # Straight to Arrow: no detour through a pandas string array.
+            arr = pa.array(values, pa.string())
+            return pd.Series(pd.arrays.ArrowExtensionArray(arr))
+        if _arrow_strings():
+            # pandas keeps "string" in Arrow here: hand it the Arrow array built
+            # in C (pandas' own constructor checks every value in Python first).
+            try:
+                arr = pa.array(values, pa.large_string())
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                pass  # not all str/None (NaN, numbers): pandas converts them
+            else:
+                return pd.Series(pd.arrays.ArrowStringArray(arr))
     s: Any
     if spec == "timestamp":
         secs = np.array(values, dtype="float64")
@@ -356,8 +374,47 @@ def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> An
         s = s.astype("timedelta64[ns]")
     elif spec in ("float64", "duration"):
         s = pd.Series(np.array(values, dtype="float64"))
+    elif spec == "Int64" and (ints := _int64(values)) is not None:
+        s = pd.Series(ints)
     else:
         s = pd.Series(pd.array(values, dtype=pandas_dtype(spec)))
     if dtype_backend == "pyarrow":
         s = s.astype(pandas_dtype(spec, "pyarrow"))
     return s
+
+
+def _categorical(values: list[Any], known: Sequence[str]) -> Any:
+    """A Categorical of ``values`` with the known categories, then any others
+    (sorted); codes looked up in C (a dict's ``__getitem__`` mapped over them)."""
+    import numpy as np
+    import pandas as pd
+
+    cats = list(known)
+    seen = set(values)
+    seen.discard(None)
+    cats += sorted(seen - set(cats))
+    code: dict[Any, int] = {c: i for i, c in enumerate(cats)}
+    code[None] = -1
+    codes = np.fromiter(map(code.__getitem__, values), np.int64, len(values))
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats))
+
+
+def _int64(values: list[Any]) -> Any:
+    """A nullable Int64 array if every value is an int or None, else None.
+
+    Arrow reads the list in C; its inferred type says whether every value was an
+    int (a float, bool or text makes it another type, and pandas converts those).
+    """
+    import pandas as pd
+
+    pa = arrow()
+    try:
+        arr = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return None
+    if arr.type == pa.null():
+        arr = arr.cast(pa.int64())
+    elif arr.type != pa.int64():
+        return None
+    mask = arr.is_null().to_numpy(zero_copy_only=False)
+    return pd.arrays.IntegerArray(arr.fill_null(0).to_numpy(), mask)

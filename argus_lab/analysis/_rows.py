@@ -7,6 +7,7 @@ Timestamps are epoch seconds and durations seconds here; the Columns convert the
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from argus_lab.analysis._columns import Table
@@ -32,6 +33,7 @@ _OUTCOME = {
     "task_failed": "failed",
 }
 _CACHED = '"cached":true'
+_STR = json.encoder.encode_basestring  # what canonical() writes for a str
 _USAGE = ("cost_usd", "input_tokens", "output_tokens", "n_llm_calls")
 
 
@@ -117,21 +119,41 @@ def _usage(d: SessionData) -> dict[str | None, Row]:
 
 
 def _task_times(d: SessionData) -> tuple[dict[str, float], dict[str, float]]:
-    """(start of each task's current generation, busy seconds per task)."""
+    """(start of each task's current generation, busy seconds per task).
+
+    Busy time is the sum of the durations of the attempts ``attempt_rows`` pairs
+    (same pairing, same order of addition); when those rows were not built yet,
+    one pass pairs them here with no row per attempt (tasks_df needs only sums).
+    """
     gen_start: dict[str, float] = {}
+    busy: dict[str, float] = {}
+    cached: list[Row] | None = d.cache.get("attempts")
+    running: dict[str, tuple[Any, Any]] = {}
     for ev in d.events:
         tid = ev.get("task_id")
         if tid is None:
             continue
         kind = ev.get("kind")
-        if kind == "task_retried":
+        if kind == "task_started":
+            if tid not in gen_start:
+                gen_start[tid] = ev["ts"]
+            running[tid] = (ev.get("attempt"), ev.get("ts"))
+        elif kind in _OUTCOME:
+            att = running.get(tid)
+            if att is None or ev.get("attempt") not in (None, att[0]):
+                continue
+            del running[tid]
+            took = _span(att[1], ev.get("ts"))
+            if took is not None and cached is None:
+                busy[tid] = busy.get(tid, 0.0) + took
+        elif kind == "task_retried":
             gen_start.pop(tid, None)
-        elif kind == "task_started" and tid not in gen_start:
-            gen_start[tid] = ev["ts"]
-    busy: dict[str, float] = {}
-    for a in attempt_rows(d):
-        if a["duration"] is not None:
-            busy[a["task_id"]] = busy.get(a["task_id"], 0.0) + a["duration"]
+        elif kind == "resumed" or kind == "in_doubt":
+            running.pop(tid, None)
+    if cached is not None:
+        for a in cached:
+            if a["duration"] is not None:
+                busy[a["task_id"]] = busy.get(a["task_id"], 0.0) + a["duration"]
     return gen_start, busy
 
 
@@ -184,7 +206,8 @@ def task_rows(d: SessionData) -> Table:
         "title": [t.title or t.id for t in tasks],
         "tool": [t.tool for t in tasks],
         "parent": [t.parent for t in tasks],
-        "deps": [list(t.deps) for t in tasks],
+        # canonical()'s text for a list of ids, written here: no call per task.
+        "deps": ["[" + ", ".join(map(_STR, t.deps)) + "]" for t in tasks],
         "status": [r.status for r in recs],
         "attempts": [r.attempts for r in recs],
         "generation": [r.generation for r in recs],
