@@ -47,10 +47,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from argus_lab.analysis._series import (
+    arrow,
+    arrow_strings,
+    categorical,
+    from_arrow,
+    int64,
+)
 from argus_lab.analysis._table import Row, Table
 from argus_lab.analysis._values import canonical
 
@@ -121,8 +127,9 @@ class Column:
                 f"got {self.dtype!r}"
             )
 
-    def values(self, rows: Sequence[Row] | Table) -> list[Any]:
-        """Reads this column's raw values from every row (or from a Table)."""
+    def values(self, rows: Sequence[Row] | Table) -> Any:
+        """Reads this column's raw values from every row (a list), or from a Table
+        (a list, or the Arrow array the Table holds for it)."""
         if isinstance(rows, Table):
             if self.value is None and "." not in (key := self.path or self.name):
                 return rows.column(key)  # columnar already: no per-row work
@@ -267,13 +274,6 @@ class Columns:
         return pd.DataFrame(data, columns=self.names, copy=False)
 
 
-def arrow(module: str = "pyarrow") -> Any:
-    """Imports a pyarrow module on first use (pyarrow ships no type stubs)."""
-    import importlib
-
-    return importlib.import_module(module)
-
-
 def records(df: pd.DataFrame) -> list[Row]:
     """The frame's rows as dicts keyed by column name."""
     return [{str(k): v for k, v in r.items()} for r in df.to_dict("records")]
@@ -324,28 +324,27 @@ def pandas_dtype(
     }[spec]
 
 
-@cache
-def _arrow_strings() -> bool:
-    """Whether pandas' "string" dtype (NA-valued) is stored in Arrow (pandas 3)."""
-    import pandas as pd
-
-    return bool(pd.StringDtype().storage == "pyarrow")
-
-
 def _json_text(v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return v
     return canonical(v)
 
 
-def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> Any:
-    """Converts one column's raw values to a Series of its declared dtype."""
+def to_series(values: Any, col: Column, dtype_backend: DtypeBackend) -> Any:
+    """Converts one column's raw values (a list, or an Arrow array a Table holds)
+    to a Series of its declared dtype."""
     import numpy as np
     import pandas as pd
 
     spec = col.dtype
+    if not isinstance(values, list):  # an Arrow array (the events' columns)
+        target = pandas_dtype(spec, dtype_backend, col.categories)
+        got = from_arrow(values, spec, col.categories, dtype_backend, target)
+        if got is not None:
+            return got
+        values = values.to_pylist()
     if spec == "category":
-        return pd.Series(_categorical(values, col.categories))
+        return pd.Series(categorical(values, col.categories))
     if spec == "object":
         return pd.Series(values, dtype="object")
     if spec == "json":  # text stays as it is (no call per row for it)
@@ -356,7 +355,7 @@ def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> An
             # Straight to Arrow: no detour through a pandas string array.
             arr = pa.array(values, pa.string())
             return pd.Series(pd.arrays.ArrowExtensionArray(arr))
-        if _arrow_strings():
+        if arrow_strings():
             # pandas keeps "string" in Arrow here: hand it the Arrow array built
             # in C (pandas' own constructor checks every value in Python first).
             try:
@@ -374,47 +373,10 @@ def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> An
         s = s.astype("timedelta64[ns]")
     elif spec in ("float64", "duration"):
         s = pd.Series(np.array(values, dtype="float64"))
-    elif spec == "Int64" and (ints := _int64(values)) is not None:
+    elif spec == "Int64" and (ints := int64(values)) is not None:
         s = pd.Series(ints)
     else:
         s = pd.Series(pd.array(values, dtype=pandas_dtype(spec)))
     if dtype_backend == "pyarrow":
         s = s.astype(pandas_dtype(spec, "pyarrow"))
     return s
-
-
-def _categorical(values: list[Any], known: Sequence[str]) -> Any:
-    """A Categorical of ``values`` with the known categories, then any others
-    (sorted); codes looked up in C (a dict's ``__getitem__`` mapped over them)."""
-    import numpy as np
-    import pandas as pd
-
-    cats = list(known)
-    seen = set(values)
-    seen.discard(None)
-    cats += sorted(seen - set(cats))
-    code: dict[Any, int] = {c: i for i, c in enumerate(cats)}
-    code[None] = -1
-    codes = np.fromiter(map(code.__getitem__, values), np.int64, len(values))
-    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats))
-
-
-def _int64(values: list[Any]) -> Any:
-    """A nullable Int64 array if every value is an int or None, else None.
-
-    Arrow reads the list in C; its inferred type says whether every value was an
-    int (a float, bool or text makes it another type, and pandas converts those).
-    """
-    import pandas as pd
-
-    pa = arrow()
-    try:
-        arr = pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return None
-    if arr.type == pa.null():
-        arr = arr.cast(pa.int64())
-    elif arr.type != pa.int64():
-        return None
-    mask = arr.is_null().to_numpy(zero_copy_only=False)
-    return pd.arrays.IntegerArray(arr.fill_null(0).to_numpy(), mask)

@@ -129,21 +129,20 @@ def _task_times(d: SessionData) -> tuple[dict[str, float], dict[str, float]]:
     busy: dict[str, float] = {}
     cached: list[Row] | None = d.cache.get("attempts")
     running: dict[str, tuple[Any, Any]] = {}
-    for ev in d.events:
-        tid = ev.get("task_id")
+    kinds, tids, atts, tss = d.lists("kind", "task_id", "attempt", "ts")
+    for kind, tid, attempt, ts in zip(kinds, tids, atts, tss, strict=True):
         if tid is None:
             continue
-        kind = ev.get("kind")
         if kind == "task_started":
             if tid not in gen_start:
-                gen_start[tid] = ev["ts"]
-            running[tid] = (ev.get("attempt"), ev.get("ts"))
+                gen_start[tid] = ts
+            running[tid] = (attempt, ts)
         elif kind in _OUTCOME:
             att = running.get(tid)
-            if att is None or ev.get("attempt") not in (None, att[0]):
+            if att is None or attempt not in (None, att[0]):
                 continue
             del running[tid]
-            took = _span(att[1], ev.get("ts"))
+            took = _span(att[1], ts)
             if took is not None and cached is None:
                 busy[tid] = busy.get(tid, 0.0) + took
         elif kind == "task_retried":
@@ -166,19 +165,19 @@ def _reused(d: SessionData) -> set[str]:
     before it). Either way, no time or money was spent on them here.
     """
     state: dict[str, bool] = {}
-    for ev in d.unparsed_of_kind("forked", "task_started", "task_succeeded"):
-        kind, tid = ev.get("kind"), ev.get("task_id")
+    kinds, tids, details = d.lists("kind", "task_id", "details")
+    for i, (kind, tid) in enumerate(zip(kinds, tids, strict=True)):
         if kind == "forked":
-            kept = d.parsed(ev).get("kept") or []
+            kept = d.parsed(d.rows_at([i])[0]).get("kept") or []
             state.update(dict.fromkeys((str(t) for t in kept), True))
-        elif tid is not None:
+        elif tid is not None and kind in ("task_started", "task_succeeded"):
             # An attempt means this session ran it; a replayed success means not.
             # Details are compact JSON (no spaces), so a success whose text lacks
             # '"cached":true' was not replayed: only the others are parsed.
             state[tid] = (
                 kind == "task_succeeded"
-                and _CACHED in (ev.get("details") or "")
-                and d.parsed(ev).get("cached") is True
+                and _CACHED in (details[i] or "")
+                and d.parsed(d.rows_at([i])[0]).get("cached") is True
             )
     return {t for t, reused in state.items() if reused}
 
@@ -268,9 +267,9 @@ def session_rows(d: SessionData) -> list[Row]:
     return [row]
 
 
-def event_rows(d: SessionData) -> list[Row]:
-    """Every event row (the kind's own fields as JSON text, ``details``)."""
-    return d.events
+def event_rows(d: SessionData) -> Table:
+    """Every event, as columns (the kind's own fields as JSON text, ``details``)."""
+    return d.event_table()
 
 
 def llm_call_rows(d: SessionData) -> list[Row]:
