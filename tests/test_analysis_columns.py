@@ -20,7 +20,8 @@ import pytest
 import argus_lab as al
 from argus_lab import analysis as an
 from argus_lab.analysis import _rows
-from argus_lab.analysis._read import SessionData, parse_events, read_sessions
+from argus_lab.analysis._frames import FRAME_NAMES, _build
+from argus_lab.analysis._read import Read, SessionData, parse_events, read_sessions
 from argus_lab.analysis._table import Table
 from argus_lab.store.checkpoints import SessionStore
 from argus_lab.store.envelope import encode
@@ -60,6 +61,21 @@ def test_events_frame_from_arrow_columns_equals_one_from_rows(
     d = read_sessions(fixture_ws).sessions[0]
     table = d.event_table()
     assert isinstance(table.column("ts"), pa.Array) and d._events is None
+
+
+@pytest.mark.parametrize("name", FRAME_NAMES)
+def test_every_frame_from_columns_equals_one_from_rows(
+    fixture_ws: al.Workspace, name: str
+) -> None:
+    """Attempts, calls, approvals and sessions pair events from the columns and
+    parse only the rows they need; none builds a dict for every event."""
+    cols = read_sessions(fixture_ws)
+    rows = Read([_as_rows(d) for d in read_sessions(fixture_ws).sessions])
+    got = _build(name, cols, None, "numpy_nullable")
+    want = _build(name, rows, None, "numpy_nullable")
+    assert len(want) > 0
+    pd.testing.assert_frame_equal(got, want)
+    assert all(d._events is None for d in cols.sessions)
 
 
 def test_task_times_from_columns_equal_the_attempt_rows_sums(

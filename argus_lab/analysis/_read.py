@@ -4,11 +4,16 @@ Events are the bulk of a trajectory (100,000+ in a long run), so they are never
 validated one pydantic object at a time. Their stored text is what
 ``EventBase.model_dump_json`` wrote: compact JSON with the EventBase fields first,
 ``duration`` last of them, then the kind's own typed fields. Each body is split
-after ``duration``; the small heads are parsed in ONE ``json.loads`` call (of a JSON
-array joined from them) and the kind's fields stay JSON text (``details``), parsed
-later only for the kinds a frame needs (LLM calls, approvals, ...), straight into
-the row: a parsed row reads like the event model (``row["error"]``). A body that
-does not have that shape is parsed whole instead.
+after ``duration``; the kind's fields stay JSON text (``details``), parsed later
+only for the kinds a frame needs (LLM calls, approvals, ...), straight into the
+row: a parsed row reads like the event model (``row["error"]``). A body that does
+not have that shape is parsed whole instead.
+
+A session's events are kept as the stored texts until a frame asks: as columns
+(``SessionData.event_table``: the heads parsed by Arrow, no dict per event; what
+``events_df`` and ``tasks_df`` read), or as rows (``SessionData.events``: the heads
+parsed in ONE ``json.loads`` of a joined array; what the frames pairing attempts
+and approvals read). Only the rows a frame parses are built as dicts otherwise.
 """
 
 from __future__ import annotations
@@ -129,6 +134,13 @@ class SessionData:
                 rows[i] = row
             self._events = rows
         return self._events
+
+    @property
+    def n_events(self) -> int:
+        """How many events the session has."""
+        if self._events is not None:
+            return len(self._events)
+        return len(self._bodies or [])
 
     def event_table(self) -> Table:
         """The events as columns (``EVENT_FIELDS``): Arrow arrays parsed from the

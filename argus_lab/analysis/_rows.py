@@ -51,14 +51,20 @@ def attempt_rows(d: SessionData) -> list[Row]:
     if cached is not None:
         return cached
     tools = {t.id: t.tool for t in d.plan.tasks}
-    d.of_kind("retry_scheduled", "task_failed")  # parses their fields at once
+    # Failures' fields parsed at once; every other event is read from columns.
+    failed = dict(
+        zip(
+            d.positions("retry_scheduled", "task_failed"),
+            d.of_kind("retry_scheduled", "task_failed"),
+            strict=True,
+        )
+    )
     out: list[Row] = []
     running: dict[str, Row] = {}
-    for ev in d.events:
-        tid = ev.get("task_id")
+    kinds, tids, atts, seqs, tss = d.lists("kind", "task_id", "attempt", "seq", "ts")
+    for i, (kind, tid) in enumerate(zip(kinds, tids, strict=True)):
         if tid is None:
             continue
-        kind = ev.get("kind")
         if kind == "task_started":
             prev = running.pop(tid, None)
             if prev is not None:  # started again with no outcome: a crash between
@@ -66,11 +72,11 @@ def attempt_rows(d: SessionData) -> list[Row]:
             row: Row = {
                 "session_id": d.id,
                 "task_id": tid,
-                "attempt": ev.get("attempt"),
-                "seq": ev.get("seq"),
-                "tool": tools.get(tid) or d.parsed(ev).get("tool"),
+                "attempt": atts[i],
+                "seq": seqs[i],
+                "tool": tools.get(tid) or d.parsed(d.rows_at([i])[0]).get("tool"),
                 "outcome": "running",
-                "started": ev.get("ts"),
+                "started": tss[i],
                 "ended": None,
                 "duration": None,
                 "error_type": None,
@@ -83,13 +89,14 @@ def attempt_rows(d: SessionData) -> list[Row]:
             att = running.get(tid)
             # A failure with no attempt (unknown tool, refused by a policy) or of
             # another attempt is not this attempt's outcome.
-            if att is None or ev.get("attempt") not in (None, att["attempt"]):
+            if att is None or atts[i] not in (None, att["attempt"]):
                 continue
             del running[tid]
             att["outcome"] = _OUTCOME[kind]
-            att["ended"] = ev.get("ts")
+            att["ended"] = tss[i]
             att["duration"] = _span(att["started"], att["ended"])
             if kind != "task_succeeded":
+                ev = failed[i]
                 att["error"], att["error_type"] = ev.get("error"), ev.get("error_type")
                 if kind == "retry_scheduled":
                     att["retry_delay"] = ev.get("delay")
@@ -261,7 +268,7 @@ def session_rows(d: SessionData) -> list[Row]:
         **{f"n_{s}": n for s, n in counts.items()},
         "n_attempts": len(attempts),
         "n_retries": sum(1 for a in attempts if a["outcome"] == "retried"),
-        "n_events": len(d.events),
+        "n_events": d.n_events,
         **total,
     }
     return [row]
