@@ -273,17 +273,21 @@ class _MemoryReembed:
             self._space_ok = True  # spaces are kept apart by the column now
             job.thread = threading.Thread(
                 target=self._run_reembed,
-                args=(job, progress),
+                args=(job, self._embedding, progress),
                 name=f"argus-reembed-{self.path.name}",
                 daemon=True,  # a killed process resumes at the next open
             )
             job.thread.start()
             return job
 
-    def _run_reembed(self, job: ReembedJob, progress: Progress | None) -> None:
+    def _run_reembed(
+        self, job: ReembedJob, emb: _Embedding, progress: Progress | None
+    ) -> None:
+        # The job keeps the embedder it started with: setting memory.embedder
+        # meanwhile must not put a third model's vectors in the new column.
         try:
             while True:
-                n = self._reembed_step()
+                n = self._reembed_step(emb)
                 if n == 0:
                     break
                 job.done += n
@@ -296,16 +300,15 @@ class _MemoryReembed:
                         job.done,
                         job.total,
                     )
-            self._finish_reembed()
+            self._finish_reembed(emb, job.target)
         except BaseException as e:  # reported through job.wait()
             job.error = e
             log.error("memory at %s: re-embedding failed: %s", self.path, e)
         finally:
             job._finished.set()
 
-    def _reembed_step(self) -> int:
+    def _reembed_step(self, emb: _Embedding) -> int:
         """Embeds and writes one batch of rows still lacking a new vector."""
-        assert self._embedding is not None
         t = self._open()
         assert t is not None
         rows = (
@@ -320,7 +323,7 @@ class _MemoryReembed:
         # Embedding happens outside the lock so writes and searches go on; the
         # write below skips rows whose text changed meanwhile (their writer gave
         # them a new vector already).
-        vectors = self._embedding.docs(rows.column("text").to_pylist())
+        vectors = emb.docs(rows.column("text").to_pylist())
         from argus_lab.store._memory_index import _pa
 
         pa = _pa()
@@ -336,14 +339,19 @@ class _MemoryReembed:
             merge.execute(data)
         return int(rows.num_rows)
 
-    def _finish_reembed(self) -> None:
+    def _finish_reembed(self, emb: _Embedding, target: dict[str, Any]) -> None:
         """Swaps the new vectors in: old index and column out, ``vector_next``
         renamed to ``vector`` (its record goes with it)."""
         with self._lock:
             t = self._open()
             assert t is not None
+            if self._next_record() != target:
+                raise ArgusError(
+                    "its column was dropped or taken over meanwhile (the memory "
+                    "was opened with another embedder); nothing was swapped"
+                )
             if t.count_rows(f"{NEXT} IS NULL"):  # written meanwhile, not embedded
-                while self._reembed_step():
+                while self._reembed_step(emb):
                     pass
             for name in self._vector_index_names():
                 t.drop_index(name)
@@ -351,7 +359,8 @@ class _MemoryReembed:
                 t.drop_columns(["vector"])
             t.alter_columns({"path": NEXT, "rename": "vector"})
             self._vector_index = False
-            self._vectors_checked = True
-            self._space_ok = True
+            # Unless memory.embedder was changed meanwhile (then it is checked
+            # against the new record at its first use).
+            self._space_ok = self._vectors_checked = self._embedding is emb
             if t.count_rows() >= self.vector_index_min_rows:
                 self.create_vector_index()
