@@ -193,3 +193,27 @@ def test_a_process_killed_mid_reembedding_leaves_a_memory_that_resumes(
         "dim": 64,
     }
     assert again._next_record() is None and again.count("vector IS NULL") == 0
+
+
+def test_changing_the_embedder_mid_way_stops_the_job_without_mixing(
+    tmp_path: Path, small_batches: None
+) -> None:
+    _built(tmp_path / "memory")
+    gate = Gated()
+    m = Memory(tmp_path / "memory", embedder=gate, on_mismatch="background")
+    m.reembed(background=True)
+    assert gate.waiting.wait(60)
+    m.embedder = HashEmbedder(64)  # back to the model the vectors came from
+    top = m.search("CSV export semicolons", k=1, mode="vector")
+    assert (top[0].mode, top[0].note) == ("vector", None)  # old vectors, old model
+    gate.go.set()
+    job = m.reembedding
+    assert job is not None
+    with pytest.raises(ArgusError, match="failed"):
+        job.wait(60)
+    assert m._next_record() is None and m.embedder_record() == {
+        "name": "argus_lab/hash",
+        "version": "1",
+        "dim": 64,
+    }
+    assert m.search("CSV export semicolons", k=1, mode="vector")[0].mode == "vector"

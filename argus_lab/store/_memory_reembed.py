@@ -311,6 +311,8 @@ class _MemoryReembed:
         """Embeds and writes one batch of rows still lacking a new vector."""
         t = self._open()
         assert t is not None
+        if NEXT not in t.schema.names:
+            return 0  # swapped (or dropped) by another process: see the finish
         rows = (
             t.search()
             .where(f"{NEXT} IS NULL")
@@ -345,7 +347,10 @@ class _MemoryReembed:
         with self._lock:
             t = self._open()
             assert t is not None
-            if self._next_record() != target:
+            nxt = self._next_record()
+            if nxt is None and self.embedder_record() == target:
+                return  # another process finished the same re-embedding first
+            if nxt != target:
                 raise ArgusError(
                     "its column was dropped or taken over meanwhile (the memory "
                     "was opened with another embedder); nothing was swapped"
