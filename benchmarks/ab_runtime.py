@@ -49,6 +49,9 @@ def run(tree: Path, n: int) -> tuple[float, float]:
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(n)],
         env=env,
+        # ``python -c`` puts the working folder first on sys.path, ahead of
+        # PYTHONPATH: run in the tree, or every run imports the caller's tree.
+        cwd=tree,
         check=True,
         capture_output=True,
         text=True,

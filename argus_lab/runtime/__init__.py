@@ -11,10 +11,13 @@ another's private names)::
       │     ▼
       │   RunLoop (engine.py)        lease around each call, crash recovery
       │     │                        (FailurePolicy.after_interrupt), the
-      │     │                        run/step loops, how a run ends
+      │     │                        run/step loops (a step that ends without
+      │     │                        awaiting needs no asyncio Task)
+      │     ├─▶ RunEnd (ending.py)   how a run ends: its status, committed
       │     ├─▶ Scheduler (scheduler.py)   ready tasks, critical path first (pure)
       │     ├─▶ Supervisor.expand (supervisor.py)   lazy HTN compounds
       │     └─▶ AttemptRunner (attempt.py)   ONE attempt: gate, intent, call
+      │           │                     (a quick sync call inline: call_inline)
       │           ├─▶ LlmTaskRunner (llm_task.py)   an LLM task's tool: the model
       │           │                                 loop, replay cache, cost
       │           ├─▶ BudgetChecker (budget.py)     limits before a step (pure check)

@@ -123,20 +123,11 @@ class AttemptRunner:
             self._pool.shutdown(wait=False)
             self._pool = None
 
-    async def run(self, tid: str) -> None:
-        """One attempt of ``tid``, committed: intent, call, settled outcome."""
-        rest = self.begin(tid)
-        if rest is not None:
-            await rest
-
     def begin(self, tid: str) -> Coroutine[Any, Any, None] | None:
-        """Starts one attempt of ``tid`` on the loop thread, now.
-
-        Returns None when the attempt already ended and is settled (a gate
-        stopped it, or a quick call ran inline: no await, so the run loop
-        needs no asyncio Task for it); else the coroutine that finishes it
-        (the intent's commit, the call, the settled outcome).
-        """
+        """Starts one attempt of ``tid`` now. None: it ended and is settled (a
+        gate stopped it, or a quick call ran inline: no await, so no asyncio
+        Task is needed); else the coroutine that finishes it (intent, call,
+        outcome)."""
         st = self._state
         task = st.tasks[tid]
         rec = st.records[tid]
@@ -227,14 +218,10 @@ class AttemptRunner:
             if out is not None:
                 self._settle(tid, rec, call, out)
                 return None
-            # The call refused to run inside the loop: it goes to a thread and
-            # the loop runs on, so other commits, a skip or a pause may come
-            # first; its intent is committed now, as for any call on a thread.
+            # Refused inside the loop, the call goes to a thread and the loop
+            # runs on (other commits, a skip, a pause): its intent is
+            # committed first, as for any call on a thread.
             st.drop_deferred()  # only ours: deferred while the loop was held
-        # Committed with the intents of the tasks starting beside it (one
-        # transaction), before the call. A tool without side effects loses
-        # nothing if its intent is lost to a power cut (the attempt just
-        # runs again): no fsync for it under "full".
         return self._call(tid, rec, started, call)
 
     async def _call(
@@ -243,6 +230,9 @@ class AttemptRunner:
         """The rest of an attempt that awaits: its intent, then its call."""
         st = self._state
         tool = call.tool
+        # Committed with the intents of the tasks starting beside it (one
+        # transaction). A tool without side effects loses nothing if its
+        # intent is lost to a power cut (it runs again): no fsync under "full".
         try:
             written = await self._intents.commit(
                 rec, started, relaxed=tool.side_effect != "write"

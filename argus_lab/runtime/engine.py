@@ -1,5 +1,5 @@
-"""The run loop: the lease around a call, recovery, the run and step loops,
-and how a run ends (succeeded, failed, or paused and why)."""
+"""The run loop: the lease around a call, recovery, the run and step loops
+(how a run ends is ending.py)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ from typing import Any
 
 from argus_lab.errors import ArgusError, StorageFullError
 from argus_lab.events import EventBase
-from argus_lab.model import SessionStatus, TaskRecord
+from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import EXPAND_TOOL
 from argus_lab.runtime.attempt import AttemptRunner
+from argus_lab.runtime.ending import RunEnd
 from argus_lab.runtime.options import RunResult, SessionOptions, T, log
 from argus_lab.runtime.outcome import Interrupted
 from argus_lab.runtime.policy import FailurePolicy, Rerun
 from argus_lab.runtime.scheduler import DONE
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.signals import Signals
-from argus_lab.runtime.state import LeaseArg, SessionState
+from argus_lab.runtime.state import SessionState
 from argus_lab.runtime.supervisor import Supervisor
 from argus_lab.store.space import with_context
 
@@ -62,6 +63,7 @@ class RunLoop:
         self._options = options
         self._bp_passed: set[str] = set()  # breakpoints paused at, to go past next
         self._inflight: set[asyncio.Task[Any]] = set()  # execute() tasks running
+        self._end = RunEnd(state, signals)
 
     # -- the lease around one public call ----------------------------------
 
@@ -228,9 +230,9 @@ class RunLoop:
         if st.info.status == "succeeded" and all(
             r.status in DONE for r in st.records.values()
         ):
-            return self.result()  # nothing to do: no events, no changes
-        if not self._start_run():
-            return self.result()
+            return self._end.result()  # nothing to do: no events, no changes
+        if not self._end.start():
+            return self._end.result()
         running: set[asyncio.Task[None]] = set()
         breath = time.perf_counter()
         wake = sig.wake
@@ -267,13 +269,13 @@ class RunLoop:
                 t.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             raise
-        return self.finish()
+        return self._end.finish()
 
     async def step(self) -> list[TaskRecord]:
         """Runs the next ready task(s) once; returns their records."""
         st, sig = self._state, self._signals
-        if self._in_doubt_reason():
-            self._start_run()
+        if self._end.in_doubt_reason():
+            self._end.start()
             return []
         ids = self._take_ready()
         while not ids and st.timers:
@@ -282,7 +284,7 @@ class RunLoop:
             await sig.wake.wait()
             ids = self._take_ready()
         if not ids:
-            self.finish()
+            self._end.finish()
             return []
         tasks = [asyncio.create_task(self.execute(t)) for t in ids]
         try:
@@ -293,11 +295,11 @@ class RunLoop:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
         if sig.pause_requested is not None:  # e.g. a budget ran out
-            self._pause_now(sig.why_paused())
+            self._end.pause_now(sig.why_paused())
         elif not st.sched.has_ready() and not st.timers:
-            self.finish()
+            self._end.finish()
         elif st.info.status not in ("paused",):
-            self._pause_now("stepping: call step() or run() to go on")
+            self._end.pause_now("stepping: call step() or run() to go on")
         return [st.records[t] for t in ids]
 
     def _pop_ready(self) -> str | None:
@@ -321,110 +323,3 @@ class RunLoop:
         while len(ids) < self._options.concurrency and (t := self._pop_ready()):
             ids.append(t)
         return ids
-
-    # -- how a run ends ------------------------------------------------------
-
-    def _in_doubt_reason(self) -> str | None:
-        recs = self._state.records
-        doubts = [t for t, r in recs.items() if r.status == "in_doubt"]
-        if not doubts:
-            return None
-        first = recs[doubts[0]].reason or ""
-        more = f" (and {len(doubts) - 1} more in doubt)" if len(doubts) > 1 else ""
-        return f"in doubt: {first}{more}"
-
-    def _set_status(
-        self,
-        status: SessionStatus,
-        reason: str | None,
-        events: list[EventBase],
-        *,
-        lease: LeaseArg = "keep",
-    ) -> None:
-        st = self._state
-        counts = {k: v for k, v in st.counts().items() if v}
-        meta = st.info.model_copy(
-            update={
-                "status": status,
-                "reason": reason,
-                "updated": st.now(),
-                "counts": counts,
-                "n_tasks": len(st.tasks),
-            }
-        )
-        st.commit(events=events, meta=meta, lease=lease)
-
-    def _start_run(self) -> bool:
-        """Enters "running"; returns False (after pausing) if a person must decide."""
-        why = self._in_doubt_reason()
-        if why is not None:
-            self._pause_now(why)
-            return False
-        if self._state.info.status != "running":
-            self._set_status("running", None, [self._state.event("resumed")])
-        return True
-
-    def _pause_now(self, reason: str) -> None:
-        info = self._state.info
-        if info.status != "paused" or info.reason != reason:
-            self._set_status(
-                "paused",
-                reason,
-                [self._state.event("paused", reason=reason)],
-            )
-
-    def finish(self) -> RunResult:
-        """Commits how the run ended (only when that changed) and returns it."""
-        st = self._state
-        c = st.counts()
-        if self._signals.pause_requested is not None:
-            self._pause_now(self._signals.why_paused())
-        elif (why := self._in_doubt_reason()) is not None:
-            self._pause_now(why)
-        elif c["awaiting_approval"]:
-            asked = [
-                t for t, r in st.records.items() if r.status == "awaiting_approval"
-            ]
-            first = asked[0]
-            tool = st.tasks[first].tool
-            more = f" (and {len(asked) - 1} more)" if len(asked) > 1 else ""
-            self._pause_now(
-                f"waiting for approval: task {first!r} (tool {tool!r}){more}; call "
-                f"s.approve({first!r}) or s.reject({first!r}, reason)"
-            )
-        elif c["failed"] or c["blocked"]:
-            failed = {
-                t: r.error or "" for t, r in st.records.items() if r.status == "failed"
-            }
-            summary = "; ".join(f"{t}: {e}" for t, e in list(failed.items())[:5])
-            if len(failed) > 5:
-                summary += f"; and {len(failed) - 5} more"
-            reason = f"{len(failed)} task(s) failed, {c['blocked']} blocked — {summary}"
-            if st.info.status != "failed" or st.info.reason != reason:
-                self._set_status(
-                    "failed",
-                    reason,
-                    [
-                        st.event(
-                            "session_failed",
-                            failed=failed,
-                            summary=reason,
-                        )
-                    ],
-                )
-        elif all(r.status in DONE for r in st.records.values()):
-            if st.info.status != "succeeded":
-                self._set_status("succeeded", None, [st.event("session_succeeded")])
-        else:
-            waiting = [t for t, r in st.records.items() if r.status not in DONE]
-            self._pause_now(f"nothing can run now; waiting: {', '.join(waiting[:10])}")
-        return self.result()
-
-    def result(self) -> RunResult:
-        """How the session stands, as a RunResult."""
-        st = self._state
-        failed = {
-            t: r.error or "" for t, r in st.records.items() if r.status == "failed"
-        }
-        counts = {k: v for k, v in st.counts().items() if v}
-        return RunResult(st.info.status, st.info.reason, counts, failed)

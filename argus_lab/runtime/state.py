@@ -219,7 +219,7 @@ class SessionState:
 
     def defer(self, events: list[EventBase]) -> None:
         """Events that go into the next commit, ahead of its own (an intent
-        that needs no transaction of its own; see AttemptRunner.run)."""
+        that needs no transaction of its own; see AttemptRunner.begin)."""
         self._deferred.extend(events)
 
     def drop_deferred(self) -> None:
@@ -236,11 +236,8 @@ class SessionState:
                     log.exception("argus subscriber %r failed on %s", cb, ev.kind)
 
     def _redact(self, rec: TaskRecord) -> TaskRecord:
-        """Invariant 7: secrets leave a record before it is stored or kept.
-
-        Every field that can hold outside text is masked here, so the store
-        scans the record's row for secret values only (``fields_redacted``).
-        """
+        """Invariant 7: secrets leave a record before it is stored or kept
+        (every field that can hold outside text: see ``fields_redacted``)."""
         red = self.redactor
         upd: dict[str, Any] = {}
         for name in _OUTSIDE_TEXT:
