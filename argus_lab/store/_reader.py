@@ -20,7 +20,8 @@ from pydantic import ValidationError
 
 from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionError
 from argus_lab.events import EventBase, event_adapter
-from argus_lab.model import SessionInfo
+from argus_lab.model import SessionInfo, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.store.envelope import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -30,6 +31,7 @@ from argus_lab.store.envelope import (
 )
 from argus_lab.store.head import Head
 from argus_lab.store.space import full_error, is_disk_full
+from argus_lab.store.stored_plan import StoredPlan
 
 __all__ = ["CheckpointReader"]
 
@@ -180,6 +182,23 @@ class CheckpointReader:
         """(whether the task record is of the current schema, its JSON text)."""
         sv, body = self.decode(key, raw, "task")
         return sv == SCHEMA_VERSION, body
+
+    def parse_task_text(self, task_id: str, body: str) -> TaskRecord:
+        """Validates a task record's JSON text, already checked by ``decode``."""
+        try:
+            return TaskRecord.model_validate_json(body)
+        except ValidationError as e:
+            raise self.corrupt("t:" + task_id, f"invalid task record: {e}") from None
+
+    def stored_plan(self) -> StoredPlan:
+        """The plan, its tasks validated when first read (stored_plan.py)."""
+        raw = self.get("plan")
+        sv, body = self.decode("plan", raw, "plan")
+        if sv != SCHEMA_VERSION:  # migrated and validated now
+            return StoredPlan(self.parse("plan", raw, "plan", Plan))
+        return StoredPlan.from_json(
+            body, lambda why: self.corrupt("plan", f"invalid plan record: {why}")
+        )
 
     def read_meta(self) -> SessionInfo:
         """Reads only the SessionInfo."""

@@ -23,9 +23,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +33,7 @@ from argus_lab.events import EventBase
 from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
-from argus_lab.store._bulk import load_records, paused_gc
+from argus_lab.store._bulk import paused_gc
 from argus_lab.store._reader import CheckpointReader
 from argus_lab.store._rows import NOT_INLINE, RowWriter, Transaction
 from argus_lab.store.envelope import (
@@ -55,6 +54,8 @@ from argus_lab.store.head import (
     make_lease,
     release_abandoned,
 )
+from argus_lab.store.records import load_records
+from argus_lab.store.stored_plan import StoredPlan
 from argus_lab.store.witness import Witness, check_witness
 
 # The record format (envelope.py) and the head and lease (head.py) were once in
@@ -73,14 +74,36 @@ __all__ = [
 ]
 
 
-@dataclass
 class Loaded:
-    """Everything needed to continue a session."""
+    """Everything needed to continue a session.
 
-    head: Head
-    meta: SessionInfo
-    plan: Plan
-    records: dict[str, TaskRecord] = field(default_factory=dict)
+    Args:
+        head: The head when it was read.
+        meta: The SessionInfo.
+        plan: The plan, validated or as stored (``StoredPlan``: validated
+            when ``plan`` is first read).
+        records: Task records by id (from ``load``: a ``TaskRecords``, each
+            validated when first read).
+    """
+
+    def __init__(
+        self,
+        head: Head,
+        meta: SessionInfo,
+        plan: Plan | StoredPlan,
+        records: MutableMapping[str, TaskRecord] | None = None,
+    ) -> None:
+        self.head = head
+        self.meta = meta
+        self.stored_plan = plan if isinstance(plan, StoredPlan) else StoredPlan(plan)
+        self.records: MutableMapping[str, TaskRecord] = (
+            {} if records is None else records
+        )
+
+    @property
+    def plan(self) -> Plan:
+        """The plan (validated on first read)."""
+        return self.stored_plan.plan
 
 
 class SessionStore:
@@ -147,6 +170,9 @@ class SessionStore:
     def load(self, *, accept_lost_commits: bool = False) -> Loaded:
         """Loads head, meta, plan and every task record (not the events).
 
+        Every record's checksum and status are checked now; the rest of a
+        record is validated when it is first read (see ``store/records.py``).
+
         Raises:
             LostCommitsError: the head is older than its witness (commits were
                 lost), unless ``accept_lost_commits``: then each task they
@@ -161,11 +187,12 @@ class SessionStore:
             raise self._read.corrupt("head", "missing: this folder holds no session")
         meta = self._read.parse("meta", self._read.get("meta"), "meta", SessionInfo)
         with paused_gc():  # tens of thousands of objects, none of them garbage
-            plan = self._read.parse("plan", self._read.get("plan"), "plan", Plan)
+            plan = self._read.stored_plan()
             records = load_records(
                 self._read.scan("t:", "t;"),
                 self._read.decode_task,
                 lambda key, raw: self._read.parse(key, raw, "task", TaskRecord),
+                self._read.parse_task_text,
             )
         loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
         if witnessed is not None and head.version < witnessed:

@@ -1,0 +1,168 @@
+"""Task records read on demand: every status at once, a whole record when asked.
+
+Reopening a session needs the status of every task (the scheduler's in-degrees,
+the counts) but the full record of only the few tasks the next step or a view
+touches. Validating 50,000 records with pydantic took most of a reopen, so
+``load_records`` keeps each stored record's JSON text instead and reads its
+status from the text's first field, and ``TaskRecords`` validates a record only
+when it is first read (every remaining one in one pydantic-core call when all
+are asked for: ``values()``, ``items()``).
+
+What is checked when, so damage is still found where it was:
+
+- **On opening** (``load_records``), for every record: the envelope, the
+  checksum of the whole text, the schema version, and that the text starts
+  ``{"task_id":"<the key's id>"`` followed by a known status (or none: pending),
+  as ``TaskRecord.model_dump_json`` writes it. A damaged record therefore still
+  fails the open with ``CorruptCheckpointError`` naming its key. A record of an
+  older schema (migrated), or one whose text does not start that way, is
+  validated in full at once, as before.
+- **On first read** of a record (``records[task_id]``, ``get``, ``values``,
+  ``items``): pydantic validates the rest of its fields. Text that passed its
+  checksum but is not a valid record (only a faulty writer makes one) raises
+  the same ``CorruptCheckpointError`` ("invalid task record") then.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, ItemsView, Iterable, Mapping, ValuesView
+from typing import Any, cast
+
+from pydantic import ValidationError
+
+from argus_lab.model import STATUSES, Status, TaskRecord
+from argus_lab.store._bulk import records_adapter
+from argus_lab.store._lazy import LazyMap
+
+__all__ = ["TaskRecords", "load_records"]
+
+# How model_dump_json starts a record: the id, then the status unless it is
+# the default ("pending"). Task ids never need escaping (TASK_ID_PATTERN); a
+# text that starts any other way is validated in full.
+_HEAD = re.compile(r'\{"task_id":"([^"\\]*)"(?:,"status":"([a-z_]+)")?[,}]')
+_KNOWN: frozenset[str] = frozenset(STATUSES)
+
+Entry = TaskRecord | str | None
+"""A record, its verified JSON text (not validated yet), or None (not stored)."""
+
+Parse = Callable[[str, str], TaskRecord]
+"""(task id, verified JSON text) -> the record; raises CorruptCheckpointError
+naming the key when the text is not a valid record."""
+
+
+class TaskRecords(LazyMap[TaskRecord]):
+    """Task records by id; a stored one is validated when first read.
+
+    Args:
+        entries: Task id -> its record, its verified JSON text (validated when
+            read), or None (no stored record: a fresh pending one when read).
+        statuses: Task id -> status, for every entry.
+        parse: Validates one record's text (see ``Parse``).
+    """
+
+    def __init__(
+        self, entries: dict[str, Entry], statuses: dict[str, Status], parse: Parse
+    ) -> None:
+        super().__init__(entries, TaskRecord)
+        self.status = statuses
+        """Every task's status, kept in step with the records (read it instead
+        of the records when the status is all you need: nothing is parsed)."""
+        self._parse = parse
+
+    @classmethod
+    def of(cls, records: Mapping[str, TaskRecord], order: Iterable[str]) -> TaskRecords:
+        """The records of the tasks in ``order`` (and in that order), taken from
+        ``records`` without validating any; tasks it lacks get pending ones."""
+        if isinstance(records, TaskRecords):
+            src, st = records._d, records.status
+            d = {t: src.get(t) for t in order}
+            return cls(d, {t: st.get(t, "pending") for t in d}, records._parse)
+        d2: dict[str, Entry] = {t: records.get(t) for t in order}
+        statuses: dict[str, Status] = {
+            t: r.status if isinstance(r, TaskRecord) else "pending"
+            for t, r in d2.items()
+        }
+        return cls(d2, statuses, _no_text)
+
+    def _make(self, key: str, raw: Any) -> TaskRecord:
+        return TaskRecord(task_id=key) if raw is None else self._parse(key, raw)
+
+    def values(self) -> ValuesView[TaskRecord]:
+        """Every record (those not read yet validated first, in one call)."""
+        self.read_all()
+        return cast(ValuesView[TaskRecord], self._d.values())
+
+    def items(self) -> ItemsView[str, TaskRecord]:
+        """(task id, record) pairs (validated first, as ``values``)."""
+        self.read_all()
+        return cast(ItemsView[str, TaskRecord], self._d.items())
+
+    def where(self, *statuses: Status) -> list[tuple[str, TaskRecord]]:
+        """(task id, record) of every task in one of ``statuses``, in order;
+        only those records are validated."""
+        st = self.status
+        return [(t, self[t]) for t in self._d if st[t] in statuses]
+
+    def read_all(self) -> None:
+        """Validates every record not read yet (one call for all of them)."""
+        unread = self._unread()
+        if not unread:
+            return
+        texts = [(t, v) for t, v in unread if isinstance(v, str)]
+        parsed: dict[str, TaskRecord] = {}
+        if texts:
+            try:
+                batch = records_adapter().validate_json(
+                    "[" + ",".join(v for _, v in texts) + "]"
+                )
+            except ValidationError:  # parse one by one: the error names the key
+                batch = [self._parse(t, v) for t, v in texts]
+            parsed = dict(zip((t for t, _ in texts), batch, strict=True))
+        self._keep([(t, v, parsed.get(t) or TaskRecord(task_id=t)) for t, v in unread])
+
+    def __setitem__(self, task_id: str, rec: TaskRecord) -> None:
+        with self._lock:
+            self._d[task_id] = rec
+            self.status[task_id] = rec.status
+
+    def __delitem__(self, task_id: str) -> None:
+        with self._lock:
+            del self._d[task_id]
+            del self.status[task_id]
+
+
+def _no_text(task_id: str, text: str) -> TaskRecord:
+    raise AssertionError(f"no stored text was given for task {task_id!r}")
+
+
+def load_records(
+    rows: Iterable[tuple[str, Any]],
+    decode: Callable[[str, Any], tuple[bool, str]],
+    parse_one: Callable[[str, Any], TaskRecord],
+    parse_text: Parse,
+) -> TaskRecords:
+    """Task records from ``(key, stored value)`` rows, statuses read at once.
+
+    Args:
+        rows: The stored ``t:<task id>`` rows.
+        decode: (key, value) -> (current schema version?, JSON text); raises
+            for a damaged envelope or checksum.
+        parse_one: (key, value) -> the record, validated now (migrations, and
+            texts that do not start as ``model_dump_json`` writes them).
+        parse_text: Validates a record's text when it is first read.
+    """
+    entries: dict[str, Entry] = {}
+    statuses: dict[str, Status] = {}
+    match, known = _HEAD.match, _KNOWN
+    for key, raw in rows:
+        current, body = decode(key, raw)
+        m = match(body) if current else None
+        if m is not None and m[1] == key[2:] and (m[2] or "pending") in known:
+            entries[m[1]] = body
+            statuses[m[1]] = cast(Status, m[2] or "pending")
+        else:
+            rec = parse_one(key, raw)
+            entries[rec.task_id] = rec
+            statuses[rec.task_id] = rec.status
+    return TaskRecords(entries, statuses, parse_text)
