@@ -96,11 +96,8 @@ class MemoryFeed:
         plan = self._state.plan_source  # read without validating the plan
         if self._auto_for is not plan:  # once per plan, not per step
             self._auto_for = plan
-            self._auto = any(
-                kind == "llm" or (tool or "").startswith("memory_")
-                for kind, tool in zip(
-                    plan.column("kind"), plan.column("tool"), strict=True
-                )
+            self._auto = "llm" in plan.distinct("kind") or any(
+                (tool or "").startswith("memory_") for tool in plan.distinct("tool")
             )
         return self._auto
 

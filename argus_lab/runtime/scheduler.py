@@ -46,7 +46,7 @@ class Scheduler:
                     c.append(t)
         self.children = children
         """Task id -> the tasks that depend on it (absent: none)."""
-        self.index = {t: i for i, t in enumerate(self.deps)}
+        self.index = dict(zip(self.deps, range(len(self.deps)), strict=True))
         self._rank: dict[str, int] = {}
         self._topo: list[str] | None = None
         self.status: dict[str, Status] = dict(statuses)

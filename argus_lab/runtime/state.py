@@ -106,7 +106,8 @@ class SessionState:
         recs = loaded.records
         # Records of tasks a plan patch removed are kept aside (their ids are
         # never reused).
-        self.retired = {t: recs[t] for t in recs if t not in self.tasks}
+        gone = recs.keys() - self.tasks.keys()  # a set difference in C
+        self.retired = {t: recs[t] for t in recs if t in gone} if gone else {}
         self.records = TaskRecords.of(recs, self.tasks)
         self.usage: dict[str, float] = dict(loaded.head.usage)
         # Only a cached fork starts with recorded tool results: a plain session

@@ -10,7 +10,7 @@ replaces one that was written meanwhile.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, KeysView, MutableMapping
 from typing import Any, Generic, TypeVar
 
 __all__ = ["LazyMap"]
@@ -51,6 +51,10 @@ class LazyMap(MutableMapping[str, V], Generic[V]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._d
+
+    def keys(self) -> KeysView[str]:
+        """The keys, as the underlying dict's view (set operations in C)."""
+        return self._d.keys()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._d)

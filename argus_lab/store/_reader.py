@@ -158,25 +158,34 @@ class CheckpointReader:
             d.get("usage") or {},
         )
 
-    def scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
-        """(key, stored text) for every key in [lo, hi), in key order."""
+    def rows(self, lo: str, hi: str) -> list[tuple[str, int, Any, Any]]:
+        """(key, mode, filename, value) of every key in [lo, hi), in key order;
+        ``fetch`` gives the stored text of a row not in mode raw."""
         # One range query instead of a get() per key: reopening a 10,000-task
         # session or reading 100,000 events stays a single pass over the index.
         # diskcache exposes no range read, so this uses its per-thread connection.
-        sql = self.cache._sql
         try:
-            rows = sql(
+            rows: list[tuple[str, int, Any, Any]] = self.cache._sql(
                 "SELECT key, mode, filename, value FROM Cache "
                 "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
                 (lo, hi),
             ).fetchall()
         except sqlite3.DatabaseError as e:
             raise self.db_error(f"{lo}*", e) from None
-        for key, mode, filename, value in rows:
+        return rows
+
+    def fetch(self, mode: int, filename: Any, value: Any) -> Any:
+        """The stored value of a row that is not text inside SQLite (a file;
+        diskcache refuses a pickled one here, see JsonOnlyDisk)."""
+        return self.cache.disk.fetch(mode, filename, value, False)
+
+    def scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
+        """(key, stored text) for every key in [lo, hi), in key order."""
+        for key, mode, filename, value in self.rows(lo, hi):
             if mode == diskcache.core.MODE_RAW:
                 yield key, value
             else:
-                yield key, self.cache.disk.fetch(mode, filename, value, False)
+                yield key, self.fetch(mode, filename, value)
 
     def decode_task(self, key: str, raw: Any) -> tuple[bool, str]:
         """(whether the task record is of the current schema, its JSON text)."""

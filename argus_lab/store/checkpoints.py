@@ -189,7 +189,8 @@ class SessionStore:
         with paused_gc():  # tens of thousands of objects, none of them garbage
             plan = self._read.stored_plan()
             records = load_records(
-                self._read.scan("t:", "t;"),
+                self._read.rows("t:", "t;"),
+                self._read.fetch,
                 self._read.decode_task,
                 lambda key, raw: self._read.parse(key, raw, "task", TaskRecord),
                 self._read.parse_task_text,

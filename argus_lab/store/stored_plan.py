@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 from pydantic import ValidationError
@@ -57,7 +58,8 @@ class StoredPlan:
     def __init__(self, plan: Plan) -> None:
         self._plan: Plan | None = plan
         self._data: dict[str, Any] = {}
-        self._tasks: list[dict[str, Any]] = []
+        self._by_id: dict[str, dict[str, Any]] = {}
+        self._deps: dict[str, Sequence[str]] = {}
         self._invalid: Invalid = _invalid
 
     @classmethod
@@ -65,20 +67,24 @@ class StoredPlan:
         """The plan in ``text`` (checksum verified), checked only for the shape
         the scheduler relies on: a list of tasks, each with an id and a list of
         dependencies."""
+        by_id: dict[str, dict[str, Any]] = {}
+        deps: dict[str, Sequence[str]] = {}
         try:
             data = json.loads(text)
             tasks = data.get("tasks", [])
             if not isinstance(tasks, list):
                 raise TypeError("tasks is not a list")
             for t in tasks:
-                if not isinstance(t["id"], str) or not isinstance(
-                    t.get("deps", []), list
-                ):
-                    raise TypeError(f"task {t['id']!r} has no id or deps list")
+                tid, ds = t["id"], t.get("deps", ())
+                if tid.__class__ is not str or ds.__class__ not in (list, tuple):
+                    raise TypeError(f"task {tid!r}: no id or no list of deps")
+                by_id[tid] = t
+                deps[tid] = ds
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise invalid(str(e)) from None
         self = cls.__new__(cls)
-        self._plan, self._data, self._tasks, self._invalid = None, data, tasks, invalid
+        self._plan, self._data, self._invalid = None, data, invalid
+        self._by_id, self._deps = by_id, deps
         return self
 
     @property
@@ -89,24 +95,25 @@ class StoredPlan:
                 self._plan = Plan.model_validate(self._data)
             except ValidationError as e:
                 raise self._invalid(str(e)) from None
-            self._data, self._tasks = {}, []
+            self._data, self._by_id, self._deps = {}, {}, {}
         return self._plan
 
     def tasks(self) -> PlanTasks:
         """Task id -> Task, in plan order (validated when read)."""
         if self._plan is not None:
             return PlanTasks({t.id: t for t in self._plan.tasks})
-        return PlanTasks({t["id"]: t for t in self._tasks}, self._invalid)
+        return PlanTasks(dict(self._by_id), self._invalid)
 
     def deps(self) -> dict[str, Sequence[str]]:
         """Task id -> the ids it depends on, in plan order."""
         if self._plan is not None:
             return {t.id: t.deps for t in self._plan.tasks}
-        return {t["id"]: t.get("deps", ()) for t in self._tasks}
+        return dict(self._deps)
 
-    def column(self, field: str) -> list[Any]:
-        """One field of every task, in plan order (defaults filled in)."""
+    def distinct(self, field: str) -> set[Any]:
+        """The values one (hashable) field takes over all tasks, defaults
+        included, read without validating a task."""
         if self._plan is not None:
-            return [getattr(t, field) for t in self._plan.tasks]
+            return {getattr(t, field) for t in self._plan.tasks}
         default = Task.model_fields[field].get_default(call_default_factory=True)
-        return [t.get(field, default) for t in self._tasks]
+        return set(map(dict.get, self._by_id.values(), repeat(field), repeat(default)))
