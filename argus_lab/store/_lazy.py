@@ -62,6 +62,11 @@ class LazyMap(MutableMapping[str, V], Generic[V]):
     def __len__(self) -> int:
         return len(self._d)
 
+    def unread(self) -> int:
+        """How many entries are not validated yet."""
+        kind = self._kind
+        return sum(1 for v in self._d.values() if v.__class__ is not kind)
+
     def _unread(self) -> list[tuple[str, Any]]:
         kind = self._kind
         return [(k, v) for k, v in self._d.items() if v.__class__ is not kind]
@@ -83,6 +88,5 @@ class LazyMap(MutableMapping[str, V], Generic[V]):
             del self._d[key]
 
     def __repr__(self) -> str:
-        kind = self._kind
-        read = sum(1 for v in self._d.values() if v.__class__ is kind)
-        return f"<{type(self).__name__}: {len(self._d)} entries, {read} read>"
+        name, n = type(self).__name__, len(self._d)
+        return f"<{name}: {n} entries, {self.unread()} not validated yet>"

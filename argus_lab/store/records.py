@@ -44,7 +44,9 @@ __all__ = ["TaskRecords", "load_records"]
 # How model_dump_json starts a record: the id, then the status unless it is
 # the default ("pending"). Task ids never need escaping (TASK_ID_PATTERN); a
 # text that starts any other way is validated in full.
-_HEAD = re.compile(r'\{"task_id":"([^"\\]*)"(?:,"status":"([a-z_]+)")?[,}]')
+_HEAD = re.compile(
+    r'\{"task_id":"([^"\\]*)"(?:,"status":"([a-z_]+)"[,}]|(?!,"status")[,}])'
+)
 _KNOWN: frozenset[str] = frozenset(STATUSES)
 _RAW = diskcache.core.MODE_RAW
 
@@ -184,7 +186,15 @@ def load_records(
         if not ok:
             ok, body = decode(key, raw)
         m = match(body) if ok else None
-        if m is not None and m[1] == key[2:] and (st := m[2] or pending) in known:
+        if (
+            m is not None
+            and m[1] == key[2:]
+            and ((st := m[2]) in known or (st is None and '"status":' not in body))
+        ):
+            # No status after the id means the default, "pending" - unless a
+            # "status" key comes later (not as model_dump_json writes it, or
+            # inside the result): then the record is validated now.
+            st = st or pending
             entries[m[1]] = body
             statuses[m[1]] = st
         else:
