@@ -28,7 +28,6 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Callable, ItemsView, Iterable, Mapping, ValuesView
-from itertools import repeat
 from typing import Any, cast
 
 import diskcache
@@ -84,10 +83,16 @@ class TaskRecords(LazyMap[TaskRecord]):
         if isinstance(records, TaskRecords):
             ids = list(order)
             src, st = records._d, records.status
-            # map/zip: the copies are made in C (50,000 tasks on every reopen)
-            d = dict(zip(ids, map(src.get, ids), strict=True))
-            pending: Status = "pending"
-            sts = dict(zip(ids, map(st.get, ids, repeat(pending)), strict=True))
+            # Copies made in C (50,000 tasks on every reopen): the tasks in
+            # order, then what is stored for them (when it is for them alone).
+            d: dict[str, Entry] = dict.fromkeys(ids)
+            sts: dict[str, Status] = dict.fromkeys(ids, "pending")
+            if src.keys() <= d.keys():
+                d.update(src)
+                sts.update(st)
+            else:
+                d = dict(zip(ids, map(src.get, ids), strict=True))
+                sts = {t: st.get(t, "pending") for t in ids}
             return cls(d, sts, records._parse)
         d2: dict[str, Entry] = {t: records.get(t) for t in order}
         statuses: dict[str, Status] = {
@@ -169,36 +174,35 @@ def load_records(
     """
     entries: dict[str, Entry] = {}
     statuses: dict[str, Any] = {}
-    match, known, crc32 = _HEAD.match, _KNOWN, zlib.crc32
-    current, pending = str(SCHEMA_VERSION), "pending"
+    match, known, crc32, raw_mode = _HEAD.match, _KNOWN, zlib.crc32, _RAW
+    current = str(SCHEMA_VERSION)
     for key, mode, filename, raw in rows:
-        if mode != _RAW:
+        if mode != raw_mode:
             raw = fetch(mode, filename, raw)
         # The usual row inline (what ``decode`` accepts, checked the same way:
         # this schema version, its checksum right); anything else, damage
         # included, goes through ``decode``, which says what is wrong.
-        parts = raw.split("|", 2) if raw.__class__ is str else ()
-        if len(parts) == 3 and parts[0] == current:
-            body = parts[2]
-            ok = f"{crc32(body.encode()):08x}" == parts[1]
-        else:
-            ok = False
-        if not ok:
-            ok, body = decode(key, raw)
-        m = match(body) if ok else None
-        if (
-            m is not None
-            and m[1] == key[2:]
-            and ((st := m[2]) in known or (st is None and '"status":' not in body))
-        ):
+        try:
+            sv, crc, body = raw.split("|", 2)
+        except (AttributeError, TypeError, ValueError):
+            sv = crc = body = ""
+        if sv != current or f"{crc32(body.encode()):08x}" != crc:
+            current_version, body = decode(key, raw)
+            if not current_version:  # migrated, and validated, now
+                body = ""
+        m = match(body)
+        if m is not None:
+            tid, st = m.groups()
             # No status after the id means the default, "pending" - unless a
             # "status" key comes later (not as model_dump_json writes it, or
             # inside the result): then the record is validated now.
-            st = st or pending
-            entries[m[1]] = body
-            statuses[m[1]] = st
-        else:
-            rec = parse_one(key, raw)
-            entries[rec.task_id] = rec
-            statuses[rec.task_id] = rec.status
+            if tid == key[2:] and (
+                st in known or (st is None and '"status":' not in body)
+            ):
+                entries[tid] = body
+                statuses[tid] = st or "pending"
+                continue
+        rec = parse_one(key, raw)
+        entries[rec.task_id] = rec
+        statuses[rec.task_id] = rec.status
     return TaskRecords(entries, statuses, parse_text)
