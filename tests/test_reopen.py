@@ -223,6 +223,41 @@ def test_a_record_read_on_one_thread_never_replaces_a_newer_commit() -> None:
     assert recs["a"] is newer and recs.status["a"] == "pending"  # ... not cached
 
 
+def test_reading_all_validates_the_rest_in_order_and_keeps_newer_commits() -> None:
+    def text(t: str, n: int) -> str:
+        return TaskRecord(task_id=t, status="succeeded", attempts=n).model_dump_json(
+            exclude_defaults=True
+        )
+
+    def parse(task_id: str, body: str) -> TaskRecord:
+        return TaskRecord.model_validate_json(body)
+
+    entries: dict[str, TaskRecord | str | None] = {
+        "a": text("a", 1),
+        "b": None,  # no stored record: a fresh pending one
+        "c": text("c", 3),
+        "d": TaskRecord(task_id="d", status="failed"),
+    }
+    statuses = {"a": "succeeded", "b": "pending", "c": "succeeded", "d": "failed"}
+    recs = TaskRecords(entries, statuses, parse)
+    assert recs.unread() == 3 and recs.where("failed")[0][1].status == "failed"
+    assert [(t, r.status, r.attempts) for t, r in recs.items()] == [
+        ("a", "succeeded", 1),
+        ("b", "pending", 0),
+        ("c", "succeeded", 3),
+        ("d", "failed", 0),
+    ]
+    assert recs.unread() == 0
+    # A value made from an entry that changed meanwhile is not cached.
+    recs2 = TaskRecords({"x": text("x", 1), "y": text("y", 2)}, {}, parse)
+    newer = TaskRecord(task_id="y", status="pending")
+    old_y = recs2._d["y"]
+    recs2["y"] = newer
+    made = [parse("x", text("x", 1)), TaskRecord(task_id="y")]
+    recs2._keep(["x", "y"], [recs2._d["x"], old_y], made)
+    assert recs2["y"] is newer and recs2["x"].attempts == 1
+
+
 # -- the scheduler, built from statuses: same answers as counting afresh -------
 
 

@@ -10,7 +10,9 @@ replaces one that was written meanwhile.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, KeysView, MutableMapping
+from collections.abc import Iterator, KeysView, MutableMapping, Sequence
+from itertools import compress, repeat
+from operator import is_, is_not
 from typing import Any, Generic, TypeVar
 
 __all__ = ["LazyMap"]
@@ -40,7 +42,7 @@ class LazyMap(MutableMapping[str, V], Generic[V]):
         if v.__class__ is self._kind:
             return v
         made = self._make(key, v)
-        self._keep([(key, v, made)])
+        self._keep((key,), (v,), (made,))
         return made
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -64,19 +66,27 @@ class LazyMap(MutableMapping[str, V], Generic[V]):
 
     def unread(self) -> int:
         """How many entries are not validated yet."""
-        kind = self._kind
-        return sum(1 for v in self._d.values() if v.__class__ is not kind)
+        return len(self._unread())
 
     def _unread(self) -> list[tuple[str, Any]]:
-        kind = self._kind
-        return [(k, v) for k, v in self._d.items() if v.__class__ is not kind]
+        """(key, raw entry) of every entry not validated yet, in order."""
+        # compress/map: the class of 50,000 entries compared in C
+        d = self._d
+        return list(
+            compress(d.items(), map(is_not, map(type, d.values()), repeat(self._kind)))
+        )
 
-    def _keep(self, made: list[tuple[str, Any, V]]) -> None:
+    def _keep(
+        self, keys: Sequence[str], was: Sequence[Any], values: Sequence[V]
+    ) -> None:
         """Caches made values, unless a newer one was written meanwhile."""
         d = self._d
         with self._lock:
-            for k, was, value in made:
-                if k in d and d[k] is was:
+            if all(map(is_, map(d.get, keys), was)):  # the usual case, in C
+                d.update(zip(keys, values, strict=True))
+                return
+            for k, old, value in zip(keys, was, values, strict=True):
+                if k in d and d[k] is old:
                     d[k] = value
 
     def __setitem__(self, key: str, value: V) -> None:

@@ -34,7 +34,7 @@ import diskcache
 from pydantic import ValidationError
 
 from argus_lab.model import STATUSES, Status, TaskRecord
-from argus_lab.store._bulk import records_adapter
+from argus_lab.store._bulk import paused_gc, records_adapter
 from argus_lab.store._lazy import LazyMap
 from argus_lab.store.envelope import SCHEMA_VERSION
 
@@ -122,20 +122,24 @@ class TaskRecords(LazyMap[TaskRecord]):
 
     def read_all(self) -> None:
         """Validates every record not read yet (one call for all of them)."""
-        unread = self._unread()
-        if not unread:
-            return
-        texts = [(t, v) for t, v in unread if isinstance(v, str)]
-        parsed: dict[str, TaskRecord] = {}
-        if texts:
+        with paused_gc():  # tens of thousands of records, none of them garbage
+            unread = self._unread()
+            if not unread:
+                return
+            keys, raws = zip(*unread, strict=True)
+            if None in raws:  # tasks with no stored record: fresh pending ones
+                fresh = [k for k, v in unread if v is None]
+                made = [TaskRecord(task_id=k) for k in fresh]
+                self._keep(fresh, [None] * len(fresh), made)
+                unread = [(k, v) for k, v in unread if v is not None]
+                if not unread:
+                    return
+                keys, raws = zip(*unread, strict=True)
             try:
-                batch = records_adapter().validate_json(
-                    "[" + ",".join(v for _, v in texts) + "]"
-                )
+                batch = records_adapter().validate_json("[" + ",".join(raws) + "]")
             except ValidationError:  # parse one by one: the error names the key
-                batch = [self._parse(t, v) for t, v in texts]
-            parsed = dict(zip((t for t, _ in texts), batch, strict=True))
-        self._keep([(t, v, parsed.get(t) or TaskRecord(task_id=t)) for t, v in unread])
+                batch = [self._parse(k, v) for k, v in unread]
+            self._keep(keys, raws, batch)
 
     def __setitem__(self, task_id: str, rec: TaskRecord) -> None:
         with self._lock:

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from argus_lab.model import Task
 from argus_lab.plan import Plan
+from argus_lab.store._bulk import paused_gc
 from argus_lab.store._lazy import LazyMap
 
 __all__ = ["PlanTasks", "StoredPlan"]
@@ -95,7 +96,8 @@ class StoredPlan:
         """The whole plan, validated (on first use)."""
         if self._plan is None:
             try:
-                self._plan = Plan.model_validate(self._data)
+                with paused_gc():  # a Task per task: many objects, no garbage
+                    self._plan = Plan.model_validate(self._data)
             except ValidationError as e:
                 raise self._invalid(str(e)) from None
             self._data, self._by_id, self._deps = {}, {}, {}
