@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -98,16 +99,14 @@ class SessionState:
             timer.cancel()
         self.timers = {}
         self.info: SessionInfo = loaded.meta
-        # The plan, its tasks and the records are validated when first read:
-        # a reopen reads dependencies and statuses only (stored_plan.py,
-        # records.py).
+        # Plan, tasks and records are validated when first read: a reopen reads
+        # dependencies and statuses only (store/stored_plan.py, records.py).
         self._plan = loaded.stored_plan
         self.tasks: MutableMapping[str, Task] = self._plan.tasks()
         recs = loaded.records
         # Records of tasks a plan patch removed are kept aside (their ids are
         # never reused).
-        gone = recs.keys() - self.tasks.keys()  # a set difference in C
-        self.retired = {t: recs[t] for t in recs if t in gone} if gone else {}
+        self.retired = {t: recs[t] for t in recs.keys() - self.tasks.keys()}
         self.records = TaskRecords.of(recs, self.tasks)
         self.usage: dict[str, float] = dict(loaded.head.usage)
         # Only a cached fork starts with recorded tool results: a plain session
@@ -123,14 +122,9 @@ class SessionState:
         """The session's plan (validated when first read after a reopen)."""
         return self._plan.plan
 
-    @plan.setter
-    def plan(self, plan: Plan) -> None:
-        self._plan = StoredPlan(plan)
-
     @property
     def plan_source(self) -> StoredPlan:
-        """The plan as loaded or last adopted: a new object whenever the plan
-        changes; reads task fields without validating the plan."""
+        """The plan as stored (a new object when the plan changes), unvalidated."""
         return self._plan
 
     def need_task(self, task_id: str) -> None:
@@ -276,7 +270,7 @@ class SessionState:
 
     def swap_task(self, plan: Plan, task: Task) -> None:
         """Adopts a committed plan that changed only ``task`` (a fallback)."""
-        self.plan = plan
+        self._plan = StoredPlan(plan)
         self.tasks[task.id] = task
 
     def adopt_plan(self, plan: Plan, removed: Iterable[str]) -> None:
@@ -285,7 +279,7 @@ class SessionState:
         for tid in removed:
             if tid in self.records:
                 self.retired[tid] = self.records.pop(tid)
-        self.plan = plan
+        self._plan = StoredPlan(plan)
         self.tasks = self._plan.tasks()
         for t in self.tasks:
             if t not in self.records:
@@ -302,10 +296,7 @@ class SessionState:
 
     def counts(self) -> dict[str, int]:
         """Tasks per status (every status, zeros included)."""
-        c: dict[str, int] = dict.fromkeys(STATUSES, 0)
-        for st in self.records.status.values():
-            c[st] += 1
-        return c
+        return {**dict.fromkeys(STATUSES, 0), **Counter(self.records.status.values())}
 
     def stored_result(self, rec: TaskRecord) -> Any:
         """A record's result, loaded from its artifact if it was large."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -54,8 +54,7 @@ from argus_lab.store.head import (
     make_lease,
     release_abandoned,
 )
-from argus_lab.store.records import load_records
-from argus_lab.store.stored_plan import StoredPlan
+from argus_lab.store.records import Loaded, load_records
 from argus_lab.store.witness import Witness, check_witness
 
 # The record format (envelope.py) and the head and lease (head.py) were once in
@@ -72,38 +71,6 @@ __all__ = [
     "migration",
     "open_cache",
 ]
-
-
-class Loaded:
-    """Everything needed to continue a session.
-
-    Args:
-        head: The head when it was read.
-        meta: The SessionInfo.
-        plan: The plan, validated or as stored (``StoredPlan``: validated
-            when ``plan`` is first read).
-        records: Task records by id (from ``load``: a ``TaskRecords``, each
-            validated when first read).
-    """
-
-    def __init__(
-        self,
-        head: Head,
-        meta: SessionInfo,
-        plan: Plan | StoredPlan,
-        records: MutableMapping[str, TaskRecord] | None = None,
-    ) -> None:
-        self.head = head
-        self.meta = meta
-        self.stored_plan = plan if isinstance(plan, StoredPlan) else StoredPlan(plan)
-        self.records: MutableMapping[str, TaskRecord] = (
-            {} if records is None else records
-        )
-
-    @property
-    def plan(self) -> Plan:
-        """The plan (validated on first read)."""
-        return self.stored_plan.plan
 
 
 class SessionStore:

@@ -27,18 +27,28 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Callable, ItemsView, Iterable, Mapping, ValuesView
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Mapping,
+    MutableMapping,
+    ValuesView,
+)
 from typing import Any, cast
 
 import diskcache
 from pydantic import ValidationError
 
-from argus_lab.model import STATUSES, Status, TaskRecord
+from argus_lab.model import STATUSES, SessionInfo, Status, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.store._bulk import paused_gc, records_adapter
 from argus_lab.store._lazy import LazyMap
 from argus_lab.store.envelope import SCHEMA_VERSION
+from argus_lab.store.head import Head
+from argus_lab.store.stored_plan import StoredPlan
 
-__all__ = ["TaskRecords", "load_records"]
+__all__ = ["Loaded", "TaskRecords", "load_records"]
 
 # How model_dump_json starts a record: the id, then the status unless it is
 # the default ("pending"). Task ids never need escaping (TASK_ID_PATTERN); a
@@ -150,6 +160,38 @@ class TaskRecords(LazyMap[TaskRecord]):
         with self._lock:
             del self._d[task_id]
             del self.status[task_id]
+
+
+class Loaded:
+    """Everything needed to continue a session.
+
+    Args:
+        head: The head when it was read.
+        meta: The SessionInfo.
+        plan: The plan, validated or as stored (``StoredPlan``: validated
+            when ``plan`` is first read).
+        records: Task records by id (from ``load``: a ``TaskRecords``, each
+            validated when first read).
+    """
+
+    def __init__(
+        self,
+        head: Head,
+        meta: SessionInfo,
+        plan: Plan | StoredPlan,
+        records: MutableMapping[str, TaskRecord] | None = None,
+    ) -> None:
+        self.head = head
+        self.meta = meta
+        self.stored_plan = plan if isinstance(plan, StoredPlan) else StoredPlan(plan)
+        self.records: MutableMapping[str, TaskRecord] = (
+            {} if records is None else records
+        )
+
+    @property
+    def plan(self) -> Plan:
+        """The plan (validated on first read)."""
+        return self.stored_plan.plan
 
 
 def _no_text(task_id: str, text: str) -> TaskRecord:
