@@ -12,8 +12,9 @@ What is checked when, so damage is still found where it was:
 
 - **On opening** (``load_records``), for every record: the envelope, the
   checksum of the whole text, the schema version, and that the text starts
-  ``{"task_id":"<the key's id>"`` followed by a known status (or none: pending),
-  as ``TaskRecord.model_dump_json`` writes it. A damaged record therefore still
+  ``{"task_id":"<the key's id>"`` followed by a known status (or by none, which
+  means pending when no ``"status"`` key comes later), as
+  ``TaskRecord.model_dump_json`` writes it. A damaged record therefore still
   fails the open with ``CorruptCheckpointError`` naming its key. A record of an
   older schema (migrated), or one whose text does not start that way, is
   validated in full at once, as before.
