@@ -113,7 +113,7 @@ def test_a_record_whose_status_cannot_be_read_is_validated_on_open(
 def test_statuses_are_read_as_the_writer_writes_them_and_only_so() -> None:
     """The scan relies on model_dump_json putting the id, then the status
     (left out when "pending"), first; a status anywhere else is validated."""
-    from argus_lab.store.records import load_records
+    from argus_lab.store.records import bulk_records, load_records
 
     def rec(**kw: object) -> str:
         return TaskRecord.model_validate(kw).model_dump_json(exclude_defaults=True)
@@ -149,6 +149,22 @@ def test_statuses_are_read_as_the_writer_writes_them_and_only_so() -> None:
     }
     assert eager == ["t:b", "t:c"]  # "status" after the id: validated at once
     assert {t: r.status for t, r in recs.items()} == recs.status
+
+    # The bulk check (every row at once) takes the plain rows, and gives up on
+    # the whole read for anything else, which load_records then reads row by row.
+    def bulk(*tids: str) -> dict[str, str] | None:
+        got = bulk_records([encode(texts[t]) for t in tids], parse)
+        return None if got is None else got.status
+
+    def parse(t: str, body: str) -> TaskRecord:
+        return TaskRecord.model_validate_json(body)
+
+    assert bulk("a", "d") == {"a": "in_doubt", "d": "pending"}
+    assert bulk() == {}
+    assert bulk("a", "b") is None and bulk("c") is None
+    damaged = encode(texts["a"]).replace("in_doubt", "in_d0ubt")
+    assert bulk_records([damaged], parse) is None  # the checksum
+    assert bulk_records([None, b"x"], parse) is None  # in a file; bytes
 
 
 def test_a_wrong_field_behind_a_good_status_is_reported_when_read(

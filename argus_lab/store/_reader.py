@@ -12,6 +12,7 @@ import json
 import sqlite3
 import zlib
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,20 @@ class CheckpointReader:
         except sqlite3.DatabaseError as e:
             raise self.db_error(f"{lo}*", e) from None
         return rows
+
+    def values(self, lo: str, hi: str) -> list[Any]:
+        """The stored value of every key in [lo, hi), in key order, alone (no
+        key, mode or file name: a value not in mode raw comes back as None,
+        bytes or a pickle, which ``rows`` then reads properly)."""
+        try:
+            rows = self.cache._sql(
+                "SELECT value FROM Cache WHERE key >= ? AND key < ? AND raw = 1 "
+                "ORDER BY key",
+                (lo, hi),
+            ).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise self.db_error(f"{lo}*", e) from None
+        return list(map(itemgetter(0), rows))
 
     def fetch(self, mode: int, filename: Any, value: Any) -> Any:
         """The stored value of a row that is not text inside SQLite (a file;

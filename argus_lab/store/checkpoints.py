@@ -54,7 +54,7 @@ from argus_lab.store.head import (
     make_lease,
     release_abandoned,
 )
-from argus_lab.store.records import Loaded, load_records
+from argus_lab.store.records import Loaded, bulk_records, load_records
 from argus_lab.store.witness import Witness, check_witness
 
 # The record format (envelope.py) and the head and lease (head.py) were once in
@@ -155,13 +155,16 @@ class SessionStore:
         meta = self._read.parse("meta", self._read.get("meta"), "meta", SessionInfo)
         with paused_gc():  # tens of thousands of objects, none of them garbage
             plan = self._read.stored_plan()
-            records = load_records(
-                self._read.rows("t:", "t;"),
-                self._read.fetch,
-                self._read.decode_task,
-                lambda key, raw: self._read.parse(key, raw, "task", TaskRecord),
-                self._read.parse_task_text,
-            )
+            read = self._read
+            records = bulk_records(read.values("t:", "t;"), read.parse_task_text)
+            if records is None:  # not all plain: row by row, damage named
+                records = load_records(
+                    read.rows("t:", "t;"),
+                    read.fetch,
+                    read.decode_task,
+                    lambda key, raw: read.parse(key, raw, "task", TaskRecord),
+                    read.parse_task_text,
+                )
         loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
         if witnessed is not None and head.version < witnessed:
             check_witness(self, loaded, witnessed, accept=accept_lost_commits)

@@ -36,6 +36,7 @@ from collections.abc import (
     MutableMapping,
     ValuesView,
 )
+from operator import itemgetter, methodcaller
 from typing import Any, cast
 
 import diskcache
@@ -49,7 +50,7 @@ from argus_lab.store.envelope import SCHEMA_VERSION
 from argus_lab.store.head import Head
 from argus_lab.store.stored_plan import StoredPlan
 
-__all__ = ["Loaded", "TaskRecords", "load_records"]
+__all__ = ["Loaded", "TaskRecords", "bulk_records", "load_records"]
 
 # How model_dump_json starts a record: the id, then the status unless it is
 # the default ("pending"). Task ids never need escaping (TASK_ID_PATTERN); a
@@ -58,7 +59,12 @@ _HEAD = re.compile(
     r'\{"task_id":"([^"\\]*)"(?:,"status":"([a-z_]+)"[,}]|(?!,"status")[,}])'
 )
 _KNOWN: frozenset[str] = frozenset(STATUSES)
+_KNOWN_OR_NONE: frozenset[str | None] = frozenset([*STATUSES, None])
 _RAW = diskcache.core.MODE_RAW
+_ENVELOPE = f"{SCHEMA_VERSION}|%08x|"  # what a current, intact record starts with
+_WIDTH = len(_ENVELOPE % 0)
+_BODY, _HEAD_OF = itemgetter(slice(_WIDTH, None)), itemgetter(slice(0, _WIDTH))
+_GROUPS, _FIRST, _SECOND = methodcaller("groups"), itemgetter(0), itemgetter(1)
 
 Entry = TaskRecord | str | None
 """A record, its verified JSON text (not validated yet), or None (not stored)."""
@@ -197,6 +203,40 @@ class Loaded:
 
 def _no_text(task_id: str, text: str) -> TaskRecord:
     raise AssertionError(f"no stored text was given for task {task_id!r}")
+
+
+def bulk_records(texts: list[Any], parse_text: Parse) -> TaskRecords | None:
+    """Task records from the stored texts of every ``t:`` row, checked together
+    with C-level maps (as ``store._event_read`` checks events): every envelope
+    current with its checksum right, every text starting as ``model_dump_json``
+    writes it. None if any row is otherwise: ``load_records`` then goes row by
+    row, naming a damaged key, migrating an older schema."""
+    try:
+        bodies = list(map(_BODY, texts))
+        crcs = map(zlib.crc32, map(str.encode, bodies))
+        if list(map(_ENVELOPE.__mod__, crcs)) != list(map(_HEAD_OF, texts)):
+            return None
+    except TypeError:  # a value that is not text: kept in a file, bytes, a pickle
+        return None
+    found = list(map(_HEAD.match, bodies))
+    if None in found:
+        return None
+    heads = list(map(_GROUPS, found))
+    ids: list[str] = list(map(_FIRST, heads))
+    statuses: list[Any] = list(map(_SECOND, heads))
+    if not set(statuses) <= _KNOWN_OR_NONE:
+        return None
+    if None in statuses:  # no status after the id: pending, if no later "status"
+        for i, st in enumerate(statuses):
+            if st is None:
+                if '"status":' in bodies[i]:
+                    return None
+                statuses[i] = "pending"
+    return TaskRecords(
+        dict(zip(ids, bodies, strict=True)),
+        dict(zip(ids, statuses, strict=True)),
+        parse_text,
+    )
 
 
 def load_records(
