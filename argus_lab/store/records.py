@@ -10,7 +10,8 @@ are asked for: ``values()``, ``items()``).
 
 What is checked when, so damage is still found where it was:
 
-- **On opening** (``load_records``), for every record: the envelope, the
+- **On opening** (``bulk_records`` for all rows at once; ``load_records`` row by
+  row, naming the key, when any row is not plain), for every record: the envelope, the
   checksum of the whole text, the schema version, and that the text starts
   ``{"task_id":"<the key's id>"`` followed by a known status (or by none, which
   means pending when no ``"status"`` key comes later), as
