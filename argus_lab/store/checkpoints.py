@@ -308,7 +308,7 @@ class SessionStore:
                 self.cache._sql("PRAGMA synchronous=2")
         release_abandoned(holder)
         self.witness.record(
-            head.version, [r.task_id for r in records], sync=False if relax else None
+            head.version, [r.task_id for r in records], durable=not relax
         )
         return head
 
