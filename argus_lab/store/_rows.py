@@ -30,7 +30,14 @@ import time
 from types import TracebackType
 from typing import Any
 
-__all__ = ["NOT_INLINE", "PAGE_SIZE", "RowWriter", "Transaction", "prepare_database"]
+__all__ = [
+    "NOT_INLINE",
+    "PAGE_SIZE",
+    "SESSION_PAGE_SIZE",
+    "RowWriter",
+    "Transaction",
+    "prepare_database",
+]
 
 _UPDATE = (
     "UPDATE Cache SET store_time = ?, value = ? "
@@ -158,8 +165,21 @@ NOT_INLINE: Any = _NotInline()
 PAGE_SIZE = 1024
 """SQLite page size of a new checkpoint database (SQLite's default is 4096)."""
 
+SESSION_PAGE_SIZE = 512
+"""Page size of a new session's ``cache.db``: SQLite's smallest.
 
-def prepare_database(directory: str) -> None:
+A step's commit writes ~1.1 KB of new rows (a task record, two events) but
+touches 8-13 pages: the head's leaf, the table's last leaf and its parent, the
+two index leaves (``t:`` and ``e:`` keys), the expiry index's last leaf,
+diskcache's ``Settings`` row (count trigger) and page 1 (the file grew). Each is
+written whole into the WAL, so halving the page halves most of a commit's bytes:
+measured 5.5-7 KB of WAL frames per commit instead of 8.4-9.4 KB (BENCHMARKS.md,
+issue 18, second round). A record over ~480 bytes takes one overflow page; reads
+cost 5-7% more CPU (reopen, events) at 10,000 steps, and bytes kept stay the same.
+"""
+
+
+def prepare_database(directory: str, page_size: int = PAGE_SIZE) -> None:
     """Creates ``cache.db`` with small pages, before diskcache first opens it.
 
     A WAL commit writes every page it changed, whole: with 4 KiB pages a step's
@@ -177,7 +197,7 @@ def prepare_database(directory: str) -> None:
     os.makedirs(directory, exist_ok=True)
     con = sqlite3.connect(path, isolation_level=None)
     try:
-        con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        con.execute(f"PRAGMA page_size = {int(page_size)}")
         con.execute("PRAGMA journal_mode = wal")
     finally:
         con.close()

@@ -18,7 +18,7 @@ import diskcache
 
 from argus_lab.errors import CorruptCheckpointError
 from argus_lab.events import COMMON_FIELDS, EVENT_KINDS, payload_to_fields
-from argus_lab.store._rows import prepare_database
+from argus_lab.store._rows import PAGE_SIZE, prepare_database
 
 __all__ = [
     "MIGRATIONS",
@@ -133,9 +133,15 @@ class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
         return super().fetch(mode, filename, value, read)
 
 
-def open_cache(directory: Path, durability: Durability = "normal") -> diskcache.Cache:
-    """Opens a diskcache Cache configured for checkpoints (never evicts, no pickle)."""
-    prepare_database(str(directory))  # 1 KiB pages: a quarter of the WAL traffic
+def open_cache(
+    directory: Path, durability: Durability = "normal", *, page_size: int = PAGE_SIZE
+) -> diskcache.Cache:
+    """Opens a diskcache Cache configured for checkpoints (never evicts, no pickle).
+
+    ``page_size`` applies only to a database created here (``_rows.py``).
+    """
+    # Small pages: a WAL commit writes each page it touched whole.
+    prepare_database(str(directory), page_size)
     return diskcache.Cache(
         str(directory),
         disk=JsonOnlyDisk,
