@@ -138,3 +138,46 @@ def test_an_existing_session_database_keeps_its_page_size(ws: al.Workspace) -> N
         assert f.run().status == "succeeded"
         f.close()
     assert _page_size(folder / "cache.db") == 1024
+
+
+def _wal_commits(wal: Path, page_size: int) -> int:
+    """How many transactions the WAL file holds (frames that end one)."""
+    import struct
+
+    data = wal.read_bytes()
+    n, off, frame = 0, 32, 24 + page_size
+    while off + frame <= len(data):
+        n += struct.unpack(">I", data[off + 4 : off + 8])[0] != 0
+        off += frame
+    return n
+
+
+@pytest.mark.parametrize("durability", ["normal", "full"])
+def test_opening_a_cache_is_one_commit_and_checkpoints_nothing(
+    tmp_path: Path, durability: str
+) -> None:
+    """diskcache's opening (settings, tables, triggers) was ~30-45 autocommits,
+    each fsynced under "full", then a close that checkpointed the new WAL."""
+    from argus_lab.store.envelope import open_cache
+
+    folder = tmp_path / "c"
+    watcher = None
+    for round_ in range(2):  # a new database, then an existing one
+        cache = open_cache(folder, durability, page_size=512)  # type: ignore[arg-type]
+        wal = folder / "cache.db-wal"
+        assert _wal_commits(wal, 512) == 2 * round_ + 1
+        con = cache._con
+        want = 2 if durability == "full" else 1
+        assert con.execute("PRAGMA synchronous").fetchone()[0] == want
+        assert not con.in_transaction and cache._timeout == 60
+        cache.set("k", f"v{round_}")
+        assert _wal_commits(wal, 512) == 2 * round_ + 2
+        if watcher is None:  # keeps the WAL when the cache closes
+            watcher = sqlite3.connect(folder / "cache.db")
+            watcher.execute("SELECT count(*) FROM Cache").fetchall()
+        cache.close()
+    assert watcher is not None
+    assert watcher.execute("SELECT value FROM Cache WHERE key = 'k'").fetchone() == (
+        "v1",
+    )
+    watcher.close()

@@ -18,7 +18,7 @@ import diskcache
 
 from argus_lab.errors import CorruptCheckpointError
 from argus_lab.events import COMMON_FIELDS, EVENT_KINDS, payload_to_fields
-from argus_lab.store._rows import PAGE_SIZE, prepare_database
+from argus_lab.store._rows import PAGE_SIZE, OneCommitOpenCache, prepare_database
 
 __all__ = [
     "MIGRATIONS",
@@ -142,7 +142,7 @@ def open_cache(
     """
     # Small pages: a WAL commit writes each page it touched whole.
     prepare_database(str(directory), page_size)
-    return diskcache.Cache(
+    return OneCommitOpenCache(
         str(directory),
         disk=JsonOnlyDisk,
         eviction_policy="none",
