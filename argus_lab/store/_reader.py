@@ -189,7 +189,22 @@ class CheckpointReader:
 
     def iter_event_json(self, since: int = 0) -> Iterator[str]:
         """Yields the JSON text of every event with seq > since, in order."""
-        for key, raw in self.scan(f"e:{since + 1:012d}", "e;"):
+        from argus_lab.store._event_read import event_pages
+
+        for page in event_pages(self, since):
+            yield from page
+
+    def event_texts(self, since: int = 0) -> list[str]:
+        """The JSON text of every event with seq > since, in order, as one list
+        (checked in bulk, see ``store._event_read``)."""
+        from argus_lab.store._event_read import event_texts
+
+        return event_texts(self, since)
+
+    def decode_events(self, lo: str, hi: str) -> Iterator[str]:
+        """The JSON text of the events with keys in [lo, hi), decoded one by one
+        (and migrated from an older schema); a damaged one raises, named."""
+        for key, raw in self.scan(lo, hi):
             sv, body = self.decode(key, raw, "event")
             if sv != SCHEMA_VERSION:  # migrated, then dumped as a new one would be
                 data = self.parse(key, raw, "event", None)
