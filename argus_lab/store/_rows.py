@@ -176,9 +176,10 @@ touches 8-13 pages: the head's leaf, the table's last leaf and its parent, the
 two index leaves (``t:`` and ``e:`` keys), the expiry index's last leaf,
 diskcache's ``Settings`` row (count trigger) and page 1 (the file grew). Each is
 written whole into the WAL, so halving the page halves most of a commit's bytes:
-measured 5.5-7 KB of WAL frames per commit instead of 8.4-9.4 KB (BENCHMARKS.md,
-issue 18, second round). A record over ~480 bytes takes one overflow page; reads
-cost 5-7% more CPU (reopen, events) at 10,000 steps, and bytes kept stay the same.
+5-8 KB of WAL frames per commit instead of 8.4-9.4 KB (BENCHMARKS.md, issue 18,
+second round). A record over ~480 bytes takes one overflow page: reopening a
+20,000-step session cost 10% more CPU, its frames 8-11% less; bytes kept per
+step stay under 2 KB.
 """
 
 
@@ -217,9 +218,10 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
     and opens a new one. Here the same statements run inside one ``BEGIN
     IMMEDIATE`` (all or nothing, one commit), committed where ``__init__``
     closes, and a second connection holds the WAL open meanwhile, so that close
-    is not the last and checkpoints nothing. Measured: opening a new database
-    wrote 110 KB ("normal") and 209 KB ("full"), see BENCHMARKS.md (issue 18,
-    second round).
+    is not the last and checkpoints nothing. Opening a new database wrote 110 KB
+    ("normal") and 209 KB ("full") of pages, now 45 KB (BENCHMARKS.md, issue 18,
+    second round). ``open_cache`` always passes ``sqlite_synchronous``, which
+    is set before the transaction begins (SQLite refuses it inside one).
     """
 
     _opening = False
