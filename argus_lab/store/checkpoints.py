@@ -284,7 +284,8 @@ class SessionStore:
         survives a process crash, not a power cut). For commits whose loss can
         only make work run again, never repeat a side effect: the intent of an
         attempt of a tool without side effects. The next fsynced commit makes
-        it durable too (same WAL file).
+        it durable too (same WAL file). It is journaled but not witnessed, so
+        a power cut that drops it is not reported as a loss (``witness.py``).
         """
         relax = relaxed and self.durability == "full"
         records = list(records)
