@@ -23,6 +23,7 @@ from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionEr
 from argus_lab.events import EventBase, event_adapter
 from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
+from argus_lab.store._rows import SESSION_PAGE_SIZE
 from argus_lab.store.envelope import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -48,7 +49,7 @@ class CheckpointReader:
         self.label = session_id
         """How messages name the session (the SessionStore keeps it in step)."""
         try:
-            self.cache = open_cache(directory, durability)
+            self.cache = open_cache(directory, durability, page_size=SESSION_PAGE_SIZE)
         except sqlite3.DatabaseError as e:
             raise self.db_error("cache.db", e, what="opening") from None
 
