@@ -109,8 +109,8 @@ class RunLoop:
         st = self._state
         changed: list[TaskRecord] = []
         events: list[EventBase] = []
-        for tid, rec in st.records.items():
-            if rec.status != "running" or tid in st.timers:
+        for tid, rec in st.records.where("running"):
+            if tid in st.timers:
                 continue
             task = st.tasks[tid]
             tool = self._attempts.tool_for(task)
@@ -228,7 +228,7 @@ class RunLoop:
         """Runs ready tasks (up to the concurrency) until nothing more can run."""
         st, sig = self._state, self._signals
         if st.info.status == "succeeded" and all(
-            r.status in DONE for r in st.records.values()
+            s in DONE for s in st.records.status.values()
         ):
             return self._end.result()  # nothing to do: no events, no changes
         if not self._end.start():
