@@ -167,9 +167,10 @@ def main() -> int:
     p.add_argument("--tasks-n", type=int, default=10_000)
     p.add_argument(
         "--only",
-        choices=("all", "frames"),
+        choices=("all", "frames", "fan"),
         default="all",
-        help="'frames': only the tasks_df/events_df rows (the sessions still built)",
+        help="'frames': only the tasks_df/events_df rows (the sessions still built); "
+        "'fan': only the fan-out row (nothing built)",
     )
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -189,12 +190,13 @@ def main() -> int:
 
     try:
         big, small = tmp / "big", tmp / "small"
-        log(f"building a {args.reopen_n:,}-step session ...")
-        build(args.reopen_n, big)
-        log(f"building a {args.tasks_n:,}-step session ...")
-        build(args.tasks_n, small)
+        if args.only != "fan":
+            log(f"building a {args.reopen_n:,}-step session ...")
+            build(args.reopen_n, big)
+            log(f"building a {args.tasks_n:,}-step session ...")
+            build(args.tasks_n, small)
         for r in range(args.rounds):
-            for bare in (True, False) if args.only == "all" else ():
+            for bare in (True, False) if args.only in ("all", "fan") else ():
                 d = tmp / f"fan-{r}-{bare}"
                 f = spawn({"mode": "fan", "bare": bare, "dir": str(d)})
                 shutil.rmtree(d, ignore_errors=True)
@@ -218,6 +220,8 @@ def main() -> int:
                 shutil.rmtree(copy)
                 add("reopen:argus", ro["reopen_s"])
             for frame, where in (("tasks", small), ("events", big)):
+                if args.only == "fan":
+                    break
                 for bare in (True, False):
                     fr = spawn(
                         {
@@ -237,14 +241,14 @@ def main() -> int:
     def m(key: str) -> float:
         return statistics.median(res[key])
 
-    ev_rows = int(m("events:rows"))
+    ev_rows = int(m("events:rows")) if args.only != "fan" else 0
     print(
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
         f"medians of {args.rounds} rounds, each measurement a fresh process.\n"
     )
     print("| workload | Argus | bare baseline | ratio | target | met |")
     print("|---|--:|--:|--:|---|---|")
-    if args.only == "all":
+    if args.only in ("all", "fan"):
         fa, fb = m("fan:False:wall"), m("fan:True:wall")
         print(
             f"| fan-out {FAN_N:,} x sleep 10 ms at concurrency {FAN_C}, wall s "
@@ -252,6 +256,7 @@ def main() -> int:
             f"({m('fan:True:cpu'):.3f}) | {fa / fb:.1f}x | <= 3x bare "
             f"| {'yes' if fa <= 3 * fb else '**no**'} |"
         )
+    if args.only == "all":
         ra, rb = m("reopen:argus"), m("reopen:bare")
         print(
             f"| reopen a {args.reopen_n:,}-task session, ready to continue, s "
@@ -262,7 +267,7 @@ def main() -> int:
     for frame, what, target in (
         ("tasks", f"`tasks_df()` of {args.tasks_n:,} tasks", 0.1),
         ("events", f"`events_df()` of {ev_rows:,} events", 0.5),
-    ):
+    ) if args.only != "fan" else ():
         a, b = m(f"{frame}:False"), m(f"{frame}:True")
         ac, bc = m(f"{frame}:False:cpu"), m(f"{frame}:True:cpu")
         print(

@@ -261,7 +261,7 @@ class AttemptRunner:
         hit = self._llm.take_budget_hit(tid)
         if hit is not None and isinstance(out, Failed) and out.kind == "budget":
             out = OverBudget(hit, out.error, duration=out.duration)
-        self._settler.settle(
+        await self._settler.settled(
             tid,
             # An LLM task's calls added their cost to the committed record.
             rec if deferred else st.records[tid],
