@@ -265,9 +265,13 @@ def main() -> int:
         )
     # Frames: wall s (CPU s); "met" judges the wall median, as the issue states it.
     for frame, what, target in (
-        ("tasks", f"`tasks_df()` of {args.tasks_n:,} tasks", 0.1),
-        ("events", f"`events_df()` of {ev_rows:,} events", 0.5),
-    ) if args.only != "fan" else ():
+        (
+            ("tasks", f"`tasks_df()` of {args.tasks_n:,} tasks", 0.1),
+            ("events", f"`events_df()` of {ev_rows:,} events", 0.5),
+        )
+        if args.only != "fan"
+        else ()
+    ):
         a, b = m(f"{frame}:False"), m(f"{frame}:True")
         ac, bc = m(f"{frame}:False:cpu"), m(f"{frame}:True:cpu")
         print(

@@ -97,7 +97,9 @@ class OutcomeBatch:
                     w.set_exception(e)
                     told = True
             if not told:  # every waiter was cancelled: say it somewhere
-                log.error("a batch of %d outcomes failed to commit: %r", len(records), e)
+                log.error(
+                    "a batch of %d outcomes failed to commit: %r", len(records), e
+                )
             return
         for w, rec, then in zip(waiters, records, after, strict=True):
             try:
