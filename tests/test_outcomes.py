@@ -245,3 +245,40 @@ def test_a_waiter_cancelled_after_queueing_still_has_its_outcome_written(
     assert stored(st) == {"a": "succeeded", "b": "succeeded"}
     assert st.records["a"].status == "succeeded"
     store.close()
+
+
+def test_an_outcome_that_cannot_be_written_holds_back_none_of_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch is refused as a whole (here b's row hits a full disk): each
+    outcome is then tried alone, so a is kept and b's error names b."""
+    import sqlite3
+
+    from argus_lab.store._rows import RowWriter
+
+    st, store = make_state(tmp_path)
+    batch = OutcomeBatch(st)
+    real = RowWriter.update
+
+    def full_for_b(self: RowWriter, con: Any, key: str, value: str) -> None:
+        if key == "t:b":
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, con, key, value)
+
+    monkeypatch.setattr(RowWriter, "update", full_for_b)
+
+    async def main() -> list[BaseException | None]:
+        tasks = [
+            asyncio.create_task(batch.commit(*outcome(st, t), lambda: None))
+            for t in ("a", "b")
+        ]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return [t.exception() for t in tasks]
+
+    a_error, b_error = asyncio.run(main())
+    monkeypatch.undo()
+    assert a_error is None
+    assert isinstance(b_error, al.StorageFullError) and b_error.task_id == "b"
+    assert stored(st) == {"a": "succeeded"}
+    assert [e.task_id for e in st.read_events()] == ["a"]
+    store.close()

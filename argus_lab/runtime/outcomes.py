@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import NamedTuple
 
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord
@@ -37,6 +38,13 @@ from argus_lab.runtime.options import log
 from argus_lab.runtime.state import SessionState
 
 __all__ = ["OutcomeBatch"]
+
+
+class _Entry(NamedTuple):
+    rec: TaskRecord
+    events: list[EventBase]
+    after: Callable[[], None]
+    waiter: asyncio.Future[None]
 
 
 class OutcomeBatch:
@@ -48,15 +56,12 @@ class OutcomeBatch:
 
     def __init__(self, state: SessionState) -> None:
         self._state = state
-        self._records: list[TaskRecord] = []
-        self._events: list[EventBase] = []
-        self._after: list[Callable[[], None]] = []
-        self._waiters: list[asyncio.Future[None]] = []
+        self._queue: list[_Entry] = []
 
     @property
     def pending(self) -> int:
         """How many outcomes wait for the next flush."""
-        return len(self._waiters)
+        return len(self._queue)
 
     async def commit(
         self, rec: TaskRecord, events: list[EventBase], after: Callable[[], None]
@@ -67,47 +72,55 @@ class OutcomeBatch:
         goes on (e.g. the scheduler readies the task's dependants), so what it
         does happens even if the waiting attempt is cancelled meanwhile: a
         queued outcome is written whatever becomes of its attempt. Raises what
-        the commit raised (e.g. ConcurrentSessionError); nothing of the batch
-        is written then.
+        the commit raised (e.g. ConcurrentSessionError, StorageFullError
+        naming this task); this outcome is not written then.
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        if not self._waiters:
+        if not self._queue:
             loop.call_soon(self._flush)
-        self._records.append(rec)
-        self._events.extend(events)
-        self._after.append(after)
-        self._waiters.append(fut)
+        self._queue.append(_Entry(rec, events, after, fut))
         await fut
 
     def _flush(self) -> None:
-        records, events, after, waiters = (
-            self._records,
-            self._events,
-            self._after,
-            self._waiters,
-        )
-        self._records, self._events, self._after, self._waiters = [], [], [], []
-        try:
-            self._state.commit(records, events)
-        except BaseException as e:  # every attempt of the batch sees it
-            told = False
-            for w in waiters:
-                if not w.done():
-                    w.set_exception(e)
-                    told = True
-            if not told:  # every waiter was cancelled: say it somewhere
-                log.error(
-                    "a batch of %d outcomes failed to commit: %r", len(records), e
-                )
-            return
-        for w, rec, then in zip(waiters, records, after, strict=True):
+        batch, self._queue = self._queue, []
+        if len(batch) > 1:
             try:
-                then()
-            except Exception as e:
-                if not w.done():
-                    w.set_exception(e)
-                    continue
-                log.exception("after the outcome of task %s", rec.task_id)
+                self._state.commit(
+                    [e.rec for e in batch], [ev for e in batch for ev in e.events]
+                )
+            except Exception:
+                # Refused as a whole (a full disk, a row that cannot be
+                # written, another writer): each outcome is tried alone below,
+                # so the one at fault is named in its own error and the others
+                # are not held back by it.
+                pass
+            else:
+                for entry in batch:
+                    self._done(entry)
+                return
+        for entry in batch:
+            try:
+                self._state.commit([entry.rec], entry.events)
+            except BaseException as e:
+                if not entry.waiter.done():
+                    entry.waiter.set_exception(e)
+                else:  # its attempt was cancelled: say it somewhere
+                    log.error(
+                        "the outcome of %s failed to commit: %r", entry.rec.task_id, e
+                    )
+                continue
+            self._done(entry)
+
+    @staticmethod
+    def _done(entry: _Entry) -> None:
+        w = entry.waiter
+        try:
+            entry.after()
+        except Exception as e:
             if not w.done():
-                w.set_result(None)
+                w.set_exception(e)
+                return
+            log.exception("after the outcome of task %s", entry.rec.task_id)
+        if not w.done():
+            w.set_result(None)
