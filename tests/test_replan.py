@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
+from pathlib import Path
+
+import pytest
+
 import argus_lab as al
 from argus_lab.llm import ModelRequest
 from argus_lab.llm.testing import FunctionModel, tool_call
@@ -91,3 +97,58 @@ def test_a_fork_records_no_planning_of_its_own(ws: al.Workspace) -> None:
     s.run()
     f = s.fork(at="one")
     assert [e.kind for e in f.events()].count("llm_call") == 0
+
+
+@pytest.mark.parametrize("where", ["args", "id"])
+def test_a_patch_writing_a_literal_secret_is_refused_and_never_stored(
+    ws: al.Workspace,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    where: str,
+) -> None:
+    # The model saw the secret (in a tool's output, say) and wrote it into the
+    # patch: stored with the plan, it would outlive every redaction.
+    secret = "rp-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_REPLAN_TOKEN", secret)
+
+    def leaky(req: ModelRequest) -> object:
+        task = (
+            {"id": "b2", "tool": "echo", "args": {"value": f"key {secret}"}}
+            if where == "args"
+            else {"id": f"t-{secret}", "tool": "echo", "args": {"value": 1}}
+        )
+        return tool_call("submit_plan", {"goal": "ignored", "tasks": [task]})
+
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "a", "tool": "add", "args": {"a": 1}},
+            {
+                "id": "b",
+                "tool": "boom",
+                "args": {"message": "venue closed"},
+                "deps": ["a"],
+                "on_failure": "replan",
+            },
+        ],
+    }
+    planner = al.LLMPlanner(FunctionModel(leaky))
+    s = ws.new_session(plan=plan, tools=BASIC_TOOLS, name="leak", planner=planner)
+    with caplog.at_level(logging.WARNING, logger="argus_lab"):
+        res = s.run()
+    assert res.status == "failed"
+    assert s.record("b").status == "failed" and "venue closed" in (
+        s.record("b").error or ""
+    )
+    assert [t.id for t in s.plan.tasks] == ["a", "b"] and s.info.plan_version == 1
+    assert "a plan patch was refused" in caplog.text and secret not in caplog.text
+    s.close()
+    again = ws.open("leak", tools=BASIC_TOOLS)
+    assert [t.id for t in again.plan.tasks] == ["a", "b"]
+    again.close()
+    hits = [
+        p
+        for p in Path(ws.path).rglob("*")
+        if p.is_file() and secret[:12].encode() in p.read_bytes()
+    ]
+    assert hits == []

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from argus_lab.errors import PlanError
+from argus_lab.model import Task
 from argus_lab.plan._model import Plan
 from argus_lab.plan._text import check_json, load_yaml, read_text
 from argus_lab.redact import Redactor
@@ -36,10 +38,15 @@ def coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
     )
 
 
-def refuse_literal_secrets(plan: Plan, red: Redactor) -> None:
-    """Raises PlanError for a task argument holding a secret ``red`` knows."""
+def refuse_literal_secrets(plan: Plan | Iterable[Task], red: Redactor) -> None:
+    """Raises PlanError for a task id or argument holding a secret ``red`` knows.
+
+    Takes a whole plan, or only the tasks a plan change adds or alters (a
+    replanner's or HTN repair's patch, a fallback): the rest was checked when
+    it entered the plan.
+    """
     # A secret written into a plan would be stored with it; a reference is not.
-    for t in plan.tasks:
+    for t in plan.tasks if isinstance(plan, Plan) else plan:
         if red.needed(t.id):
             # Task ids are keys in the checkpoint: masking would merge tasks.
             raise PlanError(

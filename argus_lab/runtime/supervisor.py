@@ -12,6 +12,7 @@ naming what was added, removed and rewired. Finished tasks are never changed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -19,6 +20,7 @@ from argus_lab.errors import PlanError, UnresolvedReferenceError
 from argus_lab.events import EventBase, HtnDecision
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.patch import PlanPatch
+from argus_lab.plan.static import refuse_literal_secrets
 from argus_lab.runtime.options import HTNPlanning, Replanning
 from argus_lab.runtime.outcome import (
     Failed,
@@ -31,6 +33,8 @@ from argus_lab.runtime.scheduler import DONE, Scheduler
 from argus_lab.runtime.state import SessionState
 
 __all__ = ["Supervisor"]
+
+log = logging.getLogger("argus_lab")
 
 R = TypeVar("R")
 
@@ -322,6 +326,17 @@ class Supervisor:
             protected=self._untouchable(but={r.task_id for r in records}),
             tools=st.tools,
         )
+        # A patch is written by a planner (an LLM's tool call, an HTN method
+        # filled from results): a literal secret in a new task's id or args
+        # would be stored with the plan, so the patch is refused like one
+        # that does not validate (the task fails as usual).
+        try:
+            refuse_literal_secrets(
+                [t for t in new_plan.tasks if st.tasks.get(t.id) != t], st.redactor
+            )
+        except PlanError as e:
+            log.warning("argus: a plan patch was refused: %s", e.message)
+            raise
         version = st.info.plan_version + 1
         deps = {t.id: t.deps for t in new_plan.tasks}
         order = Scheduler(deps, dict.fromkeys(deps, "pending")).topo

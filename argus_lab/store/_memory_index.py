@@ -2,7 +2,8 @@
 
 ``_MemoryIndex`` holds Memory's methods that open, create and widen the table,
 convert records to Arrow, delete, and maintain the indexes: optimize, the
-IVF_RQ vector index, vector backfill and re-embedding.
+IVF_RQ vector index and vector backfill (re-embedding is in
+:mod:`argus_lab.store._memory_reembed`).
 
 LanceDB and pyarrow are imported on first use, not with this module.
 """
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
 from argus_lab.store._memory_query import _COLUMNS, _SELECT, _canonical
-from argus_lab.store.embedding import EmbedderMismatchError, describe
+from argus_lab.store._memory_reembed import NEXT
 
 if TYPE_CHECKING:
     from argus_lab.store._memory_records import MemoryRecord
@@ -71,6 +72,8 @@ class _MemoryIndex:
 
         @staticmethod
         def _record(row: Mapping[str, Any]) -> MemoryRecord: ...
+        def _next_record(self) -> dict[str, Any] | None: ...
+        def _ensure_space(self) -> None: ...
 
     # -- the table -----------------------------------------------------------
 
@@ -108,9 +111,9 @@ class _MemoryIndex:
             fields.append(self._vector_field(dim) if space else self._vector_type(dim))
         return pa.schema(fields)
 
-    def _vector_type(self, dim: int) -> Any:
+    def _vector_type(self, dim: int, name: str = "vector") -> Any:
         pa = _pa()
-        return pa.field("vector", pa.list_(pa.float32(), dim))
+        return pa.field(name, pa.list_(pa.float32(), dim))
 
     def _vector_field(self, dim: int) -> Any:
         """The vector column, its metadata naming the embedder that fills it."""
@@ -119,11 +122,11 @@ class _MemoryIndex:
             return field
         return field.with_metadata({_SPACE_KEY: json.dumps(self._embedding.space())})
 
-    def _dim(self) -> int | None:
+    def _dim(self, column: str = "vector") -> int | None:
         t = self._open()
-        if t is None or "vector" not in t.schema.names:
+        if t is None or column not in t.schema.names:
             return None
-        return int(t.schema.field("vector").type.list_size)
+        return int(t.schema.field(column).type.list_size)
 
     def _create(self, dim: int | None) -> Any:
         from lancedb.index import FTS, BTree
@@ -143,11 +146,15 @@ class _MemoryIndex:
         return t
 
     def _table_for(self, dim: int | None) -> Any:
-        """The table, created or given a vector column of size ``dim`` as needed."""
+        """The table, created or given a vector column of size ``dim`` as needed.
+
+        While a re-embedding runs, new vectors go to its column (``vector_next``).
+        """
         # Another process may have created the table meanwhile, with or without
         # vectors: check the size either way.
         t = self._open() or self._create(dim)
-        have = self._dim()
+        column = NEXT if NEXT in t.schema.names else "vector"
+        have = self._dim(column)
         if dim is not None and have is None:
             t.add_columns(self._vector_field(dim))
             self._vectors_checked = False
@@ -159,7 +166,10 @@ class _MemoryIndex:
             )
         return t
 
-    def _arrow(self, recs: list[MemoryRecord], vectors: Any, dim: int | None) -> Any:
+    def _arrow(self, recs: list[MemoryRecord], vectors: Any) -> Any:
+        """Records as an Arrow table with the table's columns; ``vectors`` fill
+        the column being written (``vector_next`` during a re-embedding, whose
+        old-space ``vector`` is left null), or nulls when None."""
         pa = _pa()
 
         cols: dict[str, Any] = {
@@ -167,16 +177,24 @@ class _MemoryIndex:
         }
         cols["metadata"] = [_canonical(r.metadata) for r in recs]
         cols["created_at"] = [r.created_at for r in recs]
-        if dim is not None:
+        schema = self._schema(None)
+        t = self._open()
+        names = [] if t is None else t.schema.names
+        target = NEXT if NEXT in names else "vector"
+        for column in ("vector", NEXT):
+            dim = self._dim(column) if column in names else None
+            if dim is None:
+                continue
             vtype = pa.list_(pa.float32(), dim)
-            cols["vector"] = (
+            schema = schema.append(pa.field(column, vtype))
+            cols[column] = (
                 pa.nulls(len(recs), vtype)
-                if vectors is None
+                if vectors is None or column != target
                 else pa.FixedSizeListArray.from_arrays(
                     pa.array(vectors.ravel(), pa.float32()), dim
                 )
             )
-        return pa.table(cols, schema=self._schema(dim))
+        return pa.table(cols, schema=schema)
 
     # -- which embedder made the vectors -------------------------------------
 
@@ -191,42 +209,6 @@ class _MemoryIndex:
         meta = t.schema.field("vector").metadata or {}
         raw = meta.get(_SPACE_KEY.encode())
         return None if raw is None else dict(json.loads(raw))
-
-    def _ensure_space(self) -> None:
-        """Refuses, or re-embeds, when the vectors came from another embedder."""
-        if self._embedding is None or self._space_ok:
-            return
-        with self._lock:
-            t = self._open()
-            if t is None or self._dim() is None:
-                return  # the vector column is made with this embedder's record
-            want = self._embedding.space()
-            have = self.embedder_record()
-            if have is None and t.count_rows("vector IS NOT NULL") == 0:
-                meta = {_SPACE_KEY: json.dumps(want)}
-                t.replace_field_metadata("vector", meta)
-                have = want
-            if have != want:
-                n = t.count_rows()
-                if self.on_mismatch != "reembed":
-                    raise EmbedderMismatchError(
-                        f"memory at {self.path} holds vectors made by "
-                        f"{describe(have)}, but its embedder is {describe(want)}: "
-                        "vectors of different models are not comparable, so "
-                        "nothing was searched or written. Use the embedder the "
-                        f"memory was built with, or re-embed its {n} memories "
-                        "with this one: memory.reembed() (or "
-                        "Memory(..., on_mismatch='reembed'))"
-                    )
-                log.warning(
-                    "memory at %s: re-embedding %d memories made by %s with %s",
-                    self.path,
-                    n,
-                    describe(have),
-                    describe(want),
-                )
-                self.reembed(progress=self.progress)
-            self._space_ok = True
 
     def delete(self, where: str) -> int:
         """Deletes the memories matching a SQL filter; returns how many."""
@@ -265,8 +247,8 @@ class _MemoryIndex:
             if t is None:
                 return
             t.optimize(retrain=retrain, cleanup_older_than=keep_versions)
-            if self._dim() is None:
-                return
+            if self._dim() is None or NEXT in t.schema.names:
+                return  # no vectors, or a re-embedding will index its own
             rows = t.count_rows()
             names = self._vector_index_names()
             if (not names and rows >= self.vector_index_min_rows) or (
@@ -288,6 +270,11 @@ class _MemoryIndex:
                 raise ArgusError(
                     f"memory at {self.path} has no vectors to index; configure an "
                     "embedder and add memories first"
+                )
+            if NEXT in t.schema.names:
+                raise ArgusError(
+                    f"memory at {self.path} is being re-embedded; its vector index "
+                    "is built when that is done (memory.reembedding.wait())"
                 )
             self.backfill_vectors()
             # Below _PARTITION_ROWS LanceDB's default would train 2-3 partitions,
@@ -340,6 +327,8 @@ class _MemoryIndex:
             if self._open() is None:
                 return 0
             self._ensure_space()
+            if self._next_record() is not None:
+                return 0  # the re-embedding fills its own column
             dim = self._dim()
             if dim is None:
                 dim = int(self._embedding.space()["dim"])
@@ -359,7 +348,7 @@ class _MemoryIndex:
                 recs = [self._record(r) for r in rows]
                 vectors = self._embedding.docs([r.text for r in recs])
                 t.merge_insert("id").when_matched_update_all().execute(
-                    self._arrow(recs, vectors, self._dim())
+                    self._arrow(recs, vectors)
                 )
                 done += len(recs)
                 if progress is not None:
@@ -368,32 +357,3 @@ class _MemoryIndex:
                     log.info("memory at %s: embedded %d of %d", self.path, done, total)
             self._vectors_checked = True
         return done
-
-    def reembed(self, *, progress: Progress | None = None) -> int:
-        """Recomputes every vector with the current embedder (e.g. a new model).
-
-        Searches and writes wait until it is done (~2-5 s per 100k memories with
-        the default embedder, plus the ANN index rebuild at the next optimize).
-
-        Args:
-            progress: Called as ``progress(done, total)`` as batches are written.
-
-        Returns:
-            How many memories were embedded.
-        """
-        if self._embedding is None:
-            raise ArgusError("reembed() needs an embedder: set memory.embedder first")
-        with self._lock:
-            t = self._open()
-            if t is None:
-                return 0
-            if self._dim() is not None:
-                for name in self._vector_index_names():
-                    t.drop_index(name)
-                t.drop_columns(["vector"])
-                self._vector_index = False
-            self._space_ok = True  # the column is remade with this embedder's record
-            n = self.backfill_vectors(progress=progress)
-            if n >= self.vector_index_min_rows:
-                self.create_vector_index()
-            return n

@@ -8,6 +8,7 @@ and fuse rankings (``_fuse``); ``_MemoryQuery`` holds Memory's search methods
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -16,8 +17,12 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.errors import ArgusError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from argus_lab.store._memory_records import HitMode, MemoryHit, SearchMode
     from argus_lab.store.embedding import _Embedding
+
+log = logging.getLogger("argus_lab")
 
 RRF_K = 10
 """The rank constant of hybrid's reciprocal rank fusion (see FTS_WEIGHT)."""
@@ -42,6 +47,11 @@ _SELECT = [*_COLUMNS, "created_at"]
 _NO_EMBEDDER = (
     "hybrid search fell back to full-text: no embedding function is configured "
     "(pass embedder= to Memory, or set memory.embedder)"
+)
+_REEMBEDDING = (
+    "{mode} search fell back to full-text: the memories are being re-embedded "
+    "with another model, and vectors of two models are never compared "
+    "(memory.reembedding.wait() waits for it)"
 )
 
 
@@ -130,6 +140,8 @@ class _MemoryQuery:
     if TYPE_CHECKING:
         _embedding: _Embedding | None
         _vectors_checked: bool
+        _fallback_warned: bool
+        path: Path
         refine_factor: int
 
         def _open(self) -> Any | None: ...
@@ -194,19 +206,22 @@ class _MemoryQuery:
         filt = self._filter(where, session_id, kind, since, metadata)
         # A metadata prefilter may keep a few false matches; fetch spares.
         want = k if not metadata else 2 * k + 10
+        depth = want if mode == "vector" else max(want, 2 * k, 20)
+        vec = None if mode == "fts" else self._vector(t, query, depth, filt)
         if mode == "hybrid" and self._embedding is None:
             hits = self._fts(t, query, want, filt, note=_NO_EMBEDDER)
         elif mode == "fts":
             hits = self._fts(t, query, want, filt)
+        elif vec is None:
+            note = _REEMBEDDING.format(mode=mode)
+            if not self._fallback_warned:  # once; every hit carries the note
+                log.warning("memory at %s: %s", self.path, note)
+                self._fallback_warned = True
+            hits = self._fts(t, query, want, filt, note=note)
         elif mode == "vector":
-            hits = self._vector(t, query, want, filt)
+            hits = vec
         else:
-            depth = max(want, 2 * k, 20)
-            hits = _fuse(
-                query,
-                self._fts(t, query, depth, filt),
-                self._vector(t, query, depth, filt),
-            )
+            hits = _fuse(query, self._fts(t, query, depth, filt), vec)
         if metadata:
             hits = [
                 h
@@ -255,9 +270,15 @@ class _MemoryQuery:
                 h.note = note
         return hits
 
-    def _vector(self, t: Any, query: str, n: int, filt: str | None) -> list[MemoryHit]:
-        assert self._embedding is not None
+    def _vector(
+        self, t: Any, query: str, n: int, filt: str | None
+    ) -> list[MemoryHit] | None:
+        """Vector hits; None while a re-embedding is under way (see search)."""
+        if self._embedding is None:
+            return None
         self._ensure_space()
+        if "vector_next" in t.schema.names:
+            return None
         if not self._vectors_checked:
             self.backfill_vectors()
             t = self._open()

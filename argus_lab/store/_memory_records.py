@@ -21,7 +21,7 @@ MemoryKind = Literal["result", "note", "document", "lesson"]
 KINDS: tuple[str, ...] = ("result", "note", "document", "lesson")
 SearchMode = Literal["auto", "hybrid", "fts", "vector"]
 HitMode = Literal["hybrid", "fts", "vector"]
-OnMismatch = Literal["error", "reembed"]
+OnMismatch = Literal["error", "reembed", "background"]
 
 
 class MemoryRecord(BaseModel):

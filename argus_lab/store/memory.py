@@ -24,7 +24,9 @@ embedding function is configured, a ``vector``.
   function, :class:`HashEmbedder` (lexical, for tests), or None (full-text
   only). The vector column records which embedder (name, version, dim) made it;
   another embedder is refused with a message naming both, or re-embeds
-  everything with ``on_mismatch="reembed"``: spaces are never mixed. Distances
+  everything with ``on_mismatch="reembed"`` (at once) or ``"background"`` (on a
+  worker thread, searching by full text meanwhile; resumable after a kill: see
+  :mod:`argus_lab.store._memory_reembed`): spaces are never mixed. Distances
   are cosine. From ``vector_index_min_rows`` rows an IVF_RQ (RaBitQ)
   ANN index is built (about 2 s at 100k x 384) and queried with a refine step
   that re-ranks 10x the candidates on the full vectors (recall@10 ~0.9).
@@ -71,6 +73,7 @@ from argus_lab.store._memory_records import (
     OnMismatch,
     SearchMode,
 )
+from argus_lab.store._memory_reembed import ReembedJob, _MemoryReembed
 from argus_lab.store.chunking import Format, document_records
 from argus_lab.store.embedding import (
     Embedder,
@@ -100,6 +103,7 @@ __all__ = [
     "MemoryHit",
     "MemoryKind",
     "MemoryRecord",
+    "ReembedJob",
     "SearchMode",
     "WordLlamaEmbedder",
     "default_embedder",
@@ -115,7 +119,7 @@ _PARTITION_ROWS = 32_768
 """From this many rows the ANN index gets real IVF partitions (LanceDB's default)."""
 
 
-class Memory(_MemoryQuery, _MemoryIndex):
+class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
     """Long-term memory of a workspace (or any folder), on LanceDB.
 
     Most code gets one with ``ws.memory`` (or :func:`open_memory`), which shares
@@ -128,9 +132,12 @@ class Memory(_MemoryQuery, _MemoryIndex):
             WordLlama model, loaded on first use), any :class:`Embedder`, a
             LanceDB embedding function, or None for full-text only.
         on_mismatch: When the stored vectors were made by another embedder:
-            "error" (refuse, naming both) or "reembed" (recompute them all, with
-            ``progress`` reports, at the first use).
-        progress: Called as ``progress(done, total)`` while re-embedding.
+            "error" (refuse, naming both), "reembed" (recompute them all at the
+            first use, which waits for it) or "background" (recompute them on a
+            worker thread, :attr:`reembedding`; searches fall back to full text
+            until it is done). Either resumes an interrupted re-embedding.
+        progress: Called as ``progress(done, total)`` while re-embedding (from
+            the worker thread in the background).
         optimize_every: Writes after which :meth:`optimize` runs by itself.
         optimize_rows: Rows written after which :meth:`optimize` runs by itself.
         vector_index_min_rows: Build the ANN index once this many rows exist.
@@ -150,9 +157,10 @@ class Memory(_MemoryQuery, _MemoryIndex):
         vector_index_min_rows: int = 4096,
         refine_factor: int = 10,
     ) -> None:
-        if on_mismatch not in ("error", "reembed"):
+        if on_mismatch not in ("error", "reembed", "background"):
             raise ValueError(
-                f"on_mismatch must be 'error' or 'reembed', got {on_mismatch!r}"
+                "on_mismatch must be 'error', 'reembed' or 'background', got "
+                f"{on_mismatch!r}"
             )
         self.path = Path(path).expanduser().resolve()
         self.on_mismatch: OnMismatch = on_mismatch
@@ -170,6 +178,8 @@ class Memory(_MemoryQuery, _MemoryIndex):
         self._vector_index: bool | None = None
         self._pending_writes = 0
         self._pending_rows = 0
+        self._job: ReembedJob | None = None
+        self._fallback_warned = False
         self.embedder = embedder
 
     def __repr__(self) -> str:
@@ -251,7 +261,7 @@ class Memory(_MemoryQuery, _MemoryIndex):
         )
         with self._lock:
             t = self._table_for(None if vectors is None else int(vectors.shape[1]))
-            data = self._arrow(recs, vectors, self._dim())
+            data = self._arrow(recs, vectors)
             merge = t.merge_insert("id").when_matched_update_all()
             # Rows of an instance without embedder carry null vectors on purpose
             # (backfilled later); sizes were checked above.
