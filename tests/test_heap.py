@@ -95,9 +95,9 @@ def test_overlapping_runs_thaw_when_the_last_one_ends(collector: None) -> None:
         counts.append(gc.get_freeze_count())
 
     async def main() -> None:
-        a = asyncio.create_task(frozen_heap(first()))
+        a = asyncio.create_task(frozen_heap(first))
         await asyncio.sleep(0)
-        await frozen_heap(second())
+        await frozen_heap(second)
         await a
 
     asyncio.run(main())

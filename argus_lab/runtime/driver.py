@@ -91,17 +91,17 @@ class RunDriver:
     def step(self) -> list[TaskRecord]:
         """Runs the next ready task(s) once and waits for their records."""
         self._signals.go()  # here, so a pause() right after counts
-        return self.blocking(frozen_heap(self._runner.step()))
+        return self.blocking(frozen_heap(self._runner.step))
 
     def run(self) -> RunResult:
         """Runs until the plan is done, pauses, or nothing can run, and waits."""
         self._signals.go()
-        return self.blocking(frozen_heap(self._runner.run()))
+        return self.blocking(frozen_heap(self._runner.run))
 
     def rerun_stale(self) -> RunResult:
         """Makes the stale tasks pending again, then runs, and waits."""
         self._signals.go()
-        return self.blocking(frozen_heap(self._rerun_stale()))
+        return self.blocking(frozen_heap(self._rerun_stale))
 
     async def _rerun_stale(self) -> RunResult:
         await self._actions.mark_stale()
@@ -113,7 +113,7 @@ class RunDriver:
             return self._bg
         self._signals.go()
         self._bg = self._loop.submit(
-            self._runner.guarded(frozen_heap(self._runner.run()))
+            self._runner.guarded(frozen_heap(self._runner.run))
         )
         hold(self._closer, self._bg)  # a run going on is closed at exit too
         return self._bg

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from argus_lab.runtime.options import T
@@ -51,10 +51,14 @@ def _leave() -> None:
             gc.unfreeze()
 
 
-async def frozen_heap(coro: Coroutine[Any, Any, T]) -> T:
-    """Awaits ``coro`` (a run) with the heap it starts with frozen."""
+async def frozen_heap(run: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Awaits ``run()`` with the heap it starts with frozen.
+
+    Takes the coroutine function, not a coroutine: a call refused before it
+    starts (``RunLoop.guarded``) then leaves no coroutine never awaited.
+    """
     _enter()
     try:
-        return await coro
+        return await run()
     finally:
         _leave()
