@@ -282,3 +282,42 @@ def test_an_outcome_that_cannot_be_written_holds_back_none_of_its_batch(
     assert stored(st) == {"a": "succeeded"}
     assert [e.task_id for e in st.read_events()] == ["a"]
     store.close()
+
+
+def test_calls_in_flight_stay_within_the_concurrency_while_outcomes_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attempt whose success waits for its group commit gives its slot to
+    the next task (its call is over), but calls in flight never exceed the
+    session's concurrency, and every outcome is still written once."""
+    commits = Commits(monkeypatch)
+    live = {"now": 0, "most": 0}
+
+    @al.tool
+    async def hop(i: int) -> int:
+        live["now"] += 1
+        live["most"] = max(live["most"], live["now"])
+        for _ in range(i % 3 + 1):  # calls of different lengths, in turns
+            await asyncio.sleep(0)
+        live["now"] -= 1
+        return i
+
+    n = 40
+    plan = {
+        "goal": "waves",
+        "tasks": [{"id": f"h{i}", "tool": "hop", "args": {"i": i}} for i in range(n)],
+    }
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(plan=plan, tools=[hop], name="waves", concurrency=4)
+    assert s.run().status == "succeeded"
+    assert live["most"] == 4
+    for i in range(n):
+        commits.holding("task_succeeded", f"h{i}")  # exactly once each
+    assert {t: r.result for t, r in s.records.items()} == {f"h{i}": i for i in range(n)}
+    # Grouped: fewer outcome commits than outcomes.
+    outcome_commits = [
+        evs for _, evs in commits.log if any(k == "task_succeeded" for k, _ in evs)
+    ]
+    assert len(outcome_commits) < n
+    s.close()
+    ws.close()

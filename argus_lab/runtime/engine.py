@@ -214,9 +214,12 @@ class RunLoop:
         assert wake is not None
         try:
             while True:
+                # An attempt whose success waits for its group commit holds
+                # no slot: its call is over (Settler.settling, outcomes.py).
                 while (
                     sig.pause_requested is None
-                    and len(running) < self._options.concurrency
+                    and len(running) - self._settler.settling
+                    < self._options.concurrency
                     and (tid := self._pop_ready()) is not None
                 ):
                     task = asyncio.create_task(self.execute(tid))

@@ -24,6 +24,16 @@ The invariants hold per task exactly as with one commit each:
   session's one way to write, with its version and lease checks.
 
 Outcomes are not relaxed under durability "full": a batch is fsynced.
+
+When the batch is written: once the loop has nothing else ready to run (at
+most ``MAX_WAIT_TURNS`` turns after the first outcome was queued). An attempt
+whose outcome waits here no longer holds one of the session's concurrency
+slots (``Settler.settling``; its call is over), so by then the run loop has
+started the tasks it made room for, their intents are committed and their
+calls have begun: this commit's CPU overlaps their calls instead of
+delaying them, and waves of a fan-out no longer run in lockstep behind each
+other's commits. A run with nothing else to do (a chain) writes it at the
+next turn, as before.
 """
 
 from __future__ import annotations
@@ -37,7 +47,10 @@ from argus_lab.model import TaskRecord
 from argus_lab.runtime.options import log
 from argus_lab.runtime.state import SessionState
 
-__all__ = ["OutcomeBatch"]
+__all__ = ["MAX_WAIT_TURNS", "OutcomeBatch"]
+
+MAX_WAIT_TURNS = 8
+"""Turns of the loop a queued outcome waits at most for the loop to go idle."""
 
 
 class _Entry(NamedTuple):
@@ -57,6 +70,8 @@ class OutcomeBatch:
     def __init__(self, state: SessionState) -> None:
         self._state = state
         self._queue: list[_Entry] = []
+        self._waited = 0  # turns the queued batch has waited so far
+        self._drained: asyncio.Future[None] | None = None
 
     @property
     def pending(self) -> int:
@@ -82,7 +97,32 @@ class OutcomeBatch:
         self._queue.append(_Entry(rec, events, after, fut))
         await fut
 
+    async def drained(self) -> None:
+        """Returns once every outcome queued so far was written (or refused)."""
+        if not self._queue:
+            return
+        if self._drained is None:
+            self._drained = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._drained)
+
     def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        # CPython's loops keep what is ready to run in ``_ready``; other loops
+        # (uvloop) do not say, and get the batch written at once.
+        ready = getattr(loop, "_ready", None)
+        if ready and self._waited < MAX_WAIT_TURNS:
+            self._waited += 1
+            loop.call_soon(self._flush)
+            return
+        self._waited = 0
+        try:
+            self._write()
+        finally:
+            drained, self._drained = self._drained, None
+            if drained is not None and not drained.done():
+                drained.set_result(None)
+
+    def _write(self) -> None:
         batch, self._queue = self._queue, []
         if len(batch) > 1:
             try:

@@ -78,6 +78,9 @@ class Settler:
         self._options = options
         self._outcomes = OutcomeBatch(state)
         self.failures_in_a_row = 0
+        self.settling = 0
+        """Attempts whose call is over and whose success waits for its group
+        commit: they hold no concurrency slot (RunLoop.run)."""
 
     def settle(
         self,
@@ -131,17 +134,24 @@ class Settler:
             st.sched.set(tid, "succeeded")
             self._memory.result(tid, seq=ev.seq)
 
+        # The call is over: the attempt no longer holds a concurrency slot, and
+        # the run loop may start another task while this outcome waits.
+        self.settling += 1
+        self._signals.wake_up()
         try:
             await self._outcomes.commit(done, events, after)
         except asyncio.CancelledError:
             if not self._signals.abandoning:
                 raise
-            # The shutdown's own cancellation (RunLoop.abandon) came after the
-            # batch was flushed (it was queued first): the outcome is written,
-            # and the attempt ends as finished, not cancelled.
+            # The shutdown's own cancellation (RunLoop.abandon): the queued
+            # outcome is written all the same; the attempt waits for that and
+            # ends as finished, not cancelled.
             me = asyncio.current_task()
             if me is not None:
                 me.uncancel()
+            await self._outcomes.drained()
+        finally:
+            self.settling -= 1
 
     def _decide(
         self, tid: str, rec: TaskRecord, out: Outcome, retries: int
