@@ -1,12 +1,11 @@
-"""Group commit of outcomes: the successes of tasks that settle in the same turn
-of the loop are written in one transaction, and each attempt waits for it.
+"""Group commit of outcomes: the successes of tasks that settle close together
+are written in one transaction, and each attempt waits for it.
 
 A fan-out of 128 async tasks whose calls end together used to commit 128
 outcomes one after the other on the loop thread, each its own transaction (a
 WAL commit, the head read and rewritten, a witness record): the run was bound
 by the loop thread's CPU. Here a settled success queues its record and events
-and awaits the batch; one ``commit`` at the next turn of the loop writes every
-outcome queued in this turn.
+and awaits the batch; one ``commit`` writes every outcome queued until then.
 
 The invariants hold per task exactly as with one commit each:
 
@@ -61,7 +60,7 @@ class _Entry(NamedTuple):
 
 
 class OutcomeBatch:
-    """Queues outcomes and commits them together once per turn of the loop.
+    """Queues outcomes and commits them together once the loop is idle.
 
     Args:
         state: The session state, whose ``commit`` writes the batch.

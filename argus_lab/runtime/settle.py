@@ -6,7 +6,7 @@ artifact), a retry scheduled, the task in doubt or waiting for budget, or the
 task given up (after the replanner's remedies had their chance), failed with
 its dependents blocked, or skipped. ``Settler.settled``, which an attempt
 awaits, writes a success in a group commit with the other outcomes settling
-in the same turn of the loop (outcomes.py).
+beside it (outcomes.py).
 """
 
 from __future__ import annotations
@@ -115,9 +115,9 @@ class Settler:
         retries: int = 0,
     ) -> None:
         """``settle`` for an attempt that can wait: a success joins the
-        outcomes that settle in the same turn of the loop, all written in one
-        transaction (outcomes.py), and this returns once it is durable; any
-        other decision is carried out at once, as by ``settle``."""
+        outcomes settling beside it, all written in one transaction
+        (outcomes.py), and this returns once it is durable; any other
+        decision is carried out at once, as by ``settle``."""
         decision = self._decide(tid, rec, out, retries)
         if not isinstance(decision, Accept):
             self._carry_out(tid, rec, out, decision, tool_hash, None)
