@@ -46,7 +46,8 @@ TARGET_S = 1.0
 
 import argus_lab as al  # noqa: E402
 from argus_lab import analysis as an  # noqa: E402
-from argus_lab.analysis._read import _split, parse_events  # noqa: E402
+from argus_lab.analysis._event_cols import event_table, split_bodies  # noqa: E402
+from argus_lab.analysis._read import parse_events  # noqa: E402
 from argus_lab.events import EventBase, make_event  # noqa: E402
 
 
@@ -136,7 +137,7 @@ def _parsers(bodies: list[str]) -> dict[str, Callable[[], Any]]:
 
     def arrow() -> Any:
         table = pj.read_json(io.BytesIO("\n".join(bodies).encode()), parse_options=opts)
-        return table, [_split(b) for b in bodies]
+        return table, split_bodies(bodies, True)
 
     return {
         "json.loads per event": lambda: [json.loads(b) for b in bodies],
@@ -144,7 +145,12 @@ def _parsers(bodies: list[str]) -> dict[str, Callable[[], Any]]:
             "[" + ",".join(bodies) + "]"
         ),
         "pyarrow.json (heads; details sliced as text)": arrow,
-        "split after duration, heads joined (used)": lambda: parse_events(bodies),
+        "split after duration, heads joined into dicts (SessionData.events)": (
+            lambda: parse_events(bodies)
+        ),
+        "split after duration, heads parsed by Arrow (used: event_table)": (
+            lambda: event_table(bodies, True)
+        ),
     }
 
 

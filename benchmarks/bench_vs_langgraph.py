@@ -328,6 +328,7 @@ def child_floor(spec: dict[str, Any]) -> dict[str, Any]:
     """Bare diskcache transactions writing each step's records, nothing else."""
     from argus_lab.events import make_event
     from argus_lab.model import TaskRecord
+    from argus_lab.store._rows import SESSION_PAGE_SIZE
     from argus_lab.store.envelope import encode, open_cache
 
     n, commits = spec["n"], spec["commits"]
@@ -393,7 +394,8 @@ def child_floor(spec: dict[str, Any]) -> dict[str, Any]:
 
     root = Path(spec["dir"])
     io0 = rt._read_io()
-    cache = open_cache(root / "floor", spec["durability"])
+    # A session's page size, as Argus's own checkpoint database has.
+    cache = open_cache(root / "floor", spec["durability"], page_size=SESSION_PAGE_SIZE)
     c0, t0 = time.process_time(), time.perf_counter()
     for txn in txns:
         with cache.transact(retry=True):

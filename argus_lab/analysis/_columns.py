@@ -50,6 +50,13 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from argus_lab.analysis._series import (
+    arrow,
+    arrow_strings,
+    categorical,
+    from_arrow,
+    int64,
+)
 from argus_lab.analysis._table import Row, Table
 from argus_lab.analysis._values import canonical
 
@@ -120,8 +127,9 @@ class Column:
                 f"got {self.dtype!r}"
             )
 
-    def values(self, rows: Sequence[Row] | Table) -> list[Any]:
-        """Reads this column's raw values from every row (or from a Table)."""
+    def values(self, rows: Sequence[Row] | Table) -> Any:
+        """Reads this column's raw values from every row (a list), or from a Table
+        (a list, or the Arrow array the Table holds for it)."""
         if isinstance(rows, Table):
             if self.value is None and "." not in (key := self.path or self.name):
                 return rows.column(key)  # columnar already: no per-row work
@@ -266,13 +274,6 @@ class Columns:
         return pd.DataFrame(data, columns=self.names, copy=False)
 
 
-def arrow(module: str = "pyarrow") -> Any:
-    """Imports a pyarrow module on first use (pyarrow ships no type stubs)."""
-    import importlib
-
-    return importlib.import_module(module)
-
-
 def records(df: pd.DataFrame) -> list[Row]:
     """The frame's rows as dicts keyed by column name."""
     return [{str(k): v for k, v in r.items()} for r in df.to_dict("records")]
@@ -329,24 +330,40 @@ def _json_text(v: Any) -> str | None:
     return canonical(v)
 
 
-def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> Any:
-    """Converts one column's raw values to a Series of its declared dtype."""
+def to_series(values: Any, col: Column, dtype_backend: DtypeBackend) -> Any:
+    """Converts one column's raw values (a list, or an Arrow array a Table holds)
+    to a Series of its declared dtype."""
     import numpy as np
     import pandas as pd
 
     spec = col.dtype
+    if not isinstance(values, list):  # an Arrow array (the events' columns)
+        target = pandas_dtype(spec, dtype_backend, col.categories)
+        got = from_arrow(values, spec, col.categories, dtype_backend, target)
+        if got is not None:
+            return got
+        values = values.to_pylist()
     if spec == "category":
-        cats = list(col.categories)
-        extra = sorted({v for v in values if v is not None} - set(cats))
-        return pd.Series(pd.Categorical(values, categories=cats + extra))
+        return pd.Series(categorical(values, col.categories))
     if spec == "object":
         return pd.Series(values, dtype="object")
-    if spec == "json":
-        values = [_json_text(v) for v in values]
-    if dtype_backend == "pyarrow" and spec in ("string", "json"):
+    if spec == "json":  # text stays as it is (no call per row for it)
+        values = [v if v is None or type(v) is str else _json_text(v) for v in values]
+    if spec in ("string", "json"):
         pa = arrow()
-        # Straight to Arrow: no detour through a pandas string array.
-        return pd.Series(pd.arrays.ArrowExtensionArray(pa.array(values, pa.string())))
+        if dtype_backend == "pyarrow":
+            # Straight to Arrow: no detour through a pandas string array.
+            arr = pa.array(values, pa.string())
+            return pd.Series(pd.arrays.ArrowExtensionArray(arr))
+        if arrow_strings():
+            # pandas keeps "string" in Arrow here: hand it the Arrow array built
+            # in C (pandas' own constructor checks every value in Python first).
+            try:
+                arr = pa.array(values, pa.large_string())
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                pass  # not all str/None (NaN, numbers): pandas converts them
+            else:
+                return pd.Series(pd.arrays.ArrowStringArray(arr))
     s: Any
     if spec == "timestamp":
         secs = np.array(values, dtype="float64")
@@ -356,6 +373,8 @@ def to_series(values: list[Any], col: Column, dtype_backend: DtypeBackend) -> An
         s = s.astype("timedelta64[ns]")
     elif spec in ("float64", "duration"):
         s = pd.Series(np.array(values, dtype="float64"))
+    elif spec == "Int64" and (ints := int64(values)) is not None:
+        s = pd.Series(ints)
     else:
         s = pd.Series(pd.array(values, dtype=pandas_dtype(spec)))
     if dtype_backend == "pyarrow":

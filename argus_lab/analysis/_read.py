@@ -4,11 +4,16 @@ Events are the bulk of a trajectory (100,000+ in a long run), so they are never
 validated one pydantic object at a time. Their stored text is what
 ``EventBase.model_dump_json`` wrote: compact JSON with the EventBase fields first,
 ``duration`` last of them, then the kind's own typed fields. Each body is split
-after ``duration``; the small heads are parsed in ONE ``json.loads`` call (of a JSON
-array joined from them) and the kind's fields stay JSON text (``details``), parsed
-later only for the kinds a frame needs (LLM calls, approvals, ...), straight into
-the row: a parsed row reads like the event model (``row["error"]``). A body that
-does not have that shape is parsed whole instead.
+after ``duration``; the kind's fields stay JSON text (``details``), parsed later
+only for the kinds a frame needs (LLM calls, approvals, ...), straight into the
+row: a parsed row reads like the event model (``row["error"]``). A body that does
+not have that shape is parsed whole instead.
+
+A session's events are kept as the stored texts until a frame asks: as columns
+(``SessionData.event_table``: the heads parsed by Arrow, no dict per event; what
+``events_df`` and ``tasks_df`` read), or as rows (``SessionData.events``: the heads
+parsed in ONE ``json.loads`` of a joined array; what the frames pairing attempts
+and approvals read). Only the rows a frame parses are built as dicts otherwise.
 """
 
 from __future__ import annotations
@@ -16,9 +21,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from argus_lab.analysis._event_cols import EVENT_FIELDS, event_table, split_bodies
+from argus_lab.analysis._series import arrow
+from argus_lab.analysis._table import Table
 from argus_lab.events import COMMON_FIELDS, EventBase
 
 if TYPE_CHECKING:
@@ -34,7 +43,6 @@ log = logging.getLogger("argus_lab")
 Source: TypeAlias = "Session | Workspace | Iterable[Session]"
 """What the frame functions read: one session, a whole workspace, or a list."""
 
-_MARK = ',"duration":'
 _THREADS = 4
 """Sessions of a workspace read at once (store opens and closes are I/O bound)."""
 _PARSED = "_parsed"
@@ -60,19 +68,6 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _split(body: str) -> tuple[str, str] | None:
-    """(head JSON without its closing brace, details JSON), or None."""
-    j = body.find(_MARK) if _FAST else -1
-    if j < 0 or body[-1] != "}":
-        return None
-    j += len(_MARK)
-    # The duration is null or a number: no comma or brace inside.
-    k = body.find(",", j)
-    if k < 0:
-        return body[:-1], "{}"
-    return body[:k], "{" + body[k + 1 :]
-
-
 def parse_events(bodies: list[str]) -> list[dict[str, Any]]:
     """Parses event JSON bodies into row dicts with the EventBase fields and
     ``details``: the kind's own fields as JSON text.
@@ -84,18 +79,7 @@ def parse_events(bodies: list[str]) -> list[dict[str, Any]]:
         One dict per event with the EventBase fields; ``details`` is the JSON
         text of the kind's own fields (``"{}"`` when it has none).
     """
-    heads: list[str] = []
-    details: list[str | None] = []
-    slow: list[int] = []
-    for i, body in enumerate(bodies):
-        got = _split(body)
-        if got is None:
-            heads.append("{")
-            details.append(None)
-            slow.append(i)
-        else:
-            heads.append(got[0])
-            details.append(got[1])
+    heads, details, slow = split_bodies(bodies, _FAST)
     if not bodies:
         return []
     rows: list[dict[str, Any]] = json.loads("[" + "},".join(heads) + "}]")
@@ -109,16 +93,71 @@ def parse_events(bodies: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-@dataclass
 class SessionData:
-    """One session's info, plan, records and parsed events, read once."""
+    """One session's info, plan, records and events, read once.
 
-    info: SessionInfo
-    plan: Plan
-    records: dict[str, TaskRecord]
-    events: list[dict[str, Any]]
-    cache: dict[str, Any] = field(default_factory=dict)
-    """Rows derived from the events (attempts, usage), computed once."""
+    Args:
+        info: The session's SessionInfo.
+        plan: Its plan.
+        records: Its task records, by task id.
+        events: Its event rows (dicts, see ``parse_events``), if parsed already.
+        bodies: Else its events' JSON texts: parsed into rows when ``events`` is
+            first used, or into columns by ``event_table`` (no dict per event).
+    """
+
+    def __init__(
+        self,
+        info: SessionInfo,
+        plan: Plan,
+        records: dict[str, TaskRecord],
+        events: list[dict[str, Any]] | None = None,
+        *,
+        bodies: list[str] | None = None,
+    ) -> None:
+        self.info = info
+        self.plan = plan
+        self.records = records
+        self._events = events
+        self._bodies = bodies if events is None else None
+        self.cache: dict[str, Any] = {}
+        """Rows derived from the events (attempts, usage), computed once."""
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The event rows, in seq order (parsed on first use)."""
+        if self._events is None:
+            rows = parse_events(self._bodies or [])
+            # Rows built from the columns before keep their identity (and what
+            # ``parsed`` merged into them).
+            built: dict[int, dict[str, Any]] = self.cache.get("rows", {})
+            for i, row in built.items():
+                rows[i] = row
+            self._events = rows
+        return self._events
+
+    @property
+    def n_events(self) -> int:
+        """How many events the session has."""
+        if self._events is not None:
+            return len(self._events)
+        return len(self._bodies or [])
+
+    def event_table(self) -> Table:
+        """The events as columns (``EVENT_FIELDS``): Arrow arrays parsed from the
+        stored texts when they were not parsed into rows already, else lists."""
+        got: Table | None = self.cache.get("table")
+        if got is not None:
+            return got
+        if self._events is None and self._bodies is not None:
+            got = event_table(self._bodies, _FAST)
+        if got is None:
+            rows = self.events
+            got = Table(
+                {k: list(map(dict.get, rows, repeat(k))) for k in EVENT_FIELDS},
+                len(rows),
+            )
+        self.cache["table"] = got
+        return got
 
     @property
     def id(self) -> str:
@@ -142,15 +181,57 @@ class SessionData:
 
     def unparsed_of_kind(self, *kinds: str) -> list[dict[str, Any]]:
         """Event rows of these kinds, in seq order, their fields not parsed."""
+        return self.rows_at(self.positions(*kinds))
+
+    def positions(self, *kinds: str) -> list[int]:
+        """Positions (in seq order) of the events of these kinds."""
+        table = None if self._events is not None else self.event_table()
+        col = None if table is None else table.column("kind")
+        if self._events is None and col is not None and not isinstance(col, list):
+            pa, pc = arrow(), arrow("pyarrow.compute")  # found in C
+            hit = pc.is_in(col, value_set=pa.array(sorted(set(kinds)), pa.string()))
+            found: list[int] = pc.indices_nonzero(hit).to_pylist()
+            return found
         index: dict[str, list[int]] | None = self.cache.get("kinds")
         if index is None:  # one pass over the events, for every later call
             index = {}
-            for i, r in enumerate(self.events):
-                index.setdefault(r.get("kind") or "", []).append(i)
+            for i, k in enumerate(self.lists("kind")[0]):
+                index.setdefault(k or "", []).append(i)
             self.cache["kinds"] = index
-        at = sorted(i for k in set(kinds) for i in index.get(k, ()))
-        ev = self.events
-        return [ev[i] for i in at]
+        return sorted(i for k in set(kinds) for i in index.get(k, ()))
+
+    def lists(self, *names: str) -> list[list[Any]]:
+        """Event columns as lists, in seq order (``EVENT_FIELDS`` names): read
+        from the rows once they are parsed, else from the columns (no dicts)."""
+        # The columns, unless the rows exist (or Arrow could not read them).
+        table = None if self._events is not None else self.event_table()
+        if self._events is not None or table is None:
+            rows = self.events
+            return [list(map(dict.get, rows, repeat(k))) for k in names]
+        out: list[list[Any]] = []
+        for k in names:
+            got = self.cache.get("list:" + k)
+            if got is None:
+                got = self.cache["list:" + k] = table.values(k)
+            out.append(got)
+        return out
+
+    def rows_at(self, at: list[int]) -> list[dict[str, Any]]:
+        """The event rows at these positions; when the events are held as
+        columns, only these rows are built (once: a row keeps what ``parsed``
+        merged into it)."""
+        table = None if self._events is not None else self.event_table()
+        if self._events is not None or table is None:
+            ev = self.events
+            return [ev[i] for i in at]
+        built: dict[int, dict[str, Any]] = self.cache.setdefault("rows", {})
+        new = [i for i in at if i not in built]
+        if new:
+            take = arrow().array(new, arrow().int64())
+            cols = [table.column(k).take(take).to_pylist() for k in EVENT_FIELDS]
+            for i, vals in zip(new, zip(*cols, strict=True), strict=True):
+                built[i] = dict(zip(EVENT_FIELDS, vals, strict=True))
+        return [built[i] for i in at]
 
     @staticmethod
     def _merge(rows: list[dict[str, Any]]) -> None:
@@ -176,9 +257,7 @@ class Read:
 
 def _from_session(s: Session) -> SessionData:
     bodies = list(s.event_json())
-    return SessionData(
-        info=s.info, plan=s.plan, records=s.records, events=parse_events(bodies)
-    )
+    return SessionData(s.info, s.plan, s.records, bodies=bodies)
 
 
 def _langgraph(ws: Workspace, sid: str) -> SessionData | None:
@@ -207,7 +286,7 @@ def _read_one(ws: Workspace, sid: str, *, plan: bool) -> SessionData:
         else:
             info, p, records = store.read_meta(), Plan(), {}
         bodies = list(store.iter_event_json())
-    return SessionData(info=info, plan=p, records=records, events=parse_events(bodies))
+    return SessionData(info, p, records, bodies=bodies)
 
 
 def _read_workspace(ws: Workspace, *, plan: bool, strict: bool) -> Read:

@@ -7,6 +7,7 @@ Timestamps are epoch seconds and durations seconds here; the Columns convert the
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from argus_lab.analysis._columns import Table
@@ -32,6 +33,7 @@ _OUTCOME = {
     "task_failed": "failed",
 }
 _CACHED = '"cached":true'
+_STR = json.encoder.encode_basestring  # what canonical() writes for a str
 _USAGE = ("cost_usd", "input_tokens", "output_tokens", "n_llm_calls")
 
 
@@ -49,14 +51,20 @@ def attempt_rows(d: SessionData) -> list[Row]:
     if cached is not None:
         return cached
     tools = {t.id: t.tool for t in d.plan.tasks}
-    d.of_kind("retry_scheduled", "task_failed")  # parses their fields at once
+    # Failures' fields parsed at once; every other event is read from columns.
+    failed = dict(
+        zip(
+            d.positions("retry_scheduled", "task_failed"),
+            d.of_kind("retry_scheduled", "task_failed"),
+            strict=True,
+        )
+    )
     out: list[Row] = []
     running: dict[str, Row] = {}
-    for ev in d.events:
-        tid = ev.get("task_id")
+    kinds, tids, atts, seqs, tss = d.lists("kind", "task_id", "attempt", "seq", "ts")
+    for i, (kind, tid) in enumerate(zip(kinds, tids, strict=True)):
         if tid is None:
             continue
-        kind = ev.get("kind")
         if kind == "task_started":
             prev = running.pop(tid, None)
             if prev is not None:  # started again with no outcome: a crash between
@@ -64,11 +72,11 @@ def attempt_rows(d: SessionData) -> list[Row]:
             row: Row = {
                 "session_id": d.id,
                 "task_id": tid,
-                "attempt": ev.get("attempt"),
-                "seq": ev.get("seq"),
-                "tool": tools.get(tid) or d.parsed(ev).get("tool"),
+                "attempt": atts[i],
+                "seq": seqs[i],
+                "tool": tools.get(tid) or d.parsed(d.rows_at([i])[0]).get("tool"),
                 "outcome": "running",
-                "started": ev.get("ts"),
+                "started": tss[i],
                 "ended": None,
                 "duration": None,
                 "error_type": None,
@@ -81,13 +89,14 @@ def attempt_rows(d: SessionData) -> list[Row]:
             att = running.get(tid)
             # A failure with no attempt (unknown tool, refused by a policy) or of
             # another attempt is not this attempt's outcome.
-            if att is None or ev.get("attempt") not in (None, att["attempt"]):
+            if att is None or atts[i] not in (None, att["attempt"]):
                 continue
             del running[tid]
             att["outcome"] = _OUTCOME[kind]
-            att["ended"] = ev.get("ts")
+            att["ended"] = tss[i]
             att["duration"] = _span(att["started"], att["ended"])
             if kind != "task_succeeded":
+                ev = failed[i]
                 att["error"], att["error_type"] = ev.get("error"), ev.get("error_type")
                 if kind == "retry_scheduled":
                     att["retry_delay"] = ev.get("delay")
@@ -117,21 +126,40 @@ def _usage(d: SessionData) -> dict[str | None, Row]:
 
 
 def _task_times(d: SessionData) -> tuple[dict[str, float], dict[str, float]]:
-    """(start of each task's current generation, busy seconds per task)."""
+    """(start of each task's current generation, busy seconds per task).
+
+    Busy time is the sum of the durations of the attempts ``attempt_rows`` pairs
+    (same pairing, same order of addition); when those rows were not built yet,
+    one pass pairs them here with no row per attempt (tasks_df needs only sums).
+    """
     gen_start: dict[str, float] = {}
-    for ev in d.events:
-        tid = ev.get("task_id")
+    busy: dict[str, float] = {}
+    cached: list[Row] | None = d.cache.get("attempts")
+    running: dict[str, tuple[Any, Any]] = {}
+    kinds, tids, atts, tss = d.lists("kind", "task_id", "attempt", "ts")
+    for kind, tid, attempt, ts in zip(kinds, tids, atts, tss, strict=True):
         if tid is None:
             continue
-        kind = ev.get("kind")
-        if kind == "task_retried":
+        if kind == "task_started":
+            if tid not in gen_start:
+                gen_start[tid] = ts
+            running[tid] = (attempt, ts)
+        elif kind in _OUTCOME:
+            att = running.get(tid)
+            if att is None or attempt not in (None, att[0]):
+                continue
+            del running[tid]
+            took = _span(att[1], ts)
+            if took is not None and cached is None:
+                busy[tid] = busy.get(tid, 0.0) + took
+        elif kind == "task_retried":
             gen_start.pop(tid, None)
-        elif kind == "task_started" and tid not in gen_start:
-            gen_start[tid] = ev["ts"]
-    busy: dict[str, float] = {}
-    for a in attempt_rows(d):
-        if a["duration"] is not None:
-            busy[a["task_id"]] = busy.get(a["task_id"], 0.0) + a["duration"]
+        elif kind == "resumed" or kind == "in_doubt":
+            running.pop(tid, None)
+    if cached is not None:
+        for a in cached:
+            if a["duration"] is not None:
+                busy[a["task_id"]] = busy.get(a["task_id"], 0.0) + a["duration"]
     return gen_start, busy
 
 
@@ -144,19 +172,19 @@ def _reused(d: SessionData) -> set[str]:
     before it). Either way, no time or money was spent on them here.
     """
     state: dict[str, bool] = {}
-    for ev in d.unparsed_of_kind("forked", "task_started", "task_succeeded"):
-        kind, tid = ev.get("kind"), ev.get("task_id")
+    kinds, tids, details = d.lists("kind", "task_id", "details")
+    for i, (kind, tid) in enumerate(zip(kinds, tids, strict=True)):
         if kind == "forked":
-            kept = d.parsed(ev).get("kept") or []
+            kept = d.parsed(d.rows_at([i])[0]).get("kept") or []
             state.update(dict.fromkeys((str(t) for t in kept), True))
-        elif tid is not None:
+        elif tid is not None and kind in ("task_started", "task_succeeded"):
             # An attempt means this session ran it; a replayed success means not.
             # Details are compact JSON (no spaces), so a success whose text lacks
             # '"cached":true' was not replayed: only the others are parsed.
             state[tid] = (
                 kind == "task_succeeded"
-                and _CACHED in (ev.get("details") or "")
-                and d.parsed(ev).get("cached") is True
+                and _CACHED in (details[i] or "")
+                and d.parsed(d.rows_at([i])[0]).get("cached") is True
             )
     return {t for t, reused in state.items() if reused}
 
@@ -184,7 +212,8 @@ def task_rows(d: SessionData) -> Table:
         "title": [t.title or t.id for t in tasks],
         "tool": [t.tool for t in tasks],
         "parent": [t.parent for t in tasks],
-        "deps": [list(t.deps) for t in tasks],
+        # canonical()'s text for a list of ids, written here: no call per task.
+        "deps": ["[" + ", ".join(map(_STR, t.deps)) + "]" for t in tasks],
         "status": [r.status for r in recs],
         "attempts": [r.attempts for r in recs],
         "generation": [r.generation for r in recs],
@@ -239,15 +268,15 @@ def session_rows(d: SessionData) -> list[Row]:
         **{f"n_{s}": n for s, n in counts.items()},
         "n_attempts": len(attempts),
         "n_retries": sum(1 for a in attempts if a["outcome"] == "retried"),
-        "n_events": len(d.events),
+        "n_events": d.n_events,
         **total,
     }
     return [row]
 
 
-def event_rows(d: SessionData) -> list[Row]:
-    """Every event row (the kind's own fields as JSON text, ``details``)."""
-    return d.events
+def event_rows(d: SessionData) -> Table:
+    """Every event, as columns (the kind's own fields as JSON text, ``details``)."""
+    return d.event_table()
 
 
 def llm_call_rows(d: SessionData) -> list[Row]:

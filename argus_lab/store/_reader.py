@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionError
 from argus_lab.events import EventBase, event_adapter
 from argus_lab.model import SessionInfo
+from argus_lab.store._rows import SESSION_PAGE_SIZE
 from argus_lab.store.envelope import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -45,7 +46,7 @@ class CheckpointReader:
         self.label = session_id
         """How messages name the session (the SessionStore keeps it in step)."""
         try:
-            self.cache = open_cache(directory, durability)
+            self.cache = open_cache(directory, durability, page_size=SESSION_PAGE_SIZE)
         except sqlite3.DatabaseError as e:
             raise self.db_error("cache.db", e, what="opening") from None
 
@@ -188,7 +189,22 @@ class CheckpointReader:
 
     def iter_event_json(self, since: int = 0) -> Iterator[str]:
         """Yields the JSON text of every event with seq > since, in order."""
-        for key, raw in self.scan(f"e:{since + 1:012d}", "e;"):
+        from argus_lab.store._event_read import event_pages
+
+        for page in event_pages(self, since):
+            yield from page
+
+    def event_texts(self, since: int = 0) -> list[str]:
+        """The JSON text of every event with seq > since, in order, as one list
+        (checked in bulk, see ``store._event_read``)."""
+        from argus_lab.store._event_read import event_texts
+
+        return event_texts(self, since)
+
+    def decode_events(self, lo: str, hi: str) -> Iterator[str]:
+        """The JSON text of the events with keys in [lo, hi), decoded one by one
+        (and migrated from an older schema); a damaged one raises, named."""
+        for key, raw in self.scan(lo, hi):
             sv, body = self.decode(key, raw, "event")
             if sv != SCHEMA_VERSION:  # migrated, then dumped as a new one would be
                 data = self.parse(key, raw, "event", None)

@@ -30,7 +30,17 @@ import time
 from types import TracebackType
 from typing import Any
 
-__all__ = ["NOT_INLINE", "PAGE_SIZE", "RowWriter", "Transaction", "prepare_database"]
+import diskcache
+
+__all__ = [
+    "NOT_INLINE",
+    "PAGE_SIZE",
+    "SESSION_PAGE_SIZE",
+    "OneCommitOpenCache",
+    "RowWriter",
+    "Transaction",
+    "prepare_database",
+]
 
 _UPDATE = (
     "UPDATE Cache SET store_time = ?, value = ? "
@@ -158,8 +168,22 @@ NOT_INLINE: Any = _NotInline()
 PAGE_SIZE = 1024
 """SQLite page size of a new checkpoint database (SQLite's default is 4096)."""
 
+SESSION_PAGE_SIZE = 512
+"""Page size of a new session's ``cache.db``: SQLite's smallest.
 
-def prepare_database(directory: str) -> None:
+A step's commit writes ~1.1 KB of new rows (a task record, two events) but
+touches 8-13 pages: the head's leaf, the table's last leaf and its parent, the
+two index leaves (``t:`` and ``e:`` keys), the expiry index's last leaf,
+diskcache's ``Settings`` row (count trigger) and page 1 (the file grew). Each is
+written whole into the WAL, so halving the page halves most of a commit's bytes:
+5-8 KB of WAL frames per commit instead of 8.4-9.4 KB (BENCHMARKS.md, issue 18,
+second round). A record over ~480 bytes takes one overflow page: reopening a
+20,000-step session cost 10% more CPU, its frames 8-11% less; bytes kept per
+step stay under 2 KB.
+"""
+
+
+def prepare_database(directory: str, page_size: int = PAGE_SIZE) -> None:
     """Creates ``cache.db`` with small pages, before diskcache first opens it.
 
     A WAL commit writes every page it changed, whole: with 4 KiB pages a step's
@@ -177,7 +201,91 @@ def prepare_database(directory: str) -> None:
     os.makedirs(directory, exist_ok=True)
     con = sqlite3.connect(path, isolation_level=None)
     try:
-        con.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        con.execute(f"PRAGMA page_size = {int(page_size)}")
         con.execute("PRAGMA journal_mode = wal")
     finally:
         con.close()
+
+
+class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
+    """A diskcache ``Cache`` whose opening writes in one transaction.
+
+    ``Cache.__init__`` rewrites every setting on each open (``INSERT OR
+    REPLACE`` then ``UPDATE`` of ~14 ``Settings`` rows) and, for a new file,
+    creates its tables, indexes and triggers: ~30-45 autocommit transactions,
+    each fsynced under durability "full". It then closes its connection, the
+    database's last, so SQLite checkpoints the WAL into the file and deletes it,
+    and opens a new one. Here the same statements run inside one ``BEGIN
+    IMMEDIATE`` (all or nothing, one commit), committed where ``__init__``
+    closes, and a second connection holds the WAL open meanwhile, so that close
+    is not the last and checkpoints nothing. Opening a new database wrote 110 KB
+    ("normal") and 209 KB ("full") of pages, now 45 KB (BENCHMARKS.md, issue 18,
+    second round). ``open_cache`` always passes ``sqlite_synchronous``, which
+    is set before the transaction begins (SQLite refuses it inside one).
+    """
+
+    _opening = False
+    _connecting = False
+
+    def __init__(self, directory: str, **settings: Any) -> None:
+        import contextlib
+        import os
+
+        # SQLite refuses to change these inside a transaction: set on the
+        # connection before it begins (diskcache then finds them set).
+        self._pragmas = [
+            (k[7:], v) for k, v in settings.items() if k == "sqlite_synchronous"
+        ]
+        keeper = sqlite3.connect(
+            os.path.join(directory, "cache.db"), isolation_level=None
+        )
+        self._opening = True
+        try:
+            with contextlib.suppress(sqlite3.DatabaseError):  # diskcache says it
+                keeper.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            super().__init__(directory, **settings)
+        except BaseException:
+            con = getattr(getattr(self, "_local", None), "con", None)
+            if con is not None:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                con.close()
+            raise
+        finally:
+            self._opening = False
+            keeper.close()
+
+    @property
+    def _con(self) -> sqlite3.Connection:
+        get = diskcache.Cache._con.fget
+        if not self._opening:
+            return get(self)  # type: ignore[no-any-return]
+        # Only __init__'s thread gets here, and once re-entered: diskcache's
+        # getter applies the stored pragmas through this property.
+        if self._connecting:
+            return self._local.con  # type: ignore[no-any-return]
+        self._connecting = True
+        try:
+            con: sqlite3.Connection = get(self)
+        finally:
+            self._connecting = False
+        if not con.in_transaction:
+            for pragma, value in self._pragmas:
+                con.execute(f"PRAGMA {pragma} = {int(value)}")
+            start = time.monotonic()
+            while True:  # __init__ runs with timeout 0: wait here, as it does
+                try:
+                    con.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError as e:
+                    if str(e) != "database is locked" or time.monotonic() - start > 60:
+                        raise
+                    time.sleep(0.001)
+        return con
+
+    def close(self) -> None:
+        con = getattr(self._local, "con", None)
+        if self._opening and con is not None and con.in_transaction:
+            self._opening = False  # the connection __init__ opens next is plain
+            con.execute("COMMIT")
+        super().close()

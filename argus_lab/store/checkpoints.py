@@ -284,7 +284,8 @@ class SessionStore:
         survives a process crash, not a power cut). For commits whose loss can
         only make work run again, never repeat a side effect: the intent of an
         attempt of a tool without side effects. The next fsynced commit makes
-        it durable too (same WAL file).
+        it durable too (same WAL file). It is journaled but not witnessed, so
+        a power cut that drops it is not reported as a loss (``witness.py``).
         """
         relax = relaxed and self.durability == "full"
         records = list(records)
@@ -308,7 +309,7 @@ class SessionStore:
                 self.cache._sql("PRAGMA synchronous=2")
         release_abandoned(holder)
         self.witness.record(
-            head.version, [r.task_id for r in records], sync=False if relax else None
+            head.version, [r.task_id for r in records], durable=not relax
         )
         return head
 

@@ -18,7 +18,7 @@ import diskcache
 
 from argus_lab.errors import CorruptCheckpointError
 from argus_lab.events import COMMON_FIELDS, EVENT_KINDS, payload_to_fields
-from argus_lab.store._rows import prepare_database
+from argus_lab.store._rows import PAGE_SIZE, OneCommitOpenCache, prepare_database
 
 __all__ = [
     "MIGRATIONS",
@@ -133,10 +133,16 @@ class JsonOnlyDisk(diskcache.Disk):  # type: ignore[misc]
         return super().fetch(mode, filename, value, read)
 
 
-def open_cache(directory: Path, durability: Durability = "normal") -> diskcache.Cache:
-    """Opens a diskcache Cache configured for checkpoints (never evicts, no pickle)."""
-    prepare_database(str(directory))  # 1 KiB pages: a quarter of the WAL traffic
-    return diskcache.Cache(
+def open_cache(
+    directory: Path, durability: Durability = "normal", *, page_size: int = PAGE_SIZE
+) -> diskcache.Cache:
+    """Opens a diskcache Cache configured for checkpoints (never evicts, no pickle).
+
+    ``page_size`` applies only to a database created here (``_rows.py``).
+    """
+    # Small pages: a WAL commit writes each page it touched whole.
+    prepare_database(str(directory), page_size)
+    return OneCommitOpenCache(
         str(directory),
         disk=JsonOnlyDisk,
         eviction_policy="none",

@@ -11,10 +11,21 @@ session back to an older version without an error. Two small files beside
   the tasks that commit touched, so a loss can be named task by task.
 
 Both are written after the SQLite transaction commits (a crash in between
-leaves the witness behind the head, which is harmless), at the session's
-durability: under "full" a flusher thread fdatasyncs both right after each
-commit (group commit, off the commit's critical path), under "normal" they are
-left to the page cache, as SQLite's WAL is.
+leaves the witness behind the head, which is harmless) and are left to the page
+cache at every durability; what matters is only that the witness never names a
+commit SQLite did not make. Under "normal" a power cut may keep the witness's
+page and drop WAL frames: that loss is real, and reported. Under "full" SQLite
+has fsynced each commit before its witness is written, so a power cut can only
+drop witness writes: the witness then lags the head, which reports nothing
+false and hides nothing (SQLite lost no commit). A bad copy or a bad sector is
+seen as under "normal". fdatasyncing both files after every commit (issue 13's
+first design) bought no detection and cost 6-9 KB of page writes a step
+(BENCHMARKS.md, issue 18). A commit that skipped its fsync under "full"
+(``commit(relaxed=True)``, an intent whose loss only reruns work) is journaled
+but not witnessed, so a power cut that drops it is not reported as a loss; the
+next fsynced commit is witnessed as usual. Closing a "full" store fdatasyncs both
+files once.
+
 If the journal does not cover a lost version, every unfinished task counts as
 possibly lost: the fallback is conservative, never silent.
 """
@@ -25,7 +36,6 @@ import contextlib
 import logging
 import os
 import shlex
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -56,12 +66,10 @@ class Witness:
         self.path = Path(directory) / "witness"
         self.journal_path = Path(directory) / "journal"
         self.fsync = fsync
+        """fdatasync both files on close (durability "full"), never per commit."""
         self._fd: int | None = None
         self._jfd: int | None = None
         self._warned = False
-        self._flusher: threading.Thread | None = None
-        self._dirty = threading.Event()
-        self._stop = False
 
     def read(self) -> int | None:
         """The version last witnessed, or None (no witness, or a damaged one)."""
@@ -79,14 +87,16 @@ class Witness:
         return int(parts[1])
 
     def record(
-        self, version: int, task_ids: list[str], *, sync: bool | None = None
+        self, version: int, task_ids: list[str], *, durable: bool = True
     ) -> None:
         """Journals that ``version`` touched ``task_ids`` and witnesses it.
 
         Args:
             version: The version just committed.
             task_ids: The tasks whose records that commit wrote.
-            sync: fsync the witness (default: the store's durability).
+            durable: False for a commit that skipped its fsync under "full"
+                (relaxed): it is journaled, but the witness stays at the last
+                fsynced version, so a power cut that drops it is not a "loss".
         """
         try:
             if self._fd is None:
@@ -97,9 +107,8 @@ class Witness:
             assert self._jfd is not None
             line = " ".join([str(version), *task_ids]) + "\n"
             os.write(self._jfd, line.encode())
-            os.pwrite(self._fd, _line(version), 0)
-            if self.fsync if sync is None else sync:
-                self._flush_soon()
+            if durable:
+                os.pwrite(self._fd, _line(version), 0)
         except OSError as e:
             # The commit itself is already in SQLite: a witness left behind the
             # head is safe (it can only miss a loss, never invent one), so a
@@ -107,33 +116,6 @@ class Witness:
             if not self._warned:
                 log.warning("could not update %s: %s", self.path, e)
                 self._warned = True
-
-    def _flush_soon(self) -> None:
-        # Group commit off the critical path: a flusher thread fdatasyncs the
-        # witness and journal right after the commit, without the commit
-        # waiting (one fsync covers every commit made meanwhile). Until it
-        # lands the witness can only lag the head, which is safe.
-        if self._flusher is None:
-            self._flusher = threading.Thread(
-                target=self._flush_loop, name="argus-witness", daemon=True
-            )
-            self._flusher.start()
-        self._dirty.set()
-
-    def _flush_loop(self) -> None:
-        while True:
-            self._dirty.wait()
-            self._dirty.clear()
-            if self._stop:
-                return
-            try:
-                for fd in (self._jfd, self._fd):
-                    if fd is not None:
-                        os.fdatasync(fd)
-            except OSError as e:
-                if not self._warned:
-                    log.warning("could not flush %s: %s", self.path, e)
-                    self._warned = True
 
     def compact(self, limit: int = 1 << 16) -> None:
         """Empties a journal over ``limit`` bytes; call only when no WAL is left.
@@ -175,20 +157,16 @@ class Witness:
 
     def close(self) -> None:
         """Flushes (under "full") and closes the files (the data stays on disk)."""
-        if self._flusher is not None:
-            self._stop = True
-            self._dirty.set()
-            self._flusher.join()
-            self._flusher = None
-            self._stop = False
-            for fd in (self._jfd, self._fd):
-                # As in the loop: a lagging witness is safe.
-                if fd is not None:
-                    with contextlib.suppress(OSError):
-                        os.fdatasync(fd)
-        for fd in (self._fd, self._jfd):
-            if fd is not None:
-                os.close(fd)
+        for fd in (self._jfd, self._fd):
+            if fd is None:
+                continue
+            if self.fsync:
+                # Once per store, not per commit: a witness lagging after a
+                # power cut is safe (module docstring), this only spares the
+                # next open a lagging one after a clean close.
+                with contextlib.suppress(OSError):
+                    os.fdatasync(fd)
+            os.close(fd)
         self._fd = self._jfd = None
 
 

@@ -1,0 +1,134 @@
+"""Column conversions done in C: Arrow arrays and lists to pandas arrays.
+
+``to_series`` (``_columns``) builds a frame column from a list of values, or from
+an Arrow array when the rows are held as Arrow columns (the events). These are its
+fast paths; each gives exactly the array the general pandas path gives, or None
+(or an exception pandas would raise too) when it does not apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+__all__ = ["arrow", "arrow_strings", "categorical", "from_arrow", "int64"]
+
+
+def arrow(module: str = "pyarrow") -> Any:
+    """Imports a pyarrow module on first use (pyarrow ships no type stubs)."""
+    import importlib
+
+    return importlib.import_module(module)
+
+
+@cache
+def arrow_strings() -> bool:
+    """Whether pandas' "string" dtype (NA-valued) is stored in Arrow (pandas 3)."""
+    import pandas as pd
+
+    return bool(pd.StringDtype().storage == "pyarrow")
+
+
+def categorical(values: list[Any], known: Sequence[str]) -> Any:
+    """A Categorical of ``values`` with the known categories, then any others
+    (sorted); codes looked up in C (a dict's ``__getitem__`` mapped over them)."""
+    import numpy as np
+    import pandas as pd
+
+    cats = list(known)
+    seen = set(values)
+    seen.discard(None)
+    cats += sorted(seen - set(cats))
+    code: dict[Any, int] = {c: i for i, c in enumerate(cats)}
+    code[None] = -1
+    codes = np.fromiter(map(code.__getitem__, values), np.int64, len(values))
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats))
+
+
+def int64(values: list[Any]) -> Any:
+    """A nullable Int64 array if every value is an int or None, else None.
+
+    Arrow reads the list in C; its inferred type says whether every value was an
+    int (a float, bool or text makes it another type, and pandas converts those).
+    """
+    import pandas as pd
+
+    pa = arrow()
+    try:
+        arr = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return None
+    if arr.type == pa.null():
+        arr = arr.cast(pa.int64())
+    elif arr.type != pa.int64():
+        return None
+    mask = arr.is_null().to_numpy(zero_copy_only=False)
+    return pd.arrays.IntegerArray(arr.fill_null(0).to_numpy(), mask)
+
+
+def from_arrow(
+    arr: Any,
+    spec: str,
+    categories: Sequence[str],
+    dtype_backend: str,
+    target: Any,
+) -> Any:
+    """A Series of logical dtype ``spec`` from an Arrow array, or None when the
+    array's type is not the one this column expects (the caller converts a list).
+
+    Args:
+        arr: The Arrow array.
+        spec: The column's logical dtype (``_columns.DtypeSpec``).
+        categories: Its known categories (``category`` only).
+        dtype_backend: "numpy_nullable" or "pyarrow".
+        target: The pandas dtype the column gets under that backend.
+    """
+    import numpy as np
+    import pandas as pd
+
+    pa = arrow()
+    t = arr.type
+    is_text = t in (pa.string(), pa.large_string())
+    s: Any
+    if spec in ("string", "json") and is_text:
+        if dtype_backend == "pyarrow":
+            return pd.Series(pd.arrays.ArrowExtensionArray(arr.cast(pa.string())))
+        if not arrow_strings():
+            return None
+        return pd.Series(pd.arrays.ArrowStringArray(arr))
+    if spec == "category" and is_text:
+        return pd.Series(_arrow_categorical(arr, categories))
+    if spec == "Int64" and t == pa.int64():
+        mask = arr.is_null().to_numpy(zero_copy_only=False)
+        s = pd.Series(pd.arrays.IntegerArray(arr.fill_null(0).to_numpy(), mask))
+    elif spec in ("timestamp", "float64", "duration") and t == pa.float64():
+        secs = arr.to_numpy(zero_copy_only=False)  # nulls -> NaN, as None did
+        if spec == "timestamp":
+            s = pd.Series(pd.to_datetime(secs, unit="s", utc=True).as_unit("ns"))
+        else:
+            s = pd.Series(np.asarray(secs, dtype="float64"))
+    else:
+        return None
+    return s.astype(target) if dtype_backend == "pyarrow" else s
+
+
+def _arrow_categorical(arr: Any, known: Sequence[str]) -> Any:
+    """``categorical`` of an Arrow string array: its few distinct values mapped
+    to codes once, the codes taken in numpy."""
+    import numpy as np
+    import pandas as pd
+
+    enc = arr.dictionary_encode()
+    seen = [v for v in enc.dictionary.to_pylist() if v is not None]
+    cats = list(known)
+    cats += sorted(set(seen) - set(cats))
+    code = {c: i for i, c in enumerate(cats)}
+    remap = np.array([code[v] for v in enc.dictionary.to_pylist()], np.int64)
+    idx = enc.indices
+    codes = np.full(len(arr), -1, np.int64)
+    if len(remap):
+        mask = idx.is_null().to_numpy(zero_copy_only=False)
+        codes = remap[idx.fill_null(0).to_numpy()]
+        codes[mask] = -1
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats))

@@ -1,0 +1,183 @@
+"""What a step writes under durability "full": the witness rides the page cache,
+relaxed commits are not witnessed, a session's database uses 512-byte pages."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import argus_lab as al
+from argus_lab.store._rows import PAGE_SIZE, SESSION_PAGE_SIZE
+from argus_lab.store.checkpoints import SessionStore
+from argus_lab.store.witness import Witness
+from tests.conftest import BASIC_TOOLS
+
+CHAIN = {
+    "goal": "chain",
+    "tasks": [
+        {"id": "a", "tool": "add", "args": {"a": 1}},
+        {"id": "b", "tool": "add", "args": {"a": "${a.result.sum}"}},
+        {"id": "c", "tool": "add", "args": {"a": "${b.result.sum}"}},
+    ],
+}
+
+
+@pytest.fixture
+def full_ws(tmp_path: Path) -> Iterator[al.Workspace]:
+    w = al.Workspace(tmp_path / "ws", durability="full")
+    yield w
+    w.close()
+
+
+def _finished(ws: al.Workspace) -> tuple[Path, str]:
+    s = ws.new_session(plan=CHAIN, tools=BASIC_TOOLS, name="chain")
+    assert s.run().status == "succeeded"
+    s.close()
+    return ws.path / "sessions" / s.id, s.id
+
+
+def test_the_witness_is_fdatasynced_once_at_close_never_per_commit(
+    full_ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite fsyncs each commit before its witness is written, so a lost
+    witness write only leaves it behind the head (module docstring): a flush per
+    commit bought nothing and cost 6-9 KB of page writes a step."""
+    flushed: list[str] = []
+    real = os.fdatasync
+
+    def spy(fd: int) -> None:
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        if name in ("witness", "journal"):
+            flushed.append(name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", spy)
+    s = full_ws.new_session(plan=CHAIN, tools=BASIC_TOOLS, name="chain")
+    assert s.run().status == "succeeded"
+    assert flushed == []  # 3 steps, several commits: none flushed the witness
+    s.close()
+    assert sorted(flushed) == ["journal", "witness"]
+    folder = full_ws.path / "sessions" / s.id
+    store = SessionStore(folder, s.id)
+    head = store.read_head()
+    store.close()
+    assert head is not None and Witness(folder, fsync=False).read() == head.version
+
+
+def test_a_relaxed_commit_is_journaled_but_not_witnessed(
+    full_ws: al.Workspace,
+) -> None:
+    """A commit that skipped its fsync may be lost to a power cut; that loss
+    only reruns work, so the witness must not name it (it would be reported as
+    lost commits). The next fsynced commit is witnessed, and covers it."""
+    folder, sid = _finished(full_ws)
+    store = SessionStore(folder, sid, durability="full")
+    try:
+        head = store.read_head()
+        assert head is not None and store.witness.read() == head.version
+        v = head.version
+        relaxed = store.commit(v, "tester", relaxed=True)
+        assert relaxed.version == v + 1
+        assert store.witness.read() == v  # not witnessed
+        assert store.witness.touched(v, v + 1) == set()  # but journaled
+        fsynced = store.commit(v + 1, "tester")
+        assert store.witness.read() == fsynced.version == v + 2
+    finally:
+        store.close()
+    with full_ws.open(sid, tools=BASIC_TOOLS) as s:  # no loss to report
+        assert s.result("c") == {"sum": 4}
+
+
+def test_under_normal_durability_every_commit_is_witnessed(ws: al.Workspace) -> None:
+    """ "relaxed" means nothing under "normal" (no commit is fsynced): a power
+    cut that keeps the witness but drops WAL frames is a real loss, reported."""
+    folder, sid = _finished(ws)
+    store = SessionStore(folder, sid, durability="normal")
+    try:
+        head = store.read_head()
+        assert head is not None
+        after = store.commit(head.version, "tester", relaxed=True)
+        assert store.witness.read() == after.version
+    finally:
+        store.close()
+
+
+def _page_size(db: Path) -> int:
+    con = sqlite3.connect(db)
+    try:
+        return int(con.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        con.close()
+
+
+def test_a_session_database_has_512_byte_pages_other_stores_1_kib(
+    ws: al.Workspace,
+) -> None:
+    folder, _ = _finished(ws)
+    assert _page_size(folder / "cache.db") == SESSION_PAGE_SIZE == 512
+    assert _page_size(ws.path / "index" / "cache.db") == PAGE_SIZE == 1024
+
+
+def test_an_existing_session_database_keeps_its_page_size(ws: al.Workspace) -> None:
+    """Sessions made with 1 KiB pages (before this change) open and run as they
+    are: the page size only applies to a database that does not exist yet."""
+    folder, sid = _finished(ws)
+    con = sqlite3.connect(folder / "cache.db")
+    con.execute("PRAGMA journal_mode = delete")
+    con.execute("PRAGMA page_size = 1024")
+    con.execute("VACUUM")
+    con.execute("PRAGMA journal_mode = wal")
+    con.close()
+    with ws.open(sid, tools=BASIC_TOOLS) as s:
+        assert s.result("c") == {"sum": 4}
+        f = s.fork(at="b")
+        assert f.run().status == "succeeded"
+        f.close()
+    assert _page_size(folder / "cache.db") == 1024
+
+
+def _wal_commits(wal: Path, page_size: int) -> int:
+    """How many transactions the WAL file holds (frames that end one)."""
+    import struct
+
+    data = wal.read_bytes()
+    n, off, frame = 0, 32, 24 + page_size
+    while off + frame <= len(data):
+        n += struct.unpack(">I", data[off + 4 : off + 8])[0] != 0
+        off += frame
+    return n
+
+
+@pytest.mark.parametrize("durability", ["normal", "full"])
+def test_opening_a_cache_is_one_commit_and_checkpoints_nothing(
+    tmp_path: Path, durability: str
+) -> None:
+    """diskcache's opening (settings, tables, triggers) was ~30-45 autocommits,
+    each fsynced under "full", then a close that checkpointed the new WAL."""
+    from argus_lab.store.envelope import open_cache
+
+    folder = tmp_path / "c"
+    watcher = None
+    for round_ in range(2):  # a new database, then an existing one
+        cache = open_cache(folder, durability, page_size=512)  # type: ignore[arg-type]
+        wal = folder / "cache.db-wal"
+        assert _wal_commits(wal, 512) == 2 * round_ + 1
+        con = cache._con
+        want = 2 if durability == "full" else 1
+        assert con.execute("PRAGMA synchronous").fetchone()[0] == want
+        assert not con.in_transaction and cache._timeout == 60
+        cache.set("k", f"v{round_}")
+        assert _wal_commits(wal, 512) == 2 * round_ + 2
+        if watcher is None:  # keeps the WAL when the cache closes
+            watcher = sqlite3.connect(folder / "cache.db")
+            watcher.execute("SELECT count(*) FROM Cache").fetchall()
+        cache.close()
+    assert watcher is not None
+    assert watcher.execute("SELECT value FROM Cache WHERE key = 'k'").fetchone() == (
+        "v1",
+    )
+    watcher.close()
