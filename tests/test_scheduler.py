@@ -16,7 +16,7 @@ from argus_lab.runtime.scheduler import Scheduler
 def test_ready_set_by_incremental_in_degrees_and_critical_path() -> None:
     deps = {"a": [], "b": ["a"], "c": ["b"], "x": [], "y": ["a", "x"]}
     s = Scheduler(deps, dict.fromkeys(deps, "pending"))
-    assert s.rank == {"a": 3, "b": 2, "c": 1, "x": 2, "y": 1}
+    assert {t: s.rank_of(t) for t in deps} == {"a": 3, "b": 2, "c": 1, "x": 2, "y": 1}
     assert s.peek_all() == ["a", "x"]
     assert s.pop() == "a"
     s.set("a", "running")

@@ -282,7 +282,8 @@ def _read_one(ws: Workspace, sid: str, *, plan: bool) -> SessionData:
     with ws.store(sid) as store:
         if plan:
             loaded = store.load()
-            info, p, records = loaded.meta, loaded.plan, loaded.records
+            # items(): every record validated in one call (records.py)
+            info, p, records = loaded.meta, loaded.plan, dict(loaded.records.items())
         else:
             info, p, records = store.read_meta(), Plan(), {}
         bodies = list(store.iter_event_json())

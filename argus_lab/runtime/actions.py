@@ -72,15 +72,14 @@ class Actions:
         st = self._state
         return {
             t: {"tool": st.tasks[t].tool, **(r.approval or {})}
-            for t, r in st.records.items()
-            if r.status == "awaiting_approval"
+            for t, r in st.records.where("awaiting_approval")
         }
 
     def _unblock_downstream(self, tid: str, now: Status) -> list[TaskRecord]:
         """Blocked descendants whose dependencies no longer fail (``tid`` being
         ``now``) become pending."""
         st = self._state
-        status = {t: r.status for t, r in st.records.items()}
+        status = dict(st.records.status)
         status[tid] = now
         changed: list[TaskRecord] = []
         order = st.sched.descendants(tid)

@@ -102,8 +102,8 @@ class RunLoop:
         st = self._state
         changed: list[TaskRecord] = []
         events: list[EventBase] = []
-        for tid, rec in st.records.items():
-            if rec.status != "running" or tid in st.timers:
+        for tid, rec in st.records.where("running"):
+            if tid in st.timers:
                 continue
             task = st.tasks[tid]
             tool = self._attempts.tool_for(task)
@@ -204,7 +204,7 @@ class RunLoop:
         """Runs ready tasks (up to the concurrency) until nothing more can run."""
         st, sig = self._state, self._signals
         if st.info.status == "succeeded" and all(
-            r.status in DONE for r in st.records.values()
+            s in DONE for s in st.records.status.values()
         ):
             return self.result()  # nothing to do: no events, no changes
         if not self._start_run():
@@ -297,7 +297,7 @@ class RunLoop:
 
     def _in_doubt_reason(self) -> str | None:
         recs = self._state.records
-        doubts = [t for t, r in recs.items() if r.status == "in_doubt"]
+        doubts = [t for t, s in recs.status.items() if s == "in_doubt"]
         if not doubts:
             return None
         first = recs[doubts[0]].reason or ""
@@ -354,7 +354,7 @@ class RunLoop:
             self._pause_now(why)
         elif c["awaiting_approval"]:
             asked = [
-                t for t, r in st.records.items() if r.status == "awaiting_approval"
+                t for t, s in st.records.status.items() if s == "awaiting_approval"
             ]
             first = asked[0]
             tool = st.tasks[first].tool
@@ -364,9 +364,7 @@ class RunLoop:
                 f"s.approve({first!r}) or s.reject({first!r}, reason)"
             )
         elif c["failed"] or c["blocked"]:
-            failed = {
-                t: r.error or "" for t, r in st.records.items() if r.status == "failed"
-            }
+            failed = {t: r.error or "" for t, r in st.records.where("failed")}
             summary = "; ".join(f"{t}: {e}" for t, e in list(failed.items())[:5])
             if len(failed) > 5:
                 summary += f"; and {len(failed) - 5} more"
@@ -383,19 +381,17 @@ class RunLoop:
                         )
                     ],
                 )
-        elif all(r.status in DONE for r in st.records.values()):
+        elif all(s in DONE for s in st.records.status.values()):
             if st.info.status != "succeeded":
                 self._set_status("succeeded", None, [st.event("session_succeeded")])
         else:
-            waiting = [t for t, r in st.records.items() if r.status not in DONE]
+            waiting = [t for t, s in st.records.status.items() if s not in DONE]
             self._pause_now(f"nothing can run now; waiting: {', '.join(waiting[:10])}")
         return self.result()
 
     def result(self) -> RunResult:
         """How the session stands, as a RunResult."""
         st = self._state
-        failed = {
-            t: r.error or "" for t, r in st.records.items() if r.status == "failed"
-        }
+        failed = {t: r.error or "" for t, r in st.records.where("failed")}
         counts = {k: v for k, v in st.counts().items() if v}
         return RunResult(st.info.status, st.info.reason, counts, failed)

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from argus_lab.plan import Plan
     from argus_lab.runtime.state import SessionState
     from argus_lab.store.memory import Memory
+    from argus_lab.store.stored_plan import StoredPlan
 
 __all__ = ["MemoryFeed", "Rememberer"]
 
@@ -86,19 +86,18 @@ class MemoryFeed:
         self._state = state
         self._rememberer = rememberer
         self._remember = remember
-        self._auto_for: Plan | None = None
+        self._auto_for: StoredPlan | None = None
         self._auto = False
 
     def wanted(self) -> bool:
         """Whether this session writes memories (decided once per plan)."""
         if self._remember is not None:
             return self._remember
-        plan = self._state.plan
+        plan = self._state.plan_source  # read without validating the plan
         if self._auto_for is not plan:  # once per plan, not per step
             self._auto_for = plan
-            self._auto = any(
-                t.kind == "llm" or (t.tool or "").startswith("memory_")
-                for t in plan.tasks
+            self._auto = "llm" in plan.distinct("kind") or any(
+                (tool or "").startswith("memory_") for tool in plan.distinct("tool")
             )
         return self._auto
 

@@ -2,12 +2,18 @@
 
 Ready tasks come out longest-remaining-path first, so long chains are not starved
 by wide fans when concurrency is limited (DESIGN.md section 5).
+
+Built on every reopen, so it does per task only what the ready set needs: a
+reopened 50,000-task session with a few tasks left counts unfinished
+dependencies for the unfinished tasks alone, and computes a task's rank (its
+longest path to a sink) when the task first becomes ready, from its own
+descendants.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 
 from argus_lab.model import Status
 
@@ -26,44 +32,84 @@ class Scheduler:
     """
 
     def __init__(
-        self, deps: Mapping[str, Iterable[str]], statuses: Mapping[str, Status]
+        self, deps: Mapping[str, Sequence[str]], statuses: Mapping[str, Status]
     ):
-        self.deps = {t: list(d) for t, d in deps.items()}
-        self.children: dict[str, list[str]] = {t: [] for t in self.deps}
+        self.deps: dict[str, Sequence[str]] = dict(deps)
+        children: dict[str, list[str]] = {}
+        get = children.get
         for t, ds in self.deps.items():
             for d in ds:
-                self.children[d].append(t)
-        self.index = {t: i for i, t in enumerate(self.deps)}
-        self.topo: list[str] = []
-        """Every task, dependencies before dependents."""
-        self.rank = self._ranks()
+                c = get(d)
+                if c is None:
+                    children[d] = [t]
+                else:
+                    c.append(t)
+        self.children = children
+        """Task id -> the tasks that depend on it (absent: none)."""
+        self.index = dict(zip(self.deps, range(len(self.deps)), strict=True))
+        self._rank: dict[str, int] = {}
+        self._topo: list[str] | None = None
         self.status: dict[str, Status] = dict(statuses)
-        self.remaining = {
-            t: sum(1 for d in ds if self.status[d] not in DONE)
-            for t, ds in self.deps.items()
+        # Unfinished dependencies, kept for unfinished tasks only: a finished
+        # task's count is taken afresh if it ever leaves DONE (see ``set``).
+        status = self.status
+        self.remaining: dict[str, int] = {
+            t: self._count(t) for t, st in status.items() if st not in DONE
         }
         self._heap: list[tuple[int, int, str]] = []
         self._queued: set[str] = set()
-        for t in self.deps:
-            self._maybe_ready(t)
+        for t, n in self.remaining.items():
+            if n == 0:
+                self._maybe_ready(t)
 
-    def _ranks(self) -> dict[str, int]:
-        # Longest path (in tasks) from each task to a sink, in reverse topological
-        # order (Kahn's algorithm on the children), O(V + E).
-        out_deg = {t: len(c) for t, c in self.children.items()}
-        stack = [t for t, n in out_deg.items() if n == 0]
-        rank: dict[str, int] = {}
-        order: list[str] = []
+    def _count(self, t: str) -> int:
+        status = self.status
+        return sum(1 for d in self.deps[t] if status[d] not in DONE)
+
+    @property
+    def topo(self) -> list[str]:
+        """Every task, dependencies before dependents."""
+        if self._topo is None:
+            # Kahn's algorithm on the children, from the sinks, O(V + E).
+            out_deg = {t: len(self.children.get(t, ())) for t in self.deps}
+            stack = [t for t, n in out_deg.items() if n == 0]
+            order: list[str] = []
+            while stack:
+                t = stack.pop()
+                order.append(t)
+                for d in self.deps[t]:
+                    out_deg[d] -= 1
+                    if out_deg[d] == 0:
+                        stack.append(d)
+            self._topo = order[::-1]
+        return self._topo
+
+    def rank_of(self, t: str) -> int:
+        """Longest path (in tasks) from ``t`` to a sink."""
+        rank = self._rank
+        got = rank.get(t)
+        if got is not None:
+            return got
+        # Depth first over the descendants not ranked yet, children before
+        # parents; a task met again on the current path (a cycle, which a
+        # validated plan never has) counts as rank 0 rather than looping.
+        children = self.children
+        on_path = {t}
+        stack = [(t, iter(children.get(t, ())))]
         while stack:
-            t = stack.pop()
-            order.append(t)
-            rank[t] = 1 + max((rank[c] for c in self.children[t]), default=0)
-            for d in self.deps[t]:
-                out_deg[d] -= 1
-                if out_deg[d] == 0:
-                    stack.append(d)
-        self.topo = order[::-1]
-        return rank
+            x, kids = stack[-1]
+            for c in kids:
+                if c not in rank and c not in on_path:
+                    on_path.add(c)
+                    stack.append((c, iter(children.get(c, ()))))
+                    break
+            else:
+                stack.pop()
+                on_path.discard(x)
+                rank[x] = 1 + max(
+                    (rank.get(c, 0) for c in children.get(x, ())), default=0
+                )
+        return rank[t]
 
     def _maybe_ready(self, t: str) -> None:
         if (
@@ -71,7 +117,7 @@ class Scheduler:
             and self.remaining[t] == 0
             and t not in self._queued
         ):
-            heapq.heappush(self._heap, (-self.rank.get(t, 0), self.index[t], t))
+            heapq.heappush(self._heap, (-self.rank_of(t), self.index[t], t))
             self._queued.add(t)
 
     def has_ready(self) -> bool:
@@ -98,11 +144,19 @@ class Scheduler:
         newly: list[str] = []
         if (old in DONE) != (status in DONE):
             delta = -1 if status in DONE else 1
-            for c in self.children[t]:
-                self.remaining[c] += delta
-                if delta < 0 and self.remaining[c] == 0 and self.status[c] == "pending":
+            remaining = self.remaining
+            for c in self.children.get(t, ()):
+                n = remaining.get(c)
+                if n is None:  # c is finished: counted afresh if it reopens
+                    continue
+                remaining[c] = n = n + delta
+                if delta < 0 and n == 0 and self.status[c] == "pending":
                     self._maybe_ready(c)
                     newly.append(c)
+            if status in DONE:
+                del remaining[t]
+            else:
+                remaining[t] = self._count(t)
         if status == "pending":
             self._maybe_ready(t)
         return newly
@@ -110,12 +164,13 @@ class Scheduler:
     def descendants(self, t: str) -> list[str]:
         """Every task downstream of t, in breadth-first order."""
         seen: dict[str, None] = {}
-        frontier = list(self.children[t])
+        children = self.children
+        frontier = list(children.get(t, ()))
         while frontier:
             nxt: list[str] = []
             for c in frontier:
                 if c not in seen:
                     seen[c] = None
-                    nxt.extend(self.children[c])
+                    nxt.extend(children.get(c, ()))
             frontier = nxt
         return list(seen)

@@ -121,7 +121,7 @@ class Session:
     @property
     def records(self) -> dict[str, TaskRecord]:
         """A snapshot of every task's record, by task id."""
-        return dict(self._state.records)
+        return dict(self._state.records.items())  # validated in one call
 
     def record(self, task_id: str) -> TaskRecord:
         """The record of one task."""

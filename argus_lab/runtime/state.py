@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,6 +35,8 @@ from argus_lab.runtime.scheduler import Scheduler
 from argus_lab.store._bulk import paused_gc
 from argus_lab.store.artifacts import ArtifactStore, from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore
+from argus_lab.store.records import TaskRecords
+from argus_lab.store.stored_plan import StoredPlan
 from argus_lab.tools.registry import Tool
 
 if TYPE_CHECKING:
@@ -96,15 +99,15 @@ class SessionState:
             timer.cancel()
         self.timers = {}
         self.info: SessionInfo = loaded.meta
-        self.plan: Plan = loaded.plan
-        self.tasks: dict[str, Task] = {t.id: t for t in loaded.plan.tasks}
+        # Plan, tasks and records are validated when first read: a reopen reads
+        # dependencies and statuses only (store/stored_plan.py, records.py).
+        self._plan = loaded.stored_plan
+        self.tasks: MutableMapping[str, Task] = self._plan.tasks()
         recs = loaded.records
         # Records of tasks a plan patch removed are kept aside (their ids are
         # never reused).
-        self.retired = {t: r for t, r in recs.items() if t not in self.tasks}
-        self.records: dict[str, TaskRecord] = {
-            t: recs.get(t) or TaskRecord(task_id=t) for t in self.tasks
-        }
+        self.retired = {t: recs[t] for t in recs.keys() - self.tasks.keys()}
+        self.records = TaskRecords.of(recs, self.tasks)
         self.usage: dict[str, float] = dict(loaded.head.usage)
         # Only a cached fork starts with recorded tool results: a plain session
         # skips the replay lookup on every step.
@@ -112,10 +115,17 @@ class SessionState:
         self._wall_mark = time.monotonic()
         self.version = loaded.head.version
         self.last_seq = loaded.head.last_seq
-        self.sched = Scheduler(
-            {t.id: t.deps for t in loaded.plan.tasks},
-            {t: r.status for t, r in self.records.items()},
-        )
+        self.sched = Scheduler(self._plan.deps(), self.records.status)
+
+    @property
+    def plan(self) -> Plan:
+        """The session's plan (validated when first read after a reopen)."""
+        return self._plan.plan
+
+    @property
+    def plan_source(self) -> StoredPlan:
+        """The plan as stored (a new object when the plan changes), unvalidated."""
+        return self._plan
 
     def need_task(self, task_id: str) -> None:
         """KeyError naming the session and some of its tasks, if ``task_id``
@@ -266,7 +276,7 @@ class SessionState:
 
     def swap_task(self, plan: Plan, task: Task) -> None:
         """Adopts a committed plan that changed only ``task`` (a fallback)."""
-        self.plan = plan
+        self._plan = StoredPlan(plan)
         self.tasks[task.id] = task
 
     def adopt_plan(self, plan: Plan, removed: Iterable[str]) -> None:
@@ -275,17 +285,15 @@ class SessionState:
         for tid in removed:
             if tid in self.records:
                 self.retired[tid] = self.records.pop(tid)
-        self.plan = plan
-        self.tasks = {t.id: t for t in plan.tasks}
+        self._plan = StoredPlan(plan)
+        self.tasks = self._plan.tasks()
         for t in self.tasks:
-            self.records.setdefault(t, TaskRecord(task_id=t))
+            if t not in self.records:
+                self.records[t] = TaskRecord(task_id=t)
         # In flight, whatever their records say yet (an intent may be waiting
         # for its group commit): never ready a second time.
         busy = [t for t, st in self.sched.status.items() if st == "running"]
-        self.sched = Scheduler(
-            {t.id: t.deps for t in plan.tasks},
-            {t: r.status for t, r in self.records.items()},
-        )
+        self.sched = Scheduler(self._plan.deps(), self.records.status)
         for t in [*self.timers, *busy]:  # or waiting out a retry delay
             if t in self.tasks:
                 self.sched.set(t, "running")
@@ -294,10 +302,7 @@ class SessionState:
 
     def counts(self) -> dict[str, int]:
         """Tasks per status (every status, zeros included)."""
-        c: dict[str, int] = dict.fromkeys(STATUSES, 0)
-        for r in self.records.values():
-            c[r.status] += 1
-        return c
+        return {**dict.fromkeys(STATUSES, 0), **Counter(self.records.status.values())}
 
     def stored_result(self, rec: TaskRecord) -> Any:
         """A record's result, loaded from its artifact if it was large."""

@@ -54,7 +54,8 @@ class _Results(Mapping[str, Any]):
             raise KeyError(task_id) from None
 
     def __iter__(self) -> Iterator[str]:
-        return (t for t, r in self._state.records.items() if r.status == "succeeded")
+        status = self._state.records.status
+        return (t for t, st in status.items() if st == "succeeded")
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -143,13 +144,13 @@ class Supervisor:
             planner.restore(past)
 
     def _finished(self) -> set[str]:
-        return {t for t, r in self._state.records.items() if r.status in DONE}
+        return {t for t, st in self._state.records.status.items() if st in DONE}
 
     def _untouchable(self, but: set[str] | frozenset[str] = frozenset()) -> set[str]:
         """Tasks a plan patch must keep: finished ones, and ones still running or
         waiting out a retry delay (their attempt is in flight)."""
         st = self._state
-        busy = {t for t, r in st.records.items() if r.status == "running"}
+        busy = {t for t, s in st.records.status.items() if s == "running"}
         return (self._finished() | busy | set(st.timers)) - set(but)
 
     def _ever_ids(self) -> set[str]:
@@ -340,7 +341,7 @@ class Supervisor:
         version = st.info.plan_version + 1
         deps = {t.id: t.deps for t in new_plan.tasks}
         order = Scheduler(deps, dict.fromkeys(deps, "pending")).topo
-        status = {t: r.status for t, r in st.records.items()}
+        status = dict(st.records.status)
         status.update({r.task_id: r.status for r in records})
         changed = list(records)
         for t in order:  # what the removed subtree blocked may run again

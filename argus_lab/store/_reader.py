@@ -12,6 +12,7 @@ import json
 import sqlite3
 import zlib
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from pydantic import ValidationError
 
 from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionError
 from argus_lab.events import EventBase, event_adapter
-from argus_lab.model import SessionInfo
+from argus_lab.model import SessionInfo, TaskRecord
+from argus_lab.plan import Plan
 from argus_lab.store._rows import SESSION_PAGE_SIZE
 from argus_lab.store.envelope import (
     MIGRATIONS,
@@ -31,6 +33,7 @@ from argus_lab.store.envelope import (
 )
 from argus_lab.store.head import Head
 from argus_lab.store.space import full_error, is_disk_full
+from argus_lab.store.stored_plan import StoredPlan
 
 __all__ = ["CheckpointReader"]
 
@@ -157,30 +160,70 @@ class CheckpointReader:
             d.get("usage") or {},
         )
 
-    def scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
-        """(key, stored text) for every key in [lo, hi), in key order."""
+    def rows(self, lo: str, hi: str) -> list[tuple[str, int, Any, Any]]:
+        """(key, mode, filename, value) of every key in [lo, hi), in key order;
+        ``fetch`` gives the stored text of a row not in mode raw."""
         # One range query instead of a get() per key: reopening a 10,000-task
         # session or reading 100,000 events stays a single pass over the index.
         # diskcache exposes no range read, so this uses its per-thread connection.
-        sql = self.cache._sql
         try:
-            rows = sql(
+            rows: list[tuple[str, int, Any, Any]] = self.cache._sql(
                 "SELECT key, mode, filename, value FROM Cache "
                 "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
                 (lo, hi),
             ).fetchall()
         except sqlite3.DatabaseError as e:
             raise self.db_error(f"{lo}*", e) from None
-        for key, mode, filename, value in rows:
+        return rows
+
+    def values(self, lo: str, hi: str) -> list[Any]:
+        """The stored value of every key in [lo, hi), in key order, alone (no
+        key, mode or file name: a value not in mode raw comes back as None,
+        bytes or a pickle, which ``rows`` then reads properly)."""
+        try:
+            rows = self.cache._sql(
+                "SELECT value FROM Cache WHERE key >= ? AND key < ? AND raw = 1 "
+                "ORDER BY key",
+                (lo, hi),
+            ).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise self.db_error(f"{lo}*", e) from None
+        return list(map(itemgetter(0), rows))
+
+    def fetch(self, mode: int, filename: Any, value: Any) -> Any:
+        """The stored value of a row that is not text inside SQLite (a file;
+        diskcache refuses a pickled one here, see JsonOnlyDisk)."""
+        return self.cache.disk.fetch(mode, filename, value, False)
+
+    def scan(self, lo: str, hi: str) -> Iterator[tuple[str, Any]]:
+        """(key, stored text) for every key in [lo, hi), in key order."""
+        for key, mode, filename, value in self.rows(lo, hi):
             if mode == diskcache.core.MODE_RAW:
                 yield key, value
             else:
-                yield key, self.cache.disk.fetch(mode, filename, value, False)
+                yield key, self.fetch(mode, filename, value)
 
     def decode_task(self, key: str, raw: Any) -> tuple[bool, str]:
         """(whether the task record is of the current schema, its JSON text)."""
         sv, body = self.decode(key, raw, "task")
         return sv == SCHEMA_VERSION, body
+
+    def parse_task_text(self, task_id: str, body: str) -> TaskRecord:
+        """Validates a task record's JSON text, already checked by ``decode``."""
+        try:
+            return TaskRecord.model_validate_json(body)
+        except ValidationError as e:
+            raise self.corrupt("t:" + task_id, f"invalid task record: {e}") from None
+
+    def stored_plan(self) -> StoredPlan:
+        """The plan, its tasks validated when first read (stored_plan.py)."""
+        raw = self.get("plan")
+        sv, body = self.decode("plan", raw, "plan")
+        if sv != SCHEMA_VERSION:  # migrated and validated now
+            return StoredPlan(self.parse("plan", raw, "plan", Plan))
+        return StoredPlan.from_json(
+            body, lambda why: self.corrupt("plan", f"invalid plan record: {why}")
+        )
 
     def read_meta(self) -> SessionInfo:
         """Reads only the SessionInfo."""

@@ -25,7 +25,6 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +33,7 @@ from argus_lab.events import EventBase
 from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
-from argus_lab.store._bulk import load_records, paused_gc
+from argus_lab.store._bulk import paused_gc
 from argus_lab.store._reader import CheckpointReader
 from argus_lab.store._rows import NOT_INLINE, RowWriter, Transaction
 from argus_lab.store.envelope import (
@@ -55,6 +54,7 @@ from argus_lab.store.head import (
     make_lease,
     release_abandoned,
 )
+from argus_lab.store.records import Loaded, bulk_records, load_records
 from argus_lab.store.witness import Witness, check_witness
 
 # The record format (envelope.py) and the head and lease (head.py) were once in
@@ -71,16 +71,6 @@ __all__ = [
     "migration",
     "open_cache",
 ]
-
-
-@dataclass
-class Loaded:
-    """Everything needed to continue a session."""
-
-    head: Head
-    meta: SessionInfo
-    plan: Plan
-    records: dict[str, TaskRecord] = field(default_factory=dict)
 
 
 class SessionStore:
@@ -147,6 +137,9 @@ class SessionStore:
     def load(self, *, accept_lost_commits: bool = False) -> Loaded:
         """Loads head, meta, plan and every task record (not the events).
 
+        Every record's checksum and status are checked now; the rest of a
+        record is validated when it is first read (see ``store/records.py``).
+
         Raises:
             LostCommitsError: the head is older than its witness (commits were
                 lost), unless ``accept_lost_commits``: then each task they
@@ -161,12 +154,17 @@ class SessionStore:
             raise self._read.corrupt("head", "missing: this folder holds no session")
         meta = self._read.parse("meta", self._read.get("meta"), "meta", SessionInfo)
         with paused_gc():  # tens of thousands of objects, none of them garbage
-            plan = self._read.parse("plan", self._read.get("plan"), "plan", Plan)
-            records = load_records(
-                self._read.scan("t:", "t;"),
-                self._read.decode_task,
-                lambda key, raw: self._read.parse(key, raw, "task", TaskRecord),
-            )
+            plan = self._read.stored_plan()
+            read = self._read
+            records = bulk_records(read.values("t:", "t;"), read.parse_task_text)
+            if records is None:  # not all plain: row by row, damage named
+                records = load_records(
+                    read.rows("t:", "t;"),
+                    read.fetch,
+                    read.decode_task,
+                    lambda key, raw: read.parse(key, raw, "task", TaskRecord),
+                    read.parse_task_text,
+                )
         loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
         if witnessed is not None and head.version < witnessed:
             check_witness(self, loaded, witnessed, accept=accept_lost_commits)

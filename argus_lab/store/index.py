@@ -27,6 +27,7 @@ from argus_lab.model import SessionInfo
 from argus_lab.store.checkpoints import SessionStore
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.head import lease_is_live
+from argus_lab.store.records import TaskRecords
 from argus_lab.store.space import full_error, is_disk_full
 
 if TYPE_CHECKING:
@@ -284,9 +285,15 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
     """
     loaded = store.load()
     counts: dict[str, int] = {}
-    for t in loaded.plan.tasks:
-        rec = loaded.records.get(t.id)
-        st = rec.status if rec is not None else "pending"
+    recs = loaded.records
+    # A TaskRecords knows every status without validating a record.
+    known = recs.status if isinstance(recs, TaskRecords) else {}
+    for tid in loaded.stored_plan.deps():
+        if tid in known:
+            st = known[tid]
+        else:
+            rec = recs.get(tid)
+            st = rec.status if rec is not None else "pending"
         counts[st] = counts.get(st, 0) + 1
     status: str = loaded.meta.status
     lease = loaded.head.lease
