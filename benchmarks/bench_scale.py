@@ -19,6 +19,7 @@ Usage::
     .venv/bin/python benchmarks/bench_scale.py              # 3 rounds, markdown
     .venv/bin/python benchmarks/bench_scale.py --rounds 1 --reopen-n 10000
     .venv/bin/python benchmarks/bench_scale.py --only frames   # the frame rows
+    .venv/bin/python benchmarks/bench_scale.py --only fan      # the fan-out row
 """
 
 from __future__ import annotations
@@ -220,10 +221,11 @@ def main() -> int:
     p.add_argument("--tasks-n", type=int, default=10_000)
     p.add_argument(
         "--only",
-        choices=("all", "frames", "reopen"),
+        choices=("all", "frames", "reopen", "fan"),
         default="all",
         help="'frames': only the tasks_df/events_df rows (the sessions still built); "
-        "'reopen': only the reopen rows (the small session is not built)",
+        "'reopen': only the reopen rows (the small session is not built); "
+        "'fan': only the fan-out row (nothing built)",
     )
     p.add_argument(
         "--before",
@@ -250,13 +252,14 @@ def main() -> int:
 
     try:
         big, small = tmp / "big", tmp / "small"
-        log(f"building a {args.reopen_n:,}-step session ...")
-        build(args.reopen_n, big)
-        if args.only != "reopen":
+        if args.only != "fan":
+            log(f"building a {args.reopen_n:,}-step session ...")
+            build(args.reopen_n, big)
+        if args.only not in ("reopen", "fan"):
             log(f"building a {args.tasks_n:,}-step session ...")
             build(args.tasks_n, small)
         for r in range(args.rounds):
-            for bare in (True, False) if args.only == "all" else ():
+            for bare in (True, False) if args.only in ("all", "fan") else ():
                 d = tmp / f"fan-{r}-{bare}"
                 f = spawn({"mode": "fan", "bare": bare, "dir": str(d)})
                 shutil.rmtree(d, ignore_errors=True)
@@ -279,7 +282,9 @@ def main() -> int:
                     for k, v in ro.items():
                         add(f"reopen:{label}:{k}", v)
             for frame, where in (
-                (("tasks", small), ("events", big)) if args.only != "reopen" else ()
+                (("tasks", small), ("events", big))
+                if args.only not in ("reopen", "fan")
+                else ()
             ):
                 for bare in (True, False):
                     fr = spawn(
@@ -308,10 +313,9 @@ def main() -> int:
     if args.only == "reopen":
         reopen_table(m, args.reopen_n, args.before is not None)
         return 0
-    ev_rows = int(m("events:rows"))
     print("| workload | Argus | bare baseline | ratio | target | met |")
     print("|---|--:|--:|--:|---|---|")
-    if args.only == "all":
+    if args.only in ("all", "fan"):
         fa, fb = m("fan:False:wall"), m("fan:True:wall")
         print(
             f"| fan-out {FAN_N:,} x sleep 10 ms at concurrency {FAN_C}, wall s "
@@ -319,6 +323,10 @@ def main() -> int:
             f"({m('fan:True:cpu'):.3f}) | {fa / fb:.1f}x | <= 3x bare "
             f"| {'yes' if fa <= 3 * fb else '**no**'} |"
         )
+    if args.only == "fan":
+        return 0
+    ev_rows = int(m("events:rows"))
+    if args.only == "all":
         ra, rb = m("reopen:argus:reopen_s"), m("reopen:bare")
         print(
             f"| reopen a {args.reopen_n:,}-task session, ready to continue, wall s "

@@ -242,9 +242,10 @@ def test_a_real_full_tmpfs(tmp_path: Path, tool: str) -> None:
     ws = None
     try:
         ws = al.Workspace(mnt / "ws")
-        # More small steps than 150 KB hold (512-byte pages: ~6 KB a step, full
-        # at step ~27); 8 artifacts of 200 KB fit in 3 MiB.
-        n = 40 if tool == "small" else 8
+        # More small steps than 150 KB hold whatever the WAL traffic (group
+        # commits write little of it): the data alone is over 1 KB a step.
+        # 8 artifacts of 200 KB fit in 3 MiB.
+        n = 400 if tool == "small" else 8
         s = ws.new_session(plan=_plan(tool, n), tools=[small, big], name="real")
         filler = mnt / "filler"
         free = os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize

@@ -18,6 +18,7 @@ another's private names)::
       │     ├─▶ Supervisor.expand (supervisor.py)   lazy HTN compounds
       │     └─▶ AttemptRunner (attempt.py)   ONE attempt: gate, intent, call
       │           │                     (a quick sync call inline: call_inline)
+      │           ├─▶ gates.py   ends before a call: a fork's replay, approvals
       │           ├─▶ LlmTaskRunner (llm_task.py)   an LLM task's tool: the model
       │           │                                 loop, replay cache, cost
       │           ├─▶ BudgetChecker (budget.py)     limits before a step (pure check)

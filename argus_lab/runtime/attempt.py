@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import UnresolvedReferenceError
@@ -22,6 +23,7 @@ from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.graph import iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetChecker
 from argus_lab.runtime.executor import InlineGate, call_inline, run_attempt
+from argus_lab.runtime.gates import hold_or_refuse, serve_replay
 from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.options import (
@@ -30,11 +32,17 @@ from argus_lab.runtime.options import (
     input_hash,
     tool_replay_key,
 )
-from argus_lab.runtime.outcome import Failed, Outcome, OverBudget, Rejected, ShutDown
+from argus_lab.runtime.outcome import (
+    Failed,
+    Outcome,
+    OverBudget,
+    ShutDown,
+    Succeeded,
+)
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import SessionState
-from argus_lab.tools.approval import ApprovalPolicy, decide
+from argus_lab.tools.approval import decide
 from argus_lab.tools.registry import Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -52,6 +60,14 @@ class _Call:
     args: dict[str, Any]
     ctx: ToolContext
     timeout: float | None
+
+    def settle_args(self) -> dict[str, Any]:
+        """What the settler needs to know of the call besides its outcome."""
+        retries = self.task.retries
+        return {
+            "tool_hash": self.tool.code_hash,
+            "retries": self.tool.retries if retries is None else retries,
+        }
 
 
 class AttemptRunner:
@@ -123,11 +139,12 @@ class AttemptRunner:
             self._pool.shutdown(wait=False)
             self._pool = None
 
-    def begin(self, tid: str) -> Coroutine[Any, Any, None] | None:
+    def begin(self, tid: str) -> Callable[[], Awaitable[None]] | None:
         """Starts one attempt of ``tid`` now. None: it ended and is settled (a
         gate stopped it, or a quick call ran inline: no await, so no asyncio
-        Task is needed); else the coroutine that finishes it (intent, call,
-        outcome)."""
+        Task is needed); else what finishes it (intent, call, outcome), to
+        call and await in a Task (made only when awaited: a Task cancelled
+        before it starts leaves no coroutine unawaited)."""
         st = self._state
         task = st.tasks[tid]
         rec = st.records[tid]
@@ -157,7 +174,7 @@ class AttemptRunner:
             else None
         )
         if cached is not None:  # a fork re-running what its parent already did
-            self._replayed(tid, rec, cached, in_hash, tool)
+            serve_replay(st, tid, rec, cached, in_hash, tool)
             return None
         approval = rec.approval or {}
         if approval.get("state") == "approved":
@@ -166,7 +183,9 @@ class AttemptRunner:
         else:
             decision, policy = decide(self._options.policies, tool, args)
             if decision != "approve":
-                self._gate(tid, rec, tool, args, decision, policy)
+                hold_or_refuse(
+                    st, self._settler, tid, rec, tool, args, decision, policy
+                )
                 return None
         key = idempotency_key(st.info.id, tid, rec.generation)
         attempt = rec.attempts + 1
@@ -215,14 +234,24 @@ class AttemptRunner:
             except BaseException:
                 st.drop_deferred()
                 raise
-            if out is not None:
-                self._settle(tid, rec, call, out)
+            if out is None:
+                pass  # refused inside the loop: on a thread, below
+            elif isinstance(out, Succeeded) and (
+                st.sched.has_ready() or self._settler.settling
+            ):
+                # Other outcomes can share its commit (a fan-out): it joins
+                # their group commit, with its intent (taken now: only this
+                # attempt deferred it).
+                intent = st.take_deferred()
+                return partial(self._settle_later, tid, rec, call, out, intent)
+            else:
+                self._settle(tid, rec, call, out)  # alone: committed now
                 return None
             # Refused inside the loop, the call goes to a thread and the loop
             # runs on (other commits, a skip, a pause): its intent is
             # committed first, as for any call on a thread.
             st.drop_deferred()  # only ours: deferred while the loop was held
-        return self._call(tid, rec, started, call)
+        return partial(self._call, tid, rec, started, call)
 
     async def _call(
         self, tid: str, rec: TaskRecord, started: EventBase, call: _Call
@@ -278,122 +307,33 @@ class AttemptRunner:
                 me.uncancel()
             out = ShutDown(self._signals.stopping or "shut down", started=True)
         # An LLM task's calls added their cost to the committed record.
-        self._settle(tid, st.records[tid], call, out)
+        await self._settled(tid, st.records[tid], call, out)
 
     def _settle(self, tid: str, rec: TaskRecord, call: _Call, out: Outcome) -> None:
+        """Settles ``out`` now: whatever it means is committed at once."""
+        self._settler.settle(tid, rec, self._budget_hit(tid, out), **call.settle_args())
+
+    async def _settled(
+        self, tid: str, rec: TaskRecord, call: _Call, out: Outcome
+    ) -> None:
+        """Settles ``out``; a success joins the group commit of the successes
+        settling beside it (``Settler.settled``, outcomes.py)."""
+        out = self._budget_hit(tid, out)
+        await self._settler.settled(tid, rec, out, **call.settle_args())
+
+    async def _settle_later(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        call: _Call,
+        out: Outcome,
+        intent: list[EventBase],
+    ) -> None:
+        self._state.defer(intent)  # its own intent goes into its outcome's batch
+        await self._settled(tid, rec, call, out)
+
+    def _budget_hit(self, tid: str, out: Outcome) -> Outcome:
         hit = self._llm.take_budget_hit(tid)
         if hit is not None and isinstance(out, Failed) and out.kind == "budget":
-            out = OverBudget(hit, out.error, duration=out.duration)
-        task = call.task
-        self._settler.settle(
-            tid,
-            rec,
-            out,
-            tool_hash=call.tool.code_hash,
-            retries=task.retries if task.retries is not None else call.tool.retries,
-        )
-
-    def _replayed(
-        self,
-        tid: str,
-        rec: TaskRecord,
-        cached: dict[str, Any],
-        in_hash: str,
-        tool: Tool,
-    ) -> None:
-        st = self._state
-        now = st.now()
-        rec = rec.model_copy(
-            update={
-                "status": "succeeded",
-                "result": cached.get("result"),
-                "result_ref": cached.get("result_ref"),
-                "input_hash": in_hash,
-                "tool_hash": tool.code_hash,
-                "started": now,
-                "ended": now,
-                "error": None,
-                "error_type": None,
-                "traceback": None,
-                "reason": None,
-            }
-        )
-        ev = st.event(
-            "task_succeeded",
-            tid,
-            attempt=rec.attempts,
-            duration=0.0,
-            cached=True,
-        )
-        st.commit([rec], [ev])
-        st.sched.set(tid, "succeeded")
-
-    def _gate(
-        self,
-        tid: str,
-        rec: TaskRecord,
-        tool: Tool,
-        args: dict[str, Any],
-        decision: str,
-        policy: ApprovalPolicy | None,
-    ) -> None:
-        """A policy said "ask" or "reject" for this call."""
-        st = self._state
-        rule = policy.describe() if policy else None
-        if decision == "reject":
-            reason = (policy.reason if policy else "") or "refused by policy"
-            rec = rec.model_copy(
-                update={
-                    "approval": {
-                        "state": "rejected",
-                        "by": "policy",
-                        "at": st.now(),
-                        "args": args,
-                        "policy": rule,
-                        "reason": reason,
-                    }
-                }
-            )
-            self._settler.settle(
-                tid,
-                rec,
-                Rejected(f"rejected by policy {rule}", by="policy"),
-                extra=[
-                    st.event(
-                        "approval_rejected",
-                        tid,
-                        by="policy",
-                        reason=reason,
-                        tool=tool.name,
-                        args=args,
-                        policy=rule,
-                    )
-                ],
-            )
-            return
-        rec = rec.model_copy(
-            update={
-                "status": "awaiting_approval",
-                "approval": {
-                    "state": "asked",
-                    "at": st.now(),
-                    "args": args,
-                    "policy": rule,
-                    "reason": policy.reason if policy else "",
-                },
-            }
-        )
-        st.commit(
-            [rec],
-            [
-                st.event(
-                    "approval_requested",
-                    tid,
-                    tool=tool.name,
-                    args=args,
-                    policy=rule,
-                    reason=policy.reason if policy else "",
-                )
-            ],
-        )
-        st.sched.set(tid, "awaiting_approval")
+            return OverBudget(hit, out.error, duration=out.duration)
+        return out

@@ -7,7 +7,8 @@ for the calls that run tasks, counted so the widget can say a cell is busy) or
 in the background (``start``; the Closer, shutdown.py, is held while it runs,
 so the process's exit closes it too). Ctrl-C while waiting becomes a pause, so
 running attempts finish and commit before KeyboardInterrupt is raised. Each
-run or step first tells the Signals it goes (which refuses after a shutdown).
+run or step first tells the Signals it goes (which refuses after a shutdown),
+and runs with the heap it found frozen (heap.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.runtime.heap import frozen_heap
 from argus_lab.runtime.options import RunResult, T
 from argus_lab.runtime.shutdown import hold
 
@@ -89,17 +91,17 @@ class RunDriver:
     def step(self) -> list[TaskRecord]:
         """Runs the next ready task(s) once and waits for their records."""
         self._signals.go()  # here, so a pause() right after counts
-        return self.blocking(self._runner.step())
+        return self.blocking(frozen_heap(self._runner.step))
 
     def run(self) -> RunResult:
         """Runs until the plan is done, pauses, or nothing can run, and waits."""
         self._signals.go()
-        return self.blocking(self._runner.run())
+        return self.blocking(frozen_heap(self._runner.run))
 
     def rerun_stale(self) -> RunResult:
         """Makes the stale tasks pending again, then runs, and waits."""
         self._signals.go()
-        return self.blocking(self._rerun_stale())
+        return self.blocking(frozen_heap(self._rerun_stale))
 
     async def _rerun_stale(self) -> RunResult:
         await self._actions.mark_stale()
@@ -110,7 +112,9 @@ class RunDriver:
         if self._bg is not None and not self._bg.done():
             return self._bg
         self._signals.go()
-        self._bg = self._loop.submit(self._runner.guarded(self._runner.run()))
+        self._bg = self._loop.submit(
+            self._runner.guarded(frozen_heap(self._runner.run))
+        )
         hold(self._closer, self._bg)  # a run going on is closed at exit too
         return self._bg
 

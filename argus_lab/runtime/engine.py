@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from argus_lab.errors import ArgusError, StorageFullError
@@ -168,7 +168,7 @@ class RunLoop:
             raise self._storage_full(e, tid) from None
         return None if rest is None else self._finish(tid, rest)
 
-    async def _finish(self, tid: str, rest: Coroutine[Any, Any, None]) -> None:
+    async def _finish(self, tid: str, rest: Callable[[], Awaitable[None]]) -> None:
         me = asyncio.current_task()
         assert me is not None
         self._inflight.add(me)
@@ -179,7 +179,7 @@ class RunLoop:
             limit = expected * self._options.anomaly_factor
             watch = loop.call_later(limit, self._too_slow, tid, limit)
         try:
-            await rest
+            await rest()
         except StorageFullError as e:
             raise self._storage_full(e, tid) from None
         finally:
@@ -239,9 +239,12 @@ class RunLoop:
         assert wake is not None
         try:
             while True:
+                # An attempt whose success waits for its group commit holds
+                # no slot: its call is over (Settler.settling, outcomes.py).
                 while (
                     sig.pause_requested is None
-                    and len(running) < self._options.concurrency
+                    and len(running) - self._settler.settling
+                    < self._options.concurrency
                     and (tid := self._pop_ready()) is not None
                 ):
                     rest = self.begin(tid)

@@ -110,8 +110,9 @@ class MemoryFeed:
 
             import argus_lab.store.memory  # noqa: F401
 
-    def result(self, task_id: str) -> None:
-        """Remembers a task's result, just committed."""
+    def result(self, task_id: str, seq: int | None = None) -> None:
+        """Remembers a task's result, just committed by the event ``seq``
+        (default: the last event committed)."""
         if not self.wanted():
             return
         st = self._state
@@ -120,7 +121,7 @@ class MemoryFeed:
             "result",
             session_id=st.info.id,
             task_id=task_id,
-            seq=st.last_seq,
+            seq=st.last_seq if seq is None else seq,
             result=done.result
             if done.result_ref is None
             else f"(a large result, stored as {done.result_ref})",

@@ -4,7 +4,9 @@
 it means for the task, as one commit each: the result kept (inline or as an
 artifact), a retry scheduled, the task in doubt or waiting for budget, or the
 task given up (after the replanner's remedies had their chance), failed with
-its dependents blocked, or skipped.
+its dependents blocked, or skipped. ``Settler.settled``, which an attempt
+awaits, writes a success in a group commit with the other outcomes settling
+beside it (outcomes.py).
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from argus_lab.runtime.outcome import (
     ended_record,
     failure_fields,
 )
+from argus_lab.runtime.outcomes import OutcomeBatch
 from argus_lab.runtime.policy import (
     Accept,
     AskInDoubt,
+    Decision,
     FailurePolicy,
     GiveUp,
     LeaveIntent,
@@ -72,7 +76,11 @@ class Settler:
         self._signals = signals
         self._memory = memory
         self._options = options
+        self._outcomes = OutcomeBatch(state)
         self.failures_in_a_row = 0
+        self.settling = 0
+        """Attempts whose call is over and whose success waits for its group
+        commit: they hold no concurrency slot (RunLoop.run)."""
 
     def settle(
         self,
@@ -94,8 +102,62 @@ class Settler:
             retries: How many transient failures the task may retry.
             extra: Events that belong in the same commit (e.g. a rejection).
         """
+        decision = self._decide(tid, rec, out, retries)
+        self._carry_out(tid, rec, out, decision, tool_hash, extra)
+
+    async def settled(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        out: Outcome,
+        *,
+        tool_hash: str | None = None,
+        retries: int = 0,
+    ) -> None:
+        """``settle`` for an attempt that can wait: a success joins the
+        outcomes settling beside it, all written in one transaction
+        (outcomes.py), and this returns once it is durable; any other
+        decision is carried out at once, as by ``settle``."""
+        decision = self._decide(tid, rec, out, retries)
+        if not isinstance(decision, Accept):
+            self._carry_out(tid, rec, out, decision, tool_hash, None)
+            return
+        assert isinstance(out, Succeeded)
+        st = self._state
+        self.failures_in_a_row = 0
+        done, ev = self._success(tid, rec, out, tool_hash)
+        # An intent deferred into this commit (a quick call on the loop, which
+        # nothing else ran beside) goes with the outcome, in the same batch.
+        events = [*st.take_deferred(), ev]
+
+        def after() -> None:
+            st.sched.set(tid, "succeeded")
+            self._memory.result(tid, seq=ev.seq)
+
+        # The call is over: the attempt no longer holds a concurrency slot, and
+        # the run loop may start another task while this outcome waits.
+        self.settling += 1
+        self._signals.wake_up()
+        try:
+            await self._outcomes.commit(done, events, after)
+        except asyncio.CancelledError:
+            if not self._signals.abandoning:
+                raise
+            # The shutdown's own cancellation (RunLoop.abandon): the queued
+            # outcome is written all the same; the attempt waits for that and
+            # ends as finished, not cancelled.
+            me = asyncio.current_task()
+            if me is not None:
+                me.uncancel()
+            await self._outcomes.drained()
+        finally:
+            self.settling -= 1
+
+    def _decide(
+        self, tid: str, rec: TaskRecord, out: Outcome, retries: int
+    ) -> Decision:
         task = self._state.tasks[tid]
-        decision = self._policy.decide(
+        return self._policy.decide(
             task,
             out,
             attempt=rec.attempts,
@@ -104,6 +166,16 @@ class Settler:
             can_repair=self._replanner.can_repair(task),
             can_replan=self._replanner.can_replan(),
         )
+
+    def _carry_out(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        out: Outcome,
+        decision: Decision,
+        tool_hash: str | None,
+        extra: list[EventBase] | None,
+    ) -> None:
         match decision:
             case Accept():
                 assert isinstance(out, Succeeded)
@@ -150,6 +222,16 @@ class Settler:
     ) -> None:
         st = self._state
         self.failures_in_a_row = 0
+        rec, ev = self._success(tid, rec, out, tool_hash)
+        st.commit([rec], [ev])
+        st.sched.set(tid, "succeeded")
+        self._memory.result(tid)
+
+    def _success(
+        self, tid: str, rec: TaskRecord, out: Succeeded, tool_hash: str | None
+    ) -> tuple[TaskRecord, EventBase]:
+        """The record and event of a success (not committed yet)."""
+        st = self._state
         size = len(out.result_json)
         upd: dict[str, object] = {
             "status": "succeeded",
@@ -175,9 +257,7 @@ class Settler:
             duration=out.duration,
             bytes=size,
         )
-        st.commit([rec], [ev])
-        st.sched.set(tid, "succeeded")
-        self._memory.result(tid)
+        return rec, ev
 
     def _retry_later(
         self, tid: str, rec: TaskRecord, out: Failure, delay: float

@@ -230,6 +230,12 @@ class SessionState:
         that needs no transaction of its own; see AttemptRunner.begin)."""
         self._deferred.extend(events)
 
+    def take_deferred(self) -> list[EventBase]:
+        """Takes the deferred events out, for a commit made elsewhere (the
+        group commit of outcomes, runtime/outcomes.py)."""
+        events, self._deferred = self._deferred, []
+        return events
+
     def drop_deferred(self) -> None:
         """Forgets deferred events (the step they belong to was abandoned)."""
         self._deferred = []

@@ -1,0 +1,124 @@
+"""Attempts that end before their call: a recorded result served to a fork,
+or an approval policy that asks a person or refuses (attempt.py calls these)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from argus_lab.model import TaskRecord
+from argus_lab.runtime.outcome import Rejected
+from argus_lab.runtime.settle import Settler
+from argus_lab.runtime.state import SessionState
+from argus_lab.tools.approval import ApprovalPolicy
+from argus_lab.tools.registry import Tool
+
+__all__ = ["hold_or_refuse", "serve_replay"]
+
+
+def serve_replay(
+    st: SessionState,
+    tid: str,
+    rec: TaskRecord,
+    cached: dict[str, Any],
+    in_hash: str,
+    tool: Tool,
+) -> None:
+    """A fork re-running what its parent already did: the recorded result is
+    the task's, committed without a call (invariant 9)."""
+    now = st.now()
+    rec = rec.model_copy(
+        update={
+            "status": "succeeded",
+            "result": cached.get("result"),
+            "result_ref": cached.get("result_ref"),
+            "input_hash": in_hash,
+            "tool_hash": tool.code_hash,
+            "started": now,
+            "ended": now,
+            "error": None,
+            "error_type": None,
+            "traceback": None,
+            "reason": None,
+        }
+    )
+    ev = st.event(
+        "task_succeeded",
+        tid,
+        attempt=rec.attempts,
+        duration=0.0,
+        cached=True,
+    )
+    st.commit([rec], [ev])
+    st.sched.set(tid, "succeeded")
+
+
+def hold_or_refuse(
+    st: SessionState,
+    settler: Settler,
+    tid: str,
+    rec: TaskRecord,
+    tool: Tool,
+    args: dict[str, Any],
+    decision: str,
+    policy: ApprovalPolicy | None,
+) -> None:
+    """A policy said "ask" (the task waits for a person) or "reject" (it
+    fails, settled by ``settler``) for this call."""
+    rule = policy.describe() if policy else None
+    if decision == "reject":
+        reason = (policy.reason if policy else "") or "refused by policy"
+        rec = rec.model_copy(
+            update={
+                "approval": {
+                    "state": "rejected",
+                    "by": "policy",
+                    "at": st.now(),
+                    "args": args,
+                    "policy": rule,
+                    "reason": reason,
+                }
+            }
+        )
+        settler.settle(
+            tid,
+            rec,
+            Rejected(f"rejected by policy {rule}", by="policy"),
+            extra=[
+                st.event(
+                    "approval_rejected",
+                    tid,
+                    by="policy",
+                    reason=reason,
+                    tool=tool.name,
+                    args=args,
+                    policy=rule,
+                )
+            ],
+        )
+        return
+    rec = rec.model_copy(
+        update={
+            "status": "awaiting_approval",
+            "approval": {
+                "state": "asked",
+                "at": st.now(),
+                "args": args,
+                "policy": rule,
+                "reason": policy.reason if policy else "",
+            },
+        }
+    )
+    st.commit(
+        [rec],
+        [
+            st.event(
+                "approval_requested",
+                tid,
+                tool=tool.name,
+                args=args,
+                policy=rule,
+                reason=policy.reason if policy else "",
+            )
+        ],
+    )
+    st.sched.set(tid, "awaiting_approval")
