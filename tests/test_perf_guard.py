@@ -24,7 +24,7 @@ from argus_lab.store.envelope import encode, open_cache
 
 RECORDED_RATIO = 2.8
 """Argus CPU per no-op step / floor CPU per step, measured by this test on the
-2-core development VM (min of 7 rounds): 2.79-2.84 after the second round of
+2-core development VM (min of 7 rounds): 2.79-2.95 after the second round of
 issue 18 (a step without an asyncio Task, one scan for secret shapes, the head
 claimed in one statement), 3.85 on main just before it, 8.0 before issue 18.
 Re-measure (the test prints it) and update when the hot path changes on purpose."""
