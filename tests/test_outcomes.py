@@ -368,3 +368,45 @@ def test_inline_steps_commit_alone_in_a_chain_and_together_in_a_fan_out(
         assert t in commits.log[at[t]][0]
     assert len(set(at.values())) < N  # successes shared transactions
     ws.close()
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_waiting_outcome_frees_its_slot_only_if_a_crash_would_rerun_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, idempotent: bool
+) -> None:
+    """A non-idempotent write whose success waits for its commit keeps its
+    slot: were the next call started beside it, a crash before the batch
+    would leave two tasks in doubt at concurrency 1. An idempotent one (rerun
+    after a crash) hands its slot on, so the next intent may precede it."""
+    commits = Commits(monkeypatch)
+
+    @al.tool(side_effect="write", idempotent=idempotent)
+    async def put(i: int) -> int:
+        await asyncio.sleep(0)
+        return i
+
+    n = 8
+    plan = {
+        "goal": "writes",
+        "tasks": [{"id": f"w{i}", "tool": "put", "args": {"i": i}} for i in range(n)],
+    }
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=plan,
+        tools=[put],
+        name="writes",
+        concurrency=1,
+        approvals=[al.ApprovalPolicy("approve")],
+    )
+    assert s.run().status == "succeeded"
+    before = [
+        commits.holding("task_started", f"w{i}")
+        < commits.holding("task_succeeded", f"w{i - 1}")
+        for i in range(1, n)
+    ]
+    if idempotent:
+        assert any(before)
+    else:
+        assert not any(before)
+    s.close()
+    ws.close()

@@ -1,18 +1,21 @@
 """Attempts that end before their call: a recorded result served to a fork,
-or an approval policy that asks a person or refuses (attempt.py calls these)."""
+or an approval policy that asks a person or refuses (attempt.py calls these);
+and what a fork starts with (``fork_seed``, Session.fork calls it)."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
 from argus_lab.model import TaskRecord
+from argus_lab.runtime.options import tool_replay_key
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.registry import Tool
 
-__all__ = ["hold_or_refuse", "serve_replay"]
+__all__ = ["fork_seed", "hold_or_refuse", "serve_replay"]
 
 
 def serve_replay(
@@ -122,3 +125,29 @@ def hold_or_refuse(
         ],
     )
     st.sched.set(tid, "awaiting_approval")
+
+
+def fork_seed(
+    st: SessionState, at: str | None, reuse: Literal["cached", "none"]
+) -> tuple[list[TaskRecord], dict[str, str]]:
+    """What a fork from ``at`` starts with: the records it keeps and the
+    replay cache it inherits (see ``Session.fork``)."""
+    redo = set() if at is None else {at, *st.sched.descendants(at)}
+    kept = [
+        r.model_copy()
+        for t, r in st.records.items()
+        if reuse == "cached" and t not in redo and r.status == "succeeded"
+    ]
+    replays: dict[str, str] = {}
+    if reuse == "cached":
+        # Invariant 9: what reruns in the fork is served from what the parent
+        # recorded (model replies, and tool results for the same inputs and
+        # code), so replaying a branch costs nothing and repeats no effect.
+        replays = st.replays()
+        for t in redo:
+            r = st.records[t]
+            if r.status == "succeeded" and r.input_hash and r.tool_hash:
+                replays[tool_replay_key(t, r.input_hash, r.tool_hash)] = json.dumps(
+                    {"result": r.result, "result_ref": r.result_ref}
+                )
+    return kept, replays

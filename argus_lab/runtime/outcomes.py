@@ -38,15 +38,17 @@ next turn, as before.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import NamedTuple
 
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord
 from argus_lab.runtime.options import log
+from argus_lab.runtime.outcome import Succeeded
 from argus_lab.runtime.state import SessionState
 
-__all__ = ["MAX_WAIT_TURNS", "OutcomeBatch"]
+__all__ = ["MAX_WAIT_TURNS", "OutcomeBatch", "success_of"]
 
 MAX_WAIT_TURNS = 8
 """Turns of the loop a queued outcome waits at most for the loop to go idle."""
@@ -163,3 +165,41 @@ class OutcomeBatch:
             log.exception("after the outcome of task %s", entry.rec.task_id)
         if not w.done():
             w.set_result(None)
+
+
+def success_of(
+    st: SessionState,
+    tid: str,
+    rec: TaskRecord,
+    out: Succeeded,
+    tool_hash: str | None,
+    inline_limit: int,
+) -> tuple[TaskRecord, EventBase]:
+    """The record and event of a success, not committed yet: the result kept
+    in the record up to ``inline_limit`` bytes of JSON, as an artifact above."""
+    size = len(out.result_json)
+    upd: dict[str, object] = {
+        "status": "succeeded",
+        "ended": st.now(),
+        "error": None,
+        "error_type": None,
+        "traceback": None,
+        "reason": None,
+        "tool_hash": tool_hash,
+    }
+    if size > inline_limit:
+        # Redacted like an inline result before it lands (invariant 7).
+        text = json.dumps(st.redactor.value(out.result), ensure_ascii=False)
+        upd["result_ref"] = st.artifacts.put_bytes(text.encode())
+        upd["result"] = None
+    else:
+        upd["result"], upd["result_ref"] = out.result, None
+    rec = rec.model_copy(update=upd)
+    ev = st.event(
+        "task_succeeded",
+        tid,
+        attempt=rec.attempts,
+        duration=out.duration,
+        bytes=size,
+    )
+    return rec, ev

@@ -19,6 +19,7 @@ from argus_lab.plan import Plan
 from argus_lab.runtime.assembly import assemble
 from argus_lab.runtime.budget import budget_scope
 from argus_lab.runtime.budget import merge as merge_budget
+from argus_lab.runtime.gates import fork_seed
 from argus_lab.runtime.options import (
     RunResult,
     SessionOptions,
@@ -384,7 +385,7 @@ class Session:
             self._state.need_task(at)
         if reuse not in ("cached", "none"):
             raise ValueError(f"reuse must be 'cached' or 'none', got {reuse!r}")
-        kept, replays = self._state.fork_seed(at, reuse)
+        kept, replays = fork_seed(self._state, at, reuse)
         return self.workspace._fork_session(
             self, at=at, kept=kept, name=name, replays=replays
         )

@@ -12,7 +12,6 @@ beside it (outcomes.py).
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from typing import TYPE_CHECKING
 
@@ -27,7 +26,7 @@ from argus_lab.runtime.outcome import (
     ended_record,
     failure_fields,
 )
-from argus_lab.runtime.outcomes import OutcomeBatch
+from argus_lab.runtime.outcomes import OutcomeBatch, success_of
 from argus_lab.runtime.policy import (
     Accept,
     AskInDoubt,
@@ -125,7 +124,9 @@ class Settler:
         assert isinstance(out, Succeeded)
         st = self._state
         self.failures_in_a_row = 0
-        done, ev = self._success(tid, rec, out, tool_hash)
+        done, ev = success_of(
+            self._state, tid, rec, out, tool_hash, self._options.inline_result_bytes
+        )
         # An intent deferred into this commit (a quick call on the loop, which
         # nothing else ran beside) goes with the outcome, in the same batch.
         events = [*st.take_deferred(), ev]
@@ -135,9 +136,17 @@ class Settler:
             self._memory.result(tid, seq=ev.seq)
 
         # The call is over: the attempt no longer holds a concurrency slot, and
-        # the run loop may start another task while this outcome waits.
-        self.settling += 1
-        self._signals.wake_up()
+        # the run loop may start another task while this outcome waits; but
+        # only if a crash before the batch is written reruns this task (its
+        # tool is idempotent). A non-idempotent one would be in doubt then, and
+        # starting the next call beside it would put a second task in doubt:
+        # no more tasks are in doubt after a crash than calls run at once.
+        name = st.tasks[tid].tool
+        tool = st.tools.get(name) if name else None
+        frees = tool is not None and tool.idempotent
+        if frees:
+            self.settling += 1
+            self._signals.wake_up()
         try:
             await self._outcomes.commit(done, events, after)
         except asyncio.CancelledError:
@@ -151,7 +160,8 @@ class Settler:
                 me.uncancel()
             await self._outcomes.drained()
         finally:
-            self.settling -= 1
+            if frees:
+                self.settling -= 1
 
     def _decide(
         self, tid: str, rec: TaskRecord, out: Outcome, retries: int
@@ -222,42 +232,12 @@ class Settler:
     ) -> None:
         st = self._state
         self.failures_in_a_row = 0
-        rec, ev = self._success(tid, rec, out, tool_hash)
+        rec, ev = success_of(
+            self._state, tid, rec, out, tool_hash, self._options.inline_result_bytes
+        )
         st.commit([rec], [ev])
         st.sched.set(tid, "succeeded")
         self._memory.result(tid)
-
-    def _success(
-        self, tid: str, rec: TaskRecord, out: Succeeded, tool_hash: str | None
-    ) -> tuple[TaskRecord, EventBase]:
-        """The record and event of a success (not committed yet)."""
-        st = self._state
-        size = len(out.result_json)
-        upd: dict[str, object] = {
-            "status": "succeeded",
-            "ended": st.now(),
-            "error": None,
-            "error_type": None,
-            "traceback": None,
-            "reason": None,
-            "tool_hash": tool_hash,
-        }
-        if size > self._options.inline_result_bytes:
-            # Redacted like an inline result before it lands (invariant 7).
-            text = json.dumps(st.redactor.value(out.result), ensure_ascii=False)
-            upd["result_ref"] = st.artifacts.put_bytes(text.encode())
-            upd["result"] = None
-        else:
-            upd["result"], upd["result_ref"] = out.result, None
-        rec = rec.model_copy(update=upd)
-        ev = st.event(
-            "task_succeeded",
-            tid,
-            attempt=rec.attempts,
-            duration=out.duration,
-            bytes=size,
-        )
-        return rec, ev
 
     def _retry_later(
         self, tid: str, rec: TaskRecord, out: Failure, delay: float

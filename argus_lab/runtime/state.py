@@ -29,7 +29,6 @@ from argus_lab.runtime.options import (
     SessionOptions,
     Subscriber,
     log,
-    tool_replay_key,
 )
 from argus_lab.runtime.scheduler import Scheduler
 from argus_lab.store._bulk import paused_gc
@@ -345,30 +344,9 @@ class SessionState:
             )
         return g
 
-    def fork_seed(
-        self, at: str | None, reuse: Literal["cached", "none"]
-    ) -> tuple[list[TaskRecord], dict[str, str]]:
-        """What a fork from ``at`` starts with: the records it keeps and the
-        replay cache it inherits (see ``Session.fork``)."""
-        redo = set() if at is None else {at, *self.sched.descendants(at)}
-        kept = [
-            r.model_copy()
-            for t, r in self.records.items()
-            if reuse == "cached" and t not in redo and r.status == "succeeded"
-        ]
-        replays: dict[str, str] = {}
-        if reuse == "cached":
-            # Invariant 9: what reruns in the fork is served from what the parent
-            # recorded (model replies, and tool results for the same inputs and
-            # code), so replaying a branch costs nothing and repeats no effect.
-            replays = self._store.replays()
-            for t in redo:
-                r = self.records[t]
-                if r.status == "succeeded" and r.input_hash and r.tool_hash:
-                    replays[tool_replay_key(t, r.input_hash, r.tool_hash)] = json.dumps(
-                        {"result": r.result, "result_ref": r.result_ref}
-                    )
-        return kept, replays
+    def replays(self) -> dict[str, str]:
+        """The replay cache as stored (what a fork inherits, invariant 9)."""
+        return self._store.replays()
 
     @property
     def path(self) -> Path:

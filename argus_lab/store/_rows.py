@@ -36,7 +36,6 @@ from typing import Any
 import diskcache
 
 __all__ = [
-    "NOT_INLINE",
     "PAGE_SIZE",
     "SESSION_PAGE_SIZE",
     "OneCommitOpenCache",
@@ -110,17 +109,6 @@ class RowWriter:
                 pass  # the key exists: let diskcache replace it
         self._cache.set(key, value)
 
-    def read_raw(self, con: sqlite3.Connection, key: str) -> Any:
-        """The stored text of ``key`` if it is kept inside SQLite, else a marker
-        telling the caller to read it through diskcache (None: no such row)."""
-        row = con.execute(
-            "SELECT mode, value FROM Cache WHERE key = ? AND raw = 1", (key,)
-        ).fetchone()
-        if row is None:
-            return None
-        mode, value = row
-        return value if mode == _MODE_RAW else NOT_INLINE
-
 
 class Transaction:
     """``cache.transact(retry=True)`` without its two generator context managers.
@@ -175,15 +163,6 @@ class Transaction:
             if con.in_transaction:  # never leave the connection holding the lock
                 con.execute("ROLLBACK")
             raise
-
-
-class _NotInline:
-    def __repr__(self) -> str:
-        return "NOT_INLINE"
-
-
-NOT_INLINE: Any = _NotInline()
-"""``read_raw``'s answer for a row whose value diskcache keeps in a file."""
 
 
 PAGE_SIZE = 1024
