@@ -127,6 +127,13 @@ class Redactor:
                     out[k] = MASK
                 else:
                     out[k] = self.value(x)
+            # Keys are outside text too (a tool may key a dict by a token): the
+            # store scans the rows of a step for secret values only, so a
+            # shaped key masked nowhere else would be stored as it is.
+            if any(isinstance(k, str) and self.needed(k) for k in out):
+                out = {
+                    self.text(k) if isinstance(k, str) else k: x for k, x in out.items()
+                }
             return out
         if isinstance(v, list | tuple):
             return [self.value(x) for x in v]

@@ -283,3 +283,25 @@ def test_changes_are_what_value_would_change(data: dict[str, object]) -> None:
     changed = r.changes(data)
     assert {**data, **changed} == r.value(data)
     assert all(data[k] != v for k, v in changed.items())
+
+
+@al.tool
+def keyed_by_token() -> dict[str, object]:
+    """A result keyed by secret-shaped strings, at the top and nested."""
+    return {GH_SHAPE: "staging", "nested": {"sk-ant-api03-" + "Q" * 40: 1}}
+
+
+def test_a_secret_shaped_dict_key_is_masked_before_it_is_stored(
+    ws: al.Workspace,
+) -> None:
+    """Dict keys carry outside text as values do: since the store scans a
+    step's rows for secret values only (fields_redacted), a key shaped like a
+    token must be masked by the runtime's field pass or it lands as it is."""
+    plan = {"goal": "keys", "tasks": [{"id": "k", "tool": "keyed_by_token"}]}
+    s = ws.new_session(plan=plan, tools=[keyed_by_token], name="keys")
+    assert s.run().status == "succeeded"
+    assert s.result("k") == {MASK: "staging", "nested": {MASK: 1}}
+    s.close()
+    stored = all_bytes(ws.path / "sessions" / s.id)
+    for needle in (GH_SHAPE, "sk-ant-api03-QQQQ"):
+        assert needle.encode() not in stored, needle
