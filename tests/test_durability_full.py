@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,3 +182,51 @@ def test_opening_a_cache_is_one_commit_and_checkpoints_nothing(
         "v1",
     )
     watcher.close()
+
+
+def _open_in_thread(folder: Path) -> tuple[threading.Thread, dict[str, object]]:
+    from argus_lab.store.envelope import open_cache
+
+    out: dict[str, object] = {}
+
+    def go() -> None:
+        try:
+            cache = open_cache(folder, "full", page_size=SESSION_PAGE_SIZE)
+            cache.set("k", "v")
+            out["value"] = cache.get("k")
+            cache.close()
+        except Exception as e:  # reported to the test below
+            out["error"] = e
+
+    t = threading.Thread(target=go)
+    t.start()
+    return t, out
+
+
+def test_a_database_another_process_is_creating_right_now_opens(
+    tmp_path: Path,
+) -> None:
+    """Two processes opening a fresh database at once (a new workspace's
+    index): one finds ``cache.db`` already there but still empty (the other
+    has connected, not yet written) or locked by the other's first write. It
+    must wait and open it, in WAL with small pages, not fail with "cannot
+    change into wal mode from within a transaction" or "database is locked"."""
+    folder = tmp_path / "fresh"
+    folder.mkdir()
+    other = sqlite3.connect(folder / "cache.db", isolation_level=None)
+    # The other process's first transaction, creating the file as argus does.
+    other.execute(f"PRAGMA page_size = {SESSION_PAGE_SIZE}")
+    other.execute("BEGIN EXCLUSIVE")
+    t, out = _open_in_thread(folder)
+    t.join(1.0)  # a chance to meet the lock (the result is checked either way)
+    other.execute("COMMIT")
+    other.close()
+    t.join(60)
+    assert not t.is_alive()
+    assert out == {"value": "v"}, out
+    con = sqlite3.connect(folder / "cache.db")
+    try:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert con.execute("PRAGMA page_size").fetchone()[0] == SESSION_PAGE_SIZE
+    finally:
+        con.close()

@@ -30,6 +30,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -196,15 +198,40 @@ def prepare_database(directory: str, page_size: int = PAGE_SIZE) -> None:
     import os
 
     path = os.path.join(directory, "cache.db")
-    if os.path.exists(path):
+    # An empty file is one another process is creating right now (connecting
+    # creates it): set its page size too, which is harmless if theirs is first.
+    if os.path.exists(path) and os.path.getsize(path) > 0:
         return
     os.makedirs(directory, exist_ok=True)
     con = sqlite3.connect(path, isolation_level=None)
     try:
-        con.execute(f"PRAGMA page_size = {int(page_size)}")
-        con.execute("PRAGMA journal_mode = wal")
+        # Two processes creating the same database at once (a fresh workspace's
+        # index) contend for its first lock; SQLite answers one of them "locked"
+        # at once, without waiting, when waiting could deadlock: try again.
+        # The page size is set again before each try: SQLite forgets it when
+        # it finds the file changed while it waited.
+        _retry_locked(
+            lambda: (
+                con.execute(f"PRAGMA page_size = {int(page_size)}"),
+                con.execute("PRAGMA journal_mode = wal"),
+            )
+        )
     finally:
         con.close()
+
+
+def _retry_locked(statement: Callable[[], object], limit: float = 60.0) -> None:
+    """Runs ``statement`` until SQLite stops answering "database is locked"
+    (at most ``limit`` seconds, as diskcache's own retries)."""
+    start = time.monotonic()
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as e:
+            if str(e) != "database is locked" or time.monotonic() - start > limit:
+                raise
+            time.sleep(0.001)
 
 
 class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
@@ -270,22 +297,18 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
         finally:
             self._connecting = False
         if not con.in_transaction:
+            # __init__ runs with timeout 0 (it retries its own statements): the
+            # ones added here wait, as it does, for a process opening the same
+            # database at this moment (a new one's first lock; see
+            # prepare_database).
             for pragma, value in self._pragmas:
-                con.execute(f"PRAGMA {pragma} = {int(value)}")
-            start = time.monotonic()
-            while True:  # __init__ runs with timeout 0: wait here, as it does
-                try:
-                    con.execute("BEGIN IMMEDIATE")
-                    break
-                except sqlite3.OperationalError as e:
-                    if str(e) != "database is locked" or time.monotonic() - start > 60:
-                        raise
-                    time.sleep(0.001)
+                _retry_locked(partial(con.execute, f"PRAGMA {pragma} = {int(value)}"))
+            _retry_locked(partial(con.execute, "BEGIN IMMEDIATE"))
         return con
 
     def close(self) -> None:
         con = getattr(self._local, "con", None)
         if self._opening and con is not None and con.in_transaction:
             self._opening = False  # the connection __init__ opens next is plain
-            con.execute("COMMIT")
+            _retry_locked(partial(con.execute, "COMMIT"))
         super().close()
