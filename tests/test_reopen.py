@@ -272,6 +272,15 @@ def test_reading_all_validates_the_rest_in_order_and_keeps_newer_commits() -> No
     made = [parse("x", text("x", 1)), TaskRecord(task_id="y")]
     recs2._keep(["x", "y"], [recs2._d["x"], old_y], made)
     assert recs2["y"] is newer and recs2["x"].attempts == 1
+    # Nor one made for a task a plan patch removed meanwhile (on the loop
+    # thread, while another thread read every record): it stays removed.
+    recs3 = TaskRecords({"x": text("x", 1), "gone": None}, {}, parse)
+    recs3.status.update({"x": "succeeded", "gone": "pending"})
+    del recs3["gone"]
+    x = parse("x", text("x", 1))
+    recs3._keep(["x", "gone"], [recs3._d["x"], None], [x, made[1]])
+    assert "gone" not in recs3 and recs3["x"] is x
+    assert recs3.keys() == recs3.status.keys()
 
 
 # -- the scheduler, built from statuses: same answers as counting afresh -------

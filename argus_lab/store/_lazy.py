@@ -19,6 +19,8 @@ __all__ = ["LazyMap"]
 
 V = TypeVar("V")
 
+_ABSENT = object()
+
 
 class LazyMap(MutableMapping[str, V], Generic[V]):
     """Key -> value of class ``kind``; other entries are made into one on read.
@@ -82,7 +84,10 @@ class LazyMap(MutableMapping[str, V], Generic[V]):
         """Caches made values, unless a newer one was written meanwhile."""
         d = self._d
         with self._lock:
-            if all(map(is_, map(d.get, keys), was)):  # the usual case, in C
+            # An absent key is never ``was`` (a fresh record's entry is None,
+            # and a plan patch may have removed its task meanwhile).
+            now = map(d.get, keys, repeat(_ABSENT))
+            if all(map(is_, now, was)):  # the usual case, in C
                 d.update(zip(keys, values, strict=True))
                 return
             for k, old, value in zip(keys, was, values, strict=True):
