@@ -37,7 +37,10 @@ __all__ = [
     "INLINE_AFTER",
     "INLINE_BUDGET_S",
     "InlineGate",
+    "ToolExit",
+    "await_tool",
     "call_inline",
+    "call_tool",
     "check_success",
     "run_attempt",
 ]
@@ -50,9 +53,43 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Result types that are JSON as they are (exactly these: no subclasses)."""
 
 
+class ToolExit(Exception):
+    """A tool called ``sys.exit()`` (an argparse error, a CLI's ``main``).
+
+    SystemExit raised by a tool ends its task as a failure. Let through, it
+    would stop the session's event loop (asyncio re-raises it out of the loop)
+    and ``run()`` would never return; on a thread it would reach the loop all
+    the same when the call's future is awaited.
+    """
+
+    def __init__(self, e: SystemExit) -> None:
+        super().__init__(
+            f"the tool called sys.exit({e.code!r}): a tool ends its task by "
+            "returning or raising; exiting ends neither the session nor the "
+            "process"
+        )
+
+
+def call_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
+    """``fn(**kwargs)`` with a SystemExit turned into ToolExit."""
+    try:
+        return fn(**kwargs)
+    except SystemExit as e:
+        raise ToolExit(e) from e
+
+
+async def await_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
+    """``await fn(**kwargs)`` with a SystemExit turned into ToolExit (inside
+    the awaiting task, before asyncio's Task would re-raise it to the loop)."""
+    try:
+        return await fn(**kwargs)
+    except SystemExit as e:
+        raise ToolExit(e) from e
+
+
 def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
     t0 = time.perf_counter()
-    result = fn(**kwargs)
+    result = call_tool(fn, kwargs)
     return result, time.perf_counter() - t0
 
 
@@ -130,7 +167,7 @@ async def _call_sync(
         # The thread hop (submit, wake-up, future) costs more than a quick call.
         t0 = time.perf_counter()
         try:
-            result = tool.fn(**kwargs)
+            result = call_tool(tool.fn, kwargs)
         except Exception as e:
             if tool.inline or not _refused_the_loop(e):
                 raise  # a failure like any other: the attempt counts it
@@ -246,7 +283,7 @@ def call_inline(
         return _stamped(kwargs, t0)
     t1 = time.perf_counter()
     try:
-        result = tool.fn(**kwargs)
+        result = call_tool(tool.fn, kwargs)
     except Exception as e:
         if tool.inline is None and _refused_the_loop(e):
             gate.demote(tool)
@@ -293,7 +330,7 @@ async def _attempt(
         return kwargs
     try:
         if tool.is_async:
-            result = await asyncio.wait_for(tool.fn(**kwargs), timeout)
+            result = await asyncio.wait_for(await_tool(tool.fn, kwargs), timeout)
         elif remote is not None:
             # Shipped to a cluster: the executor owns timeouts and cancellation
             # there, and turns a lost worker into a TransientError.

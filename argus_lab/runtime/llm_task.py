@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.errors import ApprovalRequired, BudgetExceeded, ToolError
 from argus_lab.model import Task
 from argus_lab.runtime.budget import BudgetChecker, BudgetHit
+from argus_lab.runtime.executor import await_tool, call_tool
 from argus_lab.runtime.options import SessionOptions
 from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import require_approval
@@ -242,10 +243,10 @@ class LlmTaskRunner:
                         if tool.takes_ctx:
                             kwargs["ctx"] = ctx
                         if tool.is_async:
-                            out = await tool.fn(**kwargs)
+                            out = await await_tool(tool.fn, kwargs)
                         else:
                             out = await asyncio.get_running_loop().run_in_executor(
-                                None, lambda: tool.fn(**kwargs)
+                                None, call_tool, tool.fn, kwargs
                             )
                         content, ok = json.dumps(out, default=str)[:20000], True
                     except Exception as e:  # the model reads the error and adapts
