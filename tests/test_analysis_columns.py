@@ -156,3 +156,32 @@ def test_a_table_of_arrow_columns_reads_as_rows_and_concatenates() -> None:
     assert isinstance(ab.column("x"), pa.Array) and ab.values("x") == [1, None, 3]
     assert ab.values("y") == ["p", "q", None]
     assert Table.concat([a, c]).column("x") == [1, None, 4]
+
+
+@pytest.mark.parametrize("name", [*FRAME_NAMES, "frames"])
+def test_the_cyclic_collector_is_paused_while_a_frame_is_read_and_built(
+    fixture_ws: al.Workspace, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A full pass walks the whole heap (the caller's data too): at 100,000
+    # events it was 0.2 s of events_df, whenever the threshold happened to fall.
+    import gc
+
+    from argus_lab.analysis import _frames
+
+    on: list[bool] = []
+    real_read, real_build = _frames.read_sessions, _frames._build
+
+    def read(*a: Any, **k: Any) -> Any:
+        on.append(gc.isenabled())
+        return real_read(*a, **k)
+
+    def build(*a: Any, **k: Any) -> Any:
+        on.append(gc.isenabled())
+        return real_build(*a, **k)
+
+    monkeypatch.setattr(_frames, "read_sessions", read)
+    monkeypatch.setattr(_frames, "_build", build)
+    fn = an.frames if name == "frames" else getattr(an, f"{name}_df")
+    fn(fixture_ws)
+    assert on and not any(on)
+    assert gc.isenabled()  # and on again afterwards
