@@ -209,3 +209,37 @@ def test_a_long_journal_starts_afresh_once_no_wal_is_left(ws: al.Workspace) -> N
     assert journal.stat().st_size > 1 << 16
     ws.open("j", tools=lw.TOOLS).close()
     assert journal.stat().st_size == 0
+
+
+def test_a_commit_landing_while_another_reader_loads_is_no_loss(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session loaded while its runner commits (the server reading a session a
+    run is writing) sees the witness move on during the load: that is no loss.
+    The commit is made to land exactly inside the load, at its witness read."""
+    from argus_lab.store.witness import Witness
+    from tests.conftest import BASIC_TOOLS
+
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": f"a{i}", "tool": "add", "args": {"a": i}} for i in range(4)],
+    }
+    s = ws.new_session(plan=plan, tools=BASIC_TOOLS, name="race")
+    s.step()
+    real = Witness.read
+    armed = [True]
+
+    def read_while_committing(w: Witness) -> int | None:
+        if armed[0] and w.path.parent == s.path:
+            armed[0] = False
+            s.step()  # the runner commits again, in the middle of the load
+        return real(w)
+
+    monkeypatch.setattr(Witness, "read", read_while_committing)
+    other = al.Workspace(ws.path)
+    seen = other.open("race", tools=BASIC_TOOLS)
+    assert not armed[0]  # the commit did land inside the load
+    assert seen.record("a0").status == "succeeded"
+    seen.close()
+    other.close()
+    s.close()

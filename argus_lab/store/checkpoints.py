@@ -143,8 +143,12 @@ class SessionStore:
                 touched is marked as interrupted, for the runtime to rerun
                 (idempotent) or hold in doubt, and the loss is recorded.
         """
-        head = self.read_head()
+        # The witness first: it is written after each commit, so what it says
+        # now is at most what the head read next holds. Read the other way
+        # round, a commit landing in between (another thread or process
+        # writing while this one loads) looked like a lost commit.
         witnessed = self.witness.read()
+        head = self.read_head()
         if head is None:
             if witnessed:  # everything was lost, the session's plan included
                 check_witness(self, None, witnessed, accept=accept_lost_commits)
