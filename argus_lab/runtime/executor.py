@@ -30,6 +30,7 @@ from argus_lab.runtime.outcome import (
     Succeeded,
     TimedOut,
 )
+from argus_lab.runtime.toolcall import await_tool, call_tool
 from argus_lab.store.artifacts import ArtifactStore, to_stored
 from argus_lab.tools.registry import Tool, ToolContext
 
@@ -37,10 +38,7 @@ __all__ = [
     "INLINE_AFTER",
     "INLINE_BUDGET_S",
     "InlineGate",
-    "ToolExit",
-    "await_tool",
     "call_inline",
-    "call_tool",
     "check_success",
     "run_attempt",
 ]
@@ -51,40 +49,6 @@ INLINE_AFTER = 3
 """Calls in a row within the budget, on a tool thread, before going inline."""
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Result types that are JSON as they are (exactly these: no subclasses)."""
-
-
-class ToolExit(Exception):
-    """A tool called ``sys.exit()`` (an argparse error, a CLI's ``main``).
-
-    SystemExit raised by a tool ends its task as a failure. Let through, it
-    would stop the session's event loop (asyncio re-raises it out of the loop)
-    and ``run()`` would never return; on a thread it would reach the loop all
-    the same when the call's future is awaited.
-    """
-
-    def __init__(self, e: SystemExit) -> None:
-        super().__init__(
-            f"the tool called sys.exit({e.code!r}): a tool ends its task by "
-            "returning or raising; exiting ends neither the session nor the "
-            "process"
-        )
-
-
-def call_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
-    """``fn(**kwargs)`` with a SystemExit turned into ToolExit."""
-    try:
-        return fn(**kwargs)
-    except SystemExit as e:
-        raise ToolExit(e) from e
-
-
-async def await_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
-    """``await fn(**kwargs)`` with a SystemExit turned into ToolExit (inside
-    the awaiting task, before asyncio's Task would re-raise it to the loop)."""
-    try:
-        return await fn(**kwargs)
-    except SystemExit as e:
-        raise ToolExit(e) from e
 
 
 def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:

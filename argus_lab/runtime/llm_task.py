@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.errors import ApprovalRequired, BudgetExceeded, ToolError
 from argus_lab.model import Task
 from argus_lab.runtime.budget import BudgetChecker, BudgetHit
-from argus_lab.runtime.executor import await_tool, call_tool
 from argus_lab.runtime.options import SessionOptions
 from argus_lab.runtime.state import SessionState
+from argus_lab.runtime.toolcall import await_tool, call_tool
 from argus_lab.tools.approval import require_approval
 from argus_lab.tools.registry import Tool, ToolContext
 
