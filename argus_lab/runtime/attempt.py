@@ -267,13 +267,10 @@ class AttemptRunner:
                 rec, started, relaxed=tool.side_effect != "write"
             )
         except asyncio.CancelledError:
-            if not self._signals.abandoning:
+            if not self._signals.absorbed_shutdown():
                 raise
             # The shutdown's own cancellation, before the call began: a
             # written intent goes back to pending (nothing to decide).
-            me = asyncio.current_task()
-            if me is not None:
-                me.uncancel()
             written = st.records[tid].status == "running"
             if written:
                 why = self._signals.stopping or "shut down"
@@ -298,13 +295,10 @@ class AttemptRunner:
                 gate=self._inline,
             )
         except asyncio.CancelledError:
-            if not self._signals.abandoning:
+            if not self._signals.absorbed_shutdown():
                 raise
             # The shutdown's own cancellation (RunLoop.abandon): the call may
             # have begun, so its intent stays for the next open to decide.
-            me = asyncio.current_task()
-            if me is not None:
-                me.uncancel()
             out = ShutDown(self._signals.stopping or "shut down", started=True)
         # An LLM task's calls added their cost to the committed record.
         await self._settled(tid, st.records[tid], call, out)

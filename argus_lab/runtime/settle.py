@@ -150,14 +150,11 @@ class Settler:
         try:
             await self._outcomes.commit(done, events, after)
         except asyncio.CancelledError:
-            if not self._signals.abandoning:
+            if not self._signals.absorbed_shutdown():
                 raise
             # The shutdown's own cancellation (RunLoop.abandon): the queued
             # outcome is written all the same; the attempt waits for that and
             # ends as finished, not cancelled.
-            me = asyncio.current_task()
-            if me is not None:
-                me.uncancel()
             await self._outcomes.drained()
         finally:
             if frees:

@@ -66,6 +66,17 @@ class Signals:
             )
         self.pause_requested = None
 
+    def absorbed_shutdown(self) -> bool:
+        """Inside ``except CancelledError``: whether the cancellation is the
+        shutdown's own (``RunLoop.abandon``), then withdrawn from the current
+        task so the attempt can finish what it must; False: re-raise it."""
+        if not self.abandoning:
+            return False
+        me = asyncio.current_task()
+        if me is not None:
+            me.uncancel()
+        return True
+
     def why_paused(self) -> str:
         """The pause request, naming the attempts a shutdown left in flight."""
         why = self.pause_requested or ""
