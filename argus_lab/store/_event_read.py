@@ -7,9 +7,10 @@ fetched with one query that selects only the stored texts (no key, mode or file
 name objects), and its envelopes are checked with C-level maps and ONE list
 comparison, no Python bytecode per row:
 
-- ``body = text[11:]`` for every row, its CRC-32 computed (``zlib.crc32``);
-- the envelope a current record would carry, ``f"{SCHEMA_VERSION}|{crc:08x}|"``,
-  formatted for every row and compared with every row's first 11 characters.
+- (``envelope.intact_bodies``) ``body = text[11:]`` for every row, its CRC-32
+  computed (``zlib.crc32``); the envelope a current record would carry,
+  ``f"{SCHEMA_VERSION}|{crc:08x}|"``, formatted for every row and compared with
+  every row's first 11 characters.
 
 Equal lists mean every row is of the current schema and its checksum matches, so
 its body is trusted exactly as ``decode`` would trust it. Anything else in a page (a
@@ -19,12 +20,10 @@ page through the row-by-row path, which names the damaged key in its error.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from argus_lab.store.envelope import SCHEMA_VERSION
+from argus_lab.store.envelope import intact_bodies
 
 if TYPE_CHECKING:
     from argus_lab.store._reader import CheckpointReader
@@ -35,29 +34,11 @@ PAGE = 8192
 """Events per query: big enough that per-query costs vanish, small enough that a
 reader wanting the first few (the server's paged API) does not read them all."""
 
-_ENVELOPE = f"{SCHEMA_VERSION}|%08x|"
-_WIDTH = len(_ENVELOPE % 0)  # 11: "2|" + 8 hex digits + "|"
-_BODY = itemgetter(slice(_WIDTH, None))
-_HEAD = itemgetter(slice(0, _WIDTH))
-_FIRST = itemgetter(0)
-_SELECT = "SELECT value FROM Cache WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key"
 _LAST = "SELECT max(key) FROM Cache WHERE key >= ? AND key < 'e;' AND raw = 1"
 
 
 def _key(seq: int) -> str:
     return f"e:{seq:012d}"
-
-
-def _bodies(texts: list[str]) -> list[str] | None:
-    """The bodies of these stored texts if every envelope is current and its
-    checksum matches, else None (the caller decodes the page row by row)."""
-    try:
-        bodies = list(map(_BODY, texts))
-        crcs = map(zlib.crc32, map(str.encode, bodies))
-        ok = list(map(_ENVELOPE.__mod__, crcs)) == list(map(_HEAD, texts))
-    except TypeError:  # a value that is not text: None (kept in a file) or bytes
-        return None
-    return bodies if ok else None
 
 
 def event_pages(read: CheckpointReader, since: int = 0) -> Iterator[list[str]]:
@@ -86,11 +67,7 @@ def event_pages(read: CheckpointReader, since: int = 0) -> Iterator[list[str]]:
     while start < end:
         stop = min(start + PAGE, end)
         lo, hi = _key(start), _key(stop)
-        try:
-            texts = list(map(_FIRST, sql(_SELECT, (lo, hi)).fetchall()))
-        except sqlite3.DatabaseError as e:
-            raise read.db_error(f"{lo}*", e) from None
-        bodies = _bodies(texts)
+        bodies = intact_bodies(read.values(lo, hi))
         if bodies is None:  # not all plain: the careful path, with the key named
             bodies = list(read.decode_events(lo, hi))
         yield bodies

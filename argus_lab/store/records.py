@@ -47,7 +47,7 @@ from argus_lab.model import STATUSES, SessionInfo, Status, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.store._bulk import paused_gc, records_adapter
 from argus_lab.store._lazy import LazyMap
-from argus_lab.store.envelope import SCHEMA_VERSION
+from argus_lab.store.envelope import SCHEMA_VERSION, intact_bodies
 from argus_lab.store.head import Head
 from argus_lab.store.stored_plan import StoredPlan
 
@@ -62,9 +62,6 @@ _HEAD = re.compile(
 _KNOWN: frozenset[str] = frozenset(STATUSES)
 _KNOWN_OR_NONE: frozenset[str | None] = frozenset([*STATUSES, None])
 _RAW = diskcache.core.MODE_RAW
-_ENVELOPE = f"{SCHEMA_VERSION}|%08x|"  # what a current, intact record starts with
-_WIDTH = len(_ENVELOPE % 0)
-_BODY, _HEAD_OF = itemgetter(slice(_WIDTH, None)), itemgetter(slice(0, _WIDTH))
 _GROUPS, _FIRST, _SECOND = methodcaller("groups"), itemgetter(0), itemgetter(1)
 
 Entry = TaskRecord | str | None
@@ -208,16 +205,12 @@ def _no_text(task_id: str, text: str) -> TaskRecord:
 
 def bulk_records(texts: list[Any], parse_text: Parse) -> TaskRecords | None:
     """Task records from the stored texts of every ``t:`` row, checked together
-    with C-level maps (as ``store._event_read`` checks events): every envelope
+    with C-level maps (``envelope.intact_bodies``, as events are): every envelope
     current with its checksum right, every text starting as ``model_dump_json``
     writes it. None if any row is otherwise: ``load_records`` then goes row by
     row, naming a damaged key, migrating an older schema."""
-    try:
-        bodies = list(map(_BODY, texts))
-        crcs = map(zlib.crc32, map(str.encode, bodies))
-        if list(map(_ENVELOPE.__mod__, crcs)) != list(map(_HEAD_OF, texts)):
-            return None
-    except TypeError:  # a value that is not text: kept in a file, bytes, a pickle
+    bodies = intact_bodies(texts)
+    if bodies is None:
         return None
     found = list(map(_HEAD.match, bodies))
     if None in found:
