@@ -125,7 +125,7 @@ class Settler:
         st = self._state
         self.failures_in_a_row = 0
         done, ev = success_of(
-            self._state, tid, rec, out, tool_hash, self._options.inline_result_bytes
+            st, tid, rec, out, tool_hash, self._options.inline_result_bytes
         )
         # An intent deferred into this commit (a quick call on the loop, which
         # nothing else ran beside) goes with the outcome, in the same batch.
@@ -230,7 +230,7 @@ class Settler:
         st = self._state
         self.failures_in_a_row = 0
         rec, ev = success_of(
-            self._state, tid, rec, out, tool_hash, self._options.inline_result_bytes
+            st, tid, rec, out, tool_hash, self._options.inline_result_bytes
         )
         st.commit([rec], [ev])
         st.sched.set(tid, "succeeded")
