@@ -119,6 +119,34 @@ def _refused_the_loop(e: BaseException) -> bool:
     )
 
 
+_REFUSED: Any = object()
+"""``_run_inline``'s answer for a call that refused to run inside an event loop."""
+
+
+def _run_inline(tool: Tool, kwargs: dict[str, Any], gate: InlineGate) -> Any:
+    """Calls a sync tool on the event loop and tells the gate how long it took.
+
+    A failure is raised like any other (the attempt counts it), except one
+    that only says the call refused to run inside an event loop (asyncio.run,
+    sync wrappers of async clients) for a tool we chose to run inline (not
+    declared ``inline=True``): the gate sends the tool to threads for good and
+    this returns ``_REFUSED``, for the caller to run it again there (harmless:
+    ``inline_now`` says yes only to tools without side effects or declared
+    inline).
+    """
+    t0 = time.perf_counter()
+    try:
+        result = call_tool(tool.fn, kwargs)
+    except Exception as e:
+        if tool.inline is None and _refused_the_loop(e):
+            gate.demote(tool)
+            return _REFUSED
+        raise
+    if tool.inline is None:
+        gate.inline_took(tool, time.perf_counter() - t0)
+    return result
+
+
 async def _call_sync(
     tool: Tool,
     kwargs: dict[str, Any],
@@ -129,26 +157,14 @@ async def _call_sync(
 ) -> Any:
     if gate is not None and gate.inline_now(tool, timeout):
         # The thread hop (submit, wake-up, future) costs more than a quick call.
-        t0 = time.perf_counter()
-        try:
-            result = call_tool(tool.fn, kwargs)
-        except Exception as e:
-            if tool.inline or not _refused_the_loop(e):
-                raise  # a failure like any other: the attempt counts it
-            # Chosen by us, not the author: the call refused to run inside an
-            # event loop (asyncio.run, sync wrappers of async clients).
-            # side_effect="none" makes running it again harmless, so it does,
-            # on a thread, and stays there.
-            gate.demote(tool)
-            # The loop runs on while the thread calls: an intent deferred for
-            # an inline call is committed now, before the call (False: it was
-            # not, the session is shutting down).
-            if on_thread is not None and not await on_thread():
-                raise _NotStarted("the session is shutting down") from None
-        else:
-            if tool.inline is None:
-                gate.inline_took(tool, time.perf_counter() - t0)
+        result = _run_inline(tool, kwargs, gate)
+        if result is not _REFUSED:
             return result
+        # The loop runs on while the thread calls: an intent deferred for an
+        # inline call is committed now, before the call (False: it was not,
+        # the session is shutting down).
+        if on_thread is not None and not await on_thread():
+            raise _NotStarted("the session is shutting down") from None
     loop = asyncio.get_running_loop()
     try:
         fut = loop.run_in_executor(pool, _timed, tool.fn, kwargs)
@@ -245,16 +261,12 @@ def call_inline(
     kwargs = _kwargs(tool, args, ctx)
     if isinstance(kwargs, Failed):
         return _stamped(kwargs, t0)
-    t1 = time.perf_counter()
     try:
-        result = call_tool(tool.fn, kwargs)
+        result = _run_inline(tool, kwargs, gate)
     except Exception as e:
-        if tool.inline is None and _refused_the_loop(e):
-            gate.demote(tool)
-            return None
         return _stamped(_error_outcome(tool, e, None), t0)
-    if tool.inline is None:
-        gate.inline_took(tool, time.perf_counter() - t1)
+    if result is _REFUSED:
+        return None
     return _stamped(_result_outcome(tool, result, success, artifacts), t0)
 
 
