@@ -70,7 +70,7 @@ class RunEnd:
             self._set_status("running", None, [self._state.event("resumed")])
         return True
 
-    def pause_now(self, reason: str) -> None:
+    def pause_now(self, reason: str, *, lease: LeaseArg = "keep") -> None:
         """Commits a pause for ``reason`` (only if that changes the status)."""
         info = self._state.info
         if info.status != "paused" or info.reason != reason:
@@ -78,16 +78,24 @@ class RunEnd:
                 "paused",
                 reason,
                 [self._state.event("paused", reason=reason)],
+                lease=lease,
             )
 
-    def finish(self) -> RunResult:
-        """Commits how the run ended (only when that changed) and returns it."""
+    def finish(self, *, release: bool = False) -> RunResult:
+        """Commits how the run ended (only when that changed) and returns it.
+
+        ``release``: that commit also gives the runner lease back (the run is
+        the outermost call and this is its last commit).
+        """
         st = self._state
         c = st.counts()
+        lease: LeaseArg = None if release else "keep"
+        if release:
+            st.lease.stop_heartbeat()  # nothing is to renew after this commit
         if self._signals.pause_requested is not None:
-            self.pause_now(self._signals.why_paused())
+            self.pause_now(self._signals.why_paused(), lease=lease)
         elif (why := self.in_doubt_reason()) is not None:
-            self.pause_now(why)
+            self.pause_now(why, lease=lease)
         elif c["awaiting_approval"]:
             asked = [
                 t for t, s in st.records.status.items() if s == "awaiting_approval"
@@ -97,7 +105,8 @@ class RunEnd:
             more = f" (and {len(asked) - 1} more)" if len(asked) > 1 else ""
             self.pause_now(
                 f"waiting for approval: task {first!r} (tool {tool!r}){more}; call "
-                f"s.approve({first!r}) or s.reject({first!r}, reason)"
+                f"s.approve({first!r}) or s.reject({first!r}, reason)",
+                lease=lease,
             )
         elif c["failed"] or c["blocked"]:
             failed = {t: r.error or "" for t, r in st.records.where("failed")}
@@ -116,13 +125,19 @@ class RunEnd:
                             summary=reason,
                         )
                     ],
+                    lease=lease,
                 )
         elif all(s in DONE for s in st.records.status.values()):
             if st.info.status != "succeeded":
-                self._set_status("succeeded", None, [st.event("session_succeeded")])
+                self._set_status(
+                    "succeeded", None, [st.event("session_succeeded")], lease=lease
+                )
         else:
             waiting = [t for t, s in st.records.status.items() if s not in DONE]
-            self.pause_now(f"nothing can run now; waiting: {', '.join(waiting[:10])}")
+            self.pause_now(
+                f"nothing can run now; waiting: {', '.join(waiting[:10])}",
+                lease=lease,
+            )
         return self.result()
 
     def result(self) -> RunResult:

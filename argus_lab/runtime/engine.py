@@ -98,10 +98,14 @@ class RunLoop:
     def _release(self) -> None:
         st = self._state
         st.lease.stop_heartbeat()
-        try:
-            st.commit(lease=None)
-        except ArgusError:
-            log.warning("could not release the lease of session %s", st.info.id)
+        # A lease never written (the call committed nothing) or already given
+        # back by the call's last commit (``RunEnd.finish``) needs no commit.
+        st.lease.pending = False
+        if st.lease.expires:
+            try:
+                st.commit(lease=None)
+            except ArgusError:
+                log.warning("could not release the lease of session %s", st.info.id)
         st.lease.expires = 0.0
 
     def recover(self) -> None:
@@ -155,6 +159,9 @@ class RunLoop:
         expansion, a gate, a quick call inline), else the coroutine that
         finishes it (under the slow-watch, cancellable by ``abandon``)."""
         st = self._state
+        # No work starts before the lease is written (a deferred intent's
+        # call would otherwise run under a lease only checked, not held).
+        st.claim_lease()
         task = st.tasks[tid]
         if task.tool == EXPAND_TOOL:
             rec = st.records[tid]
@@ -272,7 +279,9 @@ class RunLoop:
                 t.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             raise
-        return self._end.finish()
+        # The outermost call gives the lease back in the run's last commit
+        # (when the status changes), sparing the release its own transaction.
+        return self._end.finish(release=st.lease.active == 1)
 
     async def step(self) -> list[TaskRecord]:
         """Runs the next ready task(s) once; returns their records."""

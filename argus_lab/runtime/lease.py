@@ -37,6 +37,9 @@ class Lease:
         """When the lease we last wrote runs out (0: we hold none)."""
         self.active = 0
         """Public calls in progress that hold the lease (re-entrant)."""
+        self.pending = False
+        """Taken but not written yet: the next commit writes it (and checks,
+        in its own transaction, that nobody else wrote or holds it since)."""
         self._heartbeat: asyncio.TimerHandle | None = None
 
     @property
@@ -49,8 +52,9 @@ class Lease:
         return make_lease(self.holder, self.ttl)
 
     def renewal(self, now: float) -> dict[str, Any] | None:
-        """A fresh lease if one is held and past half its life, else None."""
-        if self.active and now > self.expires - self.ttl / 2:
+        """A fresh lease if one is taken but not written yet, or held and past
+        half its life; else None."""
+        if self.pending or (self.active and now > self.expires - self.ttl / 2):
             return self.fresh()
         return None
 

@@ -215,8 +215,10 @@ class SessionState:
         self.last_seq = head.last_seq
         if isinstance(lease, dict):
             self.lease.expires = lease["expires"]
+            self.lease.pending = False
         elif lease is None:
             self.lease.expires = 0.0
+            self.lease.pending = False
         for r in records:
             self.records[r.task_id] = r
         if meta is not None:
@@ -261,8 +263,22 @@ class SessionState:
         return rec.model_copy(update=upd) if upd else rec
 
     def take_lease(self) -> None:
-        """Acquires the runner lease; reloads first if someone else wrote since."""
+        """Takes the runner lease; reloads first if someone else wrote since.
+
+        When nobody wrote since we last did, the lease is only checked here
+        and written by the call's first commit (``Lease.pending``): that
+        commit checks version and lease again in its transaction, so a second
+        writer still gets ConcurrentSessionError and nothing is written
+        without the lease, and a run spares a transaction (an fsync under
+        durability "full"). ``claim_lease`` writes it before work starts
+        that no commit precedes.
+        """
         before = self.version
+        head = self._store.check_lease(self.lease.holder)
+        if head.version == before:
+            self.lease.pending = True
+            self._wall_mark = time.monotonic()  # idle time between calls is free
+            return
         head = self._store.acquire_lease(self.lease.holder, self.lease.ttl)
         self.lease.expires = head.lease["expires"] if head.lease else 0.0
         self._wall_mark = time.monotonic()  # idle time between calls is free
@@ -271,6 +287,11 @@ class SessionState:
             # what is on disk, never from our stale copy.
             self.apply(self._store.load())
         self.version = head.version
+
+    def claim_lease(self) -> None:
+        """Writes a lease taken but not written yet (a commit of its own)."""
+        if self.lease.pending:
+            self.commit()
 
     # -- the plan changing under a run -------------------------------------
 

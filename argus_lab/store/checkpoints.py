@@ -378,6 +378,20 @@ class SessionStore:
         )
         self._heads.put(con, head)
 
+    def check_lease(self, holder: str) -> Head:
+        """The stored head, read without writing, after checking that nobody
+        else holds the runner lease: a lease taken this way is written by the
+        caller's next commit, which checks both again in its own transaction.
+
+        Raises:
+            ConcurrentSessionError: while a live process elsewhere holds it.
+        """
+        head = self.read_head()
+        if head is None:
+            raise self._read.corrupt("head", "missing")
+        self._refuse_if_held(head, holder)
+        return head
+
     def acquire_lease(self, holder: str, ttl: float) -> Head:
         """Takes the runner lease (or renews ours).
 
