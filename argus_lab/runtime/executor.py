@@ -45,8 +45,15 @@ __all__ = [
 
 INLINE_BUDGET_S = 0.001
 """A sync call at most this long may run on the event loop (``Tool.inline``)."""
-INLINE_AFTER = 3
-"""Calls in a row within the budget, on a tool thread, before going inline."""
+INLINE_AFTER = 1
+"""Calls in a row within the budget, on a tool thread, before going inline.
+
+One: each call on a thread costs a hop and a commit of its own for the intent
+(a short run's fixed part, BENCHMARKS.md "N = 100: the fixed part of a run"),
+and more quick calls first would not protect the loop better: a tool that turns
+slow is sent back to threads after two slow inline calls whatever came before.
+A first call that is slow (an import, a connection) keeps the tool on threads
+until one is quick."""
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Result types that are JSON as they are (exactly these: no subclasses)."""
 
@@ -66,7 +73,7 @@ class InlineGate:
 
     ``@al.tool(inline=True/False)`` decides for itself. Otherwise a sync tool
     with ``side_effect="none"`` and no timeout goes inline once ``INLINE_AFTER``
-    calls in a row took at most ``INLINE_BUDGET_S`` on a tool thread, and goes
+    call(s) in a row took at most ``INLINE_BUDGET_S`` on a tool thread, and goes
     back to threads for good (in this session) when two inline calls in a row
     take longer, or one fails. Only the session's loop thread uses it.
     """

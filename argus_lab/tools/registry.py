@@ -357,7 +357,7 @@ def tool(
             a tool thread (saves the thread hop, ~0.1 ms a call; the loop waits
             for the call, and no timeout can interrupt it). None (default):
             a sync tool with ``side_effect="none"`` and no timeout goes inline by
-            itself once a few calls in a row took under a millisecond, and back
+            itself once a call on a thread took under a millisecond, and back
             to threads for the session if an inline call takes longer or fails.
     """
 
