@@ -12,6 +12,7 @@ import diskcache
 import pytest
 
 import argus_lab as al
+from argus_lab.runtime import executor
 from argus_lab.store._rows import RowWriter
 from argus_lab.store.checkpoints import SessionStore
 from argus_lab.store.envelope import SCHEMA_VERSION, JsonOnlyDisk, encode
@@ -228,6 +229,9 @@ def test_full_durability_relaxes_only_the_intent_of_tools_without_effects(
     def save(x: int) -> int:
         return x
 
+    # Every call on a thread, so each intent is a commit of its own (an
+    # inline call's intent goes into its outcome's commit, never relaxed).
+    monkeypatch.setattr(executor, "INLINE_AFTER", 10**9)
     ws = al.Workspace(tmp_path / "full", durability="full")
     plan = {
         **CHAIN,
