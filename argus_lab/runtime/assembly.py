@@ -100,6 +100,9 @@ def assemble(
 
     closer = Closer(loop, runner, signals, options.shutdown_grace, close_parts)
     track(closer)  # weakly: closed at interpreter exit or SIGTERM
+    # The session's writes happen on its loop thread: it takes over the
+    # connection this thread made the session with, rather than opening one.
+    store.hand_over()
     return Parts(
         state=state,
         signals=signals,

@@ -249,10 +249,19 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
     ("normal") and 209 KB ("full") of pages, now 45 KB (BENCHMARKS.md, issue 18,
     second round). ``open_cache`` always passes ``sqlite_synchronous``, which
     is set before the transaction begins (SQLite refuses it inside one).
+
+    diskcache keeps one SQLite connection per thread. A thread that is done
+    with its connection can hand it over (``hand_over``) to the next thread
+    that needs one: a session made on the caller's thread and run on its
+    loop thread opens one connection, not two (connecting and re-applying
+    the pragmas costs about half a millisecond of a run).
     """
 
     _opening = False
     _connecting = False
+    _spare: tuple[int, sqlite3.Connection] | None = None
+    """A connection no thread uses, with the pid that opened it."""
+    _spare_lock = threading.Lock()
 
     def __init__(self, directory: str, **settings: Any) -> None:
         import contextlib
@@ -286,6 +295,8 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
     def _con(self) -> sqlite3.Connection:
         get = diskcache.Cache._con.fget
         if not self._opening:
+            if getattr(self._local, "con", None) is None:
+                self._connect()
             return get(self)  # type: ignore[no-any-return]
         # Only __init__'s thread gets here, and once re-entered: diskcache's
         # getter applies the stored pragmas through this property.
@@ -306,9 +317,68 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
             _retry_locked(partial(con.execute, "BEGIN IMMEDIATE"))
         return con
 
+    def _connect(self) -> None:
+        """Gives this thread the spare connection, or a new one as diskcache
+        makes it (its pragmas applied), usable from any thread (one at a time)
+        so that it can be handed over."""
+        import os
+
+        local, pid = self._local, os.getpid()
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and spare[0] == pid:
+            local.pid, local.con = spare
+            local.shareable = spare[1]
+            return
+        # (A spare from before a fork belongs to the parent: left alone.)
+        con = sqlite3.connect(
+            os.path.join(self._directory, "cache.db"),
+            timeout=self._timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        local.pid, local.con = pid, con
+        local.shareable = con  # (not one diskcache made itself after a fork)
+        try:
+            settings = con.execute("SELECT key, value FROM Settings").fetchall()
+        except sqlite3.OperationalError:  # no table yet: as diskcache does
+            settings = []
+        for key, value in settings:
+            if key.startswith("sqlite_"):
+                self.reset(key, value, update=False)
+
+    def hand_over(self) -> None:
+        """Lets go of this thread's connection (outside a transaction) for the
+        next thread that needs one; this thread opens another if it reads or
+        writes again."""
+        import os
+
+        local = self._local
+        con = getattr(local, "con", None)
+        pid = os.getpid()
+        if (
+            con is None
+            or con is not getattr(local, "shareable", None)
+            or getattr(local, "pid", None) != pid
+            or con.in_transaction
+        ):
+            return
+        with self._spare_lock:
+            if self._spare is not None:
+                return
+            self._spare = (pid, con)
+        del local.con
+
     def close(self) -> None:
         con = getattr(self._local, "con", None)
         if self._opening and con is not None and con.in_transaction:
             self._opening = False  # the connection __init__ opens next is plain
             _retry_locked(partial(con.execute, "COMMIT"))
         super().close()
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            import os
+
+            if spare[0] == os.getpid():
+                spare[1].close()

@@ -100,6 +100,12 @@ class SessionStore:
         self.cache.close()
         self.witness.close()
 
+    def hand_over(self) -> None:
+        """Lets the calling thread's SQLite connection go to the next thread
+        that needs one (the session's loop thread), instead of that thread
+        opening its own (``OneCommitOpenCache.hand_over``)."""
+        self.cache.hand_over()
+
     @property
     def label(self) -> str:
         """How messages name the session (the Session sets "name (id)")."""
