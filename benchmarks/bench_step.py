@@ -88,9 +88,15 @@ def measure(
             r = vs.spawn({**spec_of(system, n, dur), "dir": str(d / "ws")})
             shutil.rmtree(d)
             runs.setdefault(f"{system}:{n}:{dur}", []).append(r)
+            whole = (
+                f", new_session+run+close CPU {r['cpu_session_ms']:.1f} ms"
+                if "cpu_session_ms" in r
+                else ""
+            )
             print(
                 f"  rep {rep + 1} {system:<5} N={n:<6} {dur:<6} "
-                f"CPU {r['cpu_ms_per_step']:.3f} ms/step, wall {r['ms_per_step']:.3f}",
+                f"CPU {r['cpu_ms_per_step']:.3f} ms/step, wall {r['ms_per_step']:.3f}"
+                f"{whole}",
                 file=sys.stderr,
                 flush=True,
             )

@@ -102,7 +102,7 @@ def assemble(
     track(closer)  # weakly: closed at interpreter exit or SIGTERM
     # The session's writes happen on its loop thread: it takes over the
     # connection this thread made the session with, rather than opening one.
-    store.hand_over()
+    store.cache.hand_over()  # OneCommitOpenCache (store/_rows.py)
     return Parts(
         state=state,
         signals=signals,

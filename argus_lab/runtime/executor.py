@@ -48,12 +48,9 @@ INLINE_BUDGET_S = 0.001
 INLINE_AFTER = 1
 """Calls in a row within the budget, on a tool thread, before going inline.
 
-One: each call on a thread costs a hop and a commit of its own for the intent
-(a short run's fixed part, BENCHMARKS.md "N = 100: the fixed part of a run"),
-and more quick calls first would not protect the loop better: a tool that turns
-slow is sent back to threads after two slow inline calls whatever came before.
-A first call that is slow (an import, a connection) keeps the tool on threads
-until one is quick."""
+One: each call on a thread costs a hop and its intent a commit of its own, and
+more quick calls first protect the loop no better (a tool that turns slow goes
+back to threads after two slow inline calls, whatever came before)."""
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Result types that are JSON as they are (exactly these: no subclasses)."""
 

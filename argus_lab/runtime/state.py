@@ -265,23 +265,17 @@ class SessionState:
     def take_lease(self) -> None:
         """Takes the runner lease; reloads first if someone else wrote since.
 
-        When nobody wrote since we last did, the lease is only checked here
-        and written by the call's first commit (``Lease.pending``): that
-        commit checks version and lease again in its transaction, so a second
-        writer still gets ConcurrentSessionError and nothing is written
-        without the lease, and a run spares a transaction (an fsync under
-        durability "full"). ``claim_lease`` writes it before work starts
-        that no commit precedes.
-        """
+        If nobody did, it is only checked: the call's first commit writes it
+        (``Lease.pending``, checked again there), sparing a transaction."""
         before = self.version
-        head = self._store.check_lease(self.lease.holder)
-        if head.version == before:
+        self._wall_mark = time.monotonic()  # idle time between calls is free
+        head = self._store.read_head()
+        if head is not None and head.version == before:
+            self._store.refuse_if_held(head, self.lease.holder)
             self.lease.pending = True
-            self._wall_mark = time.monotonic()  # idle time between calls is free
             return
         head = self._store.acquire_lease(self.lease.holder, self.lease.ttl)
         self.lease.expires = head.lease["expires"] if head.lease else 0.0
-        self._wall_mark = time.monotonic()  # idle time between calls is free
         if head.version != before + 1:
             # Someone else wrote since we loaded (their lease ended): continue from
             # what is on disk, never from our stale copy.

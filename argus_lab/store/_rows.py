@@ -354,14 +354,14 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
         import os
 
         local = self._local
-        con = getattr(local, "con", None)
+        con: sqlite3.Connection | None = getattr(local, "con", None)
         pid = os.getpid()
-        if (
-            con is None
-            or con is not getattr(local, "shareable", None)
-            or getattr(local, "pid", None) != pid
-            or con.in_transaction
-        ):
+        # Only a connection made here: diskcache's own (after a fork) is bound
+        # to its thread.
+        ours = con is not None and getattr(local, "shareable", None) is con
+        if con is None or not ours or con.in_transaction:
+            return
+        if getattr(local, "pid", None) != pid:
             return
         with self._spare_lock:
             if self._spare is not None:

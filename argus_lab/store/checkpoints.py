@@ -55,6 +55,7 @@ from argus_lab.store.head import (
     release_abandoned,
 )
 from argus_lab.store.records import Loaded, bulk_records, load_records
+from argus_lab.store.wal_room import WalRoom
 from argus_lab.store.witness import Witness, check_witness
 
 # The record format (envelope.py) and the head and lease (head.py) were once in
@@ -94,17 +95,12 @@ class SessionStore:
         self.cache = self._read.cache
         self._rows = RowWriter(self.cache)
         self._heads = HeadRow(self._rows)
+        self._wal_room = WalRoom(self.directory, self.cache, durability)
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
         self.cache.close()
         self.witness.close()
-
-    def hand_over(self) -> None:
-        """Lets the calling thread's SQLite connection go to the next thread
-        that needs one (the session's loop thread), instead of that thread
-        opening its own (``OneCommitOpenCache.hand_over``)."""
-        self.cache.hand_over()
 
     @property
     def label(self) -> str:
@@ -200,10 +196,10 @@ class SessionStore:
                 "written. Reopen it with ws.open() to see the latest state.",
                 session_id=self.session_id,
             )
-        self._refuse_if_held(head, holder)
+        self.refuse_if_held(head, holder)
         return head
 
-    def _refuse_if_held(self, head: Head, holder: str) -> None:
+    def refuse_if_held(self, head: Head, holder: str) -> None:
         """ConcurrentSessionError while a live process other than ``holder``
         holds the runner lease."""
         lease = head.lease
@@ -331,6 +327,7 @@ class SessionStore:
         self.witness.record(
             head.version, [r.task_id for r in records], durable=not relax
         )
+        self._wal_room.make()
         return head
 
     def _next_head(
@@ -352,7 +349,7 @@ class SessionStore:
         moved = self._heads.advance(con, expected, lease, usage, n_events)
         if moved is not None:
             last, head = moved
-            self._refuse_if_held(last, holder)  # raising rolls the update back
+            self.refuse_if_held(last, holder)  # raising rolls the update back
             return head
         head = successor(
             self._check(self.read_head(), expected, holder), lease, usage, n_events
@@ -384,31 +381,14 @@ class SessionStore:
         )
         self._heads.put(con, head)
 
-    def check_lease(self, holder: str) -> Head:
-        """The stored head, read without writing, after checking that nobody
-        else holds the runner lease: a lease taken this way is written by the
-        caller's next commit, which checks both again in its own transaction.
-
-        Raises:
-            ConcurrentSessionError: while a live process elsewhere holds it.
-        """
-        head = self.read_head()
-        if head is None:
-            raise self._read.corrupt("head", "missing")
-        self._refuse_if_held(head, holder)
-        return head
-
     def acquire_lease(self, holder: str, ttl: float) -> Head:
-        """Takes the runner lease (or renews ours).
-
-        Raises:
-            ConcurrentSessionError: while a live process elsewhere holds it.
-        """
+        """Takes the runner lease (or renews ours) in a transaction of its own
+        (ConcurrentSessionError while a live process elsewhere holds it)."""
         with self._transaction():
             head = self.read_head()
             if head is None:
                 raise self._read.corrupt("head", "missing")
-            self._refuse_if_held(head, holder)
+            self.refuse_if_held(head, holder)
             head.version += 1
             head.lease = make_lease(holder, ttl)
             self._heads.put(self.cache._con, head)
