@@ -55,7 +55,6 @@ from argus_lab.store.head import (
     release_abandoned,
 )
 from argus_lab.store.records import Loaded, bulk_records, load_records
-from argus_lab.store.wal_room import WalRoom
 from argus_lab.store.witness import Witness, check_witness
 
 # The record format (envelope.py) and the head and lease (head.py) were once in
@@ -95,7 +94,6 @@ class SessionStore:
         self.cache = self._read.cache
         self._rows = RowWriter(self.cache)
         self._heads = HeadRow(self._rows)
-        self._wal_room = WalRoom(self.directory, self.cache, durability)
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
@@ -327,7 +325,6 @@ class SessionStore:
         self.witness.record(
             head.version, [r.task_id for r in records], durable=not relax
         )
-        self._wal_room.make()
         return head
 
     def _next_head(
