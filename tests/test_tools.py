@@ -112,3 +112,42 @@ def test_argument_adapters_are_cached_by_annotation_not_by_id() -> None:
     assert _adapter(list[int]) is _adapter(list[int])  # equal annotations share
     odd = Annotated[int, {"unhashable": True}]
     assert _adapter(odd).validate_python("3") == 3  # built, not cached
+
+
+def test_plain_scalar_arguments_skip_the_model_and_match_it() -> None:
+    """Exact str/int/float/bool values need no validation (tools/_plain_args.py):
+    the call gets what the pydantic model would give, without building it;
+    anything the model would coerce or refuse still goes through it."""
+
+    @al.tool
+    def f(name: str, n: int, x: float = 0.5, flag: bool = False) -> str:
+        return name
+
+    plain = [
+        {"name": "a", "n": 1},
+        {"name": "a", "n": 2, "x": 1.5, "flag": True},
+    ]
+    got = [f.validate(a) for a in plain]
+    assert "input_model" not in vars(f)  # never built for these
+    for args, out in zip(plain, got, strict=True):
+        want = f.input_model.model_validate(args).model_dump()
+        assert out == want and all(type(out[k]) is type(want[k]) for k in want)
+    # Coerced by the model: an int for a float, "4" for an int, a bool for an int.
+    assert f.validate({"name": "a", "n": 1, "x": 2}) == {
+        "name": "a",
+        "n": 1,
+        "x": 2.0,
+        "flag": False,
+    }
+    assert type(f.validate({"name": "a", "n": 1, "x": 2})["x"]) is float
+    assert f.validate({"name": "a", "n": "4"})["n"] == 4
+    with pytest.raises(al.ArgusError, match="name"):
+        f.validate({"n": 1})  # missing: the model words the error
+    with pytest.raises(al.ArgusError, match="extra: Extra inputs"):
+        f.validate({"name": "a", "n": 1, "extra": 1})
+
+    @al.tool
+    def g(items: list[int], n: int = 1) -> int:
+        return n
+
+    assert g.validate({"items": ["1"]}) == {"items": [1], "n": 1}  # not plain

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create
 
 from argus_lab.errors import ToolArgumentsError
 from argus_lab.redact import Redactor
+from argus_lab.tools._plain_args import PlainFields, plain_fields, plain_kwargs
 
 __all__ = ["SideEffect", "Tool", "ToolContext", "as_toolset", "tool"]
 
@@ -181,6 +182,10 @@ class Tool:
         return fields, extra
 
     @cached_property
+    def _plain(self) -> PlainFields | None:
+        return plain_fields(*self._fields)
+
+    @cached_property
     def input_model(self) -> type[BaseModel]:
         """The pydantic model of the tool's inputs, built from its signature."""
         fields, extra = self._fields
@@ -208,6 +213,9 @@ class Tool:
         Raises:
             ToolArgumentsError: naming each bad field.
         """
+        plain = plain_kwargs(self._plain, args)  # exact scalars: nothing to do
+        if plain is not None:
+            return plain
         try:
             m = self.input_model.model_validate(args)
         except ValidationError as e:
