@@ -38,6 +38,7 @@ from argus_lab.runtime.outcome import (
     OverBudget,
     ShutDown,
     Succeeded,
+    updated,
 )
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.signals import Signals
@@ -198,8 +199,9 @@ class AttemptRunner:
             return None
         st.usage["steps"] = st.usage.get("steps", 0) + 1
         # Invariant 2: the intent is durable before the side effect can happen.
-        rec = rec.model_copy(
-            update={
+        rec = updated(
+            rec,
+            {
                 "status": "running",
                 "attempts": attempt,
                 "started": st.now(),
@@ -207,7 +209,7 @@ class AttemptRunner:
                 "idempotency_key": key,
                 "input_hash": in_hash,
                 "next_attempt_at": None,
-            }
+            },
         )
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
         timeout = task.timeout or tool.timeout

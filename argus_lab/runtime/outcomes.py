@@ -45,7 +45,7 @@ from typing import NamedTuple
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord
 from argus_lab.runtime.options import log
-from argus_lab.runtime.outcome import Succeeded
+from argus_lab.runtime.outcome import Succeeded, updated
 from argus_lab.runtime.state import SessionState
 
 __all__ = ["MAX_WAIT_TURNS", "OutcomeBatch", "success_of"]
@@ -194,7 +194,7 @@ def success_of(
         upd["result"] = None
     else:
         upd["result"], upd["result_ref"] = out.result, None
-    rec = rec.model_copy(update=upd)
+    rec = updated(rec, upd)
     ev = st.event(
         "task_succeeded",
         tid,
