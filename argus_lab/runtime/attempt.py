@@ -52,6 +52,23 @@ if TYPE_CHECKING:
 __all__ = ["AttemptRunner"]
 
 
+_FLAT = frozenset({int, float, bool, type(None)})
+
+
+def _plain(args: dict[str, Any]) -> bool:
+    """Whether ``args`` is a flat dict of scalars and of strings without
+    ``${``: no reference to resolve or watch, so ``resolve_args`` would only
+    copy it (the common case: checked in ~0.3 us instead of two walks)."""
+    for v in args.values():
+        t = type(v)
+        if t is str:
+            if "${" in v:
+                return False
+        elif t not in _FLAT:
+            return False
+    return True
+
+
 @dataclass(slots=True)
 class _Call:
     """What an attempt calls: its task, tool, arguments, context and timeout."""
@@ -160,14 +177,18 @@ class AttemptRunner:
             )
             self._settler.settle(tid, rec, Failed("missing_tool", error, "ToolError"))
             return None
-        for _, ref in iter_references(task.args):  # ${env.NAME}: never stored
-            if ref is not None and ref.is_env and ref.path[0] in os.environ:
-                st.redactor.add(os.environ[ref.path[0]])
-        try:
-            args = resolve_args(task.args, st.result_of)
-        except UnresolvedReferenceError as e:
-            self._settler.settle(tid, rec, Failed("bad_reference", str(e), "PlanError"))
-            return None
+        if _plain(task.args):  # nothing to resolve, no env value to watch
+            args = dict(task.args)
+        else:
+            for _, ref in iter_references(task.args):  # ${env.NAME}: never stored
+                if ref is not None and ref.is_env and ref.path[0] in os.environ:
+                    st.redactor.add(os.environ[ref.path[0]])
+            try:
+                args = resolve_args(task.args, st.result_of)
+            except UnresolvedReferenceError as e:
+                failed = Failed("bad_reference", str(e), "PlanError")
+                self._settler.settle(tid, rec, failed)
+                return None
         in_hash = input_hash(tool.name, args)
         cached = (
             st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
