@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import UnresolvedReferenceError
 from argus_lab.events import EventBase
-from argus_lab.model import Task, TaskRecord
+from argus_lab.model import Task, TaskRecord, updated
 from argus_lab.plan.graph import iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetChecker
 from argus_lab.runtime.executor import InlineGate, call_inline, run_attempt
@@ -38,7 +38,6 @@ from argus_lab.runtime.outcome import (
     OverBudget,
     ShutDown,
     Succeeded,
-    updated,
 )
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.signals import Signals

@@ -43,9 +43,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from argus_lab.events import EventBase
-from argus_lab.model import TaskRecord
+from argus_lab.model import TaskRecord, updated
 from argus_lab.runtime.options import log
-from argus_lab.runtime.outcome import Succeeded, updated
+from argus_lab.runtime.outcome import Succeeded
 from argus_lab.runtime.state import SessionState
 
 __all__ = ["MAX_WAIT_TURNS", "OutcomeBatch", "success_of"]
