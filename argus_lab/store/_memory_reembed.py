@@ -28,12 +28,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
-from argus_lab.store.embedding import EmbedderMismatchError, describe
+from argus_lab.store.embedding import EmbedderMismatchError, _Embedding, describe
+from argus_lab.store.memory_embedders import BUNDLED
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from argus_lab.store.embedding import _Embedding
 
 NEXT = "vector_next"
 """The column a re-embedding fills (see the module docstring)."""
@@ -177,6 +177,8 @@ class _MemoryReembed:
             if nxt != want and have == want:
                 self._space_ok = True
                 return
+            if self.on_mismatch == "error" and self._keep_bundled(have, nxt):
+                return
             if self.on_mismatch == "error":
                 raise EmbedderMismatchError(self._mismatch(t, have, want, nxt))
             log.warning(
@@ -191,6 +193,30 @@ class _MemoryReembed:
         self.reembed(
             progress=self.progress, background=self.on_mismatch == "background"
         )
+
+    def _keep_bundled(self, have: Any, nxt: Any) -> bool:
+        """Keeps the bundled embedder a memory was built with, when this one was
+        left at "default" (so a memory built before the default changed keeps
+        working, unchanged); ``on_mismatch="reembed"`` or ``"background"``
+        moves it to the default instead."""
+        emb = self._embedding
+        if emb is None or not emb.default or nxt is not None or not have:
+            return False
+        short = next((k for k, v in BUNDLED.items() if v == have.get("name")), None)
+        if short is None:
+            return False
+        kept = _Embedding(short)
+        if kept.space() != have:  # another version of it: refused as before
+            return False
+        self._embedding, self._space_ok = kept, True
+        log.info(
+            "memory at %s keeps %s, the embedder it was built with; to move it "
+            "to the default, open it with on_mismatch='background' (or set "
+            "memory.embedder = 'minilm' and call memory.reembed())",
+            self.path,
+            describe(have),
+        )
+        return True
 
     def _mismatch(self, t: Any, have: Any, want: dict[str, Any], nxt: Any) -> str:
         n = t.count_rows()

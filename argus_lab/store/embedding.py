@@ -125,15 +125,13 @@ class _Embedding:
     """Adapts an embedder (or a LanceDB embedding function) to docs/query calls."""
 
     def __init__(self, fn: Any) -> None:
-        if isinstance(fn, str) and fn == "default":
-            from argus_lab.store.memory_embedders import default_embedder
+        # Given as "default": an existing memory built by another bundled
+        # embedder keeps it (Memory._ensure_space) instead of being refused.
+        self.default = fn == "default"
+        if isinstance(fn, str):
+            from argus_lab.store.memory_embedders import named_embedder
 
-            fn = default_embedder()
-        elif isinstance(fn, str):
-            raise TypeError(
-                f'embedder must be "default", None, a callable or a LanceDB '
-                f"embedding function, got the string {fn!r}"
-            )
+            fn = named_embedder(fn)
         self.fn = fn
         self.call = fn
         if hasattr(fn, "compute_source_embeddings"):  # a raw registry function

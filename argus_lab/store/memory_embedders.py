@@ -1,12 +1,15 @@
 """Embedders for memory beyond :class:`~argus_lab.store.embedding.HashEmbedder`.
 
-- :class:`WordLlamaEmbedder`, the default of vector and hybrid search: WordLlama's
+- :func:`default_embedder`: :class:`~argus_lab.store.memory_minilm.MiniLMEmbedder`
+  (all-MiniLM-L6-v2, int8 ONNX), the default of vector and hybrid search.
+- :class:`WordLlamaEmbedder` (``embedder="wordllama"``): WordLlama's
   ``l2_supercat`` static token embeddings (256 dimensions, MIT), whose weights
   and tokenizer ship inside the ``wordllama`` wheel. It is loaded from the
   package's own folder with downloads disabled, on first use, once per process:
-  nothing is fetched, ever. It understands paraphrase ("stop a running job"
-  finds "pause the session"), loads in ~0.3-0.7 s and embeds ~20-50k short
-  texts per second on two cores (see BENCHMARKS.md for why it was chosen).
+  nothing is fetched, ever. It loads in ~0.3-0.7 s and embeds ~20-50k short
+  texts per second on two cores, ~100x MiniLM's rate, but finds less than half
+  as many paraphrases (BENCHMARKS.md): the choice for bulk loads. It was the
+  default before MiniLM; memories built with it keep it (see :class:`Memory`).
 - :class:`LanceDBEmbedder` adapts a function of LanceDB's embedding registry
   (``get_registry().get("openai").create(...)``, sentence-transformers, a GPU
   model, your own ``@register``-ed class) so memory can use it.
@@ -27,7 +30,13 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["LanceDBEmbedder", "WordLlamaEmbedder", "default_embedder"]
+__all__ = [
+    "BUNDLED",
+    "LanceDBEmbedder",
+    "WordLlamaEmbedder",
+    "default_embedder",
+    "named_embedder",
+]
 
 
 class WordLlamaEmbedder:
@@ -116,19 +125,47 @@ class WordLlamaEmbedder:
         return out32
 
 
-_DEFAULT: WordLlamaEmbedder | None = None
+_NAMED: dict[str, Any] = {}
+
+BUNDLED = {
+    "minilm": "sentence-transformers/all-MiniLM-L6-v2@onnx-int8",
+    "wordllama": WordLlamaEmbedder.name,
+}
+"""Embedders whose models ship with Argus Lab's dependencies: the short name
+``Memory(embedder=...)`` takes, and the name recorded with their vectors."""
 
 
-def default_embedder() -> WordLlamaEmbedder:
+def named_embedder(name: str) -> Any:
+    """The process-wide embedder of a short name: "default", "minilm" or
+    "wordllama". Its model loads on the first embedding, not here.
+
+    Raises:
+        TypeError: for any other name (the message lists them).
+    """
+    key = "minilm" if name == "default" else name
+    if key not in BUNDLED:
+        raise TypeError(
+            'embedder must be "default", "minilm", "wordllama", None, a callable '
+            f"or a LanceDB embedding function, got the string {name!r}"
+        )
+    if key not in _NAMED:
+        if key == "minilm":
+            from argus_lab.store.memory_minilm import MiniLMEmbedder
+
+            _NAMED[key] = MiniLMEmbedder()
+        else:
+            _NAMED[key] = WordLlamaEmbedder()
+    return _NAMED[key]
+
+
+def default_embedder() -> Any:
     """The embedder vector and hybrid memory search use unless told otherwise.
 
-    Returns the process-wide :class:`WordLlamaEmbedder`; its model loads on the
-    first embedding, not here.
+    Returns the process-wide
+    :class:`~argus_lab.store.memory_minilm.MiniLMEmbedder`; its model loads on
+    the first embedding, not here.
     """
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = WordLlamaEmbedder()
-    return _DEFAULT
+    return named_embedder("default")
 
 
 class LanceDBEmbedder:
