@@ -11,6 +11,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,17 @@ if TYPE_CHECKING:
     from argus_lab.store.embedding import _Embedding
 
 log = logging.getLogger("argus_lab")
+_SIDE: ThreadPoolExecutor | None = None
+
+
+def _side_pool() -> ThreadPoolExecutor:
+    """Threads for the full-text leg of hybrid searches (one per concurrent
+    search, up to 4; created on the first hybrid search)."""
+    global _SIDE
+    if _SIDE is None:
+        _SIDE = ThreadPoolExecutor(4, thread_name_prefix="argus-memory-fts")
+    return _SIDE
+
 
 RRF_K = 10
 """The rank constant of hybrid's reciprocal rank fusion (see FTS_WEIGHT)."""
@@ -207,7 +219,17 @@ class _MemoryQuery:
         # A metadata prefilter may keep a few false matches; fetch spares.
         want = k if not metadata else 2 * k + 10
         depth = want if mode == "vector" else max(want, 2 * k, 20)
-        vec = None if mode == "fts" else self._vector(t, query, depth, filt)
+        both = mode == "hybrid" and self._embedding is not None
+        # Hybrid runs its full-text leg on a thread while the query is embedded
+        # (onnxruntime and LanceDB both release the GIL): the slower leg, not
+        # the sum of the two, is what a hybrid search waits for.
+        side = _side_pool().submit(self._fts, t, query, depth, filt) if both else None
+        try:
+            vec = None if mode == "fts" else self._vector(t, query, depth, filt)
+        except BaseException:
+            if side is not None:
+                side.cancel()  # read-only: left to finish if it started
+            raise
         if mode == "hybrid" and self._embedding is None:
             hits = self._fts(t, query, want, filt, note=_NO_EMBEDDER)
         elif mode == "fts":
@@ -221,7 +243,8 @@ class _MemoryQuery:
         elif mode == "vector":
             hits = vec
         else:
-            hits = _fuse(query, self._fts(t, query, depth, filt), vec)
+            assert side is not None
+            hits = _fuse(query, side.result(), vec)
         if metadata:
             hits = [
                 h
