@@ -19,6 +19,8 @@ __all__ = [
     "Status",
     "Task",
     "TaskRecord",
+    "blank_record",
+    "updated",
 ]
 
 Status = Literal[
@@ -207,3 +209,39 @@ class SessionInfo(BaseModel):
     """The session's approval policies as data (decision, tools, side_effect,
     reason; ``when``: the name of a predicate, which is code and not stored);
     None: the default policies. Restored by ``ws.open``."""
+
+
+_new, _set = object.__new__, object.__setattr__
+
+
+def updated(rec: TaskRecord, upd: dict[str, Any]) -> TaskRecord:
+    """``rec.model_copy(update=upd)``: the same shallow copy (no validation,
+    the updated fields marked set), in half the time; every step makes two.
+
+    What pydantic's ``__copy__`` does for a model with no extra fields and no
+    private attributes (TaskRecord's config; else ``model_copy`` itself).
+    """
+    if not _PLAIN:
+        return rec.model_copy(update=upd)
+    new = _new(TaskRecord)
+    d = rec.__dict__.copy()
+    d.update(upd)
+    _set(new, "__dict__", d)
+    _set(new, "__pydantic_fields_set__", rec.__pydantic_fields_set__ | upd.keys())
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+_PLAIN = TaskRecord.model_config.get("extra") in (None, "ignore", "forbid") and not (
+    TaskRecord.__private_attributes__
+)
+
+
+_BLANK = TaskRecord(task_id="")
+
+
+def blank_record(task_id: str) -> TaskRecord:
+    """``TaskRecord(task_id=task_id)``, a pending record never run, copied
+    from a validated one (a step reads one for every task it starts)."""
+    return updated(_BLANK, {"task_id": task_id})

@@ -91,12 +91,14 @@ def child_fan(spec: dict[str, Any]) -> dict[str, Any]:
 def _rows(db: Path, lo: str, hi: str) -> list[Any]:
     con = sqlite3.connect(db)
     try:
+        # An event row holds a commit's events, one JSON text a line.
         return [
-            json.loads(v.split("|", 2)[2])
+            json.loads(line)
             for (v,) in con.execute(
                 "SELECT value FROM Cache WHERE key >= ? AND key < ? ORDER BY key",
                 (lo, hi),
             )
+            for line in v.split("|", 2)[2].split("\n")
         ]
     finally:
         con.close()

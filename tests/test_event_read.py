@@ -9,16 +9,22 @@ path returns exactly what the row-by-row path returns, and refuses what it refus
 from __future__ import annotations
 
 import json
+import shutil
 import zlib
+from pathlib import Path
 
 import diskcache
 import pytest
 
 import argus_lab as al
-from argus_lab.store import _event_read
+from argus_lab.events import EventBase, make_event
+from argus_lab.store import _commit, _event_read
 from argus_lab.store.checkpoints import SessionStore
-from argus_lab.store.envelope import JsonOnlyDisk, encode
+from argus_lab.store.envelope import EVENT_VERSION, JsonOnlyDisk, encode
 from tests.conftest import BASIC_TOOLS
+
+TRAJECTORY = Path(__file__).parent / "fixtures" / "trajectory" / "ws"
+PARENT = "penguin-review"  # a session of it (tests/fixtures/make_trajectory.py)
 
 CHAIN = {
     "goal": "chain",
@@ -93,11 +99,16 @@ def test_an_old_schema_event_among_current_ones_is_migrated(
     before = [e.model_dump() for e in s.events()]
     c = diskcache.Cache(str(s.path), disk=JsonOnlyDisk)
     try:
-        body = json.loads(c.get(key(1)).split("|", 2)[2])
+        # The session's first commit wrote its events in one row (version 3):
+        # the first becomes a row of its own in schema 1, the rest stay one.
+        first, *rest = c.get(key(1)).split("|", 2)[2].split("\n")
+        assert rest
+        body = json.loads(first)
         own = {k: body.pop(k) for k in ("name", "goal", "parent")}
         body["payload"] = own  # schema_version 1 kept a kind's fields here
         v1 = json.dumps(body)
         c.set(key(1), f"1|{zlib.crc32(v1.encode()):08x}|{v1}")
+        c.set(key(2), encode("\n".join(rest), EVENT_VERSION))
     finally:
         c.close()
     with ws.open("mixed", tools=BASIC_TOOLS) as again:
@@ -136,6 +147,135 @@ def test_an_envelope_with_a_valid_checksum_of_other_text_is_refused(
     store = SessionStore(s.path, s.id)
     try:
         with pytest.raises(al.CorruptCheckpointError, match="checksum"):
+            store._read.event_texts()
+    finally:
+        store.close()
+
+
+def _anomalies(sid: str, n: int, what: str) -> list[EventBase]:
+    return [
+        make_event("anomaly", session_id=sid, ts=1.0, what=what, detail=str(i))
+        for i in range(n)
+    ]
+
+
+def _row_versions(path: Path) -> dict[str, str]:
+    c = diskcache.Cache(str(path), disk=JsonOnlyDisk)
+    try:
+        return {k: c.get(k)[0] for k in c.iterkeys() if k.startswith("e:")}
+    finally:
+        c.close()
+
+
+def test_an_old_layout_store_reads_on_with_rows_of_several_events_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written one event a row (schema 1: the committed fixture; then
+    schema 2, as argus-lab wrote before rows of several events) goes on with
+    rows of a commit's events (version 3): every read from every seq returns
+    each event once, in order, through pages that split rows."""
+    shutil.copytree(TRAJECTORY, tmp_path / "ws")
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.open(PARENT)
+    path, sid = s.path, s.id
+    s.close()
+    ws.close()
+    old = _row_versions(path)
+    assert set(old.values()) == {"1"}  # schema 1, one event a row
+    store = SessionStore(path, sid)
+    try:
+        head = store.read_head()
+        assert head is not None
+        v = head.version
+        # The writer as it was: schema 2, one event a row.
+        monkeypatch.setattr(_commit, "EVENT_VERSION", 2)
+        monkeypatch.setattr(_commit, "EVENTS_PER_ROW", 1)
+        for n in (2, 1):
+            v = store.commit(v, "test", events=_anomalies(sid, n, f"old{n}")).version
+        old = _row_versions(path)
+        assert sorted(old.values()).count("2") == 3
+        before = store._read.event_texts()
+        assert len(before) == len(old)
+        # Three commits: 3 events, 1 event, 5 events in rows of 2 at most.
+        monkeypatch.setattr(_commit, "EVENT_VERSION", EVENT_VERSION)
+        monkeypatch.setattr(_commit, "EVENTS_PER_ROW", 2)
+        for n in (3, 1, 5):
+            v = store.commit(v, "test", events=_anomalies(sid, n, f"batch{n}")).version
+        careful = list(store._read.decode_events(key(1), "e;"))
+        new = {k: sv for k, sv in _row_versions(path).items() if k not in old}
+        assert sorted(new.values()) == ["3"] * 6  # rows of 2+1, 1, 2+2+1 events
+        assert careful[: len(before)] == before
+        seqs = [json.loads(t)["seq"] for t in careful]
+        assert seqs == list(range(1, len(before) + 10))
+        assert [json.loads(t)["detail"] for t in careful[len(before) :]] == [
+            "0", "1", "2", "0", "0", "1", "2", "3", "4",
+        ]  # fmt: skip
+        monkeypatch.setattr(_event_read, "PAGE", 3)  # pages that cut rows
+        for since in range(len(careful) + 2):
+            assert list(store.iter_event_json(since)) == careful[since:], since
+            assert store._read.event_texts(since) == careful[since:], since
+        assert [e.seq for e in store.read_events(len(before) + 1)] == seqs[
+            len(before) + 1 :
+        ]
+    finally:
+        store.close()
+
+
+def test_a_chain_writes_one_row_per_commit_and_reads_back_every_event(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @al.tool(inline=True)
+    def quick(i: int) -> int:
+        return i
+
+    plan = {
+        "tasks": [
+            {"id": f"t{i}", "tool": "quick", "args": {"i": i}}
+            | ({"deps": [f"t{i - 1}"]} if i else {})
+            for i in range(6)
+        ]
+    }
+    s = ws.new_session(plan=plan, tools=[quick], name="rows")
+    assert s.run().status == "succeeded"
+    events = [e.model_dump() for e in s.events()]
+    s.close()
+    versions = _row_versions(s.path)
+    assert set(versions.values()) == {"3"}
+    assert len(versions) < len(events)  # each step's two events share a row
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("task_started") == kinds.count("task_succeeded") == 6
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    monkeypatch.setattr(_event_read, "PAGE", 2)
+    with ws.open("rows", tools=[quick]) as again:
+        for since in range(len(events) + 1):
+            assert [e.model_dump() for e in again.events(since)] == events[since:]
+        df = al.analysis.events_df(again)
+        assert list(df["seq"]) == [e["seq"] for e in events]
+
+
+def test_a_damaged_row_of_several_events_is_named_and_a_newer_one_refused(
+    ws: al.Workspace,
+) -> None:
+    s = finished(ws, "rowdamage")
+    c = diskcache.Cache(str(s.path), disk=JsonOnlyDisk)
+    try:
+        text = c.get(key(1))  # the session's first commit: its events in one row
+        assert text.startswith("3|") and "\n" in text
+        c.set(key(1), text.replace("\n", "\n\n", 1))  # checksum now wrong
+    finally:
+        c.close()
+    store = SessionStore(s.path, s.id)
+    try:
+        with pytest.raises(al.CorruptCheckpointError) as e:
+            store._read.event_texts()
+        assert e.value.key == key(1) and "checksum mismatch" in e.value.message
+        body = text.split("|", 2)[2]
+        c = diskcache.Cache(str(s.path), disk=JsonOnlyDisk)
+        try:
+            c.set(key(1), encode(body, EVENT_VERSION + 1))
+        finally:
+            c.close()
+        with pytest.raises(al.SchemaVersionError, match="newer than this"):
             store._read.event_texts()
     finally:
         store.close()

@@ -202,11 +202,11 @@ def test_each_commit_writes_only_the_changed_record_and_new_events(
     per_step = 1 if inline else 2
     assert len(task_commits) == per_step * n  # (intent +) outcome per step
     for w in task_commits:
-        # One record, its event(s), the head.
-        assert len(w) == 5 - per_step and "head" in w
+        # One record, one row of its event(s) (envelope.EVENT_VERSION), the head.
+        assert len(w) == 3 and "head" in w
         assert sum(k.startswith("t:") for k in w) == 1
-        assert sum(k.startswith("e:") for k in w) == 3 - per_step
-    assert max(len(w) for w in writes) <= 5 - per_step
+        assert sum(k.startswith("e:") for k in w) == 1
+    assert max(len(w) for w in writes) <= 3
 
 
 def test_envelope_round_trip_and_checksum(ws: al.Workspace) -> None:

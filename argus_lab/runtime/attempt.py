@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import UnresolvedReferenceError
 from argus_lab.events import EventBase
-from argus_lab.model import Task, TaskRecord
+from argus_lab.model import Task, TaskRecord, updated
 from argus_lab.plan.graph import iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetChecker
 from argus_lab.runtime.executor import InlineGate, call_inline, run_attempt
@@ -49,6 +49,23 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["AttemptRunner"]
+
+
+_FLAT = frozenset({int, float, bool, type(None)})
+
+
+def _plain(args: dict[str, Any]) -> bool:
+    """Whether ``args`` is a flat dict of scalars and of strings without
+    ``${``: no reference to resolve or watch, so ``resolve_args`` would only
+    copy it (the common case: checked in ~0.3 us instead of two walks)."""
+    for v in args.values():
+        t = type(v)
+        if t is str:
+            if "${" in v:
+                return False
+        elif t not in _FLAT:
+            return False
+    return True
 
 
 @dataclass(slots=True)
@@ -159,14 +176,18 @@ class AttemptRunner:
             )
             self._settler.settle(tid, rec, Failed("missing_tool", error, "ToolError"))
             return None
-        for _, ref in iter_references(task.args):  # ${env.NAME}: never stored
-            if ref is not None and ref.is_env and ref.path[0] in os.environ:
-                st.redactor.add(os.environ[ref.path[0]])
-        try:
-            args = resolve_args(task.args, st.result_of)
-        except UnresolvedReferenceError as e:
-            self._settler.settle(tid, rec, Failed("bad_reference", str(e), "PlanError"))
-            return None
+        if _plain(task.args):  # nothing to resolve, no env value to watch
+            args = dict(task.args)
+        else:
+            for _, ref in iter_references(task.args):  # ${env.NAME}: never stored
+                if ref is not None and ref.is_env and ref.path[0] in os.environ:
+                    st.redactor.add(os.environ[ref.path[0]])
+            try:
+                args = resolve_args(task.args, st.result_of)
+            except UnresolvedReferenceError as e:
+                failed = Failed("bad_reference", str(e), "PlanError")
+                self._settler.settle(tid, rec, failed)
+                return None
         in_hash = input_hash(tool.name, args)
         cached = (
             st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
@@ -198,8 +219,9 @@ class AttemptRunner:
             return None
         st.usage["steps"] = st.usage.get("steps", 0) + 1
         # Invariant 2: the intent is durable before the side effect can happen.
-        rec = rec.model_copy(
-            update={
+        rec = updated(
+            rec,
+            {
                 "status": "running",
                 "attempts": attempt,
                 "started": st.now(),
@@ -207,7 +229,7 @@ class AttemptRunner:
                 "idempotency_key": key,
                 "input_hash": in_hash,
                 "next_attempt_at": None,
-            }
+            },
         )
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
         timeout = task.timeout or tool.timeout

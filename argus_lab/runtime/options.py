@@ -251,12 +251,41 @@ def current_user() -> str:
 def input_hash(tool_name: str, args: Any) -> str:
     """Hash of a call's tool name and resolved arguments (staleness, caching)."""
     # json.dumps(..., sort_keys=True, default=str) would build this encoder
-    # on every call: the same text from one made once.
-    text = _HASH_JSON.encode([tool_name, args])
+    # on every call: the same text from one made once, or, for the usual
+    # flat dict of plain values, written here (stored hashes depend on it).
+    text = _flat_json(tool_name, args) or _HASH_JSON.encode([tool_name, args])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 _HASH_JSON = json.JSONEncoder(sort_keys=True, default=str)
+_STR = json.encoder.encode_basestring_ascii  # what the encoder writes a str as
+_WORDS = {None: "null", True: "true", False: "false"}
+
+
+def _flat_json(tool_name: str, args: Any) -> str | None:
+    """``_HASH_JSON.encode([tool_name, args])`` when ``args`` is a dict of str
+    keys to str, int, finite float, bool or None (exactly these types); None
+    otherwise. ``tests/test_options.py`` pins the texts equal."""
+    if type(args) is not dict or type(tool_name) is not str:
+        return None
+    parts = []
+    for k in sorted(args):  # str keys only (else None below): no mixed sort
+        if type(k) is not str:
+            return None
+        v = args[k]
+        t = type(v)
+        if t is str:
+            text = _STR(v)
+        elif t is int:
+            text = int.__repr__(v)
+        elif t is float and v - v == 0.0:  # finite
+            text = float.__repr__(v)
+        elif t is bool or v is None:
+            text = _WORDS[v]
+        else:
+            return None
+        parts.append(f"{_STR(k)}: {text}")
+    return f"[{_STR(tool_name)}, {{{', '.join(parts)}}}]"
 
 
 def idempotency_key(session_id: str, task_id: str, generation: int) -> str:

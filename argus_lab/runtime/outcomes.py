@@ -43,7 +43,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from argus_lab.events import EventBase
-from argus_lab.model import TaskRecord
+from argus_lab.model import TaskRecord, updated
 from argus_lab.runtime.options import log
 from argus_lab.runtime.outcome import Succeeded
 from argus_lab.runtime.state import SessionState
@@ -194,7 +194,7 @@ def success_of(
         upd["result"] = None
     else:
         upd["result"], upd["result_ref"] = out.result, None
-    rec = rec.model_copy(update=upd)
+    rec = updated(rec, upd)
     ev = st.event(
         "task_succeeded",
         tid,

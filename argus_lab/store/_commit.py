@@ -16,14 +16,14 @@ from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
 from argus_lab.store._rows import RowWriter
-from argus_lab.store.envelope import encode
+from argus_lab.store.envelope import EVENT_VERSION, EVENTS_PER_ROW, encode
 from argus_lab.store.head import Head
 
 __all__ = ["HeadRow", "encoded", "successor", "write_rows"]
 
 
-def encoded(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str:
-    """``text`` in its envelope, secrets masked first.
+def scrubbed(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str:
+    """``text`` with secrets masked.
 
     ``shapes=False`` looks for secret values only: for a row whose fields that
     can hold outside text were masked value by value already (secret shapes
@@ -34,7 +34,12 @@ def encoded(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str
         redactor.needed(text) if shapes else redactor.has_value(text)
     ):
         text = redactor.text(text)
-    return encode(text)
+    return text
+
+
+def encoded(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str:
+    """``text`` in its envelope, secrets masked first (see ``scrubbed``)."""
+    return encode(scrubbed(redactor, text, shapes=shapes))
 
 
 def write_rows(
@@ -50,18 +55,30 @@ def write_rows(
     fields_redacted: bool = False,
 ) -> int:
     """Writes a commit's rows in the open transaction; events are numbered
-    ``seq + 1``, ``seq + 2``, ...; returns the last seq."""
+    ``seq + 1``, ``seq + 2``, ...; returns the last seq.
+
+    The events go into one row (``EVENTS_PER_ROW`` at most), one JSON text a
+    line, keyed by the first one's seq (envelope.EVENT_VERSION): a step's
+    intent and outcome are one row, not two (a statement, a table cell and an
+    index entry fewer per step: ~8 µs of a step's ~130, BENCHMARKS.md).
+    """
     shapes = not fields_redacted
     for rec in records:
         # Fields at their defaults (most are None on a plain success) are
         # left out: ~150 bytes a step; loading fills them back in.
         text = rec.model_dump_json(exclude_defaults=True)
         rows.update(con, "t:" + rec.task_id, encoded(redactor, text, shapes=shapes))
+    texts = []
     for ev in events:
         seq += 1
         ev.seq = seq
-        text = encoded(redactor, ev.model_dump_json(), shapes=shapes)
-        rows.insert(con, f"e:{seq:012d}", text)
+        # Masked one by one (a secret can never match across two events);
+        # JSON text holds no raw newline, so a line is exactly one event.
+        texts.append(scrubbed(redactor, ev.model_dump_json(), shapes=shapes))
+    first = seq - len(texts) + 1
+    for i in range(0, len(texts), EVENTS_PER_ROW):
+        body = "\n".join(texts[i : i + EVENTS_PER_ROW])
+        rows.insert(con, f"e:{first + i:012d}", encode(body, EVENT_VERSION))
     if meta is not None:
         rows.update(con, "meta", encoded(redactor, meta.model_dump_json()))
     if plan is not None:

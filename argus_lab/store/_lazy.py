@@ -44,7 +44,10 @@ class LazyMap(MutableMapping[str, V], Generic[V]):
         if v.__class__ is self._kind:
             return v
         made = self._make(key, v)
-        self._keep((key,), (v,), (made,))
+        d = self._d
+        with self._lock:  # ``_keep`` for one key (every step reads one)
+            if d.get(key, _ABSENT) is v:
+                d[key] = made
         return made
 
     def get(self, key: str, default: Any = None) -> Any:

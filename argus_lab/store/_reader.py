@@ -25,6 +25,7 @@ from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.store._rows import SESSION_PAGE_SIZE
 from argus_lab.store.envelope import (
+    EVENT_VERSION,
     MIGRATIONS,
     SCHEMA_VERSION,
     Durability,
@@ -111,10 +112,11 @@ class CheckpointReader:
             raise self.corrupt(key, "no version/checksum envelope") from None
         if f"{zlib.crc32(body.encode()):08x}" != crc_s:
             raise self.corrupt(key, "checksum mismatch")
-        if sv > SCHEMA_VERSION:
+        newest = EVENT_VERSION if kind == "event" else SCHEMA_VERSION
+        if sv > newest:
             raise SchemaVersionError(
                 f"session {self.session_id}: record {key!r} has schema_version {sv}, "
-                f"newer than this argus-lab understands ({SCHEMA_VERSION}); "
+                f"newer than this argus-lab understands ({newest}); "
                 "upgrade argus-lab to open it",
                 session_id=self.session_id,
             )
@@ -245,10 +247,14 @@ class CheckpointReader:
         return event_texts(self, since)
 
     def decode_events(self, lo: str, hi: str) -> Iterator[str]:
-        """The JSON text of the events with keys in [lo, hi), decoded one by one
-        (and migrated from an older schema); a damaged one raises, named."""
+        """The JSON text of the events in the rows with keys in [lo, hi),
+        decoded row by row (and migrated from an older schema); a damaged
+        row raises, named."""
         for key, raw in self.scan(lo, hi):
             sv, body = self.decode(key, raw, "event")
+            if sv == EVENT_VERSION:  # a commit's events, one a line
+                yield from body.split("\n")
+                continue
             if sv != SCHEMA_VERSION:  # migrated, then dumped as a new one would be
                 data = self.parse(key, raw, "event", None)
                 try:

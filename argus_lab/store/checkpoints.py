@@ -10,7 +10,9 @@ Keys in a session's cache:
   read and rewritten by every commit.
 - ``meta``: the SessionInfo. ``plan``: the Plan.
 - ``t:<task_id>``: one TaskRecord per task, rewritten when the task changes.
-- ``e:<seq>``: one Event per key, zero-padded so keys sort by seq.
+- ``e:<seq>``: the events of one commit (up to 64), one JSON text a line,
+  keyed by the first one's seq, zero-padded so keys sort by seq (envelope
+  version 3; a row of version 2, as older argus-lab wrote, holds one event).
 
 Every value is ``"<schema_version>|<crc32>|<json>"`` text: no pickle anywhere
 (``JsonOnlyDisk`` refuses to write or read one), a checksum to catch damage, and a

@@ -22,6 +22,8 @@ from argus_lab.events import COMMON_FIELDS, EVENT_KINDS, payload_to_fields
 from argus_lab.store._rows import PAGE_SIZE, OneCommitOpenCache, prepare_database
 
 __all__ = [
+    "EVENTS_PER_ROW",
+    "EVENT_VERSION",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Durability",
@@ -29,12 +31,23 @@ __all__ = [
     "RecordKind",
     "encode",
     "intact_bodies",
+    "intact_event_bodies",
     "migration",
     "open_cache",
 ]
 
 SCHEMA_VERSION = 2
 """1 -> 2: events carry their kind's typed fields instead of a ``payload`` dict."""
+EVENT_VERSION = 3
+"""The version of event rows, one ahead of the other kinds. 2 -> 3: a row holds
+the events of one commit (up to ``EVENTS_PER_ROW``, in seq order), one JSON
+text per line, keyed by the first one's seq; a v2 row holds one event. Each
+event's JSON is a v2 event's (no migration): only the row changed, so a row of
+either version is read without one, and an older argus-lab refuses a v3 row
+as newer than it understands instead of calling it damaged."""
+EVENTS_PER_ROW = 64
+"""At most this many events in one row: a commit of thousands (a failure that
+blocks its dependents) stays rows of a few KB, so pages of rows stay pages."""
 Durability = Literal["normal", "full"]
 """SQLite ``synchronous`` in WAL mode. "normal": a commit survives a process crash
 (SIGKILL, kernel restart) but the last ones may roll back on power loss. "full":
@@ -159,14 +172,16 @@ def open_cache(
     )
 
 
-def encode(data_json: str) -> str:
+def encode(data_json: str, version: int = SCHEMA_VERSION) -> str:
     """Wraps JSON text in the versioned, checksummed envelope."""
-    return f"{SCHEMA_VERSION}|{zlib.crc32(data_json.encode()):08x}|{data_json}"
+    return f"{version}|{zlib.crc32(data_json.encode()):08x}|{data_json}"
 
 
 _CURRENT = f"{SCHEMA_VERSION}|%08x|"  # what a current, intact record starts with
 _WIDTH = len(_CURRENT % 0)  # 11: "2|" + 8 hex digits + "|"
 _BODY, _HEAD = itemgetter(slice(_WIDTH, None)), itemgetter(slice(0, _WIDTH))
+_VERSION = itemgetter(slice(0, 2))  # "2|": one digit and the bar
+_EVENT_ROWS = frozenset({f"{SCHEMA_VERSION}|", f"{EVENT_VERSION}|"})
 
 
 def intact_bodies(texts: list[Any]) -> list[str] | None:
@@ -187,3 +202,21 @@ def intact_bodies(texts: list[Any]) -> list[str] | None:
     except TypeError:  # a value that is not text: kept in a file, bytes, a pickle
         return None
     return bodies if ok else None
+
+
+def intact_event_bodies(texts: list[Any]) -> list[str] | None:
+    """``intact_bodies`` for event rows, which may be of version 2 (one event)
+    or 3 (a commit's events, one per line): the bodies, or None.
+
+    The same C-level check, the expected envelope formatted with each row's
+    own version, and every version one of those two.
+    """
+    try:
+        bodies = list(map(_BODY, texts))
+        heads = list(map(_HEAD, texts))
+        versions = list(map(_VERSION, heads))
+        crcs = map("%08x|".__mod__, map(zlib.crc32, map(str.encode, bodies)))
+        ok = list(map(str.__add__, versions, crcs)) == heads
+    except TypeError:  # a value that is not text: kept in a file, bytes, a pickle
+        return None
+    return bodies if ok and _EVENT_ROWS.issuperset(versions) else None

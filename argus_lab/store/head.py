@@ -9,6 +9,7 @@ holder on this host is gone (or gave it up) protects nobody and is taken over.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
@@ -43,7 +44,7 @@ class Head:
         # Every commit writes the head, and its lease changes a few times a
         # run at most: the lease's JSON is kept from the last call. The text
         # is what json.dumps of the whole dict makes.
-        lease, usage = _lease_json(self.lease), json.dumps(self.usage)
+        lease, usage = _lease_json(self.lease), _usage_json(self.usage)
         return (
             f'{{"version": {self.version:d}, "last_seq": {self.last_seq:d}, '
             f'"lease": {lease}, "usage": {usage}}}'
@@ -51,6 +52,28 @@ class Head:
 
 
 _last_lease: tuple[dict[str, Any] | None, str] = (None, "null")
+_KEYS: dict[str, str] = {}  # a usage counter's name -> its JSON
+
+
+def _usage_json(usage: dict[str, float]) -> str:
+    """``json.dumps(usage)``, the same text, without building an encoder on
+    every commit: the counters are a few str keys with int or float values
+    (anything else goes to json.dumps)."""
+    parts = []
+    for k, v in usage.items():
+        key = _KEYS.get(k)
+        if key is None:
+            if type(k) is not str or len(_KEYS) > 64:
+                return json.dumps(usage)
+            key = _KEYS[k] = json.dumps(k)
+        t = type(v)
+        if t is float and math.isfinite(v):
+            parts.append(f"{key}: {v!r}")
+        elif t is int:
+            parts.append(f"{key}: {v:d}")
+        else:  # NaN, infinities, bools, anything else: as json writes them
+            return json.dumps(usage)
+    return "{" + ", ".join(parts) + "}"
 
 
 def _lease_json(lease: dict[str, Any] | None) -> str:

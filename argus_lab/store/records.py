@@ -43,7 +43,7 @@ from typing import Any, cast
 import diskcache
 from pydantic import ValidationError
 
-from argus_lab.model import STATUSES, SessionInfo, Status, TaskRecord
+from argus_lab.model import STATUSES, SessionInfo, Status, TaskRecord, blank_record
 from argus_lab.plan import Plan
 from argus_lab.store._bulk import paused_gc, records_adapter
 from argus_lab.store._lazy import LazyMap
@@ -117,7 +117,7 @@ class TaskRecords(LazyMap[TaskRecord]):
         return cls(d2, statuses, _no_text)
 
     def _make(self, key: str, raw: Any) -> TaskRecord:
-        return TaskRecord(task_id=key) if raw is None else self._parse(key, raw)
+        return blank_record(key) if raw is None else self._parse(key, raw)
 
     def values(self) -> ValuesView[TaskRecord]:
         """Every record (those not read yet validated first, in one call)."""

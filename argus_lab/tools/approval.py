@@ -59,9 +59,11 @@ class ApprovalPolicy:
 
     def matches(self, tool: Tool, args: dict[str, Any]) -> bool:
         """Whether this policy applies to calling ``tool`` with ``args``."""
-        if not fnmatch.fnmatchcase(tool.name, self.tools):
-            return False
+        # The side effect first: the default policy ("*", writes) then costs
+        # no pattern match for a tool without side effects (every step asks).
         if self.side_effect is not None and tool.side_effect != self.side_effect:
+            return False
+        if self.tools != "*" and not fnmatch.fnmatchcase(tool.name, self.tools):
             return False
         return self.when is None or bool(self.when(args))
 
