@@ -178,7 +178,9 @@ def exact(embedder: Any, memories: list[Any], queries: list[Any]) -> list[list[s
     return [[memories[j]["id"] for j in row] for row in top]
 
 
-def scale(n: int, memories: list[dict[str, Any]], queries: list[Any]) -> Any:
+def scale(
+    n: int, memories: list[dict[str, Any]], queries: list[Any], embedder: str
+) -> Any:
     from build import distractor, words_of  # the dataset's generator
 
     rng = random.Random(2026)
@@ -188,9 +190,14 @@ def scale(n: int, memories: list[dict[str, Any]], queries: list[Any]) -> Any:
         distractor(rng, vocab, i) | {"id": f"y{i:06d}"} for i in range(n - len(rows))
     ]
     folder = Path(tempfile.mkdtemp(prefix="argus-bench-scale-"))
-    res: dict[str, Any] = {"n": n}
+    res: dict[str, Any] = {"n": n, "embedder": embedder}
     try:
-        m = Memory(folder / "memory", optimize_every=10**9, optimize_rows=10**9)
+        m = Memory(
+            folder / "memory",
+            embedder=embedder,
+            optimize_every=10**9,
+            optimize_rows=10**9,
+        )
         t0 = time.perf_counter()
         for i in range(0, n, 1000):
             m.add_many(rows[i : i + 1000])
@@ -331,7 +338,7 @@ def render(q: dict[str, Any], s: dict[str, Any] | None, wall: float) -> str:
     if s is not None:
         lines += [
             "",
-            f"At {s['n']:,} memories (default embedder): `add_many` "
+            f"At {s['n']:,} memories (embedder: {s['embedder']}): `add_many` "
             f"{s['add_many_per_s']:,.0f} memories/s end to end (embedding + "
             f"upsert, {s['add_many_s']:.1f} s), then `optimize()` "
             f"{s['optimize_s']:.1f} s (FTS index + IVF_RQ build).",
@@ -353,12 +360,22 @@ def main() -> None:
     ap.add_argument("--quality", action="store_true", help="labelled recall only")
     ap.add_argument("--scale", type=int, default=100_000, help="memories for latency")
     ap.add_argument("--write", action="store_true", help=f"write {RESULTS.name}")
+    ap.add_argument(
+        "--scale-embedder",
+        default="default",
+        choices=("default", "minilm", "wordllama"),
+        help="the embedder of the latency part (default: the default)",
+    )
     ap.add_argument("--compare", type=int, metavar="N", help="compare embedders")
+    ap.add_argument("--latency", action="store_true", help="the latency part only")
     a = ap.parse_args()
     t0 = time.perf_counter()
     memories, queries = load()
     if a.compare:
         print(compare(a.compare, memories, queries))
+        return
+    if a.latency:
+        print(render({}, scale(a.scale, memories, queries, a.scale_embedder), 0))
         return
     q = {}
     for name, emb in (
@@ -371,7 +388,7 @@ def main() -> None:
     s = None
     if not a.quality:
         print(f"# {a.scale:,} memories ...", file=sys.stderr, flush=True)
-        s = scale(a.scale, memories, queries)
+        s = scale(a.scale, memories, queries, a.scale_embedder)
     md = render(q, s, time.perf_counter() - t0)
     print(md)
     if a.write:
