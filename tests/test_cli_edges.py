@@ -185,6 +185,10 @@ def test_ctrl_c_during_run_is_one_line_exit_130_and_nothing_fails(
         stderr=subprocess.PIPE,
         text=True,
         env={**ENV, "ARGUS_TEST_READY": str(ready)},
+        # Ctrl-C as a terminal delivers it, even when this test runs in a
+        # background job (whose shell started it with SIGINT ignored, which
+        # a child inherits and Python then keeps).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         wait_until(ready.exists, "the first task to start", gone=lambda: _gone(p))
