@@ -237,8 +237,10 @@ def test_a_damaged_or_replaced_model_file_is_refused(tmp_path: Path) -> None:
     assert len(m) == 0  # nothing half-written
     with pytest.raises(ArgusError, match="cannot read"):
         MiniLMEmbedder(model_path=tmp_path / "missing.onnx")(["x"])
-    with pytest.raises(ValueError, match="threads"):
-        MiniLMEmbedder(threads=0)
+    for bad in (0, "2", 1.5, True):
+        with pytest.raises(ValueError, match="threads must be an int >= 1"):
+            MiniLMEmbedder(threads=bad)  # type: ignore[arg-type]
+    assert MiniLMEmbedder()([]).shape == (0, 384)
 
 
 def test_an_unnamed_embedder_can_replace_a_named_one_only_by_reembedding(

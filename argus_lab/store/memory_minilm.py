@@ -76,8 +76,8 @@ class MiniLMEmbedder:
     _lock = threading.Lock()
 
     def __init__(self, *, threads: int = 1, model_path: str | Path | None = None):
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be an int >= 1, got {threads!r}")
         self.threads = threads
         self.model_path = Path(model_path) if model_path is not None else None
 
