@@ -168,29 +168,27 @@ class CheckpointReader:
         # One range query instead of a get() per key: reopening a 10,000-task
         # session or reading 100,000 events stays a single pass over the index.
         # diskcache exposes no range read, so this uses its per-thread connection.
-        try:
-            rows: list[tuple[str, int, Any, Any]] = self.cache._sql(
-                "SELECT key, mode, filename, value FROM Cache "
-                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
-                (lo, hi),
-            ).fetchall()
-        except sqlite3.DatabaseError as e:
-            raise self.db_error(f"{lo}*", e) from None
-        return rows
+        return self._range("key, mode, filename, value", lo, hi)
 
     def values(self, lo: str, hi: str) -> list[Any]:
         """The stored value of every key in [lo, hi), in key order, alone (no
         key, mode or file name: a value not in mode raw comes back as None,
         bytes or a pickle, which ``rows`` then reads properly)."""
+        return list(map(itemgetter(0), self._range("value", lo, hi)))
+
+    def _range(self, columns: str, lo: str, hi: str) -> list[Any]:
+        """``columns`` (a literal of the callers below) of the text rows with keys in
+        [lo, hi), in key order: the one range query ``rows`` and ``values``
+        share."""
         try:
-            rows = self.cache._sql(
-                "SELECT value FROM Cache WHERE key >= ? AND key < ? AND raw = 1 "
-                "ORDER BY key",
+            found: list[Any] = self.cache._sql(
+                f"SELECT {columns} FROM Cache "
+                "WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
                 (lo, hi),
             ).fetchall()
         except sqlite3.DatabaseError as e:
             raise self.db_error(f"{lo}*", e) from None
-        return list(map(itemgetter(0), rows))
+        return found
 
     def fetch(self, mode: int, filename: Any, value: Any) -> Any:
         """The stored value of a row that is not text inside SQLite (a file;
