@@ -7,6 +7,7 @@ and fuse rankings (``_fuse``); ``_MemoryQuery`` holds Memory's search methods
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -24,16 +25,13 @@ if TYPE_CHECKING:
     from argus_lab.store.embedding import _Embedding
 
 log = logging.getLogger("argus_lab")
-_SIDE: ThreadPoolExecutor | None = None
 
 
+@functools.cache
 def _side_pool() -> ThreadPoolExecutor:
     """Threads for the full-text leg of hybrid searches (one per concurrent
     search, up to 4; created on the first hybrid search)."""
-    global _SIDE
-    if _SIDE is None:
-        _SIDE = ThreadPoolExecutor(4, thread_name_prefix="argus-memory-fts")
-    return _SIDE
+    return ThreadPoolExecutor(4, thread_name_prefix="argus-memory-fts")
 
 
 RRF_K = 10
@@ -239,7 +237,12 @@ class _MemoryQuery:
             if not self._fallback_warned:  # once; every hit carries the note
                 log.warning("memory at %s: %s", self.path, note)
                 self._fallback_warned = True
-            hits = self._fts(t, query, want, filt, note=note)
+            # A hybrid search's full-text leg is already under way: use it.
+            hits = (
+                side.result() if side is not None else self._fts(t, query, want, filt)
+            )
+            for h in hits:
+                h.note = note
         elif mode == "vector":
             hits = vec
         else:

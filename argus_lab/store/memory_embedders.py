@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
+from argus_lab.store.memory_minilm import MiniLMEmbedder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -125,12 +126,13 @@ class WordLlamaEmbedder:
         return out32
 
 
+_CLASSES: dict[str, type[Any]] = {
+    "minilm": MiniLMEmbedder,
+    "wordllama": WordLlamaEmbedder,
+}
 _NAMED: dict[str, Any] = {}
 
-BUNDLED = {
-    "minilm": "sentence-transformers/all-MiniLM-L6-v2@onnx-int8",
-    "wordllama": WordLlamaEmbedder.name,
-}
+BUNDLED = {short: cls.name for short, cls in _CLASSES.items()}
 """Embedders whose models ship with Argus Lab's dependencies: the short name
 ``Memory(embedder=...)`` takes, and the name recorded with their vectors."""
 
@@ -149,12 +151,7 @@ def named_embedder(name: str) -> Any:
             f"or a LanceDB embedding function, got the string {name!r}"
         )
     if key not in _NAMED:
-        if key == "minilm":
-            from argus_lab.store.memory_minilm import MiniLMEmbedder
-
-            _NAMED[key] = MiniLMEmbedder()
-        else:
-            _NAMED[key] = WordLlamaEmbedder()
+        _NAMED[key] = _CLASSES[key]()
     return _NAMED[key]
 
 
