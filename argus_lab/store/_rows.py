@@ -27,6 +27,7 @@ written through that thread's connection, in that transaction.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -195,8 +196,6 @@ def prepare_database(directory: str, page_size: int = PAGE_SIZE) -> None:
     existing database keeps its page size. Nothing about atomicity or fsync
     changes: it is the same WAL, written in smaller pages.
     """
-    import os
-
     path = os.path.join(directory, "cache.db")
     # An empty file is one another process is creating right now (connecting
     # creates it): set its page size too, which is harmless if theirs is first.
@@ -265,7 +264,6 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
 
     def __init__(self, directory: str, **settings: Any) -> None:
         import contextlib
-        import os
 
         # SQLite refuses to change these inside a transaction: set on the
         # connection before it begins (diskcache then finds them set).
@@ -321,8 +319,6 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
         """Gives this thread the spare connection, or a new one as diskcache
         makes it (its pragmas applied), usable from any thread (one at a time)
         so that it can be handed over."""
-        import os
-
         local, pid = self._local, os.getpid()
         with self._spare_lock:
             spare, self._spare = self._spare, None
@@ -351,8 +347,6 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
         """Lets go of this thread's connection (outside a transaction) for the
         next thread that needs one; this thread opens another if it reads or
         writes again."""
-        import os
-
         local = self._local
         con: sqlite3.Connection | None = getattr(local, "con", None)
         pid = os.getpid()
@@ -377,8 +371,5 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
         super().close()
         with self._spare_lock:
             spare, self._spare = self._spare, None
-        if spare is not None:
-            import os
-
-            if spare[0] == os.getpid():
-                spare[1].close()
+        if spare is not None and spare[0] == os.getpid():
+            spare[1].close()
