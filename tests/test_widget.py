@@ -751,7 +751,8 @@ def test_report_of_a_fork_without_at_names_no_missing_marker(
     whole = w.act("fork").result(WAIT)  # at=None: every result kept
     text = report(whole).to_markdown()
     assert f"Forked from `{parent.name}` keeping every result" in text
-    assert "<NA>" not in text and "NaN" not in text
+    missing = [ln for ln in text.splitlines() if "<NA>" in ln or "NaN" in ln]
+    assert "<NA>" not in text and "NaN" not in text, missing  # seen once in CI
     part = parent.fork(at="b")
     try:
         assert f"Forked from `{parent.name}` at `b`" in report(part).to_markdown()
