@@ -7,16 +7,18 @@ and fuse rankings (``_fuse``); ``_MemoryQuery`` holds Memory's search methods
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
+from argus_lab.store import _memory_lance as _lance
+from argus_lab.store._memory_reembed import NEXT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -25,13 +27,6 @@ if TYPE_CHECKING:
     from argus_lab.store.embedding import _Embedding
 
 log = logging.getLogger("argus_lab")
-
-
-@functools.cache
-def _side_pool() -> ThreadPoolExecutor:
-    """Threads for the full-text leg of hybrid searches (one per concurrent
-    search, up to 4; created on the first hybrid search)."""
-    return ThreadPoolExecutor(4, thread_name_prefix="argus-memory-fts")
 
 
 RRF_K = 10
@@ -153,6 +148,9 @@ class _MemoryQuery:
         _fallback_warned: bool
         path: Path
         refine_factor: int
+        _lock: threading.RLock
+        _table: Any
+        _async_table: Any
 
         def _open(self) -> Any | None: ...
         def _ensure_space(self) -> None: ...
@@ -218,10 +216,10 @@ class _MemoryQuery:
         want = k if not metadata else 2 * k + 10
         depth = want if mode == "vector" else max(want, 2 * k, 20)
         both = mode == "hybrid" and self._embedding is not None
-        # Hybrid runs its full-text leg on a thread while the query is embedded
-        # (onnxruntime and LanceDB both release the GIL): the slower leg, not
-        # the sum of the two, is what a hybrid search waits for.
-        side = _side_pool().submit(self._fts, t, query, depth, filt) if both else None
+        # Hybrid starts its full-text leg on LanceDB's loop, then embeds the
+        # query here (onnxruntime and LanceDB both release the GIL): the slower
+        # leg, not the sum of the two, is what a hybrid search waits for.
+        side = self._fts_start(query, depth, filt) if both else None
         try:
             vec = None if mode == "fts" else self._vector(t, query, depth, filt)
         except BaseException:
@@ -229,9 +227,9 @@ class _MemoryQuery:
                 side.cancel()  # read-only: left to finish if it started
             raise
         if mode == "hybrid" and self._embedding is None:
-            hits = self._fts(t, query, want, filt, note=_NO_EMBEDDER)
+            hits = self._fts(query, want, filt, note=_NO_EMBEDDER)
         elif mode == "fts":
-            hits = self._fts(t, query, want, filt)
+            hits = self._fts(query, want, filt)
         elif vec is None:
             note = _REEMBEDDING.format(mode=mode)
             if not self._fallback_warned:  # once; every hit carries the note
@@ -239,7 +237,9 @@ class _MemoryQuery:
                 self._fallback_warned = True
             # A hybrid search's full-text leg is already under way: use it.
             hits = (
-                side.result() if side is not None else self._fts(t, query, want, filt)
+                self._fts_hits(side.result())
+                if side is not None
+                else self._fts(query, want, filt)
             )
             for h in hits:
                 h.note = note
@@ -247,7 +247,7 @@ class _MemoryQuery:
             hits = vec
         else:
             assert side is not None
-            hits = _fuse(query, side.result(), vec)
+            hits = _fuse(query, self._fts_hits(side.result()), vec)
         if metadata:
             hits = [
                 h
@@ -275,21 +275,29 @@ class _MemoryQuery:
         parts += [_like_meta(a, b) for a, b in (metadata or {}).items()]
         return " AND ".join(parts) or None
 
+    def _lance(self) -> Any:
+        """This memory's table on LanceDB's async API (opened once)."""
+        if self._async_table is None:
+            with self._lock:
+                if self._async_table is None:
+                    opening = _lance.open_table(self.path, self._table.name)
+                    self._async_table = _lance.submit(opening).result()
+        return self._async_table
+
+    def _fts_start(
+        self, query: str, n: int, filt: str | None
+    ) -> Future[list[dict[str, Any]]]:
+        rows = _lance.fts_rows(self._lance(), query, n, filt, [*_SELECT, "_score"])
+        return _lance.submit(rows)
+
     def _fts(
-        self, t: Any, query: str, n: int, filt: str | None, note: str | None = None
+        self, query: str, n: int, filt: str | None, note: str | None = None
     ) -> list[MemoryHit]:
-        q = t.search(query, query_type="fts").select([*_SELECT, "_score"]).limit(n)
-        if filt:
-            q = q.where(filt, prefilter=True)
-        try:
-            found = q.to_list()
-        except Exception as e:
-            # The table was just created by another thread or process, which is
-            # still building its full-text index: nothing is searchable yet.
-            if "INVERTED index" not in str(e):
-                raise
-            found = []
-        rows = sorted(found, key=lambda r: (-r["_score"], r["id"]))
+        return self._fts_hits(self._fts_start(query, n, filt).result(), note)
+
+    def _fts_hits(
+        self, rows: list[dict[str, Any]], note: str | None = None
+    ) -> list[MemoryHit]:
         hits = self._hits(rows, "fts")
         if note:
             for h in hits:
@@ -303,22 +311,19 @@ class _MemoryQuery:
         if self._embedding is None:
             return None
         self._ensure_space()
-        if "vector_next" in t.schema.names:
-            return None
         if not self._vectors_checked:
             self.backfill_vectors()
-            t = self._open()
         vec = self._embedding.query(query)
-        q = (
-            t.search(vec, query_type="vector", vector_column_name="vector")
-            .distance_type("cosine")
-            .select([*_SELECT, "_distance"])
-            .limit(n)
+        # RaBitQ codes are coarse: re-rank more candidates on full vectors.
+        refine = self.refine_factor if self._has_vector_index() else None
+        rows = _lance.vector_rows(
+            self._lance(),
+            vec,
+            n,
+            filt,
+            [*_SELECT, "_distance"],
+            refine=refine,
+            busy_column=NEXT,
         )
-        if self._has_vector_index():
-            # RaBitQ codes are coarse: re-rank more candidates on full vectors.
-            q = q.refine_factor(self.refine_factor)
-        if filt:
-            q = q.where(filt, prefilter=True)
-        rows = sorted(q.to_list(), key=lambda r: (r["_distance"], r["id"]))
-        return self._hits(rows, "vector")
+        found = _lance.submit(rows).result()
+        return None if found is None else self._hits(found, "vector")

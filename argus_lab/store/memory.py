@@ -175,6 +175,7 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
         self._lock = threading.RLock()
         self._db: Any = None
         self._table: Any = None
+        self._async_table: Any = None  # the same table on LanceDB's async API
         self._embedding: _Embedding | None = None
         self._vectors_checked = False
         self._space_ok = False
