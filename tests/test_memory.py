@@ -520,15 +520,45 @@ def test_the_ann_index_is_built_from_enough_rows_used_and_rebuilt_as_it_grows(
     assert m._vector_index_names() == []  # too few rows: exact search
     m.add_many(records(599, 600))
     m.optimize()
-    assert m._vector_index_names() == ["vector_onepart_idx"]
+    assert m._vector_index_names() == ["vector_onepart_rq4_idx"]
+    assert m._refine() is None  # 4-bit codes: no re-ranking step
     hit = m.search("record 123 about topic 12 and item 861", k=1, mode="vector")[0]
     assert hit.id == "r123" and hit.distance == pytest.approx(0.0, abs=1e-3)
     m.add_many(records(600, 900))
     assert m.search("record 850 about topic 36", k=1, mode="vector")[0].id == "r850"
     m.optimize()  # grown past _PARTITION_ROWS: rebuilt with real partitions
-    assert m._vector_index_names() == ["vector_idx"]
+    assert m._vector_index_names() == ["vector_rq4_idx"]
     hit = m.search("record 850 about topic 36 and item 5950", k=1, mode="vector")[0]
     assert hit.id == "r850"
+
+
+def test_a_one_bit_index_of_an_earlier_version_is_reranked_then_rebuilt(
+    tmp_path: Path,
+) -> None:
+    """Indexes built before the 4-bit codes (LanceDB's 1-bit default, named
+    vector_idx) are searched with a re-ranking step until optimize rebuilds
+    them; an explicit refine_factor is used as given, 0 meaning none."""
+    from lancedb.index import IvfRq
+
+    texts = [f"record {i} about topic {i % 37} and item {i * 7}" for i in range(700)]
+    rows = [{"id": f"r{i}", "text": t} for i, t in enumerate(texts)]
+    Memory(tmp_path / "memory", embedder=HashEmbedder(64)).add_many(rows)
+    import lancedb
+
+    t = lancedb.connect(tmp_path / "memory").open_table("memories")
+    t.create_index("vector", config=IvfRq(distance_type="cosine", num_partitions=1))
+    m = Memory(tmp_path / "memory", embedder=HashEmbedder(64))
+    assert m._vector_index_names() == ["vector_idx"] and m._refine() == 10
+    assert m.search(texts[123], k=1, mode="vector")[0].id == "r123"
+    m.optimize()
+    assert m._vector_index_names() == ["vector_onepart_rq4_idx"]
+    assert m._refine() is None
+    assert m.search(texts[123], k=1, mode="vector")[0].id == "r123"
+    assert Memory(tmp_path / "memory", refine_factor=3)._refine() == 3
+    assert Memory(tmp_path / "memory", refine_factor=0)._refine() is None
+    for bad in (-1, 2.5, "10", True):
+        with pytest.raises(ValueError, match="refine_factor must be an int >= 0"):
+            Memory(tmp_path / "memory", refine_factor=bad)  # type: ignore[arg-type]
 
 
 # -- documents -----------------------------------------------------------------

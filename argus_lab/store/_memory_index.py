@@ -28,7 +28,16 @@ if TYPE_CHECKING:
     from argus_lab.store.embedding import _Embedding
 
 TABLE = "memories"
-_SMALL_INDEX = "vector_onepart_idx"
+_INDEX = "vector_rq4_idx"
+_SMALL_INDEX = "vector_onepart_rq4_idx"
+_BITS = 4
+"""RaBitQ bits per dimension. One bit (LanceDB's default) finds 0.62 of the
+exact top 10 at 100k memories and needed a re-ranking step reading 10x the
+candidates' full vectors (~3-5 ms a query here); four find 0.94 from the codes
+alone, which live in the index (4x its size: ~19 MB at 100k x 384), and the
+labelled recall is the same (BENCHMARKS.md). Indexes named otherwise were
+built with one bit by an earlier version: re-ranked, and rebuilt by optimize."""
+_LEGACY_REFINE = 10
 _SPACE_KEY = "argus.embedder"
 """Field metadata of the vector column: the JSON name/version/dim of its embedder."""
 
@@ -66,7 +75,8 @@ class _MemoryIndex:
         _table: Any
         _embedding: _Embedding | None
         _vectors_checked: bool
-        _vector_index: bool | None
+        _vector_index: list[str] | None
+        refine_factor: int | None
         _pending_writes: int
         _pending_rows: int
 
@@ -251,8 +261,10 @@ class _MemoryIndex:
                 return  # no vectors, or a re-embedding will index its own
             rows = t.count_rows()
             names = self._vector_index_names()
-            if (not names and rows >= self.vector_index_min_rows) or (
-                _SMALL_INDEX in names and rows >= _partition_rows()
+            if (
+                (not names and rows >= self.vector_index_min_rows)
+                or (_SMALL_INDEX in names and rows >= _partition_rows())
+                or (names and not {_INDEX, _SMALL_INDEX} & set(names))  # 1-bit
             ):
                 self.create_vector_index()
 
@@ -282,21 +294,22 @@ class _MemoryIndex:
             # RaBitQ codes is as fast there. Its name marks it for a rebuild with
             # real partitions once the table has grown (see optimize).
             small = t.count_rows() < _partition_rows()
-            config = IvfRq(distance_type="cosine", num_partitions=1 if small else None)
+            config = IvfRq(
+                distance_type="cosine",
+                num_partitions=1 if small else None,
+                num_bits=_BITS,
+            )
+            name = _SMALL_INDEX if small else _INDEX
             try:
-                for name in self._vector_index_names():
-                    t.drop_index(name)
-                t.create_index(
-                    "vector",
-                    config=config,
-                    name=_SMALL_INDEX if small else "vector_idx",
-                )
+                for old in self._vector_index_names():
+                    t.drop_index(old)
+                t.create_index("vector", config=config, name=name)
             except (RuntimeError, ValueError) as e:
                 raise ArgusError(
                     f"could not build the vector index of memory at {self.path} "
                     f"({t.count_rows()} rows): {e}"
                 ) from None
-            self._vector_index = True
+            self._vector_index = [name]
 
     def _vector_index_names(self) -> list[str]:
         t = self._open()
@@ -306,8 +319,17 @@ class _MemoryIndex:
 
     def _has_vector_index(self, *, refresh: bool = False) -> bool:
         if self._vector_index is None or refresh:
-            self._vector_index = bool(self._vector_index_names())
-        return self._vector_index
+            self._vector_index = self._vector_index_names()
+        return bool(self._vector_index)
+
+    def _refine(self) -> int | None:
+        """Candidates re-ranked on the full vectors per hit (None: none)."""
+        if not self._has_vector_index():
+            return None  # an exact search
+        if self.refine_factor is not None:
+            return self.refine_factor or None
+        rq4 = {_INDEX, _SMALL_INDEX} & set(self._vector_index or ())
+        return None if rq4 else _LEGACY_REFINE
 
     def backfill_vectors(
         self, *, batch: int = 1024, progress: Progress | None = None

@@ -13,6 +13,7 @@ LanceDB is imported on first use, not with this module.
 from __future__ import annotations
 
 import asyncio
+import importlib
 from concurrent.futures import Future
 from datetime import timedelta
 from pathlib import Path
@@ -64,22 +65,47 @@ async def vector_rows(
     select: list[str],
     *,
     refine: int | None,
+    codes_only: bool,
     busy_column: str,
 ) -> list[dict[str, Any]] | None:
     """Nearest by cosine (``_distance``), nearest first; None if the table has
-    ``busy_column`` (a re-embedding is under way: its vectors are mid-swap)."""
+    ``busy_column`` (a re-embedding is under way: its vectors are mid-swap).
+
+    ``codes_only``: the ANN index ranks from its codes with no re-ranking step;
+    LanceDB then reports their estimate of the squared L2 distance of the
+    normalised vectors (~2x the cosine distance, off by up to ~4%), so the
+    hits' own vectors are read with them and their exact cosine distances
+    computed here (and the hits re-ordered by them).
+    """
     if busy_column in (await table.schema()).names:
         return None
     q = (
         table.vector_search(vector)
         .column("vector")
         .distance_type("cosine")
-        .select(select)
+        .select([*select, "vector"] if codes_only else select)
         .limit(n)
     )
     if refine:
         q = q.refine_factor(refine)
     if where:
         q = q.where(where)
-    found: list[dict[str, Any]] = (await q.to_arrow()).to_pylist()
+    got = await q.to_arrow()
+    if codes_only and got.num_rows:
+        got = _exact_distances(got, vector)
+    found: list[dict[str, Any]] = got.to_pylist()
     return sorted(found, key=lambda r: (r["_distance"], r["id"]))
+
+
+def _exact_distances(got: Any, vector: Any) -> Any:
+    import numpy as np
+
+    pa = importlib.import_module("pyarrow")  # no type stubs: used through Any
+    m = got["vector"].combine_chunks().flatten().to_numpy().reshape(got.num_rows, -1)
+    q = np.asarray(vector, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1) * float(np.linalg.norm(q))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(norms > 0, 1.0 - (m @ q) / norms, 1.0)
+    got = got.drop_columns(["vector"])
+    i = got.schema.get_field_index("_distance")
+    return got.set_column(i, "_distance", pa.array(d, type=pa.float32()))

@@ -147,13 +147,13 @@ class _MemoryQuery:
         _vectors_checked: bool
         _fallback_warned: bool
         path: Path
-        refine_factor: int
         _lock: threading.RLock
         _table: Any
         _async_table: Any
 
         def _open(self) -> Any | None: ...
         def _ensure_space(self) -> None: ...
+        def _refine(self) -> int | None: ...
         def _has_vector_index(self, *, refresh: bool = False) -> bool: ...
         def backfill_vectors(
             self,
@@ -314,8 +314,7 @@ class _MemoryQuery:
         if not self._vectors_checked:
             self.backfill_vectors()
         vec = self._embedding.query(query)
-        # RaBitQ codes are coarse: re-rank more candidates on full vectors.
-        refine = self.refine_factor if self._has_vector_index() else None
+        refine = self._refine()
         rows = _lance.vector_rows(
             self._lance(),
             vec,
@@ -323,6 +322,7 @@ class _MemoryQuery:
             filt,
             [*_SELECT, "_distance"],
             refine=refine,
+            codes_only=refine is None and self._has_vector_index(),
             busy_column=NEXT,
         )
         found = _lance.submit(rows).result()

@@ -119,7 +119,7 @@ class _MemoryReembed:
         _embedding: _Embedding | None
         _space_ok: bool
         _vectors_checked: bool
-        _vector_index: bool | None
+        _vector_index: list[str] | None
         _job: ReembedJob | None
         _fallback_warned: bool
 
@@ -389,7 +389,7 @@ class _MemoryReembed:
             if "vector" in t.schema.names:
                 t.drop_columns(["vector"])
             t.alter_columns({"path": NEXT, "rename": "vector"})
-            self._vector_index = False
+            self._vector_index = []
             # Unless memory.embedder was changed meanwhile (then it is checked
             # against the new record at its first use).
             self._space_ok = self._vectors_checked = self._embedding is emb

@@ -28,9 +28,9 @@ embedding function is configured, a ``vector``.
   everything with ``on_mismatch="reembed"`` (at once) or ``"background"`` (on a
   worker thread, searching by full text meanwhile; resumable after a kill: see
   :mod:`argus_lab.store._memory_reembed`): spaces are never mixed. Distances
-  are cosine. From ``vector_index_min_rows`` rows an IVF_RQ (RaBitQ)
-  ANN index is built (about 2 s at 100k x 384) and queried with a refine step
-  that re-ranks 10x the candidates on the full vectors (recall@10 ~0.9).
+  are cosine. From ``vector_index_min_rows`` rows a 4-bit IVF_RQ (RaBitQ)
+  index is built (~3 s at 100k x 384), queried with no re-ranking step (see
+  :data:`~argus_lab.store._memory_index._BITS`).
 - **Hybrid** fuses the full-text and vector rankings by weighted reciprocal
   rank: ``score = FTS_WEIGHT / (RRF_K + fts_rank) + VECTOR_WEIGHT / (RRF_K +
   vector_rank)`` (see :mod:`argus_lab.store._memory_query` for the weights and
@@ -51,20 +51,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from argus_lab.store._memory_index import _SMALL_INDEX as _SMALL_INDEX
-from argus_lab.store._memory_index import TABLE as TABLE
 from argus_lab.store._memory_index import Progress, _MemoryIndex
-from argus_lab.store._memory_index import _pa as _pa
-from argus_lab.store._memory_query import _COLUMNS as _COLUMNS
-from argus_lab.store._memory_query import _NO_EMBEDDER as _NO_EMBEDDER
 from argus_lab.store._memory_query import _SELECT, _MemoryQuery, _sql
-from argus_lab.store._memory_query import FTS_WEIGHT as FTS_WEIGHT
-from argus_lab.store._memory_query import RRF_K as RRF_K
-from argus_lab.store._memory_query import VECTOR_WEIGHT as VECTOR_WEIGHT
-from argus_lab.store._memory_query import _canonical as _canonical
-from argus_lab.store._memory_query import _fuse as _fuse
-from argus_lab.store._memory_query import _in as _in
-from argus_lab.store._memory_query import _like_meta as _like_meta
 from argus_lab.store._memory_records import (
     KINDS,
     HitMode,
@@ -145,7 +133,8 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
         optimize_rows: Rows written after which :meth:`optimize` runs by itself.
         vector_index_min_rows: Build the ANN index once this many rows exist.
         refine_factor: ANN candidates re-ranked on the full vectors, per hit
-            wanted: higher is more accurate and slower (see BENCHMARKS.md).
+            wanted (0: none): higher is more accurate and slower. Default: none
+            on the 4-bit index, 10 on a 1-bit one (see BENCHMARKS.md).
     """
 
     def __init__(
@@ -158,12 +147,20 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
         optimize_every: int = 64,
         optimize_rows: int = 4096,
         vector_index_min_rows: int = 4096,
-        refine_factor: int = 10,
+        refine_factor: int | None = None,
     ) -> None:
         if on_mismatch not in ("error", "reembed", "background"):
             raise ValueError(
                 "on_mismatch must be 'error', 'reembed' or 'background', got "
                 f"{on_mismatch!r}"
+            )
+        if refine_factor is not None and (
+            isinstance(refine_factor, bool)
+            or not isinstance(refine_factor, int)
+            or refine_factor < 0
+        ):
+            raise ValueError(
+                f"refine_factor must be an int >= 0 or None, got {refine_factor!r}"
             )
         self.path = Path(path).expanduser().resolve()
         self.on_mismatch: OnMismatch = on_mismatch
@@ -179,7 +176,7 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
         self._embedding: _Embedding | None = None
         self._vectors_checked = False
         self._space_ok = False
-        self._vector_index: bool | None = None
+        self._vector_index: list[str] | None = None  # names, once read
         self._pending_writes = 0
         self._pending_rows = 0
         self._job: ReembedJob | None = None
