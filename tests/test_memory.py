@@ -530,6 +530,18 @@ def test_the_ann_index_is_built_from_enough_rows_used_and_rebuilt_as_it_grows(
     assert m._vector_index_names() == ["vector_rq4_idx"]
     hit = m.search("record 850 about topic 36 and item 5950", k=1, mode="vector")[0]
     assert hit.id == "r850"
+    # Ranked from the codes alone, the hits still carry exact cosine distances
+    # (LanceDB's own figure there is an estimate of another metric), in order.
+    emb = HashEmbedder(64)
+    query = "topic 12 and item 861"
+    hits = m.search(query, k=5, mode="vector")
+    q = emb([query])[0]
+    for h in hits:
+        v = emb([h.text])[0]
+        cos = float((q * v).sum() / ((q * q).sum() ** 0.5 * (v * v).sum() ** 0.5))
+        assert h.distance == pytest.approx(1 - cos, abs=1e-5)
+    dists = [h.distance for h in hits]
+    assert dists == sorted(dists)
 
 
 def test_a_one_bit_index_of_an_earlier_version_is_reranked_then_rebuilt(
