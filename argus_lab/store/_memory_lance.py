@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["fts_rows", "open_table", "submit", "vector_rows"]
+__all__ = ["fts_rows", "open_table", "run", "submit", "vector_rows", "wait"]
 
 T = TypeVar("T")
 
@@ -29,6 +29,21 @@ def submit(coro: Any) -> Future[Any]:
     from lancedb.background_loop import LOOP
 
     return asyncio.run_coroutine_threadsafe(coro, LOOP.loop)
+
+
+def wait(future: Future[T]) -> T:
+    """The result of a started query; an interrupt (Ctrl-C) or error while
+    waiting cancels it on the loop (as LanceDB's sync API does)."""
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
+
+
+def run(coro: Any) -> Any:
+    """Runs ``coro`` on LanceDB's event loop and waits for it (see wait)."""
+    return wait(submit(coro))
 
 
 async def open_table(path: Path, name: str) -> Any:

@@ -237,7 +237,7 @@ class _MemoryQuery:
                 self._fallback_warned = True
             # A hybrid search's full-text leg is already under way: use it.
             hits = (
-                self._fts_hits(side.result())
+                self._fts_hits(_lance.wait(side))
                 if side is not None
                 else self._fts(query, want, filt)
             )
@@ -247,7 +247,7 @@ class _MemoryQuery:
             hits = vec
         else:
             assert side is not None
-            hits = _fuse(query, self._fts_hits(side.result()), vec)
+            hits = _fuse(query, self._fts_hits(_lance.wait(side)), vec)
         if metadata:
             hits = [
                 h
@@ -281,7 +281,7 @@ class _MemoryQuery:
             with self._lock:
                 if self._async_table is None:
                     opening = _lance.open_table(self.path, self._table.name)
-                    self._async_table = _lance.submit(opening).result()
+                    self._async_table = _lance.run(opening)
         return self._async_table
 
     def _fts_start(
@@ -293,7 +293,8 @@ class _MemoryQuery:
     def _fts(
         self, query: str, n: int, filt: str | None, note: str | None = None
     ) -> list[MemoryHit]:
-        return self._fts_hits(self._fts_start(query, n, filt).result(), note)
+        rows = _lance.fts_rows(self._lance(), query, n, filt, [*_SELECT, "_score"])
+        return self._fts_hits(_lance.run(rows), note)
 
     def _fts_hits(
         self, rows: list[dict[str, Any]], note: str | None = None
@@ -325,5 +326,5 @@ class _MemoryQuery:
             codes_only=refine is None and self._has_vector_index(),
             busy_column=NEXT,
         )
-        found = _lance.submit(rows).result()
+        found = _lance.run(rows)
         return None if found is None else self._hits(found, "vector")
