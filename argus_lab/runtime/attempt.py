@@ -118,6 +118,7 @@ class AttemptRunner:
         self._options = options
         self._root = root
         self._workdir: Path | None = None
+        self._workdir_made = False
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inline = InlineGate()
         self._intents = IntentBatch(state, lambda: signals.stopping is not None)
@@ -128,11 +129,15 @@ class AttemptRunner:
             return self._llm.tool_for(task)
         return self._state.tools.get(task.tool or "")
 
-    def _ctx(self, task_id: str, attempt: int, key: str) -> ToolContext:
+    def _ctx(self, task_id: str, attempt: int, key: str, tool: Tool) -> ToolContext:
         sid = self._state.info.id
         if self._workdir is None:
             self._workdir = self._root / "files" / sid
+        if tool.takes_ctx and not self._workdir_made:
+            # Only a tool that takes ``ctx`` can know the folder: the mkdir
+            # (~0.25 ms of CPU on these VMs, a run's first step) waits for one.
             self._workdir.mkdir(parents=True, exist_ok=True)
+            self._workdir_made = True
         return ToolContext(
             session_id=sid,
             task_id=task_id,
@@ -233,7 +238,7 @@ class AttemptRunner:
         )
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
         timeout = task.timeout or tool.timeout
-        call = _Call(task, tool, args, self._ctx(tid, attempt, key), timeout)
+        call = _Call(task, tool, args, self._ctx(tid, attempt, key, tool), timeout)
         if (
             tool.side_effect != "write"
             and self._options.executor is None

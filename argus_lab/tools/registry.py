@@ -44,7 +44,8 @@ class ToolContext:
     workspace: Path
     """The workspace folder."""
     workdir: Path
-    """A folder for this session's files (created on first use)."""
+    """A folder for this session's files (made before the session's first call of
+    a tool that takes ``ctx``)."""
     redactor: Redactor | None = None
     """The session's secret masker: what a tool writes into the workspace
     itself (files, memory) goes through it first (invariant 7)."""
