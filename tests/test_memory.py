@@ -544,6 +544,36 @@ def test_the_ann_index_is_built_from_enough_rows_used_and_rebuilt_as_it_grows(
     assert dists == sorted(dists)
 
 
+def _cosine_distances(hits: list[MemoryHit], query: str) -> list[float]:
+    emb = HashEmbedder(64)
+    q = emb([query])[0]
+    out = []
+    for h in hits:
+        v = emb([h.text])[0]
+        cos = float((q * v).sum() / ((q * q).sum() ** 0.5 * (v * v).sum() ** 0.5))
+        out.append(1 - cos)
+    return out
+
+
+def test_distances_stay_cosine_when_another_memory_builds_the_index(
+    tmp_path: Path,
+) -> None:
+    """A Memory that found no index remembers that; another one (or a CLI run
+    in another process) then builds the 4-bit index. The first one's hits
+    still carry exact cosine distances, not LanceDB's estimates from codes."""
+    texts = [f"record {i} about topic {i % 37} and item {i * 7}" for i in range(700)]
+    rows = [{"id": f"r{i}", "text": t} for i, t in enumerate(texts)]
+    a = Memory(tmp_path / "m", embedder=HashEmbedder(64), vector_index_min_rows=10**6)
+    a.add_many(rows)
+    query = "topic 12 and item 861"
+    assert a.search(query, k=1, mode="vector")  # no index yet: remembered
+    Memory(tmp_path / "m", embedder=HashEmbedder(64)).create_vector_index()
+    hits = a.search(query, k=5, mode="vector")
+    assert [h.distance for h in hits] == pytest.approx(
+        _cosine_distances(hits, query), abs=1e-5
+    )
+
+
 def test_a_one_bit_index_of_an_earlier_version_is_reranked_then_rebuilt(
     tmp_path: Path,
 ) -> None:
@@ -562,6 +592,14 @@ def test_a_one_bit_index_of_an_earlier_version_is_reranked_then_rebuilt(
     m = Memory(tmp_path / "memory", embedder=HashEmbedder(64))
     assert m._vector_index_names() == ["vector_idx"] and m._refine() == 10
     assert m.search(texts[123], k=1, mode="vector")[0].id == "r123"
+    # Re-ranked on the full vectors, so LanceDB's distances are exact cosine
+    # (from the 1-bit codes they would be ~2x off).
+    query = "topic 12 and item 861"
+    hits = m.search(query, k=5, mode="vector")
+    assert len(hits) == 5
+    assert [h.distance for h in hits] == pytest.approx(
+        _cosine_distances(hits, query), abs=1e-5
+    )
     m.optimize()
     assert m._vector_index_names() == ["vector_onepart_rq4_idx"]
     assert m._refine() is None

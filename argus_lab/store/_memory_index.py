@@ -261,6 +261,7 @@ class _MemoryIndex:
                 return  # no vectors, or a re-embedding will index its own
             rows = t.count_rows()
             names = self._vector_index_names()
+            self._vector_index = names  # another process may have rebuilt it
             if (
                 (not names and rows >= self.vector_index_min_rows)
                 or (_SMALL_INDEX in names and rows >= _partition_rows())

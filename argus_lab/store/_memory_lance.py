@@ -43,7 +43,16 @@ def wait(future: Future[T]) -> T:
 
 def run(coro: Any) -> Any:
     """Runs ``coro`` on LanceDB's event loop and waits for it (see wait)."""
-    return wait(submit(coro))
+    future = None
+    try:  # from before submitting: an interrupt between the two still cancels
+        future = submit(coro)
+        return future.result()
+    except BaseException:
+        if future is not None:
+            future.cancel()
+        else:
+            coro.close()  # never scheduled: no "was never awaited" warning
+        raise
 
 
 async def open_table(path: Path, name: str) -> Any:
@@ -86,11 +95,13 @@ async def vector_rows(
     """Nearest by cosine (``_distance``), nearest first; None if the table has
     ``busy_column`` (a re-embedding is under way: its vectors are mid-swap).
 
-    ``codes_only``: the ANN index ranks from its codes with no re-ranking step;
-    LanceDB then reports their estimate of the squared L2 distance of the
-    normalised vectors (~2x the cosine distance, off by up to ~4%), so the
-    hits' own vectors are read with them and their exact cosine distances
-    computed here (and the hits re-ordered by them).
+    ``codes_only``: no re-ranking step. Where an ANN index answers, LanceDB
+    then reports its codes' estimate of the squared L2 distance of the
+    normalised vectors (~2x the cosine distance, off by up to ~4%), and
+    whether one answers is not known here (another process may have built it
+    a moment ago): the hits' own vectors are read with them and their exact
+    cosine distances computed here, the hits re-ordered by them. A query with
+    no direction (a zero vector) has no nearest: no hits.
     """
     if busy_column in (await table.schema()).names:
         return None
@@ -118,6 +129,8 @@ def _exact_distances(got: Any, vector: Any) -> Any:
     pa = importlib.import_module("pyarrow")  # no type stubs: used through Any
     m = got["vector"].combine_chunks().flatten().to_numpy().reshape(got.num_rows, -1)
     q = np.asarray(vector, dtype=np.float32)
+    if not np.linalg.norm(q):
+        return got.slice(0, 0).drop_columns(["vector"])  # no direction: no hits
     norms = np.linalg.norm(m, axis=1) * float(np.linalg.norm(q))
     with np.errstate(divide="ignore", invalid="ignore"):
         d = np.where(norms > 0, 1.0 - (m @ q) / norms, 1.0)

@@ -154,7 +154,6 @@ class _MemoryQuery:
         def _open(self) -> Any | None: ...
         def _ensure_space(self) -> None: ...
         def _refine(self) -> int | None: ...
-        def _has_vector_index(self, *, refresh: bool = False) -> bool: ...
         def backfill_vectors(
             self,
             *,
@@ -323,7 +322,9 @@ class _MemoryQuery:
             filt,
             [*_SELECT, "_distance"],
             refine=refine,
-            codes_only=refine is None and self._has_vector_index(),
+            # Not keyed on the cached index list: another process may have
+            # built the index since; exact distances are cheap either way.
+            codes_only=refine is None,
             busy_column=NEXT,
         )
         found = _lance.run(rows)

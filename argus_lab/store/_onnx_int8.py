@@ -24,6 +24,7 @@ from typing import Any
 __all__ = ["int8_matmuls"]
 
 _INT8 = 3  # onnx TensorProto.DataType.INT8
+_FLOAT = 1  # onnx TensorProto.DataType.FLOAT
 
 
 @functools.cache
@@ -92,7 +93,7 @@ def int8_matmuls(blob: bytes) -> tuple[bytes, int]:
         for x in n.input:
             uses[x] = uses.get(x, 0) + 1
     dropped: set[int] = set()
-    flat_scales = []
+    flat_scales: dict[str, Any] = {}
     replaced = 0
     for n in g.node:
         if n.op_type != "MatMul" or n.domain or len(n.input) != 2:
@@ -107,17 +108,21 @@ def int8_matmuls(blob: bytes) -> tuple[bytes, int]:
             w, s = inits.get(cast.input[0]), inits.get(scale)
             if w is None or s is None or w.data_type != _INT8 or len(w.dims) != 2:
                 continue
-            if list(s.dims) not in ([w.dims[1]], [1, w.dims[1]]):
-                continue  # only a scale per output column (or its [1, N] form)
-            flat = tensor_cls()
-            flat.CopyFrom(s)
-            flat.name = f"{s.name}__per_column"
-            del flat.dims[:]
-            flat.dims.append(w.dims[1])
-            flat_scales.append(flat)
+            if s.data_type != _FLOAT or list(s.dims) not in (
+                [w.dims[1]],
+                [1, w.dims[1]],
+            ):
+                continue  # only a float scale per output column (or its [1, N] form)
+            flat_name = f"{s.name}__per_column"
+            if flat_name not in flat_scales:  # one copy per scale, however shared
+                flat = flat_scales[flat_name] = tensor_cls()
+                flat.CopyFrom(s)
+                flat.name = flat_name
+                del flat.dims[:]
+                flat.dims.append(w.dims[1])
             dropped.update((id(mul), id(cast)))
             n.op_type, n.domain = "DynamicQuantizeMatMul", "com.microsoft"
-            n.input[1:] = [w.name, flat.name]
+            n.input[1:] = [w.name, flat_name]
             replaced += 1
             break
     if not replaced:
@@ -126,7 +131,7 @@ def int8_matmuls(blob: bytes) -> tuple[bytes, int]:
     del g.node[:]
     for raw in kept:
         g.node.add().MergeFromString(raw)
-    g.initializer.extend(flat_scales)
+    g.initializer.extend(flat_scales.values())
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.add(domain="com.microsoft", version=1)
     return model.SerializeToString(), replaced
