@@ -27,50 +27,38 @@ _INT8 = 3  # onnx TensorProto.DataType.INT8
 _FLOAT = 1  # onnx TensorProto.DataType.FLOAT
 
 
+# The fields of onnx.proto this module reads or writes: (name, number, type),
+# a leading "*" for repeated; a type in _SCHEMA is a message. ONNX's numbers.
+_SCHEMA: dict[str, tuple[tuple[str, int, str], ...]] = {
+    "Opset": (("domain", 1, "string"), ("version", 2, "int64")),
+    "Tensor": (("*dims", 1, "int64"), ("data_type", 2, "int32"), ("name", 8, "string")),
+    "Node": (
+        ("*input", 1, "string"),
+        ("*output", 2, "string"),
+        ("name", 3, "string"),
+        ("op_type", 4, "string"),
+        ("domain", 7, "string"),
+    ),
+    "Graph": (("*node", 1, "Node"), ("*initializer", 5, "Tensor")),
+    "Model": (("graph", 7, "Graph"), ("*opset_import", 8, "Opset")),
+}
+
+
 @functools.cache
 def _classes() -> tuple[Any, Any]:
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     f = descriptor_pb2.FileDescriptorProto(name="argus_onnx_min.proto", package="m")
     T = descriptor_pb2.FieldDescriptorProto
-    rep, opt = T.LABEL_REPEATED, T.LABEL_OPTIONAL
-
-    def msg(name: str, *fields: tuple[str, int, int, int, str]) -> None:
-        m = f.message_type.add(name=name)
-        for fname, number, label, ftype, tname in fields:
-            m.field.add(name=fname, number=number, label=label, type=ftype)
-            if tname:
-                m.field[-1].type_name = f".m.{tname}"
-
-    msg(
-        "Opset",
-        ("domain", 1, opt, T.TYPE_STRING, ""),
-        ("version", 2, opt, T.TYPE_INT64, ""),
-    )
-    msg(
-        "Tensor",
-        ("dims", 1, rep, T.TYPE_INT64, ""),
-        ("data_type", 2, opt, T.TYPE_INT32, ""),
-        ("name", 8, opt, T.TYPE_STRING, ""),
-    )
-    msg(
-        "Node",
-        ("input", 1, rep, T.TYPE_STRING, ""),
-        ("output", 2, rep, T.TYPE_STRING, ""),
-        ("name", 3, opt, T.TYPE_STRING, ""),
-        ("op_type", 4, opt, T.TYPE_STRING, ""),
-        ("domain", 7, opt, T.TYPE_STRING, ""),
-    )
-    msg(
-        "Graph",
-        ("node", 1, rep, T.TYPE_MESSAGE, "Node"),
-        ("initializer", 5, rep, T.TYPE_MESSAGE, "Tensor"),
-    )
-    msg(
-        "Model",
-        ("graph", 7, opt, T.TYPE_MESSAGE, "Graph"),
-        ("opset_import", 8, rep, T.TYPE_MESSAGE, "Opset"),
-    )
+    for message, fields in _SCHEMA.items():
+        m = f.message_type.add(name=message)
+        for name, number, kind in fields:
+            field = m.field.add(name=name.lstrip("*"), number=number)
+            field.label = T.LABEL_REPEATED if name[0] == "*" else T.LABEL_OPTIONAL
+            if kind in _SCHEMA:
+                field.type, field.type_name = T.TYPE_MESSAGE, f".m.{kind}"
+            else:
+                field.type = getattr(T, f"TYPE_{kind.upper()}")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
     get = message_factory.GetMessageClass
