@@ -173,7 +173,12 @@ def exact(embedder: Any, memories: list[Any], queries: list[Any]) -> list[list[s
     import numpy as np
 
     docs = np.asarray(embedder([m["text"] for m in memories]), dtype=np.float32)
-    qv = np.asarray(embedder([q["query"] for q in queries]), dtype=np.float32)
+    texts = [q["query"] for q in queries]
+    one = getattr(embedder, "embed_query", None)  # queries as Memory embeds them
+    qv = np.asarray(
+        [one(t) for t in texts] if one is not None else embedder(texts),
+        dtype=np.float32,
+    )
     top = np.argsort(-(qv @ docs.T), axis=1)[:, :10]
     return [[memories[j]["id"] for j in row] for row in top]
 
@@ -262,6 +267,11 @@ class Cached:
     def __init__(self, inner: Any) -> None:
         self.inner, self.memo = inner, {}
         self.name, self.version, self.dim = inner.name, inner.version, inner.dim
+
+    def embed_query(self, text: str) -> Any:
+        # Queries as Memory embeds them (MiniLM: on its int8 kernels).
+        q = getattr(self.inner, "embed_query", None)
+        return q(text) if q is not None else self([text])[0]
 
     def __call__(self, texts: list[str]) -> Any:
         import numpy as np
