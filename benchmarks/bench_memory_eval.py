@@ -184,8 +184,16 @@ def exact(embedder: Any, memories: list[Any], queries: list[Any]) -> list[list[s
 
 
 def scale(
-    n: int, memories: list[dict[str, Any]], queries: list[Any], embedder: str
+    n: int,
+    memories: list[dict[str, Any]],
+    queries: list[Any],
+    embedder: str,
+    keep: Path | None = None,
 ) -> Any:
+    """Latency (and recall) at ``n`` memories. ``keep``: build the table in
+    this folder and leave it there, or reuse it if it holds ``n`` memories
+    (latency on this VM moves between sittings; a kept table lets a later
+    sitting measure again without embedding 100k texts anew)."""
     from build import distractor, words_of  # the dataset's generator
 
     rng = random.Random(2026)
@@ -194,8 +202,8 @@ def scale(
     rows += [
         distractor(rng, vocab, i) | {"id": f"y{i:06d}"} for i in range(n - len(rows))
     ]
-    folder = Path(tempfile.mkdtemp(prefix="argus-bench-scale-"))
-    res: dict[str, Any] = {"n": n, "embedder": embedder}
+    folder = keep or Path(tempfile.mkdtemp(prefix="argus-bench-scale-"))
+    res: dict[str, Any] = {"n": n, "embedder": embedder, "reused": False}
     try:
         m = Memory(
             folder / "memory",
@@ -203,14 +211,17 @@ def scale(
             optimize_every=10**9,
             optimize_rows=10**9,
         )
-        t0 = time.perf_counter()
-        for i in range(0, n, 1000):
-            m.add_many(rows[i : i + 1000])
-        res["add_many_s"] = time.perf_counter() - t0
-        res["add_many_per_s"] = n / res["add_many_s"]
-        t0 = time.perf_counter()
-        m.optimize()
-        res["optimize_s"] = time.perf_counter() - t0
+        if keep is not None and len(m) == n:
+            res["reused"] = True
+        else:
+            t0 = time.perf_counter()
+            for i in range(0, n, 1000):
+                m.add_many(rows[i : i + 1000])
+            res["add_many_s"] = time.perf_counter() - t0
+            res["add_many_per_s"] = n / res["add_many_s"]
+            t0 = time.perf_counter()
+            m.optimize()
+            res["optimize_s"] = time.perf_counter() - t0
         texts = [q["query"] for q in queries]
         for mode in MODES:
             for t in texts[:20]:  # warm-up
@@ -241,7 +252,8 @@ def scale(
             for a, b in zip(res["vector"]["ranked"], exact_ranked, strict=True)
         ) / len(texts)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
     return res
 
 
@@ -365,14 +377,19 @@ def render(q: dict[str, Any], s: dict[str, Any] | None, wall: float) -> str:
             cells += f" | {r['lexical']['recall@5']:.3f} | {r['lexical']['mrr@10']:.3f}"
             lines.append(f"| {emb} | {mode} | {cells} |")
     if s is not None:
+        built = (
+            "a table kept by an earlier run (--keep)"
+            if s["reused"]
+            else f"`add_many` {s['add_many_per_s']:,.0f} memories/s end to end "
+            f"(embedding + upsert, {s['add_many_s']:.1f} s), then `optimize()` "
+            f"{s['optimize_s']:.1f} s (FTS index + IVF_RQ build)"
+        )
         lines += [
             "",
-            f"At {s['n']:,} memories (embedder: {s['embedder']}): `add_many` "
-            f"{s['add_many_per_s']:,.0f} memories/s end to end (embedding + "
-            f"upsert, {s['add_many_s']:.1f} s), then `optimize()` "
-            f"{s['optimize_s']:.1f} s (FTS index + IVF_RQ build; vector index "
-            f"{', '.join(s['index']) or 'none'}). The vector search's top 10 "
-            f"holds {s['overlap@10']:.3f} of an exact cosine scan's top 10.",
+            f"At {s['n']:,} memories (embedder: {s['embedder']}): {built}; vector "
+            f"index {', '.join(s['index']) or 'none'}. "
+            f"The vector search's top 10 holds {s['overlap@10']:.3f} of an exact "
+            "cosine scan's top 10.",
             "",
             "| mode | p50 ms | p95 ms | target p50 | recall@5 all | recall@5 "
             "paraphrase | MRR@10 paraphrase |",
@@ -408,6 +425,12 @@ def main() -> None:
     )
     ap.add_argument("--compare", type=int, metavar="N", help="compare embedders")
     ap.add_argument("--latency", action="store_true", help="the latency part only")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="build the latency part's table in DIR and keep it; reuse it if there",
+    )
     a = ap.parse_args()
     t0 = time.perf_counter()
     memories, queries = load()
@@ -415,7 +438,9 @@ def main() -> None:
         print(compare(a.compare, memories, queries))
         return
     if a.latency:
-        print(render({}, scale(a.scale, memories, queries, a.scale_embedder), 0))
+        print(
+            render({}, scale(a.scale, memories, queries, a.scale_embedder, a.keep), 0)
+        )
         return
     q = {}
     for name, emb in (
@@ -428,7 +453,7 @@ def main() -> None:
     s = None
     if not a.quality:
         print(f"# {a.scale:,} memories ...", file=sys.stderr, flush=True)
-        s = scale(a.scale, memories, queries, a.scale_embedder)
+        s = scale(a.scale, memories, queries, a.scale_embedder, a.keep)
     md = render(q, s, time.perf_counter() - t0)
     print(md)
     if a.write:
