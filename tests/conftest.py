@@ -106,3 +106,22 @@ def boom(message: str = "boom") -> None:
 
 
 BASIC_TOOLS = [add, echo, boom]
+
+
+def chain_plan(
+    n: int, tool: str, *, prefix: str = "t", goal: str = "chain"
+) -> dict[str, object]:
+    """A chain of n tasks of one tool, each after the one before, with
+    ``args={"i": i}``: ids ``<prefix>0`` .. ``<prefix>{n-1}``."""
+    return {
+        "goal": goal,
+        "tasks": [
+            {
+                "id": f"{prefix}{i}",
+                "tool": tool,
+                "args": {"i": i},
+                **({"deps": [f"{prefix}{i - 1}"]} if i else {}),
+            }
+            for i in range(n)
+        ],
+    }

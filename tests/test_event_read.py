@@ -21,7 +21,7 @@ from argus_lab.events import EventBase, make_event
 from argus_lab.store import _commit, _event_read
 from argus_lab.store.checkpoints import SessionStore
 from argus_lab.store.envelope import EVENT_VERSION, JsonOnlyDisk, encode
-from tests.conftest import BASIC_TOOLS
+from tests.conftest import BASIC_TOOLS, chain_plan
 
 TRAJECTORY = Path(__file__).parent / "fixtures" / "trajectory" / "ws"
 PARENT = "penguin-review"  # a session of it (tests/fixtures/make_trajectory.py)
@@ -234,14 +234,7 @@ def test_a_chain_writes_one_row_per_commit_and_reads_back_every_event(
     def quick(i: int) -> int:
         return i
 
-    plan = {
-        "tasks": [
-            {"id": f"t{i}", "tool": "quick", "args": {"i": i}}
-            | ({"deps": [f"t{i - 1}"]} if i else {})
-            for i in range(6)
-        ]
-    }
-    s = ws.new_session(plan=plan, tools=[quick], name="rows")
+    s = ws.new_session(plan=chain_plan(6, "quick"), tools=[quick], name="rows")
     assert s.run().status == "succeeded"
     events = [e.model_dump() for e in s.events()]
     s.close()

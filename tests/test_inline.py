@@ -15,6 +15,7 @@ import pytest
 import argus_lab as al
 from argus_lab.runtime import executor
 from argus_lab.runtime.executor import INLINE_AFTER
+from tests.conftest import chain_plan
 
 BUDGET = 0.05
 """The inline budget in these tests: far above a quick call, even on a busy
@@ -27,18 +28,7 @@ def _roomy_budget(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def chain(n: int, tool: str = "where") -> dict[str, object]:
-    return {
-        "goal": "inline",
-        "tasks": [
-            {
-                "id": f"t{i}",
-                "tool": tool,
-                "args": {"i": i},
-                **({"deps": [f"t{i - 1}"]} if i else {}),
-            }
-            for i in range(n)
-        ],
-    }
+    return chain_plan(n, tool, goal="inline")
 
 
 def recorder(**options: object) -> tuple[al.Tool, list[str]]:

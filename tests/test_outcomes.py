@@ -16,6 +16,7 @@ import argus_lab as al
 from argus_lab.runtime.outcomes import OutcomeBatch
 from argus_lab.runtime.state import SessionState
 from argus_lab.store.checkpoints import SessionStore
+from tests.conftest import chain_plan
 from tests.test_runtime_state import make_state, reader
 
 N = 12
@@ -338,14 +339,7 @@ def test_inline_steps_commit_alone_in_a_chain_and_together_in_a_fan_out(
     record. Either way each task's record and both its events share a commit."""
     commits = Commits(monkeypatch)
     ws = al.Workspace(tmp_path / "ws")
-    chain = {
-        "goal": "chain",
-        "tasks": [
-            {"id": f"c{i}", "tool": "quick", "args": {"i": i}}
-            | ({"deps": [f"c{i - 1}"]} if i else {})
-            for i in range(6)
-        ],
-    }
+    chain = chain_plan(6, "quick", prefix="c")
     s = ws.new_session(plan=chain, tools=[quick_inline], name="chain")
     assert s.run().status == "succeeded"
     s.close()
