@@ -2,8 +2,8 @@
 
 ``_MemoryIndex`` holds Memory's methods that open, create and widen the table,
 convert records to Arrow, delete, and maintain the indexes: optimize, the
-IVF_RQ vector index and vector backfill (re-embedding is in
-:mod:`argus_lab.store._memory_reembed`).
+IVF_RQ vector index (vector backfill is in :mod:`argus_lab.store._memory_backfill`,
+re-embedding in :mod:`argus_lab.store._memory_reembed`).
 
 LanceDB and pyarrow are imported on first use, not with this module.
 """
@@ -14,13 +14,14 @@ import importlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
-from argus_lab.store._memory_query import _COLUMNS, _SELECT, _canonical
+from argus_lab.store._memory_backfill import _MemoryBackfill
+from argus_lab.store._memory_query import _COLUMNS, _canonical
 from argus_lab.store._memory_reembed import NEXT
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def _partition_rows() -> int:
     return memory._PARTITION_ROWS
 
 
-class _MemoryIndex:
+class _MemoryIndex(_MemoryBackfill):
     """Memory's table and index methods (a mixin of
     :class:`~argus_lab.store.memory.Memory`)."""
 
@@ -80,8 +81,6 @@ class _MemoryIndex:
         _pending_writes: int
         _pending_rows: int
 
-        @staticmethod
-        def _record(row: Mapping[str, Any]) -> MemoryRecord: ...
         def _next_record(self) -> dict[str, Any] | None: ...
         def _ensure_space(self) -> None: ...
 
@@ -222,7 +221,7 @@ class _MemoryIndex:
 
     def delete(self, where: str) -> int:
         """Deletes the memories matching a SQL filter; returns how many."""
-        with self._lock:
+        with self._writing("delete memories"):
             t = self._open()
             if t is None:
                 return 0
@@ -251,7 +250,7 @@ class _MemoryIndex:
                 (LanceDB keeps every version otherwise; a few minutes protect
                 readers in other processes).
         """
-        with self._lock:
+        with self._writing("optimize"):
             self._pending_writes = self._pending_rows = 0
             t = self._open()
             if t is None:
@@ -277,7 +276,7 @@ class _MemoryIndex:
         """
         from lancedb.index import IvfRq
 
-        with self._lock:
+        with self._writing("build the vector index"):
             t = self._open()
             if t is None or self._dim() is None:
                 raise ArgusError(
@@ -331,52 +330,3 @@ class _MemoryIndex:
             return self.refine_factor or None
         rq4 = {_INDEX, _SMALL_INDEX} & set(self._vector_index or ())
         return None if rq4 else _LEGACY_REFINE
-
-    def backfill_vectors(
-        self, *, batch: int = 1024, progress: Progress | None = None
-    ) -> int:
-        """Embeds the memories written without a vector; returns how many.
-
-        Search does this by itself the first time it needs vectors.
-
-        Args:
-            batch: Memories embedded and written per step.
-            progress: Called as ``progress(done, total)`` after each step.
-        """
-        if self._embedding is None:
-            return 0
-        done = 0
-        with self._lock:
-            if self._open() is None:
-                return 0
-            self._ensure_space()
-            if self._next_record() is not None:
-                return 0  # the re-embedding fills its own column
-            dim = self._dim()
-            if dim is None:
-                dim = int(self._embedding.space()["dim"])
-            t = self._table_for(dim)
-            total = t.count_rows("vector IS NULL")
-            while done <= total:
-                rows = (
-                    t.search()
-                    .where("vector IS NULL")
-                    .select(_SELECT)
-                    .limit(batch)
-                    .to_arrow()
-                    .to_pylist()
-                )
-                if not rows:
-                    break
-                recs = [self._record(r) for r in rows]
-                vectors = self._embedding.docs([r.text for r in recs])
-                t.merge_insert("id").when_matched_update_all().execute(
-                    self._arrow(recs, vectors)
-                )
-                done += len(recs)
-                if progress is not None:
-                    progress(done, total)
-                if total > 10 * batch:
-                    log.info("memory at %s: embedded %d of %d", self.path, done, total)
-            self._vectors_checked = True
-        return done

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
+from argus_lab.store._memory_lock import _Writing
 from argus_lab.store.embedding import EmbedderMismatchError, _Embedding, describe
 from argus_lab.store.memory_embedders import BUNDLED
 
@@ -106,7 +107,7 @@ class ReembedJob:
         )
 
 
-class _MemoryReembed:
+class _MemoryReembed(_Writing):
     """Memory's re-embedding methods (a mixin of
     :class:`~argus_lab.store.memory.Memory`)."""
 
@@ -161,19 +162,17 @@ class _MemoryReembed:
             want = self._embedding.space()
             if nxt is not None and nxt != want:
                 # A re-embedding toward another embedder was left unfinished.
-                log.warning(
-                    "memory at %s: dropping an unfinished re-embedding toward %s",
-                    self.path,
-                    describe(nxt or None),
-                )
-                t.drop_columns([NEXT])
-                if self._dim() is None:
+                nxt = self._drop_next(t, nxt)
+                if self._dim() is None and nxt is None:
                     return
             have = nxt if nxt == want else self.embedder_record()
             if have is None and t.count_rows("vector IS NOT NULL") == 0:
-                meta = {_SPACE_KEY: json.dumps(want)}
-                t.replace_field_metadata("vector", meta)
-                have = want
+                with self._writing("record the embedder of the vectors"):
+                    have = self.embedder_record()  # another process's, if any
+                    if have is None and t.count_rows("vector IS NOT NULL") == 0:
+                        meta = {_SPACE_KEY: json.dumps(want)}
+                        t.replace_field_metadata("vector", meta)
+                        have = want
             if nxt != want and have == want:
                 self._space_ok = True
                 return
@@ -193,6 +192,19 @@ class _MemoryReembed:
         self.reembed(
             progress=self.progress, background=self.on_mismatch == "background"
         )
+
+    def _drop_next(self, t: Any, nxt: dict[str, Any]) -> dict[str, Any] | None:
+        """Drops a re-embedding toward ``nxt`` left unfinished (unless another
+        process did first); returns the record of ``vector_next`` after."""
+        with self._writing("drop an unfinished re-embedding"):
+            if self._next_record() == nxt:
+                log.warning(
+                    "memory at %s: dropping an unfinished re-embedding toward %s",
+                    self.path,
+                    describe(nxt or None),
+                )
+                t.drop_columns([NEXT])
+            return self._next_record()
 
     def _keep_bundled(self, have: Any, nxt: Any) -> bool:
         """Keeps the bundled embedder a memory was built with, when this one was
@@ -272,7 +284,7 @@ class _MemoryReembed:
         """Starts (or resumes) re-embedding on a worker thread; None when the
         memory has no vectors to redo (a backfill does)."""
         assert self._embedding is not None
-        with self._lock:
+        with self._writing("start a re-embedding"):
             if self._job is not None and not self._job.finished:
                 return self._job
             t = self._open()
@@ -281,13 +293,7 @@ class _MemoryReembed:
             if t is None or (self._dim() is None and nxt is None):
                 return None
             if nxt is not None and nxt != want:
-                log.warning(
-                    "memory at %s: dropping a re-embedding toward %s left unfinished",
-                    self.path,
-                    describe(nxt or None),
-                )
-                t.drop_columns([NEXT])
-                nxt = None
+                nxt = self._drop_next(t, nxt)
             if nxt is None:
                 meta = {_SPACE_KEY: json.dumps(want)}
                 t.add_columns(
@@ -352,15 +358,12 @@ class _MemoryReembed:
         # write below skips rows whose text changed meanwhile (their writer gave
         # them a new vector already).
         vectors = emb.docs(rows.column("text").to_pylist())
-        from argus_lab.store._memory_index import _pa
+        from argus_lab.store._memory_backfill import with_vectors
 
-        pa = _pa()
-        dim = int(vectors.shape[1])
-        col = pa.FixedSizeListArray.from_arrays(
-            pa.array(vectors.ravel(), pa.float32()), dim
-        )
-        data = rows.append_column(pa.field(NEXT, pa.list_(pa.float32(), dim)), col)
-        with self._lock:
+        data = with_vectors(rows, vectors, NEXT)
+        with self._writing("re-embed a batch of memories"):
+            if NEXT not in t.schema.names:
+                return 0  # swapped by another process meanwhile
             merge = t.merge_insert("id").when_matched_update_all(
                 where="target.text = source.text"
             )
@@ -370,7 +373,7 @@ class _MemoryReembed:
     def _finish_reembed(self, emb: _Embedding, target: dict[str, Any]) -> None:
         """Swaps the new vectors in: old index and column out, ``vector_next``
         renamed to ``vector`` (its record goes with it)."""
-        with self._lock:
+        with self._writing("swap in re-embedded vectors"):
             t = self._open()
             assert t is not None
             nxt = self._next_record()

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from argus_lab.store._memory_index import Progress, _MemoryIndex
+from argus_lab.store._memory_lock import WriteLock
 from argus_lab.store._memory_query import _SELECT, _MemoryQuery, _sql
 from argus_lab.store._memory_records import (
     KINDS,
@@ -114,8 +115,8 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
     """Long-term memory of a workspace (or any folder), on LanceDB.
 
     Most code gets one with ``ws.memory`` (or :func:`open_memory`), which shares
-    one instance per folder in a process. Writes are serialised by a lock;
-    searches run concurrently. Other processes' writes are seen at the next call.
+    one instance per folder in a process. Writes take turns, across processes
+    too (:mod:`~argus_lab.store._memory_lock`); searches run concurrently.
 
     Args:
         path: The folder holding the LanceDB database (created if missing).
@@ -170,6 +171,7 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
         self.vector_index_min_rows = vector_index_min_rows
         self.refine_factor = refine_factor
         self._lock = threading.RLock()
+        self._writer = WriteLock(self.path, self._lock)  # and other processes
         self._db: Any = None
         self._table: Any = None
         self._async_table: Any = None  # the same table on LanceDB's async API
@@ -260,7 +262,7 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
         vectors = (
             self._embedding.docs([r.text for r in recs]) if self._embedding else None
         )
-        with self._lock:
+        with self._writing(f"write {len(recs)} memories"):
             t = self._table_for(None if vectors is None else int(vectors.shape[1]))
             data = self._arrow(recs, vectors)
             merge = t.merge_insert("id").when_matched_update_all()
@@ -368,7 +370,7 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
             format=format,
             metadata=metadata,
         )
-        with self._lock:
+        with self._writing(f"ingest {len(recs)} chunks"):
             ids = self.add_many(recs)
             # Chunks left over from a longer earlier version of this source.
             first_stale = f"{prefix}-{len(recs):06d}"
