@@ -104,6 +104,7 @@ def role(path: str, name: str, who: int, start: Any, out: Any, stop: Any) -> Non
             detail = ROLES[name](m, who, stop)
         out.put((who, "ok", detail))
     except BaseException as e:
+        start.abort()  # the others stop waiting for this one at once
         out.put((who, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
 
