@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -369,6 +370,21 @@ def test_demo_runs_the_study_and_says_what_it_shows(demo: dict[str, Any]) -> Non
     published = demo["root"] / "pub"
     assert f"published: {published / 'report.md'}" in out
     assert len(list((published / "figures").glob("*.png"))) == 10
+
+
+@pytest.mark.slow
+def test_demo_says_it_stopped_where_the_readme_says(demo: dict[str, Any]) -> None:
+    # The README: "the run stops after 20 tasks"; tasks already running finish
+    # too, and the line used to give their sum (e.g. "after 24") as the stop.
+    m = re.search(
+        r"checkpointed resume: stopped the run after (\d+) tasks \(as Ctrl-C or a "
+        r"closed laptop would(?:; the (\d+) already running finished first)?\) "
+        r".*: (\d+) finished tasks kept",
+        demo["out"],
+    )
+    assert m is not None, demo["out"]
+    late = int(m[2] or 0)
+    assert int(m[1]) == 20 and int(m[3]) == 20 + late
 
 
 @pytest.mark.slow

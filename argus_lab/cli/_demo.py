@@ -153,11 +153,15 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
             interrupted = _done(s)
             s.close()
             s = runner.open_session(ws, name)
+            # The run is stopped once --interrupt-at tasks succeeded; the tasks
+            # already running finish first, so more than that are kept.
+            late = interrupted - trigger.at
+            also = f"; the {late} already running finished first" if late > 0 else ""
             out.say(
-                f"checkpointed resume: stopped the run after {interrupted} tasks (as "
-                "Ctrl-C or a closed laptop would) and closed the session; reopened "
-                f"it from its checkpoint on disk: {_done(s)} finished tasks kept, "
-                "none repeated; running the rest."
+                f"checkpointed resume: stopped the run after {trigger.at} tasks (as "
+                f"Ctrl-C or a closed laptop would{also}) and closed the session; "
+                f"reopened it from its checkpoint on disk: {_done(s)} finished tasks "
+                "kept, none repeated; running the rest."
             )
             res = run_session(s, out)
         if res.status == "paused" and s.pending_approvals() and args.ask:
