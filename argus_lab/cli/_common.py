@@ -41,6 +41,7 @@ __all__ = [
     "open_session",
     "plain",
     "styled",
+    "vacant_name",
     "workspace",
 ]
 
@@ -182,6 +183,21 @@ def known_session(ws: Workspace, name: str) -> str:
         recent = ", ".join(i.name for i in ws.sessions()[-8:]) or "none yet"
         raise UsageError(f"no session {name!r} in {ws.path} (recent: {recent})")
     return ws.resolve(name)
+
+
+def vacant_name(ws: Workspace, name: str | None, flag: str = "--name") -> None:
+    """Refuse a new session's name that is taken, as bad input (exit 2).
+
+    Raises:
+        UsageError: A session of that name exists (the message says how to go on
+            with it, in ``argus`` words).
+    """
+    if name is not None and name in ws:
+        raise UsageError(
+            f"a session named {name!r} already exists in {ws.path}: `argus resume "
+            f"{name}` goes on with it, `argus rm {name}` removes it; or give "
+            f"{flag} another name"
+        )
 
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:

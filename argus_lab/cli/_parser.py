@@ -60,6 +60,17 @@ def _session_name(text: str) -> str:
             f"session name {text!r} must start with a letter or digit and use "
             "only letters, digits, '.', '_' or '-' (at most 64)"
         )
+    from argus_lab.redact import Redactor  # light: re and os
+
+    # A name is a key of the workspace's index, so it cannot be masked: a name
+    # that looks like a key or holds a secret env var's value is refused here,
+    # in one line, rather than by the workspace with a traceback.
+    if Redactor().needed(text):
+        raise argparse.ArgumentTypeError(
+            "the session name looks like a secret (an API key, a token, or the "
+            "value of a secret environment variable); names are stored as they "
+            "are and cannot be masked: choose another name"
+        )
     return text
 
 

@@ -21,6 +21,7 @@ from argus_lab.cli._common import (
     print_tasks,
     styled,
     task_rows,
+    vacant_name,
     workspace,
     workspace_path,
 )
@@ -79,6 +80,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     tools = load_tools(args.tools)
     extra = {"planner": load_planner(args.planner)} if args.planner else {}
     ws = workspace(args, create=True)
+    vacant_name(ws, args.name)
     s = ws.new_session(
         plan=plan,
         tools=tools,
@@ -114,6 +116,7 @@ def cmd_fork(args: argparse.Namespace, out: Out) -> int:
     """Branch a session at a task; with --run, run the branch now."""
     ws = workspace(args)
     opts = session_setup(ws, args.name, args) if args.run else {}
+    vacant_name(ws, args.new_name)
     with open_session(ws, args.name, **opts) as parent:
         _need_task(parent, args.at, "task")
         fork = parent.fork(at=args.at, name=args.new_name, reuse=args.reuse)
