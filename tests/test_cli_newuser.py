@@ -6,6 +6,8 @@ Found by installing the package in a fresh venv and following the README.
 
 from __future__ import annotations
 
+import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,14 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, s
     code = main([str(a) for a in argv])
     got = capsys.readouterr()
     return code, got.out, got.err
+
+
+def _line(text: str, after: str) -> list[str]:
+    """The ``argus ...`` command printed after ``after``, as argv for main()."""
+    (line,) = [ln for ln in text.splitlines() if after in ln]
+    argv = shlex.split(line.split(after, 1)[1])
+    assert argv[0] == "argus"
+    return argv[1:]
 
 
 @pytest.mark.parametrize(
@@ -92,3 +102,49 @@ def test_a_taken_name_is_bad_input_and_says_how_to_go_on(
         capsys, "-w", ws, "fork", "dup", "--at", "mail", "--name", "dup"
     )
     assert code == 2 and "give --name another name" in err
+
+
+def test_every_printed_resume_line_works_as_printed(
+    capsys: pytest.CaptureFixture[str], files: tuple[Path, Path, Path]
+) -> None:
+    """The approve / resume / fork hints name --tools and -w: copied, they run."""
+    ws, plan, tools = files
+    code, out, _ = _cli(capsys, "-w", ws, "run", plan, "--tools", tools, "--name", "m")
+    assert code == 3  # paused for the write tool's approval
+    resume = _line(out, "then ")
+    # Before: `argus resume m`, which has no workspace here and no tools (exit 2).
+    assert resume == ["resume", "m", "-w", str(ws), "--tools", str(tools)]
+    code, out, _ = _cli(capsys, "-w", ws, "approve", "m", "mail")
+    assert code == 0
+    # approve takes no --tools, so its line names the option to fill in.
+    assert _line(out, "continue with: ") == [
+        *("resume", "m", "-w", str(ws), "--tools", "MODULE_OR_FILE")
+    ]
+    code, out, _ = _cli(capsys, *resume, "--json")
+    assert code == 0 and json.loads(out)["status"] == "succeeded"
+
+    code, out, _ = _cli(capsys, "-w", ws, "fork", "m", "--at", "mail", "--name", "f")
+    assert code == 0
+    run_fork = _line(out, "run it: ")
+    assert run_fork[:4] == ["resume", "f", "-w", str(ws)]
+    assert run_fork[4:] == ["--tools", "MODULE_OR_FILE"]
+    run_fork[-1] = str(tools)
+    code, out, _ = _cli(capsys, *run_fork, "--yes", "--json")
+    assert code == 0 and json.loads(out)["status"] == "succeeded"
+
+
+def test_a_demo_session_needs_no_tools_in_its_hints() -> None:
+    from argus_lab.cli._common import resume_command
+    from argus_lab.cli._parser import build_parser
+
+    args = build_parser().parse_args(["approve", "d", "t"])
+    assert resume_command("d", args, needs_tools=False) == "argus resume d"
+    assert resume_command("d", args, needs_tools=True) == (
+        "argus resume d --tools MODULE_OR_FILE"
+    )
+    args = build_parser().parse_args(
+        ["-w", "my runs", "resume", "d", "--tools", "a.py", "--tools", "b"]
+    )
+    assert resume_command("d", args, needs_tools=True) == (
+        "argus resume d -w 'my runs' --tools a.py,b"
+    )

@@ -114,26 +114,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArgusError as e:
         return _fail(out, args.command, e.message, EXIT_ERROR)
     except KeyboardInterrupt as e:
-        return _fail(out, args.command, _interrupted(e), EXIT_INTERRUPTED)
+        return _fail(out, args.command, _interrupted(e, args), EXIT_INTERRUPTED)
     except BrokenPipeError:
         return _closed_pipe()
 
 
-def _interrupted(e: KeyboardInterrupt) -> str:
+def _interrupted(e: KeyboardInterrupt, args: argparse.Namespace) -> str:
+    from argus_lab.cli._common import resume_command
+
     name = getattr(e, "session", None)
     if not name:
         return "interrupted (Ctrl-C)"
+    # The line to go on with, as it works when copied: with this run's --tools.
+    again = resume_command(name, args, needs_tools=getattr(e, "needs_tools", False))
     running = getattr(e, "in_flight", [])
     if not running:
         return (
             "interrupted: running tasks finished and were saved; session "
-            f"{name!r} is paused (argus resume {name} goes on)"
+            f"{name!r} is paused ({again} goes on)"
         )
     ids = ", ".join(running[:5]) + (", ..." if len(running) > 5 else "")
     return (
         f"interrupted again before {len(running)} running task(s) finished "
-        f"({ids}); session {name!r} is paused and nothing failed: argus resume "
-        f"{name} reruns them if their tools are idempotent, else holds them in doubt"
+        f"({ids}); session {name!r} is paused and nothing failed: {again} "
+        "reruns them if their tools are idempotent, else holds them in doubt"
     )
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "known_session",
     "open_session",
     "plain",
+    "resume_command",
     "styled",
     "vacant_name",
     "workspace",
@@ -198,6 +199,28 @@ def vacant_name(ws: Workspace, name: str | None, flag: str = "--name") -> None:
             f"{name}` goes on with it, `argus rm {name}` removes it; or give "
             f"{flag} another name"
         )
+
+
+def resume_command(name: str, args: argparse.Namespace, *, needs_tools: bool) -> str:
+    """The ``argus resume`` line that works for this session, copied as printed.
+
+    A session's tools are code and are not stored, so the line repeats this
+    command's ``--tools`` (and ``--planner``), or names the option when the
+    session needs tools this command was not given; ``-w`` is repeated too.
+    """
+    import shlex
+
+    parts = ["argus", "resume", name]
+    if getattr(args, "workspace", None):
+        parts += ["-w", str(args.workspace)]
+    tools = [t for t in getattr(args, "tools", None) or [] if t.strip()]
+    if tools:
+        parts += ["--tools", ",".join(tools)]
+        if getattr(args, "planner", None):
+            parts += ["--planner", str(args.planner)]
+    elif needs_tools:
+        parts += ["--tools", "MODULE_OR_FILE"]
+    return shlex.join(parts)
 
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:

@@ -19,6 +19,7 @@ from argus_lab.cli._common import (
     open_session,
     plain,
     print_tasks,
+    resume_command,
     styled,
     task_rows,
     vacant_name,
@@ -26,7 +27,7 @@ from argus_lab.cli._common import (
     workspace_path,
 )
 from argus_lab.cli._run import run_session
-from argus_lab.cli._tools import load_planner, load_tools, session_setup
+from argus_lab.cli._tools import load_planner, load_tools, needs_tools, session_setup
 from argus_lab.errors import ArgusError, LostCommitsError
 
 if TYPE_CHECKING:
@@ -47,8 +48,18 @@ __all__ = [
 ]
 
 
-def report_run(s: Session, res: RunResult, out: Out, ws: Workspace) -> int:
-    """Print how a run ended (table, or JSON) and return its exit code."""
+def report_run(
+    s: Session,
+    res: RunResult,
+    out: Out,
+    ws: Workspace,
+    args: argparse.Namespace | None = None,
+) -> int:
+    """Print how a run ended (table, or JSON) and return its exit code.
+
+    ``args`` (the command's) make the printed ``argus resume`` line carry its
+    ``--tools`` and ``-w``, so that it works as printed.
+    """
     out.data(
         {
             "session": s.name,
@@ -65,9 +76,12 @@ def report_run(s: Session, res: RunResult, out: Out, ws: Workspace) -> int:
     out.say(f"session {s.name!r} {res}")
     if res.status == "paused" and s.pending_approvals():
         first = next(iter(s.pending_approvals()))
+        again = resume_command(
+            s.name, args or argparse.Namespace(), needs_tools=needs_tools(s.plan)
+        )
         out.say(
             f"decide: argus approve {s.name} {first}  (or argus reject ...), then "
-            f"argus resume {s.name}"
+            f"{again}"
         )
     return exit_code(res.status)
 
@@ -90,7 +104,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     )
     with s:
         res = run_session(s, out, approve_as="argus run --yes" if args.yes else None)
-        return report_run(s, res, out, ws)
+        return report_run(s, res, out, ws, args)
 
 
 def cmd_resume(args: argparse.Namespace, out: Out) -> int:
@@ -100,7 +114,7 @@ def cmd_resume(args: argparse.Namespace, out: Out) -> int:
     opts = session_setup(ws, args.name, args, **lost)
     with open_session(ws, args.name, **opts, **lost) as s:
         res = run_session(s, out, approve_as="argus resume --yes" if args.yes else None)
-        return report_run(s, res, out, ws)
+        return report_run(s, res, out, ws, args)
 
 
 def _need_task(s: Session, task: str, flag: str = "task") -> None:
@@ -144,13 +158,14 @@ def cmd_fork(args: argparse.Namespace, out: Out) -> int:
             out.say(
                 f"forked {args.name!r} at {args.at!r} as {fork.name!r}: {kept} "
                 f"results kept, {todo} tasks to run ({how}).\n"
-                f"run it: argus resume {fork.name}"
+                f"run it: "
+                + resume_command(fork.name, args, needs_tools=needs_tools(fork.plan))
             )
             return EXIT_OK
         res = run_session(
             fork, out, approve_as="argus fork --yes" if args.yes else None
         )
-        return report_run(fork, res, out, ws)
+        return report_run(fork, res, out, ws, args)
 
 
 def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
@@ -177,10 +192,11 @@ def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
         else:
             s.reject(args.task, args.reason, by="argus reject")
         name = s.name
+        again = resume_command(name, args, needs_tools=needs_tools(s.plan))
     decision = "approved" if approve else "rejected"
     out.data({"session": name, "task": args.task, "decision": decision})
     if approve:
-        out.say(f"approved {args.task!r}; continue with: argus resume {name}")
+        out.say(f"approved {args.task!r}; continue with: {again}")
     else:
         out.say(f"rejected {args.task!r}: {args.reason}")
     return EXIT_OK
@@ -249,15 +265,18 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def show_title(ws: Workspace, s: Session) -> tuple[str, str | None]:
+def show_title(
+    ws: Workspace, s: Session, args: argparse.Namespace | None = None
+) -> tuple[str, str | None]:
     """``name - status (k of n succeeded)`` from the records, and what to do."""
     prog = ws.progress(s.id)
     ok = prog["counts"].get("succeeded", 0)
     title = f"{s.name} - {prog['status']} ({ok} of {len(s.plan.tasks)} succeeded)"
     if prog["status"] == "interrupted":
-        return title, (
-            f"its run stopped when its process ended; argus resume {s.name} goes on"
+        again = resume_command(
+            s.name, args or argparse.Namespace(), needs_tools=needs_tools(s.plan)
         )
+        return title, f"its run stopped when its process ended; {again} goes on"
     if prog["status"] == "running" and prog["runner"]:
         r = prog["runner"]
         return title, f"running now in process {r['pid']} on {r['host']}"
@@ -291,7 +310,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         out.data(payload)
         if out.json_mode:
             return EXIT_OK
-        title, hint = show_title(ws, s)
+        title, hint = show_title(ws, s, args)
         print_tasks(s, out, title)
         if hint:
             out.say(hint)
