@@ -7,6 +7,7 @@ Found by installing the package in a fresh venv and following the README.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -148,3 +149,50 @@ def test_a_demo_session_needs_no_tools_in_its_hints() -> None:
     assert resume_command("d", args, needs_tools=True) == (
         "argus resume d -w 'my runs' --tools a.py,b"
     )
+
+
+@pytest.mark.parametrize("limit", ["0", "-3", "x"])
+def test_show_limit_must_be_a_positive_count(
+    capsys: pytest.CaptureFixture[str], limit: str
+) -> None:
+    # Before: 0 and -3 were taken, and showed every event or all but the first 3.
+    code, _, err = _cli(capsys, "show", "s", "--limit", limit)
+    assert code == 2 and "--limit" in err and "is not a whole number >= 1" in err
+
+
+def test_show_limit_shows_the_last_events_and_svg_says_where_it_went(
+    capsys: pytest.CaptureFixture[str], files: tuple[Path, Path, Path]
+) -> None:
+    ws, plan, tools = files
+    assert _cli(capsys, "-w", ws, "run", plan, "--tools", tools, "--yes")[0] == 0
+    code, out, _ = _cli(capsys, "-w", ws, "--json", "ls")
+    name = json.loads(out)[0]["name"]
+    # Before: --limit without --events showed no events at all.
+    code, out, _ = _cli(capsys, "-w", ws, "--json", "show", name, "--limit", "2")
+    shown = json.loads(out)
+    assert code == 0 and [e["kind"] for e in shown["events"]][-1] == (
+        "session_succeeded"
+    )
+    assert len(shown["events"]) == 2
+    svg = ws.parent / "graph.svg"
+    code, out, _ = _cli(capsys, "-w", ws, "show", name, "--svg", svg)
+    assert code == 0 and svg.read_text().lstrip().startswith(("<svg", "<?xml"))
+    assert out.rstrip().splitlines()[-1] == f"graph written to {svg}"
+
+
+def test_ls_of_a_missing_workspace_names_the_folder(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    typo = tmp_path / "wrokspace"
+    code, out, _ = _cli(capsys, "-w", typo, "ls")
+    # Before: "no sessions yet", as if the user's sessions had vanished.
+    assert code == 0 and f"no workspace at {typo} yet" in out
+    assert not typo.exists()
+
+
+def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    # The README lists 141 (output closed early); --help did not.
+    for argv in (["--help"], ["run", "--help"]):
+        code, out, _ = _cli(capsys, *argv)
+        codes = re.findall(r"\b(\d+)\s+[a-z]", out.split("exit codes:", 1)[1])
+        assert code == 0 and codes[:7] == ["0", "1", "2", "3", "4", "130", "141"]

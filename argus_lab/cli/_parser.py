@@ -17,7 +17,8 @@ __all__ = ["EPILOG", "EXIT_CODES", "build_parser"]
 EXIT_CODES = (
     "exit codes: 0 succeeded, 1 failed, 2 bad usage or input (e.g. no such "
     "session), 3 paused (needs a decision), 4 other Argus error (e.g. the session "
-    "is being run elsewhere), 130 interrupted (Ctrl-C; the session is paused)"
+    "is being run elsewhere), 130 interrupted (Ctrl-C; the session is paused), "
+    "141 output closed early (e.g. piped to head)"
 )
 EPILOG = f"""{EXIT_CODES}
 
@@ -181,7 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("show", "show a session's tasks (and events)")
     s.add_argument("name", help="session name or id")
     s.add_argument("--events", action="store_true", help="list its events too")
-    s.add_argument("--limit", type=int, metavar="N", help="only the last N events")
+    s.add_argument(
+        "--limit",
+        type=_positive,
+        metavar="N",
+        help="only the last N events (implies --events)",
+    )
     s.add_argument(
         "--svg", metavar="FILE", help="also write the graph as a standalone SVG file"
     )

@@ -214,9 +214,11 @@ def cmd_reject(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     """List the sessions of the workspace, oldest first."""
-    if not workspace_path(args).exists():
+    if not (where := workspace_path(args)).exists():
         out.data([])
-        out.say("no sessions yet: try `argus demo`")
+        # Name the folder: a mistyped -w or ARGUS_HOME must not look like a
+        # workspace whose sessions vanished.
+        out.say(f"no workspace at {where} yet, so no sessions: try `argus demo`")
         return EXIT_OK
     ws = workspace(args)
     rows: list[dict[str, Any]] = []
@@ -287,6 +289,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a session's tasks, and with --events its trajectory."""
     ws = workspace(args)
     with open_session(ws, args.name) as s:
+        # --limit N asks for events: showing none would look like there are none.
+        args.events = args.events or args.limit is not None
         events = s.events() if args.events else []
         if args.limit is not None:
             events = events[-args.limit :]
@@ -329,6 +333,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
                     json.dumps(e.details(), default=str)[:100],
                 )
             out.table(t)
+        if "svg" in payload:  # say where the file went, or it looks ignored
+            out.say(f"graph written to {payload['svg']}")
     return EXIT_OK
 
 
