@@ -461,7 +461,8 @@ def test_demo_killed_by_sigkill_resumes_then_asks(
         (["resume", "nobody", "--tools", "mytools.py"], "no session"),
         (["run", "PLAN", "--tools", "no_such_module_xyz"], "cannot import module"),
         (["run", "PLAN", "--tools", "ghost.py"], "file 'ghost.py' does not exist"),
-        (["resume", "adder"], "needs its tools: --tools"),
+        # (resume of a succeeded session needs none: test_cli_newuser.py)
+        (["fork", "adder", "--at", "two", "--run"], "needs its tools: --tools"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

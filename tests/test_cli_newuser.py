@@ -196,3 +196,19 @@ def test_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
         code, out, _ = _cli(capsys, *argv)
         codes = re.findall(r"\b(\d+)\s+[a-z]", out.split("exit codes:", 1)[1])
         assert code == 0 and codes[:7] == ["0", "1", "2", "3", "4", "130", "141"]
+
+
+def test_resume_of_a_session_that_succeeded_needs_no_tools(
+    capsys: pytest.CaptureFixture[str], files: tuple[Path, Path, Path]
+) -> None:
+    ws, plan, tools = files
+    args = ("-w", ws, "run", plan, "--tools", tools, "--yes", "--name", "done")
+    assert _cli(capsys, *args)[0] == 0
+    # Before: exit 2, "session 'done' needs its tools", to run nothing.
+    code, out, _ = _cli(capsys, "-w", ws, "--json", "resume", "done")
+    assert code == 0 and json.loads(out)["status"] == "succeeded"
+    # One that can still run does need them, and says so.
+    code, _, err = _cli(capsys, "-w", ws, "fork", "done", "--at", "mail", "--name", "f")
+    assert code == 0
+    code, _, err = _cli(capsys, "-w", ws, "resume", "f")
+    assert code == 2 and "needs its tools: --tools MODULE_OR_FILE" in err

@@ -16,6 +16,7 @@ from argus_lab.cli._common import (
     exit_code,
     human_age,
     human_bytes,
+    known_session,
     open_session,
     plain,
     print_tasks,
@@ -111,10 +112,22 @@ def cmd_resume(args: argparse.Namespace, out: Out) -> int:
     """Continue a session exactly where it stopped."""
     ws = workspace(args)
     lost = {"accept_lost_commits": True} if args.accept_lost_commits else {}
-    opts = session_setup(ws, args.name, args, **lost)
+    # A session that succeeded runs nothing more: it needs no --tools to say so.
+    done = not args.tools and _status(ws, args.name) == "succeeded"
+    opts = {} if done else session_setup(ws, args.name, args, **lost)
     with open_session(ws, args.name, **opts, **lost) as s:
         res = run_session(s, out, approve_as="argus resume --yes" if args.yes else None)
         return report_run(s, res, out, ws, args)
+
+
+def _status(ws: Workspace, name: str) -> str | None:
+    """The status a session's records give (None when they cannot be read:
+    opening it says why)."""
+    try:
+        status: str = ws.progress(known_session(ws, name))["status"]
+    except ArgusError:
+        return None
+    return status
 
 
 def _need_task(s: Session, task: str, flag: str = "task") -> None:
