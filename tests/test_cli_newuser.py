@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,12 +117,12 @@ def test_every_printed_resume_line_works_as_printed(
     assert code == 3  # paused for the write tool's approval
     resume = _line(out, "then ")
     # Before: `argus resume m`, which has no workspace here and no tools (exit 2).
-    assert resume == ["resume", "m", "-w", str(ws), "--tools", str(tools)]
+    assert resume == ["resume", "m", "--tools", str(tools), "-w", str(ws)]
     code, out, _ = _cli(capsys, "-w", ws, "approve", "m", "mail")
     assert code == 0
     # approve takes no --tools, so its line names the option to fill in.
     assert _line(out, "continue with: ") == [
-        *("resume", "m", "-w", str(ws), "--tools", "MODULE_OR_FILE")
+        *("resume", "m", "--tools", "MODULE_OR_FILE", "-w", str(ws))
     ]
     code, out, _ = _cli(capsys, *resume, "--json")
     assert code == 0 and json.loads(out)["status"] == "succeeded"
@@ -127,9 +130,8 @@ def test_every_printed_resume_line_works_as_printed(
     code, out, _ = _cli(capsys, "-w", ws, "fork", "m", "--at", "mail", "--name", "f")
     assert code == 0
     run_fork = _line(out, "run it: ")
-    assert run_fork[:4] == ["resume", "f", "-w", str(ws)]
-    assert run_fork[4:] == ["--tools", "MODULE_OR_FILE"]
-    run_fork[-1] = str(tools)
+    assert run_fork == ["resume", "f", "--tools", "MODULE_OR_FILE", "-w", str(ws)]
+    run_fork[3] = str(tools)
     code, out, _ = _cli(capsys, *run_fork, "--yes", "--json")
     assert code == 0 and json.loads(out)["status"] == "succeeded"
 
@@ -147,7 +149,7 @@ def test_a_demo_session_needs_no_tools_in_its_hints() -> None:
         ["-w", "my runs", "resume", "d", "--tools", "a.py", "--tools", "b"]
     )
     assert resume_command("d", args, needs_tools=True) == (
-        "argus resume d -w 'my runs' --tools a.py,b"
+        "argus resume d --tools a.py,b -w 'my runs'"
     )
 
 
@@ -212,3 +214,41 @@ def test_resume_of_a_session_that_succeeded_needs_no_tools(
     assert code == 0
     code, _, err = _cli(capsys, "-w", ws, "resume", "f")
     assert code == 2 and "needs its tools: --tools MODULE_OR_FILE" in err
+
+
+@pytest.mark.slow
+def test_the_demos_printed_lines_keep_the_workspace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`argus -w DIR demo` printed `argus show NAME` etc. without -w: copied, they
+    looked in ./.argus. Its crash, approval and next-step lines now carry it."""
+    ws, pub = tmp_path / "my ws", tmp_path / "pub"
+    argv = ["-w", ws, "demo", "--name", "c", "--crash-at", "1", "--out", pub]
+    p = subprocess.run(
+        [sys.executable, "-m", "argus_lab.cli", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    (hint,) = [ln for ln in p.stdout.splitlines() if "(or: argus resume" in ln]
+    again = shlex.split(hint.split("(or: ", 1)[0])
+    assert again == ["argus", "demo", "--name", "c", "-w", str(ws)]
+    code, out, _ = _cli(capsys, *again[1:], "--ask", "--out", pub)
+    assert code == 3, out
+    approve, resume = (
+        shlex.split(part) for part in _line_text(out, "approve: ").split(" && ")
+    )
+    assert approve == ["argus", "approve", "c", "write_up/publish", "-w", str(ws)]
+    assert _cli(capsys, *approve[1:])[0] == 0
+    code, out, _ = _cli(capsys, *resume[1:], "--json")
+    assert code == 0 and json.loads(out)["counts"] == {"succeeded": 62}
+    code, out, _ = _cli(capsys, *again[1:])  # finished: says so, then next steps
+    (show,) = [ln for ln in out.splitlines() if ln.startswith("  argus show c")]
+    assert code == 0 and shlex.split(show)[:5] == ["argus", "show", "c", "-w", str(ws)]
+    assert _cli(capsys, *shlex.split(show)[1:5])[0] == 0
+
+
+def _line_text(text: str, after: str) -> str:
+    (line,) = [ln for ln in text.splitlines() if after in ln]
+    return line.split(after, 1)[1]

@@ -34,6 +34,7 @@ __all__ = [
     "CliError",
     "Out",
     "UsageError",
+    "argus_command",
     "exit_code",
     "human_age",
     "human_bytes",
@@ -201,6 +202,17 @@ def vacant_name(ws: Workspace, name: str | None, flag: str = "--name") -> None:
         )
 
 
+def argus_command(args: argparse.Namespace, *words: str) -> str:
+    """An ``argus`` command line to print for the user, with this command's
+    ``-w`` (without it, a copied line would look in another workspace)."""
+    import shlex
+
+    parts = ["argus", *words]
+    if getattr(args, "workspace", None):
+        parts += ["-w", str(args.workspace)]
+    return shlex.join(parts)
+
+
 def resume_command(name: str, args: argparse.Namespace, *, needs_tools: bool) -> str:
     """The ``argus resume`` line that works for this session, copied as printed.
 
@@ -208,11 +220,7 @@ def resume_command(name: str, args: argparse.Namespace, *, needs_tools: bool) ->
     command's ``--tools`` (and ``--planner``), or names the option when the
     session needs tools this command was not given; ``-w`` is repeated too.
     """
-    import shlex
-
-    parts = ["argus", "resume", name]
-    if getattr(args, "workspace", None):
-        parts += ["-w", str(args.workspace)]
+    parts = ["resume", name]
     tools = [t for t in getattr(args, "tools", None) or [] if t.strip()]
     if tools:
         parts += ["--tools", ",".join(tools)]
@@ -220,7 +228,7 @@ def resume_command(name: str, args: argparse.Namespace, *, needs_tools: bool) ->
             parts += ["--planner", str(args.planner)]
     elif needs_tools:
         parts += ["--tools", "MODULE_OR_FILE"]
-    return shlex.join(parts)
+    return argus_command(args, *parts)
 
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:

@@ -21,6 +21,7 @@ from argus_lab.cli._common import (
     EXIT_PAUSED,
     Out,
     UsageError,
+    argus_command,
     exit_code,
     open_session,
     print_tasks,
@@ -140,7 +141,8 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
                 f"--crash-at {args.crash_at}: this process kills itself (SIGKILL, no "
                 f"cleanup) once {args.crash_at} tasks have succeeded; every finished "
                 f"task is in the checkpoint. Then finish the run with:\n"
-                f"  argus demo --name {name}    (or: argus resume {name} --yes)"
+                f"  {argus_command(args, 'demo', '--name', name)}    (or: "
+                f"{argus_command(args, 'resume', name, '--yes')})"
             )
             trigger = _Trigger(s, args.crash_at, "crash")
         elif fresh and args.interrupt_at > 0:
@@ -165,7 +167,7 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
             )
             res = run_session(s, out)
         if res.status == "paused" and s.pending_approvals() and args.ask:
-            return _ask(s, res, out)
+            return _ask(s, res, out, args)
         if res.status == "paused" and s.pending_approvals():
             res = run_session(
                 s, out, approve_as=APPROVER, on_approval=_say_approval(out)
@@ -175,7 +177,7 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
         s.close()
 
 
-def _ask(s: Session, res: RunResult, out: Out) -> int:
+def _ask(s: Session, res: RunResult, out: Out, args: argparse.Namespace) -> int:
     tid, asked = next(iter(s.pending_approvals().items()))
     dest = (asked.get("args") or {}).get("dest")
     out.data(
@@ -190,8 +192,9 @@ def _ask(s: Session, res: RunResult, out: Out) -> int:
     out.say(
         f"approval needed: task {tid!r} ({asked.get('tool')}) {asked.get('reason')}: "
         f"{dest}\n"
-        f"  approve: argus approve {s.name} {tid} && argus resume {s.name}\n"
-        f"  refuse:  argus reject {s.name} {tid}"
+        f"  approve: {argus_command(args, 'approve', s.name, tid)} && "
+        f"{argus_command(args, 'resume', s.name)}\n"
+        f"  refuse:  {argus_command(args, 'reject', s.name, tid)}"
     )
     return EXIT_PAUSED
 
@@ -278,12 +281,18 @@ def _summary(
         out.say(f"report: {report['path']} ({len(report['figures'])} figures)")
     if published:
         out.say(f"published: {published['report']}")
-    out.say(
-        "next:\n"
-        f"  argus show {s.name}             its tasks (--events: the trajectory)\n"
-        f"  argus demo --again {s.name}     rerun it from the recorded cache\n"
-        f"  argus export {s.name} --parquet DIR"
-    )
+    nexts = [
+        (argus_command(args, "show", s.name), "its tasks (--events: the trajectory)"),
+        (
+            argus_command(args, "demo", "--again", s.name),
+            "rerun it from the recorded cache",
+        ),
+        (argus_command(args, "export", s.name, "--parquet", "DIR"), ""),
+    ]
+    width = max(len(line) for line, _ in nexts) + 4
+    out.say("next:")
+    for line, what in nexts:
+        out.say(f"  {line.ljust(width)}{what}".rstrip())
     return exit_code(res.status)
 
 
@@ -298,7 +307,7 @@ def _again(args: argparse.Namespace, out: Out) -> int:
         if parent.status != "succeeded":
             raise UsageError(
                 f"session {args.again!r} is {parent.status}: finish it first "
-                f"(argus demo --name {args.again})"
+                f"({argus_command(args, 'demo', '--name', args.again)})"
             )
         origin, first = _original_run(ws, parent.info.parent, parent)
     start = time.perf_counter()
