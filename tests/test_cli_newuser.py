@@ -115,6 +115,8 @@ def test_every_printed_resume_line_works_as_printed(
     ws, plan, tools = files
     code, out, _ = _cli(capsys, "-w", ws, "run", plan, "--tools", tools, "--name", "m")
     assert code == 3  # paused for the write tool's approval
+    decide = _line(out, "decide: ")
+    assert decide[:5] == ["approve", "m", "mail", "-w", str(ws)]  # then words
     resume = _line(out, "then ")
     # Before: `argus resume m`, which has no workspace here and no tools (exit 2).
     assert resume == ["resume", "m", "--tools", str(tools), "-w", str(ws)]

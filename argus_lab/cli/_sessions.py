@@ -13,6 +13,7 @@ from argus_lab.cli._common import (
     EXIT_OK,
     Out,
     UsageError,
+    argus_command,
     exit_code,
     human_age,
     human_bytes,
@@ -80,10 +81,8 @@ def report_run(
         again = resume_command(
             s.name, args or argparse.Namespace(), needs_tools=needs_tools(s.plan)
         )
-        out.say(
-            f"decide: argus approve {s.name} {first}  (or argus reject ...), then "
-            f"{again}"
-        )
+        decide = argus_command(args or argparse.Namespace(), "approve", s.name, first)
+        out.say(f"decide: {decide}  (or argus reject ...), then {again}")
     return exit_code(res.status)
 
 
