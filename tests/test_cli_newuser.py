@@ -100,8 +100,13 @@ def test_a_taken_name_is_bad_input_and_says_how_to_go_on(
     # Before: exit 4 ("other Argus error") and a hint in Python (ws.open('dup')).
     code, _, err = _cli(capsys, *args, "dup")
     assert code == 2
-    assert "a session named 'dup' already exists" in err
-    assert "`argus resume dup`" in err and "ws.open" not in err
+    assert "a session named 'dup' already exists" in err and "ws.open" not in err
+    resume, rm = re.findall(r"`(argus [^`]*)`", err)
+    assert rm == f"argus rm dup -w {ws}"
+    assert shlex.split(resume) == [
+        *("argus", "resume", "dup", "--tools", str(tools), "-w", str(ws))
+    ]
+    assert _cli(capsys, *shlex.split(resume)[1:])[0] == 0  # works as printed
     code, _, err = _cli(
         capsys, "-w", ws, "fork", "dup", "--at", "mail", "--name", "dup"
     )

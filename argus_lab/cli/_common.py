@@ -187,19 +187,32 @@ def known_session(ws: Workspace, name: str) -> str:
     return ws.resolve(name)
 
 
-def vacant_name(ws: Workspace, name: str | None, flag: str = "--name") -> None:
+def vacant_name(
+    ws: Workspace, name: str | None, args: argparse.Namespace, flag: str = "--name"
+) -> None:
     """Refuse a new session's name that is taken, as bad input (exit 2).
 
     Raises:
         UsageError: A session of that name exists (the message says how to go on
-            with it, in ``argus`` words).
+            with it, in ``argus`` lines that work as printed).
     """
-    if name is not None and name in ws:
-        raise UsageError(
-            f"a session named {name!r} already exists in {ws.path}: `argus resume "
-            f"{name}` goes on with it, `argus rm {name}` removes it; or give "
-            f"{flag} another name"
-        )
+    if name is None or name not in ws:
+        return
+    from argus_lab.cli._tools import needs_tools
+    from argus_lab.errors import ArgusError
+
+    try:
+        with ws.open(name) as old:
+            needed = needs_tools(old.plan)
+    except ArgusError:  # damaged: resuming it will say why
+        needed = True
+    # This command's --tools are for its own plan: named only if the old needs some.
+    given = args if needed else argparse.Namespace(workspace=args.workspace)
+    raise UsageError(
+        f"a session named {name!r} already exists in {ws.path}: "
+        f"`{resume_command(name, given, needs_tools=needed)}` goes on with it, "
+        f"`{argus_command(args, 'rm', name)}` removes it; or give {flag} another name"
+    )
 
 
 def argus_command(args: argparse.Namespace, *words: str) -> str:

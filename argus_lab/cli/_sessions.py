@@ -94,7 +94,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     tools = load_tools(args.tools)
     extra = {"planner": load_planner(args.planner)} if args.planner else {}
     ws = workspace(args, create=True)
-    vacant_name(ws, args.name)
+    vacant_name(ws, args.name, args)
     s = ws.new_session(
         plan=plan,
         tools=tools,
@@ -142,7 +142,7 @@ def cmd_fork(args: argparse.Namespace, out: Out) -> int:
     """Branch a session at a task; with --run, run the branch now."""
     ws = workspace(args)
     opts = session_setup(ws, args.name, args) if args.run else {}
-    vacant_name(ws, args.new_name)
+    vacant_name(ws, args.new_name, args)
     with open_session(ws, args.name, **opts) as parent:
         _need_task(parent, args.at, "task")
         fork = parent.fork(at=args.at, name=args.new_name, reuse=args.reuse)
