@@ -120,6 +120,12 @@ def test_every_printed_resume_line_works_as_printed(
     ws, plan, tools = files
     code, out, _ = _cli(capsys, "-w", ws, "run", plan, "--tools", tools, "--name", "m")
     assert code == 3  # paused for the write tool's approval
+    # The runtime's reason says "call s.approve('mail') or s.reject(...)": in a
+    # terminal there is no `s`, so the CLI says it in argus lines.
+    assert "s.approve(" not in out and "s.reject(" not in out
+    assert f"argus approve m mail -w {ws} or argus reject m mail -w {ws}" in out
+    code, shown, _ = _cli(capsys, "-w", ws, "show", "m")
+    assert code == 0 and "s.approve(" not in shown and "argus approve m mail" in shown
     decide = _line(out, "decide: ")
     assert decide[:5] == ["approve", "m", "mail", "-w", str(ws)]  # then words
     resume = _line(out, "then ")

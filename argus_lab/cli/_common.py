@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -35,6 +36,7 @@ __all__ = [
     "Out",
     "UsageError",
     "argus_command",
+    "cli_terms",
     "exit_code",
     "human_age",
     "human_bytes",
@@ -215,6 +217,15 @@ def vacant_name(
     )
 
 
+_CALL = re.compile(r"\bs\.(approve|reject)\((['\"])([^'\"]*)\2[^)]*\)")
+
+
+def cli_terms(text: str, name: str, args: argparse.Namespace) -> str:
+    """The runtime's ``s.approve('t')`` / ``s.reject('t', reason)`` hints as the
+    ``argus`` lines that do the same here (a terminal has no ``s``)."""
+    return _CALL.sub(lambda m: argus_command(args, m[1], name, m[3]), text)
+
+
 def argus_command(args: argparse.Namespace, *words: str) -> str:
     """An ``argus`` command line to print for the user, with this command's
     ``-w`` (without it, a copied line would look in another workspace)."""
@@ -299,12 +310,18 @@ def plain(text: str) -> str:
     return escape(text)
 
 
-def print_tasks(s: Session, out: Out, title: str | None = None) -> None:
+def print_tasks(
+    s: Session,
+    out: Out,
+    title: str | None = None,
+    args: argparse.Namespace | None = None,
+) -> None:
     """The task table of a session (id, tool, status, tries, seconds, error)."""
     from rich.table import Table
 
     if title is None:
         title = f"{s.name} - {s.status}" + (f": {s.reason}" if s.reason else "")
+        title = cli_terms(title, s.name, args or argparse.Namespace())
     table = Table(title=plain(title), title_justify="left")
     for col in ("task", "tool", "status", "tries", "seconds", "error"):
         table.add_column(col, overflow="fold")

@@ -22,6 +22,7 @@ from argus_lab.cli._common import (
     Out,
     UsageError,
     argus_command,
+    cli_terms,
     exit_code,
     open_session,
     print_tasks,
@@ -250,8 +251,8 @@ def _summary(
         }
     )
     if res.status != "succeeded":
-        print_tasks(s, out)
-        out.say(f"session {s.name!r} {res}")
+        print_tasks(s, out, args=args)
+        out.say(cli_terms(f"session {s.name!r} {res}", s.name, args))
         return exit_code(res.status)
     out.say(f"\ndone: {len(s.plan.tasks)} tasks succeeded in {seconds:.1f} s.")
     if expanded:

@@ -14,6 +14,7 @@ from argus_lab.cli._common import (
     Out,
     UsageError,
     argus_command,
+    cli_terms,
     exit_code,
     human_age,
     human_bytes,
@@ -74,8 +75,10 @@ def report_run(
             "workspace": str(ws.path),
         }
     )
-    print_tasks(s, out)
-    out.say(f"session {s.name!r} {res}")
+    print_tasks(s, out, args=args)
+    out.say(
+        cli_terms(f"session {s.name!r} {res}", s.name, args or argparse.Namespace())
+    )
     if res.status == "paused" and s.pending_approvals():
         first = next(iter(s.pending_approvals()))
         again = resume_command(
@@ -294,7 +297,8 @@ def show_title(
     if prog["status"] == "running" and prog["runner"]:
         r = prog["runner"]
         return title, f"running now in process {r['pid']} on {r['host']}"
-    return title + (f": {s.reason}" if s.reason else ""), None
+    title += f": {s.reason}" if s.reason else ""
+    return cli_terms(title, s.name, args or argparse.Namespace()), None
 
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
