@@ -57,7 +57,7 @@ tasks:
 
 COMMANDS = [
     *("demo", "run", "ls", "show", "resume", "fork"),
-    *("approve", "reject", "export", "rm", "gc"),
+    *("approve", "reject", "retry", "skip", "export", "rm", "gc"),
 ]
 
 

@@ -19,7 +19,15 @@ import pytest
 from argus_lab.cli import main
 
 TOOLS = """\
+import pathlib
 import argus_lab as al
+
+@al.tool
+def flaky(marker: str) -> str:
+    # Fails until the marker file exists: a fault fixed outside the session.
+    if not pathlib.Path(marker).exists():
+        raise RuntimeError("the marker is missing")
+    return "ok"
 
 @al.tool
 def add(a: int, b: int = 1) -> int:
@@ -265,3 +273,60 @@ def test_the_demos_printed_lines_keep_the_workspace(
 def _line_text(text: str, after: str) -> str:
     (line,) = [ln for ln in text.splitlines() if after in ln]
     return line.split(after, 1)[1]
+
+
+def test_retry_and_skip_answer_a_failed_or_in_doubt_task_from_the_terminal(
+    capsys: pytest.CaptureFixture[str], files: tuple[Path, Path, Path]
+) -> None:
+    """An in-doubt task said "call s.retry('p') ... or s.skip('p')", and argus had
+    neither: a terminal user was stuck. `argus retry|skip NAME TASK` answer it."""
+    ws, _, tools = files
+    marker = ws.parent / "marker"
+    plan = ws.parent / "flaky.yaml"
+    plan.write_text(
+        f"goal: flaky\ntasks:\n  - {{id: f, tool: flaky, args: {{marker: {marker}}}}}\n"
+        "  - {id: after, tool: add, args: {a: 1}, deps: [f]}\n"
+    )
+    run = ("-w", ws, "run", plan, "--tools", tools, "--name")
+    assert _cli(capsys, *run, "r")[0] == 1 and _cli(capsys, *run, "k")[0] == 1
+    code, _, err = _cli(capsys, "-w", ws, "retry", "r", "after")
+    assert code == 0  # blocked: pending again
+    code, _, err = _cli(capsys, "-w", ws, "retry", "r", "nope")
+    assert code == 2 and "has no task 'nope'" in err
+    marker.touch()  # the fault is fixed
+    code, out, _ = _cli(capsys, "-w", ws, "retry", "r", "f")
+    assert code == 0 and "task 'f' is pending; continue with: argus resume r" in out
+    again = _line(out, "continue with: ")
+    assert again == ["resume", "r", "--tools", "MODULE_OR_FILE", "-w", str(ws)]
+    again[3] = str(tools)
+    code, out, _ = _cli(capsys, *again, "--json")
+    assert code == 0 and json.loads(out)["counts"] == {"succeeded": 2}
+    code, _, err = _cli(capsys, "-w", ws, "retry", "r", "f")
+    assert code == 2 and err.count("\n") == 1
+    assert "is succeeded; only failed, in-doubt, blocked or skipped" in err
+
+    code, out, _ = _cli(capsys, "-w", ws, "--json", "skip", "k", "f", "--reason", "x")
+    assert code == 0 and json.loads(out)["status"] == "skipped"
+    code, out, _ = _cli(capsys, "-w", ws, "--json", "resume", "k", "--tools", tools)
+    assert code == 0 and json.loads(out)["counts"] == {"skipped": 1, "succeeded": 1}
+    code, _, err = _cli(capsys, "-w", ws, "skip", "k", "after")
+    assert code == 2 and "succeeded and cannot be skipped" in err
+
+
+def test_the_runtimes_python_hints_read_as_argus_lines() -> None:
+    import argparse
+
+    from argus_lab.cli._common import cli_terms
+
+    doubt = (
+        "in doubt: task 'p' ... Check, then call s.retry('p') to run it again or "
+        "s.skip('p') if it took effect."
+    )
+    assert cli_terms(doubt, "pay", argparse.Namespace(workspace="my ws")) == (
+        "in doubt: task 'p' ... Check, then run argus retry pay p -w 'my ws' to run "
+        "it again or argus skip pay p -w 'my ws' if it took effect."
+    )
+    asked = "call s.approve('m') or s.reject('m', reason)"
+    assert cli_terms(asked, "x", argparse.Namespace()) == (
+        "run argus approve x m or argus reject x m"
+    )

@@ -13,9 +13,10 @@ early (piped to ``head``): no traceback, and never 1, which means "failed".
 Modules: ``_parser`` (the commands' options and help), ``_common`` (exit codes,
 output, workspaces, task tables), ``_tools`` (loading the user's tools and
 planners), ``_run`` (a run with a progress bar), ``_sessions`` (run,
-resume, fork, approve, reject, ls, show, export), ``_retention`` and ``_cleanup``
-(rm, gc), ``_demo`` (demo). Imports stay light until a command needs more, so
-``argus --help`` is instant (no pandas, rich, lancedb or anthropic).
+resume, fork, approve, reject, retry, skip, ls, show, export), ``_retention``
+and ``_cleanup`` (rm, gc), ``_demo`` (demo). Imports stay light until a command
+needs more, so ``argus --help`` is instant (no pandas, rich, lancedb or
+anthropic).
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ def _commands() -> dict[str, Command]:
         cmd_ls,
         cmd_reject,
         cmd_resume,
+        cmd_retry,
         cmd_run,
         cmd_show,
+        cmd_skip,
     )
 
     return {
@@ -79,6 +82,8 @@ def _commands() -> dict[str, Command]:
         "fork": cmd_fork,
         "approve": cmd_approve,
         "reject": cmd_reject,
+        "retry": cmd_retry,
+        "skip": cmd_skip,
         "export": cmd_export,
         "rm": cmd_rm,
         "gc": cmd_gc,

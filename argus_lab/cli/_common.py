@@ -217,13 +217,19 @@ def vacant_name(
     )
 
 
-_CALL = re.compile(r"\bs\.(approve|reject)\((['\"])([^'\"]*)\2[^)]*\)")
+_CALL = re.compile(
+    r"(\bcall )?\bs\.(approve|reject|retry|skip)\((['\"])([^'\"]*)\3[^)]*\)"
+)
 
 
 def cli_terms(text: str, name: str, args: argparse.Namespace) -> str:
-    """The runtime's ``s.approve('t')`` / ``s.reject('t', reason)`` hints as the
-    ``argus`` lines that do the same here (a terminal has no ``s``)."""
-    return _CALL.sub(lambda m: argus_command(args, m[1], name, m[3]), text)
+    """The runtime's ``s.approve('t')``, ``s.reject('t', reason)``, ``s.retry('t')``
+    and ``s.skip('t')`` hints as the ``argus`` lines that do the same here (a
+    terminal has no ``s``)."""
+    return _CALL.sub(
+        lambda m: ("run " if m[1] else "") + argus_command(args, m[2], name, m[4]),
+        text,
+    )
 
 
 def argus_command(args: argparse.Namespace, *words: str) -> str:

@@ -236,6 +236,23 @@ def build_parser() -> argparse.ArgumentParser:
     rj.add_argument("task", help="the task id")
     rj.add_argument("--reason", default="rejected on the command line")
 
+    rt = add(
+        "retry",
+        "make a failed or in-doubt task pending again (then: argus resume)",
+        "An in-doubt task (a non-idempotent tool cut off by a crash) may or may "
+        "not have taken effect: check, then retry it, or skip it if it did.",
+    )
+    rt.add_argument("name", help="session name or id")
+    rt.add_argument("task", help="the task id")
+
+    sk = add(
+        "skip",
+        "mark a task skipped so that its dependents may run (then: argus resume)",
+    )
+    sk.add_argument("name", help="session name or id")
+    sk.add_argument("task", help="the task id")
+    sk.add_argument("--reason", default="skipped on the command line")
+
     e = add("export", "write sessions' trajectories as parquet (pandas frames)")
     e.add_argument("names", nargs="*", metavar="NAME", help="sessions to export")
     e.add_argument("--all", action="store_true", help="every session")

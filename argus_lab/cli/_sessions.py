@@ -46,8 +46,10 @@ __all__ = [
     "cmd_ls",
     "cmd_reject",
     "cmd_resume",
+    "cmd_retry",
     "cmd_run",
     "cmd_show",
+    "cmd_skip",
 ]
 
 
@@ -215,6 +217,38 @@ def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
     else:
         out.say(f"rejected {args.task!r}: {args.reason}")
     return EXIT_OK
+
+
+def _task_action(args: argparse.Namespace, out: Out, action: str) -> int:
+    """``retry`` or ``skip`` one task: the Session method, one line, exit 2 if
+    the task is in no state for it (a session has no tools to run here)."""
+    from argus_lab.errors import SessionStateError
+
+    ws = workspace(args)
+    with open_session(ws, args.name) as s:
+        _need_task(s, args.task)
+        try:
+            if action == "retry":
+                s.retry(args.task)
+            else:
+                s.skip(args.task, args.reason)
+        except SessionStateError as e:
+            raise UsageError(e.message) from None
+        name, status = s.name, s.record(args.task).status
+        again = resume_command(name, args, needs_tools=needs_tools(s.plan))
+    out.data({"session": name, "task": args.task, "status": status})
+    out.say(f"task {args.task!r} is {status}; continue with: {again}")
+    return EXIT_OK
+
+
+def cmd_retry(args: argparse.Namespace, out: Out) -> int:
+    """Make a failed or in-doubt task (and what it blocked) pending again."""
+    return _task_action(args, out, "retry")
+
+
+def cmd_skip(args: argparse.Namespace, out: Out) -> int:
+    """Mark a task skipped: its dependents may run."""
+    return _task_action(args, out, "skip")
 
 
 def cmd_approve(args: argparse.Namespace, out: Out) -> int:
