@@ -13,10 +13,10 @@ early (piped to ``head``): no traceback, and never 1, which means "failed".
 Modules: ``_parser`` (the commands' options and help), ``_common`` (exit codes,
 output, workspaces, task tables), ``_tools`` (loading the user's tools and
 planners), ``_run`` (a run with a progress bar), ``_sessions`` (run,
-resume, fork, approve, reject, retry, skip, ls, show, export), ``_retention``
-and ``_cleanup`` (rm, gc), ``_demo`` (demo). Imports stay light until a command
-needs more, so ``argus --help`` is instant (no pandas, rich, lancedb or
-anthropic).
+resume, fork, ls, show, export), ``_decide`` (approve, reject, retry, skip),
+``_retention`` and ``_cleanup`` (rm, gc), ``_demo`` (demo). Imports stay light
+until a command needs more, so ``argus --help`` is instant (no pandas, rich,
+lancedb or anthropic).
 """
 
 from __future__ import annotations
@@ -58,19 +58,16 @@ Command = Callable[[argparse.Namespace, Out], int]
 
 def _commands() -> dict[str, Command]:
     from argus_lab.cli._cleanup import cmd_gc, cmd_rm
+    from argus_lab.cli._decide import cmd_approve, cmd_reject, cmd_retry, cmd_skip
     from argus_lab.cli._demo import cmd_demo
     from argus_lab.cli._serve import cmd_serve
     from argus_lab.cli._sessions import (
-        cmd_approve,
         cmd_export,
         cmd_fork,
         cmd_ls,
-        cmd_reject,
         cmd_resume,
-        cmd_retry,
         cmd_run,
         cmd_show,
-        cmd_skip,
     )
 
     return {

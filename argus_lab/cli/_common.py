@@ -41,6 +41,7 @@ __all__ = [
     "human_age",
     "human_bytes",
     "known_session",
+    "need_task",
     "open_session",
     "plain",
     "resume_command",
@@ -259,6 +260,16 @@ def resume_command(name: str, args: argparse.Namespace, *, needs_tools: bool) ->
     elif needs_tools:
         parts += ["--tools", "MODULE_OR_FILE"]
     return argus_command(args, *parts)
+
+
+def need_task(s: Session, task: str) -> None:
+    """Refuse a task id the session does not have (exit 2, naming some it has)."""
+    if task not in {t.id for t in s.plan.tasks}:
+        some = ", ".join(t.id for t in s.plan.tasks[:12])
+        raise UsageError(
+            f"session {s.name!r} has no task {task!r} (tasks: {some}"
+            f"{', ...' if len(s.plan.tasks) > 12 else ''})"
+        )
 
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:

@@ -1,4 +1,4 @@
-"""``argus run | resume | fork | approve | reject | ls | show | export``."""
+"""``argus run | resume | fork | ls | show | export`` (decisions: _decide.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from argus_lab.cli._common import (
     human_age,
     human_bytes,
     known_session,
+    need_task,
     open_session,
     plain,
     print_tasks,
@@ -40,16 +41,12 @@ if TYPE_CHECKING:
 from argus_lab.store.folders import dir_bytes
 
 __all__ = [
-    "cmd_approve",
     "cmd_export",
     "cmd_fork",
     "cmd_ls",
-    "cmd_reject",
     "cmd_resume",
-    "cmd_retry",
     "cmd_run",
     "cmd_show",
-    "cmd_skip",
 ]
 
 
@@ -134,22 +131,13 @@ def _status(ws: Workspace, name: str) -> str | None:
     return status
 
 
-def _need_task(s: Session, task: str, flag: str = "task") -> None:
-    if task not in {t.id for t in s.plan.tasks}:
-        some = ", ".join(t.id for t in s.plan.tasks[:12])
-        raise UsageError(
-            f"session {s.name!r} has no {flag} {task!r} (tasks: {some}"
-            f"{', ...' if len(s.plan.tasks) > 12 else ''})"
-        )
-
-
 def cmd_fork(args: argparse.Namespace, out: Out) -> int:
     """Branch a session at a task; with --run, run the branch now."""
     ws = workspace(args)
     opts = session_setup(ws, args.name, args) if args.run else {}
     vacant_name(ws, args.new_name, args)
     with open_session(ws, args.name, **opts) as parent:
-        _need_task(parent, args.at, "task")
+        need_task(parent, args.at)
         fork = parent.fork(at=args.at, name=args.new_name, reuse=args.reuse)
     with fork:
         kept = sum(1 for r in fork.records.values() if r.status == "succeeded")
@@ -183,82 +171,6 @@ def cmd_fork(args: argparse.Namespace, out: Out) -> int:
             fork, out, approve_as="argus fork --yes" if args.yes else None
         )
         return report_run(fork, res, out, ws, args)
-
-
-def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
-    edited = None
-    if approve and args.args is not None:
-        try:
-            edited = json.loads(args.args)
-        except json.JSONDecodeError as e:
-            raise UsageError(f"--args is not JSON: {e}") from None
-        if not isinstance(edited, dict):
-            raise UsageError("--args must be a JSON object of argument names")
-    ws = workspace(args)
-    with open_session(ws, args.name) as s:
-        _need_task(s, args.task)
-        status = s.record(args.task).status
-        if status != "awaiting_approval":
-            waiting = ", ".join(s.pending_approvals()) or "none"
-            raise UsageError(
-                f"task {args.task!r} is {status}, not waiting for approval "
-                f"(waiting: {waiting})"
-            )
-        if approve:
-            s.approve(args.task, edited, by="argus approve")
-        else:
-            s.reject(args.task, args.reason, by="argus reject")
-        name = s.name
-        again = resume_command(name, args, needs_tools=needs_tools(s.plan))
-    decision = "approved" if approve else "rejected"
-    out.data({"session": name, "task": args.task, "decision": decision})
-    if approve:
-        out.say(f"approved {args.task!r}; continue with: {again}")
-    else:
-        out.say(f"rejected {args.task!r}: {args.reason}")
-    return EXIT_OK
-
-
-def _task_action(args: argparse.Namespace, out: Out, action: str) -> int:
-    """``retry`` or ``skip`` one task: the Session method, one line, exit 2 if
-    the task is in no state for it (a session has no tools to run here)."""
-    from argus_lab.errors import SessionStateError
-
-    ws = workspace(args)
-    with open_session(ws, args.name) as s:
-        _need_task(s, args.task)
-        try:
-            if action == "retry":
-                s.retry(args.task)
-            else:
-                s.skip(args.task, args.reason)
-        except SessionStateError as e:
-            raise UsageError(e.message) from None
-        name, status = s.name, s.record(args.task).status
-        again = resume_command(name, args, needs_tools=needs_tools(s.plan))
-    out.data({"session": name, "task": args.task, "status": status})
-    out.say(f"task {args.task!r} is {status}; continue with: {again}")
-    return EXIT_OK
-
-
-def cmd_retry(args: argparse.Namespace, out: Out) -> int:
-    """Make a failed or in-doubt task (and what it blocked) pending again."""
-    return _task_action(args, out, "retry")
-
-
-def cmd_skip(args: argparse.Namespace, out: Out) -> int:
-    """Mark a task skipped: its dependents may run."""
-    return _task_action(args, out, "skip")
-
-
-def cmd_approve(args: argparse.Namespace, out: Out) -> int:
-    """Approve a task that waits for approval."""
-    return _decide(args, out, approve=True)
-
-
-def cmd_reject(args: argparse.Namespace, out: Out) -> int:
-    """Refuse a task that waits for approval (it fails)."""
-    return _decide(args, out, approve=False)
 
 
 def cmd_ls(args: argparse.Namespace, out: Out) -> int:
