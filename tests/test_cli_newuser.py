@@ -288,7 +288,11 @@ def test_retry_and_skip_answer_a_failed_or_in_doubt_task_from_the_terminal(
         "  - {id: after, tool: add, args: {a: 1}, deps: [f]}\n"
     )
     run = ("-w", ws, "run", plan, "--tools", tools, "--name")
-    assert _cli(capsys, *run, "r")[0] == 1 and _cli(capsys, *run, "k")[0] == 1
+    code, out, _ = _cli(capsys, *run, "r")
+    assert (
+        code == 1 and f"once the cause is fixed: argus retry r f -w {ws}, then" in out
+    )
+    assert _cli(capsys, *run, "k")[0] == 1
     code, _, err = _cli(capsys, "-w", ws, "retry", "r", "after")
     assert code == 0  # blocked: pending again
     code, _, err = _cli(capsys, "-w", ws, "retry", "r", "nope")

@@ -74,17 +74,17 @@ def report_run(
             "workspace": str(ws.path),
         }
     )
+    args = args or argparse.Namespace()
     print_tasks(s, out, args=args)
-    out.say(
-        cli_terms(f"session {s.name!r} {res}", s.name, args or argparse.Namespace())
-    )
+    out.say(cli_terms(f"session {s.name!r} {res}", s.name, args))
+    again = resume_command(s.name, args, needs_tools=needs_tools(s.plan))
     if res.status == "paused" and s.pending_approvals():
         first = next(iter(s.pending_approvals()))
-        again = resume_command(
-            s.name, args or argparse.Namespace(), needs_tools=needs_tools(s.plan)
-        )
-        decide = argus_command(args or argparse.Namespace(), "approve", s.name, first)
+        decide = argus_command(args, "approve", s.name, first)
         out.say(f"decide: {decide}  (or argus reject ...), then {again}")
+    elif res.status == "failed" and res.failed:
+        retry = argus_command(args, "retry", s.name, next(iter(res.failed)))
+        out.say(f"once the cause is fixed: {retry}, then {again}")
     return exit_code(res.status)
 
 
