@@ -334,3 +334,18 @@ def test_the_runtimes_python_hints_read_as_argus_lines() -> None:
     assert cli_terms(asked, "x", argparse.Namespace()) == (
         "run argus approve x m or argus reject x m"
     )
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["file", "under-a-file"])
+def test_demo_out_that_is_a_file_is_refused_before_the_study_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, under: bool
+) -> None:
+    # Before: all 62 tasks ran, then the last one failed: "[Errno 17] File exists".
+    afile = tmp_path / "report"
+    afile.write_text("not a folder")
+    dest = afile / "deeper" if under else afile
+    ws = tmp_path / "ws"
+    code, _, err = _cli(capsys, "-w", ws, "demo", "--name", "d", "--out", dest)
+    assert code == 2 and err.count("\n") == 1
+    assert f"{afile} is a file, not a folder" in err
+    assert not (ws / "sessions").exists() or not any((ws / "sessions").iterdir())

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.cli._common import (
@@ -91,6 +92,20 @@ def _say_approval(out: Out) -> Any:
     return say
 
 
+def _check_out(out: str) -> None:
+    """Refuse an --out the report cannot be published to, before the study runs
+    (publishing is its last task; the folder itself is made only when approved)."""
+    path = Path(out).expanduser()
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UsageError(
+                    f"--out {out!r}: {p} is a file, not a folder; give --out a folder "
+                    "(it need not exist yet)"
+                )
+            break
+
+
 def cmd_demo(args: argparse.Namespace, out: Out) -> int:
     """Run the research demo (see the module docstring)."""
     if args.again:
@@ -99,6 +114,7 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
         return _again(args, out)
     if args.crash_at is not None and args.crash_at < 1:
         raise UsageError("--crash-at needs a number of tasks >= 1")
+    _check_out(args.out)
     from argus_lab.demo import runner
     from argus_lab.demo.domain import GOAL
     from argus_lab.plan.graph import EXPAND_TOOL
