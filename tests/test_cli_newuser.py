@@ -349,3 +349,11 @@ def test_demo_out_that_is_a_file_is_refused_before_the_study_runs(
     assert code == 2 and err.count("\n") == 1
     assert f"{afile} is a file, not a folder" in err
     assert not (ws / "sessions").exists() or not any((ws / "sessions").iterdir())
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import argus_lab
+
+    # Before: "unrecognized arguments: --version", exit 2.
+    code, out, _ = _cli(capsys, "--version")
+    assert (code, out) == (0, f"argus-lab {argus_lab.__version__}\n")

@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-w", "--workspace", help="workspace folder")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    from argus_lab import __version__
+
+    p.add_argument("--version", action="version", version=f"argus-lab {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     def add(name: str, text: str, more: str = "") -> argparse.ArgumentParser:
