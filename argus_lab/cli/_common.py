@@ -210,7 +210,11 @@ def vacant_name(
     except ArgusError:  # damaged: resuming it will say why
         needed = True
     # This command's --tools are for its own plan: named only if the old needs some.
-    given = args if needed else argparse.Namespace(workspace=args.workspace)
+    given = (
+        args
+        if needed
+        else argparse.Namespace(workspace=getattr(args, "workspace", None))
+    )
     raise UsageError(
         f"a session named {name!r} already exists in {ws.path}: "
         f"`{resume_command(name, given, needs_tools=needed)}` goes on with it, "
