@@ -381,3 +381,29 @@ def test_gc_says_an_age_in_units_a_person_reads() -> None:
         "3.2 h",
         "1.5 days",
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["--json", "ls", "--bogus"],
+            "argus: unrecognized arguments: --bogus (argus --help says more)",
+        ),
+        (
+            ["show", "--json"],
+            "argus show: the following arguments are required: name "
+            "(argus show --help says more)",
+        ),
+    ],
+)
+def test_a_usage_mistake_under_json_is_a_json_error_too(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
+    # A script reading --json got an empty stdout for argparse's mistakes,
+    # while every other error is {"error": ..., "exit_code": ...}.
+    code, out, err = _cli(capsys, *argv)
+    assert (code, err) == (2, line + "\n")
+    assert json.loads(out) == {"error": line, "exit_code": 2}
+    code, out, err = _cli(capsys, *[a for a in argv if a != "--json"])
+    assert (code, out, err) == (2, "", line + "\n")

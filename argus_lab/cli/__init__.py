@@ -37,7 +37,7 @@ from argus_lab.cli._common import (
     Out,
     UsageError,
 )
-from argus_lab.cli._parser import build_parser
+from argus_lab.cli._parser import UsageExit, build_parser
 from argus_lab.cli._tools import load_tools
 from argus_lab.errors import ArgusError, PlanError
 
@@ -99,7 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:  # --help (0), or a usage error argparse printed (2)
+    except UsageExit as e:  # printed on stderr; a script reading --json gets it too
+        given = sys.argv[1:] if argv is None else argv
+        Out("--json" in given).data({"error": e.line, "exit_code": EXIT_USAGE})
+        return EXIT_USAGE
+    except SystemExit as e:  # --help, --version (0)
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_help()

@@ -8,6 +8,7 @@ code 2, so ``argus --help`` and a typo stay instant.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import NoReturn
 
 from argus_lab.cli._common import EXIT_USAGE
@@ -32,12 +33,22 @@ start here:
 """
 
 
+class UsageExit(SystemExit):
+    """A usage mistake argparse found: exit 2, with the line it printed."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(EXIT_USAGE)
+        self.line = line
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that says a mistake in one line (not usage text, then the error)."""
 
     def error(self, message: str) -> NoReturn:
         more = f"({self.prog} --help says more)"
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} {more}\n")
+        line = f"{self.prog}: {message} {more}"
+        self._print_message(line + "\n", sys.stderr)
+        raise UsageExit(line)
 
 
 def _positive(text: str) -> int:
