@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from argus_lab.analysis._event_cols import EVENT_FIELDS, event_table, split_bodies
+from argus_lab.analysis._event_cols import (
+    EVENT_FIELDS,
+    event_table,
+    head_table,
+    split_bodies,
+)
 from argus_lab.analysis._series import arrow
 from argus_lab.analysis._table import Table
 from argus_lab.events import COMMON_FIELDS, EventBase
@@ -159,6 +164,19 @@ class SessionData:
         self.cache["table"] = got
         return got
 
+    def _heads(self) -> Table | None:
+        """The EventBase fields as columns, or None once the events are rows
+        (or Arrow could not read them): the whole ``event_table`` when it was
+        built, else the heads alone (``head_table``: no ``details`` column)."""
+        if self._events is not None:
+            return None
+        got: Table | None = self.cache.get("table")
+        if got is None and self._bodies is not None:
+            got = self.cache.get("heads")
+            if got is None and "heads" not in self.cache:
+                got = self.cache["heads"] = head_table(self._bodies, _FAST)
+        return got if got is not None else self.event_table()
+
     @property
     def id(self) -> str:
         return self.info.id
@@ -185,7 +203,7 @@ class SessionData:
 
     def positions(self, *kinds: str) -> list[int]:
         """Positions (in seq order) of the events of these kinds."""
-        table = None if self._events is not None else self.event_table()
+        table = self._heads()
         col = None if table is None else table.column("kind")
         if self._events is None and col is not None and not isinstance(col, list):
             pa, pc = arrow(), arrow("pyarrow.compute")  # found in C
@@ -200,11 +218,30 @@ class SessionData:
             self.cache["kinds"] = index
         return sorted(i for k in set(kinds) for i in index.get(k, ()))
 
+    def containing(self, text: str, *kinds: str) -> list[int]:
+        """Positions of the events of these kinds whose own fields' JSON text
+        contains ``text`` (a quick filter before parsing the few that do).
+
+        Searched in the stored texts when they are kept: the EventBase fields
+        before the kind's own are ids, numbers and names whose quotes JSON
+        escapes, so a ``text`` holding a ``"`` (a key) is found in those texts
+        exactly when it is in the kind's own fields.
+        """
+        at = self.positions(*kinds)
+        if self._bodies is not None and '"' in text:
+            bodies = self._bodies
+            return [i for i in at if text in bodies[i]]
+        rows = self.rows_at(at)
+        return [
+            i for i, r in zip(at, rows, strict=True) if text in (r["details"] or "")
+        ]
+
     def lists(self, *names: str) -> list[list[Any]]:
         """Event columns as lists, in seq order (``EVENT_FIELDS`` names): read
         from the rows once they are parsed, else from the columns (no dicts)."""
-        # The columns, unless the rows exist (or Arrow could not read them).
-        table = None if self._events is not None else self.event_table()
+        # The columns, unless the rows exist (or Arrow could not read them);
+        # the heads alone unless ``details`` is asked for.
+        table = self.event_table() if "details" in names else self._heads()
         if self._events is not None or table is None:
             rows = self.events
             return [list(map(dict.get, rows, repeat(k))) for k in names]
@@ -219,14 +256,19 @@ class SessionData:
     def rows_at(self, at: list[int]) -> list[dict[str, Any]]:
         """The event rows at these positions; when the events are held as
         columns, only these rows are built (once: a row keeps what ``parsed``
-        merged into it)."""
-        table = None if self._events is not None else self.event_table()
+        merged into it), from the columns of ``event_table`` when it was built,
+        else parsed from their stored texts (``parse_events``)."""
+        table = self._heads()
         if self._events is not None or table is None:
             ev = self.events
             return [ev[i] for i in at]
         built: dict[int, dict[str, Any]] = self.cache.setdefault("rows", {})
         new = [i for i in at if i not in built]
-        if new:
+        if new and "table" not in self.cache and self._bodies is not None:
+            bodies = self._bodies
+            built.update(zip(new, parse_events([bodies[i] for i in new]), strict=True))
+        elif new:
+            table = self.event_table()
             take = arrow().array(new, arrow().int64())
             cols = [table.column(k).take(take).to_pylist() for k in EVENT_FIELDS]
             for i, vals in zip(new, zip(*cols, strict=True), strict=True):

@@ -172,19 +172,18 @@ def _reused(d: SessionData) -> set[str]:
     before it). Either way, no time or money was spent on them here.
     """
     state: dict[str, bool] = {}
-    kinds, tids, details = d.lists("kind", "task_id", "details")
+    kinds, tids = d.lists("kind", "task_id")
+    # Details are compact JSON (no spaces), so a success whose text lacks
+    # '"cached":true' was not replayed: only the others are parsed.
+    replayed = set(d.containing(_CACHED, "task_succeeded"))
     for i, (kind, tid) in enumerate(zip(kinds, tids, strict=True)):
         if kind == "forked":
             kept = d.parsed(d.rows_at([i])[0]).get("kept") or []
             state.update(dict.fromkeys((str(t) for t in kept), True))
         elif tid is not None and kind in ("task_started", "task_succeeded"):
             # An attempt means this session ran it; a replayed success means not.
-            # Details are compact JSON (no spaces), so a success whose text lacks
-            # '"cached":true' was not replayed: only the others are parsed.
             state[tid] = (
-                kind == "task_succeeded"
-                and _CACHED in (details[i] or "")
-                and d.parsed(d.rows_at([i])[0]).get("cached") is True
+                i in replayed and d.parsed(d.rows_at([i])[0]).get("cached") is True
             )
     return {t for t, reused in state.items() if reused}
 
