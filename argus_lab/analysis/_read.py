@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from argus_lab.analysis._event_cols import (
     EVENT_FIELDS,
+    HEAD_FIELDS,
     event_table,
     head_table,
     split_bodies,
@@ -174,7 +175,7 @@ class SessionData:
         if got is None and self._bodies is not None:
             got = self.cache.get("heads")
             if got is None and "heads" not in self.cache:
-                got = self.cache["heads"] = head_table(self._bodies, _FAST)
+                got = self.cache["heads"] = head_table(self._bodies)
         return got if got is not None else self.event_table()
 
     @property
@@ -240,8 +241,9 @@ class SessionData:
         """Event columns as lists, in seq order (``EVENT_FIELDS`` names): read
         from the rows once they are parsed, else from the columns (no dicts)."""
         # The columns, unless the rows exist (or Arrow could not read them);
-        # the heads alone unless ``details`` is asked for.
-        table = self.event_table() if "details" in names else self._heads()
+        # the heads alone when they hold every name asked for.
+        heads = all(k in HEAD_FIELDS for k in names)
+        table = self._heads() if heads else self.event_table()
         if self._events is not None or table is None:
             rows = self.events
             return [list(map(dict.get, rows, repeat(k))) for k in names]
