@@ -8,10 +8,13 @@ Timestamps are epoch seconds and durations seconds here; the Columns convert the
 from __future__ import annotations
 
 import json
+from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 from argus_lab.analysis._columns import Table
 from argus_lab.analysis._read import SessionData
+from argus_lab.analysis._series import json_strings
 from argus_lab.analysis._values import canonical
 from argus_lab.model import STATUSES, TaskRecord
 
@@ -188,58 +191,113 @@ def _reused(d: SessionData) -> set[str]:
     return {t for t, reused in state.items() if reused}
 
 
+def _results(status: list[str], refs: list[Any], results: list[Any]) -> Any:
+    """The ``result`` column: the JSON text of each succeeded task's result
+    kept inline (JSON null is a real result; None means none). Texts, the usual
+    results, are quoted in one Arrow call (``json_strings``) when none needs
+    an escape; anything else goes through ``canonical``."""
+    kept = [
+        s == "succeeded" and ref is None for s, ref in zip(status, refs, strict=True)
+    ]
+    if set(map(type, compress(results, kept))) <= {str}:
+        texts = json_strings(
+            [v if k else None for v, k in zip(results, kept, strict=True)]
+        )
+        if texts is not None:
+            return texts
+    return [canonical(v) if k else None for v, k in zip(results, kept, strict=True)]
+
+
+_TASK_FIELDS = ("id", "title", "tool", "parent", "deps")
+_RECORD_FIELDS = (
+    "status",
+    "attempts",
+    "generation",
+    "started",
+    "ended",
+    "error_type",
+    "error",
+    "reason",
+    "approval",
+    "result",
+    "result_ref",
+    "input_hash",
+    "tool_hash",
+    "idempotency_key",
+)
+
+
+def _fields(models: list[Any], names: tuple[str, ...]) -> dict[str, list[Any]]:
+    """These fields of every pydantic model, one list per field, read in one
+    pass from the models' ``__dict__`` (where pydantic keeps field values) by
+    C-level maps: no bytecode per model, and each model visited once rather
+    than once per field (10,000 records, 14 fields: ~3.5 ms against ~8)."""
+    if not models:
+        return {k: [] for k in names}
+    rows = map(itemgetter(*names), map(vars, models))
+    return dict(zip(names, map(list, zip(*rows, strict=True)), strict=True))
+
+
 def task_rows(d: SessionData) -> Table:
     """One row per task of the plan, in plan order, as columns (a Table).
 
     Built column by column from the plan and the records: one list per column,
-    no dict per task (10,000 tasks: the lists take a few ms).
+    no dict per task, read with C-level maps where they can be (``_fields``):
+    no bytecode per task for most columns (10,000 tasks: a few ms).
     """
     gen_start, busy = _task_times(d)
     usage = _usage(d)
     kept = _reused(d)
     tasks = d.plan.tasks
-    ids = [t.id for t in tasks]
-    got = d.records
-    recs = [got.get(i) or TaskRecord(task_id=i) for i in ids]
-    started = [gen_start.get(i, r.started) for i, r in zip(ids, recs, strict=True)]
-    ended = [r.ended for r in recs]
-    none: Row = dict.fromkeys(_USAGE, 0)
-    use = [usage.get(i) or none for i in ids]
-    cols: dict[str, list[Any]] = {
-        "session_id": [d.id] * len(ids),
+    t = _fields(tasks, _TASK_FIELDS)
+    ids: list[str] = t["id"]
+    recs: list[TaskRecord | None] = list(map(d.records.get, ids))
+    # all(), not ``None in``: that would call pydantic's __eq__ on every record.
+    if not all(recs):  # a task with no record yet reads as a new one
+        recs = [r or TaskRecord(task_id=i) for i, r in zip(ids, recs, strict=True)]
+    r = _fields(recs, _RECORD_FIELDS)
+    n = len(ids)
+    titles = t["title"]
+    if not all(titles):
+        titles = [title or i for title, i in zip(titles, ids, strict=True)]
+    started = list(map(gen_start.get, ids, r["started"]))
+    ended = r["ended"]
+    approvals = r["approval"]
+    cols: dict[str, Any] = {
+        "session_id": [d.id] * n,
         "task_id": ids,
-        "title": [t.title or t.id for t in tasks],
-        "tool": [t.tool for t in tasks],
-        "parent": [t.parent for t in tasks],
+        "title": titles,
+        "tool": t["tool"],
+        "parent": t["parent"],
         # canonical()'s text for a list of ids, written here: no call per task.
-        "deps": ["[" + ", ".join(map(_STR, t.deps)) + "]" for t in tasks],
-        "status": [r.status for r in recs],
-        "attempts": [r.attempts for r in recs],
-        "generation": [r.generation for r in recs],
+        "deps": ["[" + ", ".join(map(_STR, deps)) + "]" for deps in t["deps"]],
+        "status": r["status"],
+        "attempts": r["attempts"],
+        "generation": r["generation"],
         "started": started,
         "ended": ended,
-        "duration": [_span(a, b) for a, b in zip(started, ended, strict=True)],
-        "busy": [busy.get(i) for i in ids],
-        "error_type": [r.error_type for r in recs],
-        "error": [r.error for r in recs],
-        "reason": [r.reason for r in recs],
-        "approval": [(r.approval or {}).get("state") for r in recs],
-        "reused": [i in kept for i in ids],
-        # JSON null is a real result of a succeeded task; NA means none.
-        "result": [
-            canonical(r.result)
-            if r.status == "succeeded" and r.result_ref is None
-            else None
-            for r in recs
-        ],
-        "result_ref": [r.result_ref for r in recs],
-        "input_hash": [r.input_hash for r in recs],
-        "tool_hash": [r.tool_hash for r in recs],
-        "idempotency_key": [r.idempotency_key for r in recs],
+        "duration": list(map(_span, started, ended)),
+        "busy": list(map(busy.get, ids)),
+        "error_type": r["error_type"],
+        "error": r["error"],
+        "reason": r["reason"],
+        "approval": (
+            [(a or {}).get("state") for a in approvals]
+            if any(approvals)
+            else [None] * n
+        ),
+        "reused": list(map(kept.__contains__, ids)),
+        "result": _results(r["status"], r["result_ref"], r["result"]),
+        "result_ref": r["result_ref"],
+        "input_hash": r["input_hash"],
+        "tool_hash": r["tool_hash"],
+        "idempotency_key": r["idempotency_key"],
     }
+    none: Row = dict.fromkeys(_USAGE, 0)
+    use = [usage.get(i) or none for i in ids] if usage else [none] * n
     for k in _USAGE:
-        cols[k] = [u[k] for u in use]
-    return Table(cols, len(ids))
+        cols[k] = list(map(itemgetter(k), use))
+    return Table(cols, n)
 
 
 def session_rows(d: SessionData) -> list[Row]:

@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-__all__ = ["arrow", "arrow_strings", "categorical", "from_arrow", "int64"]
+__all__ = [
+    "arrow",
+    "arrow_strings",
+    "categorical",
+    "from_arrow",
+    "int64",
+    "json_strings",
+]
 
 
 def arrow(module: str = "pyarrow") -> Any:
@@ -65,6 +72,36 @@ def int64(values: list[Any]) -> Any:
         return None
     mask = arr.is_null().to_numpy(zero_copy_only=False)
     return pd.arrays.IntegerArray(arr.fill_null(0).to_numpy(), mask)
+
+
+def json_strings(values: list[str | None]) -> Any:
+    """The JSON text of each str (what ``json`` writes for it with
+    ``ensure_ascii=False``: the text in quotes), None staying null, as one Arrow
+    array built in C; or None when some text needs an escape (a quote, a
+    backslash, a control character), left to ``canonical`` one by one.
+
+    10,000 results of 256 characters: ~1 ms, against ~8 ms encoding each in
+    Python (most of it allocating 10,000 new strings).
+    """
+    import numpy as np
+
+    pa, pc = arrow(), arrow("pyarrow.compute")
+    try:
+        arr = pa.array(values, pa.large_string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    _, offsets, data = arr.buffers()  # a new array: its values start at 0
+    used = int(np.frombuffer(offsets, np.int64)[len(arr)]) if data else 0
+    if used:
+        # UTF-8: a multi-byte character has no byte below 0x80, so these bytes
+        # are exactly the characters json escapes.
+        raw = np.frombuffer(data, np.uint8, count=used)
+        if raw.min() < 0x20 or (raw == 0x22).any() or (raw == 0x5C).any():
+            return None
+    quote = pa.scalar('"', pa.large_string())
+    return pc.binary_join_element_wise(
+        quote, arr, quote, pa.scalar("", pa.large_string())
+    )
 
 
 def from_arrow(

@@ -1,0 +1,188 @@
+"""The shortcuts ``tasks_df`` takes give what the plain way gives.
+
+- ``head_table``: the five fields of every event msgspec decodes equal what
+  ``event_table`` (Arrow) and the parsed rows hold; a body it cannot type
+  sends the reader to the rows, with the same frames.
+- ``json_strings``: the quoted texts equal ``canonical`` of each, and any text
+  that needs an escape is left to ``canonical``.
+- ``_fields``: the columns read from the models' ``__dict__`` equal the
+  attributes.
+- ``_reused`` and ``containing``: the same tasks whether the events are held
+  as stored texts or as parsed rows.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import argus_lab as al
+from argus_lab import analysis as an
+from argus_lab.analysis import _rows
+from argus_lab.analysis._event_cols import HEAD_FIELDS, event_table, head_table
+from argus_lab.analysis._read import SessionData, parse_events, read_sessions
+from argus_lab.analysis._series import json_strings
+from argus_lab.analysis._values import canonical
+from argus_lab.model import Task, TaskRecord
+
+FIXTURE_WS = Path(__file__).parent / "fixtures" / "trajectory" / "ws"
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> list[SessionData]:
+    shutil.copytree(FIXTURE_WS, tmp_path / "ws")
+    ws = al.Workspace(tmp_path / "ws")
+    try:
+        got = read_sessions(ws).sessions
+    finally:
+        ws.close()
+    assert len(got) >= 2
+    return got
+
+
+def _bodies(d: SessionData) -> list[str]:
+    assert d._bodies is not None  # read from the store: the stored texts
+    return d._bodies
+
+
+def test_head_table_holds_what_arrow_and_the_rows_hold(
+    sessions: list[SessionData],
+) -> None:
+    for d in sessions:
+        bodies = _bodies(d)
+        heads = head_table(bodies)
+        full = event_table(bodies, True)
+        assert heads is not None and full is not None
+        rows = parse_events(bodies)
+        for k in HEAD_FIELDS:
+            assert heads.values(k) == full.values(k), k
+            assert heads.values(k) == [r.get(k) for r in rows], k
+        kinds = heads.values("kind")
+        assert "task_started" in kinds and any(
+            t is None for t in heads.values("task_id")
+        )
+
+
+def test_head_table_gives_up_on_a_field_of_another_type() -> None:
+    ok = (
+        '{"kind":"note","session_id":"s","seq":1,"ts":1.5,"task_id":null,'
+        '"attempt":null,"duration":null,"text":"x"}'
+    )
+    got = head_table([ok])
+    assert got is not None and got.values("ts") == [1.5]
+    assert head_table([ok, ok.replace('"attempt":null', '"attempt":"two"')]) is None
+    assert head_table([ok, "[1, 2]"]) is None
+    # Fields it does not read may hold anything; missing ones read as None.
+    odd = '{"kind":"note","seq":2,"ts":3,"details":{"attempt":"x"},"tags":[1]}'
+    again = head_table([odd])
+    assert again is not None
+    assert [again.values(k)[0] for k in HEAD_FIELDS] == ["note", 2, 3.0, None, None]
+
+
+@pytest.mark.parametrize("arrow_too", [False, True])
+def test_tasks_df_is_the_same_when_the_heads_cannot_be_typed(
+    sessions: list[SessionData], monkeypatch: pytest.MonkeyPatch, arrow_too: bool
+) -> None:
+    want = [_rows.task_rows(d) for d in sessions]
+    import argus_lab.analysis._read as read_mod
+
+    monkeypatch.setattr(read_mod, "head_table", lambda bodies: None)
+    if arrow_too:
+        monkeypatch.setattr(read_mod, "event_table", lambda bodies, fast: None)
+    fresh = [
+        SessionData(d.info, d.plan, d.records, bodies=list(_bodies(d)))
+        for d in sessions
+    ]
+    for d, w in zip(fresh, want, strict=True):
+        got = _rows.task_rows(d)
+        # Arrow's table of the whole events, else the parsed rows.
+        assert (d._events is not None) is arrow_too and "table" in d.cache
+        for name in w._columns:
+            assert got.values(name) == w.values(name), name
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["plain", "", "ü ö 漢字 🙂", None],
+        ["x" * 300] * 3,
+        [None, None],
+        [],
+    ],
+)
+def test_json_strings_quote_what_canonical_quotes(texts: list[str | None]) -> None:
+    got = json_strings(texts)
+    assert got is not None
+    want = [None if t is None else canonical(t) for t in texts]
+    assert got.to_pylist() == want
+    for t, text in zip(texts, want, strict=True):
+        assert t is None or json.loads(str(text)) == t
+
+
+@pytest.mark.parametrize(
+    "bad", ['a "quote"', "back\\slash", "new\nline", "\x00", "\x1f"]
+)
+def test_json_strings_leave_escapes_to_canonical(bad: str) -> None:
+    assert json_strings(["fine", bad]) is None
+    assert json_strings(["fine", 3]) is None  # type: ignore[list-item]
+
+
+def test_the_result_column_equals_canonical_of_each() -> None:
+    status = ["succeeded", "succeeded", "failed", "succeeded", "succeeded", "pending"]
+    refs = [None, None, None, "art-1", None, None]
+    for results in (
+        ["a", "ü", "x", "big", None, None],  # a succeeded None is JSON null
+        ["a", {"b": [1, "c"]}, None, None, 'q"', None],
+        ["a", 'q"uote', None, None, "b", None],
+    ):
+        got = _rows._results(status, refs, results)
+        got = got if isinstance(got, list) else got.to_pylist()
+        want = [
+            canonical(v) if s == "succeeded" and r is None else None
+            for s, r, v in zip(status, refs, results, strict=True)
+        ]
+        assert got == want
+
+
+def test_fields_read_every_models_attributes() -> None:
+    recs = [
+        TaskRecord(task_id="a", status="succeeded", attempts=2, result={"x": 1}),
+        TaskRecord(task_id="b"),
+    ]
+    got = _rows._fields(recs, _rows._RECORD_FIELDS)
+    for name in _rows._RECORD_FIELDS:
+        assert got[name] == [getattr(r, name) for r in recs], name
+    tasks = [Task(id="t1", tool="x", deps=["t0"]), Task(id="t0", tool="y", title="T")]
+    assert _rows._fields(tasks, _rows._TASK_FIELDS)["deps"] == [["t0"], []]
+    assert _rows._fields([], ("id",)) == {"id": []}
+
+
+def test_reused_is_the_same_from_texts_and_from_rows(
+    sessions: list[SessionData],
+) -> None:
+    seen: set[str] = set()
+    for d in sessions:
+        as_rows = SessionData(d.info, d.plan, d.records, parse_events(_bodies(d)))
+        got = _rows._reused(d)
+        assert got == _rows._reused(as_rows)
+        pos = d.containing('"cached":true', "task_succeeded")
+        assert pos == as_rows.containing('"cached":true', "task_succeeded")
+        seen |= got
+    assert seen  # the fork keeps its parent's results
+
+
+def test_tasks_df_of_a_workspace_equals_the_frames_one(tmp_path: Path) -> None:
+    # frames() builds the events' table first; tasks_df reads only the heads.
+    shutil.copytree(FIXTURE_WS, tmp_path / "ws")
+    ws = al.Workspace(tmp_path / "ws")
+    try:
+        alone: Any = an.tasks_df(ws)
+        together = an.frames(ws).tasks
+    finally:
+        ws.close()
+    pd.testing.assert_frame_equal(alone, together)
