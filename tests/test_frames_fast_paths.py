@@ -176,6 +176,46 @@ def test_reused_is_the_same_from_texts_and_from_rows(
     assert seen  # the fork keeps its parent's results
 
 
+def _reused_one_event_at_a_time(d: SessionData) -> set[str]:
+    """The state machine _reused replaces: the last event about a task decides."""
+    state: dict[str, bool] = {}
+    for ev in d.events:
+        kind, tid = ev["kind"], ev.get("task_id")
+        if kind == "forked":
+            kept = json.loads(ev["details"]).get("kept") or []
+            state.update(dict.fromkeys(map(str, kept), True))
+        elif tid is not None and kind in ("task_started", "task_succeeded"):
+            state[tid] = kind == "task_succeeded" and (
+                json.loads(ev["details"]).get("cached") is True
+            )
+    return {t for t, reused in state.items() if reused}
+
+
+def test_reused_follows_the_last_event_about_each_task(
+    sessions: list[SessionData],
+) -> None:
+    def ev(kind: str, tid: str | None = None, **own: Any) -> dict[str, Any]:
+        text = json.dumps(own, separators=(",", ":"))
+        return {"kind": kind, "task_id": tid, "attempt": None, "details": text}
+
+    events = [
+        ev("forked", kept=["a", "b", "c"]),
+        ev("task_started", "b"),  # run again here: not reused
+        ev("task_succeeded", "b", cached=False),
+        ev("task_succeeded", "d", cached=True),  # replayed: reused
+        ev("task_succeeded", "e", cached=True, note='"cached":true'),
+        ev("task_started", "e"),  # then run: not reused
+        ev("task_succeeded", "f", note='"cached":true'),  # the text, not the field
+        ev("task_started", "c"),
+        ev("forked", kept=["c"]),  # kept again after its attempt: reused
+    ]
+    d0 = sessions[0]
+    made = SessionData(d0.info, d0.plan, d0.records, events)
+    assert _rows._reused(made) == {"a", "c", "d"} == _reused_one_event_at_a_time(made)
+    for d in sessions:
+        assert _rows._reused(d) == _reused_one_event_at_a_time(d)
+
+
 def test_tasks_df_of_a_workspace_equals_the_frames_one(tmp_path: Path) -> None:
     # frames() builds the events' table first; tasks_df reads only the heads.
     shutil.copytree(FIXTURE_WS, tmp_path / "ws")

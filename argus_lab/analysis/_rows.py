@@ -36,6 +36,7 @@ _OUTCOME = {
     "task_failed": "failed",
 }
 _CACHED = '"cached":true'
+_RAN = frozenset({"task_started", "task_succeeded"})
 _STR = json.encoder.encode_basestring  # what canonical() writes for a str
 _USAGE = ("cost_usd", "input_tokens", "output_tokens", "n_llm_calls")
 
@@ -174,21 +175,29 @@ def _reused(d: SessionData) -> set[str]:
     parent's recorded results (a ``task_succeeded`` with ``cached`` and no attempt
     before it). Either way, no time or money was spent on them here.
     """
-    state: dict[str, bool] = {}
     kinds, tids = d.lists("kind", "task_id")
+    # An attempt means this session ran the task; a replayed success means not.
+    # The last of them decides: dict() keeps the last position given per key,
+    # found by C-level maps (no bytecode per event).
+    ran = list(map(_RAN.__contains__, kinds))
+    last = dict(zip(compress(tids, ran), compress(range(len(tids)), ran), strict=True))
+    last.pop(None, None)
     # Details are compact JSON (no spaces), so a success whose text lacks
     # '"cached":true' was not replayed: only the others are parsed.
-    replayed = set(d.containing(_CACHED, "task_succeeded"))
-    for i, (kind, tid) in enumerate(zip(kinds, tids, strict=True)):
-        if kind == "forked":
-            kept = d.parsed(d.rows_at([i])[0]).get("kept") or []
-            state.update(dict.fromkeys((str(t) for t in kept), True))
-        elif tid is not None and kind in ("task_started", "task_succeeded"):
-            # An attempt means this session ran it; a replayed success means not.
-            state[tid] = (
-                i in replayed and d.parsed(d.rows_at([i])[0]).get("cached") is True
-            )
-    return {t for t, reused in state.items() if reused}
+    hits = d.containing(_CACHED, "task_succeeded")
+    replayed = {
+        i
+        for i, ev in zip(hits, d.rows_at(hits), strict=True)
+        if d.parsed(ev).get("cached") is True
+    }
+    out = {t for t, i in last.items() if i in replayed}
+    # ... unless a fork kept its parent's result after that.
+    forks = d.positions("forked")
+    for i, ev in zip(forks, d.rows_at(forks), strict=True):
+        for t in map(str, d.parsed(ev).get("kept") or []):
+            if last.get(t, -1) < i:
+                out.add(t)
+    return out
 
 
 def _results(status: list[str], refs: list[Any], results: list[Any]) -> Any:
