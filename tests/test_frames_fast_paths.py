@@ -26,7 +26,7 @@ from argus_lab import analysis as an
 from argus_lab.analysis import _rows
 from argus_lab.analysis._event_cols import HEAD_FIELDS, event_table, head_table
 from argus_lab.analysis._read import SessionData, parse_events, read_sessions
-from argus_lab.analysis._series import json_strings
+from argus_lab.analysis._series import json_string_lists, json_strings
 from argus_lab.analysis._values import canonical
 from argus_lab.model import Task, TaskRecord
 
@@ -130,6 +130,26 @@ def test_json_strings_quote_what_canonical_quotes(texts: list[str | None]) -> No
 def test_json_strings_leave_escapes_to_canonical(bad: str) -> None:
     assert json_strings(["fine", bad]) is None
     assert json_strings(["fine", 3]) is None  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "lists",
+    [[[], ["a"], ["a", "b ü", ""], []], [[]], [], [["x" * 100] * 50]],
+)
+def test_json_string_lists_write_what_canonical_writes(
+    lists: list[list[str]],
+) -> None:
+    got = json_string_lists(lists)
+    assert got is not None
+    assert got.to_pylist() == [canonical(v) for v in lists]
+    assert _rows._deps(lists) == got
+
+
+@pytest.mark.parametrize("bad", [["a", 'q"'], ["\\"], ["\t"], [1], None])
+def test_json_string_lists_leave_the_rest_to_canonical(bad: Any) -> None:
+    assert json_string_lists([["fine"], bad]) is None
+    if bad is not None and all(type(v) is str for v in bad):
+        assert _rows._deps([["fine"], bad]) == [canonical(["fine"]), canonical(bad)]
 
 
 def test_the_result_column_equals_canonical_of_each() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from argus_lab.analysis._columns import Table
 from argus_lab.analysis._read import SessionData
-from argus_lab.analysis._series import json_strings
+from argus_lab.analysis._series import json_string_lists, json_strings
 from argus_lab.analysis._values import canonical
 from argus_lab.model import STATUSES, TaskRecord
 
@@ -217,6 +217,15 @@ def _results(status: list[str], refs: list[Any], results: list[Any]) -> Any:
     return [canonical(v) if k else None for v, k in zip(results, kept, strict=True)]
 
 
+def _deps(deps: list[list[str]]) -> Any:
+    """The ``deps`` column: canonical()'s text of each list of ids, made in
+    C (``json_string_lists``), else written here: no call per task."""
+    got = json_string_lists(deps)
+    if got is not None:
+        return got
+    return ["[" + ", ".join(map(_STR, ids)) + "]" for ids in deps]
+
+
 _TASK_FIELDS = ("id", "title", "tool", "parent", "deps")
 _RECORD_FIELDS = (
     "status",
@@ -278,8 +287,7 @@ def task_rows(d: SessionData) -> Table:
         "title": titles,
         "tool": t["tool"],
         "parent": t["parent"],
-        # canonical()'s text for a list of ids, written here: no call per task.
-        "deps": ["[" + ", ".join(map(_STR, deps)) + "]" for deps in t["deps"]],
+        "deps": _deps(t["deps"]),
         "status": r["status"],
         "attempts": r["attempts"],
         "generation": r["generation"],
