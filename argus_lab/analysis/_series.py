@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "arrow",
     "arrow_strings",
+    "booleans",
     "categorical",
     "from_arrow",
     "int64",
@@ -45,13 +46,27 @@ def categorical(values: list[Any], known: Sequence[str]) -> Any:
     import pandas as pd
 
     cats = list(known)
-    seen = set(values)
-    seen.discard(None)
-    cats += sorted(seen - set(cats))
+    distinct = set(values)
+    cats += sorted(distinct - set(cats) - {None})
     code: dict[Any, int] = {c: i for i, c in enumerate(cats)}
     code[None] = -1
-    codes = np.fromiter(map(code.__getitem__, values), np.int64, len(values))
+    if len(distinct) == 1:  # one value throughout (all None, all succeeded)
+        codes = np.full(len(values), code[next(iter(distinct))], np.int64)
+    else:
+        codes = np.fromiter(map(code.__getitem__, values), np.int64, len(values))
     return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats))
+
+
+def booleans(values: list[Any]) -> Any:
+    """A nullable boolean array if every value is a bool, else None: numpy
+    reads the list in C, and its dtype says whether they all were."""
+    import numpy as np
+    import pandas as pd
+
+    flags = np.array(values)
+    if not len(values) or flags.dtype != np.bool_:
+        return None
+    return pd.arrays.BooleanArray(flags, np.zeros(len(flags), np.bool_))
 
 
 def int64(values: list[Any]) -> Any:
