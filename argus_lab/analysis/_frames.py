@@ -314,6 +314,10 @@ def frames(
     """
     with paused_gc():  # see _frame
         data = read_sessions(src, strict=strict)
+        for d in data.sessions:
+            # The events frame needs the whole table: built first, the other
+            # frames read their columns from it, not from a parse of their own.
+            d.event_table()
         built = {
             f.name: _build(f.name, data, None, dtype_backend) for f in fields(Frames)
         }
