@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from argus_lab.analysis._event_cols import (
@@ -211,13 +211,10 @@ class SessionData:
             hit = pc.is_in(col, value_set=pa.array(sorted(set(kinds)), pa.string()))
             found: list[int] = pc.indices_nonzero(hit).to_pylist()
             return found
-        index: dict[str, list[int]] | None = self.cache.get("kinds")
-        if index is None:  # one pass over the events, for every later call
-            index = {}
-            for i, k in enumerate(self.lists("kind")[0]):
-                index.setdefault(k or "", []).append(i)
-            self.cache["kinds"] = index
-        return sorted(i for k in set(kinds) for i in index.get(k, ()))
+        # Found by C-level maps over the kinds (no bytecode per event).
+        wanted = frozenset(kinds) | ({None} if "" in kinds else set())
+        listed = self.lists("kind")[0]
+        return list(compress(range(len(listed)), map(wanted.__contains__, listed)))
 
     def containing(self, text: str, *kinds: str) -> list[int]:
         """Positions of the events of these kinds whose own fields' JSON text

@@ -149,13 +149,15 @@ def _task_times(d: SessionData) -> tuple[dict[str, float], dict[str, float]]:
                 gen_start[tid] = ts
             running[tid] = (attempt, ts)
         elif kind in _OUTCOME:
-            att = running.get(tid)
-            if att is None or attempt not in (None, att[0]):
+            att = running.pop(tid, None)
+            if att is None:
                 continue
-            del running[tid]
-            took = _span(att[1], ts)
-            if took is not None and cached is None:
-                busy[tid] = busy.get(tid, 0.0) + took
+            if attempt is not None and attempt != att[0]:
+                running[tid] = att  # another attempt's outcome: not this one's
+                continue
+            start = att[1]  # _span, inline: this runs once per attempt
+            if start is not None and ts is not None and cached is None:
+                busy[tid] = busy.get(tid, 0.0) + (ts - start)
         elif kind == "task_retried":
             gen_start.pop(tid, None)
         elif kind == "resumed" or kind == "in_doubt":
