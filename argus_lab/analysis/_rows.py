@@ -14,7 +14,7 @@ from typing import Any
 
 from argus_lab.analysis._columns import Table
 from argus_lab.analysis._read import SessionData
-from argus_lab.analysis._series import json_string_lists, json_strings
+from argus_lab.analysis._series import arrow, json_string_lists, json_strings
 from argus_lab.analysis._values import canonical
 from argus_lab.model import STATUSES, TaskRecord
 
@@ -219,6 +219,24 @@ def _results(status: list[str], refs: list[Any], results: list[Any]) -> Any:
     return [canonical(v) if k else None for v, k in zip(results, kept, strict=True)]
 
 
+def _usage_columns(ids: list[str], usage: dict[str | None, Row]) -> dict[str, Any]:
+    """The usage columns of tasks ``ids`` (0 for a task with no model call):
+    numpy arrays filled at the few tasks with usage, handed over as Arrow
+    arrays (no Python value per task, none for the frame to convert)."""
+    import numpy as np
+
+    pa = arrow()
+    n = len(ids)
+    cost = np.zeros(n, np.float64)
+    counts = {k: np.zeros(n, np.int64) for k in _USAGE[1:]}
+    for j in compress(range(n), map(usage.__contains__, ids)):
+        u = usage[ids[j]]
+        cost[j] = u["cost_usd"]
+        for k, col in counts.items():
+            col[j] = u[k]
+    return {"cost_usd": pa.array(cost)} | {k: pa.array(c) for k, c in counts.items()}
+
+
 def _deps(deps: list[list[str]]) -> Any:
     """The ``deps`` column: canonical()'s text of each list of ids, made in
     C (``json_string_lists``), else written here: no call per task."""
@@ -312,10 +330,7 @@ def task_rows(d: SessionData) -> Table:
         "tool_hash": r["tool_hash"],
         "idempotency_key": r["idempotency_key"],
     }
-    none: Row = dict.fromkeys(_USAGE, 0)
-    use = [usage.get(i) or none for i in ids] if usage else [none] * n
-    for k in _USAGE:
-        cols[k] = list(map(itemgetter(k), use))
+    cols.update(_usage_columns(ids, usage))
     return Table(cols, n)
 
 
