@@ -22,7 +22,14 @@ from argus_lab.analysis._columns import arrow
 from argus_lab.analysis._table import Table
 from argus_lab.events import COMMON_FIELDS
 
-__all__ = ["EVENT_FIELDS", "HEAD_FIELDS", "event_table", "head_table", "split_bodies"]
+__all__ = [
+    "EVENT_FIELDS",
+    "HEAD_FIELDS",
+    "Heads",
+    "event_table",
+    "head_table",
+    "split_bodies",
+]
 
 EVENT_FIELDS: tuple[str, ...] = (*COMMON_FIELDS, "details")
 """The columns of an event row: the EventBase fields, then ``details``."""
@@ -142,7 +149,31 @@ def _head_decoder() -> Any:
     return msgspec.json.Decoder(Head)
 
 
-def head_table(bodies: list[str]) -> Table | None:
+class Heads(Table):
+    """``HEAD_FIELDS`` of every event, each column read from the decoded
+    structs when first asked for (``tasks_df`` never reads ``seq``)."""
+
+    __slots__ = ("_structs",)
+
+    def __init__(self, structs: list[Any]) -> None:
+        super().__init__({}, len(structs))
+        self._structs = structs
+
+    def column(self, name: str) -> Any:
+        if name not in HEAD_FIELDS:
+            return super().column(name)
+        got = self._columns.get(name)
+        if got is None:
+            got = self._columns[name] = list(map(attrgetter(name), self._structs))
+        return got
+
+    def rows(self) -> list[dict[str, Any]]:
+        for k in HEAD_FIELDS:
+            self.column(k)
+        return super().rows()
+
+
+def head_table(bodies: list[str]) -> Heads | None:
     """Only ``HEAD_FIELDS`` of every event, as a Table of lists, or None when
     one is not of those fields' types (the caller then reads the events whole).
 
@@ -157,8 +188,6 @@ def head_table(bodies: list[str]) -> Table | None:
     import msgspec
 
     try:
-        heads = list(map(_head_decoder().decode, bodies))
+        return Heads(list(map(_head_decoder().decode, bodies)))
     except msgspec.MsgspecError:  # not an object, a field of another type
         return None
-    cols = {k: list(map(attrgetter(k), heads)) for k in HEAD_FIELDS}
-    return Table(cols, len(bodies))
