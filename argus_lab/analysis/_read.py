@@ -231,7 +231,7 @@ class SessionData:
             return [i for i in at if text in bodies[i]]
         rows = self.rows_at(at)
         return [
-            i for i, r in zip(at, rows, strict=True) if text in (r["details"] or "")
+            i for i, r in zip(at, rows, strict=True) if text in (r.get("details") or "")
         ]
 
     def lists(self, *names: str) -> list[list[Any]]:
