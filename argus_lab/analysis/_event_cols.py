@@ -9,6 +9,10 @@ the Arrow arrays (``_columns.to_series``), no Python value per cell.
 Anything Arrow cannot read as the head schema (a field of another type, a body of
 an unexpected shape it could not split) makes ``event_table`` answer None, and the
 caller builds the rows as dicts instead: the same content, slower.
+
+Frames that read only the kind, seq, time, task and attempt of every event
+(``tasks_df``, the attempts) take ``head_table`` instead: msgspec decodes just
+those fields of each body and skips the rest unread, no split, no Arrow array.
 """
 
 from __future__ import annotations

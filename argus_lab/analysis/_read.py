@@ -11,9 +11,12 @@ not have that shape is parsed whole instead.
 
 A session's events are kept as the stored texts until a frame asks: as columns
 (``SessionData.event_table``: the heads parsed by Arrow, no dict per event; what
-``events_df`` and ``tasks_df`` read), or as rows (``SessionData.events``: the heads
-parsed in ONE ``json.loads`` of a joined array; what the frames pairing attempts
-and approvals read). Only the rows a frame parses are built as dicts otherwise.
+``events_df`` reads), as the five head fields alone (``head_table``: decoded by
+msgspec, the rest of each text skipped; what ``tasks_df`` and the frames pairing
+attempts read through ``lists`` and ``positions``), or as rows
+(``SessionData.events``: the heads parsed in ONE ``json.loads`` of a joined array,
+when the columns cannot be read). Only the rows a frame parses are built as dicts
+otherwise (``rows_at``).
 """
 
 from __future__ import annotations
