@@ -23,7 +23,7 @@ import pytest
 
 import argus_lab as al
 from argus_lab import analysis as an
-from argus_lab.analysis import _rows
+from argus_lab.analysis import _tasks
 from argus_lab.analysis._event_cols import HEAD_FIELDS, event_table, head_table
 from argus_lab.analysis._read import SessionData, parse_events, read_sessions
 from argus_lab.analysis._series import json_string_lists, json_strings
@@ -88,7 +88,7 @@ def test_head_table_gives_up_on_a_field_of_another_type() -> None:
 def test_tasks_df_is_the_same_when_the_heads_cannot_be_typed(
     sessions: list[SessionData], monkeypatch: pytest.MonkeyPatch, arrow_too: bool
 ) -> None:
-    want = [_rows.task_rows(d) for d in sessions]
+    want = [_tasks.task_rows(d) for d in sessions]
     import argus_lab.analysis._read as read_mod
 
     monkeypatch.setattr(read_mod, "head_table", lambda bodies: None)
@@ -99,7 +99,7 @@ def test_tasks_df_is_the_same_when_the_heads_cannot_be_typed(
         for d in sessions
     ]
     for d, w in zip(fresh, want, strict=True):
-        got = _rows.task_rows(d)
+        got = _tasks.task_rows(d)
         # Arrow's table of the whole events, else the parsed rows.
         assert (d._events is not None) is arrow_too and "table" in d.cache
         for name in w._columns:
@@ -142,14 +142,14 @@ def test_json_string_lists_write_what_canonical_writes(
     got = json_string_lists(lists)
     assert got is not None
     assert got.to_pylist() == [canonical(v) for v in lists]
-    assert _rows._deps(lists) == got
+    assert _tasks._deps(lists) == got
 
 
 @pytest.mark.parametrize("bad", [["a", 'q"'], ["\\"], ["\t"], [1], None])
 def test_json_string_lists_leave_the_rest_to_canonical(bad: Any) -> None:
     assert json_string_lists([["fine"], bad]) is None
     if bad is not None and all(type(v) is str for v in bad):
-        assert _rows._deps([["fine"], bad]) == [canonical(["fine"]), canonical(bad)]
+        assert _tasks._deps([["fine"], bad]) == [canonical(["fine"]), canonical(bad)]
 
 
 def test_the_result_column_equals_canonical_of_each() -> None:
@@ -160,7 +160,7 @@ def test_the_result_column_equals_canonical_of_each() -> None:
         ["a", {"b": [1, "c"]}, None, None, 'q"', None],
         ["a", 'q"uote', None, None, "b", None],
     ):
-        got = _rows._results(status, refs, results)
+        got = _tasks._results(status, refs, results)
         got = got if isinstance(got, list) else got.to_pylist()
         want = [
             canonical(v) if s == "succeeded" and r is None else None
@@ -174,12 +174,12 @@ def test_fields_read_every_models_attributes() -> None:
         TaskRecord(task_id="a", status="succeeded", attempts=2, result={"x": 1}),
         TaskRecord(task_id="b"),
     ]
-    got = _rows._fields(recs, _rows._RECORD_FIELDS)
-    for name in _rows._RECORD_FIELDS:
+    got = _tasks._fields(recs, _tasks._RECORD_FIELDS)
+    for name in _tasks._RECORD_FIELDS:
         assert got[name] == [getattr(r, name) for r in recs], name
     tasks = [Task(id="t1", tool="x", deps=["t0"]), Task(id="t0", tool="y", title="T")]
-    assert _rows._fields(tasks, _rows._TASK_FIELDS)["deps"] == [["t0"], []]
-    assert _rows._fields([], ("id",)) == {"id": []}
+    assert _tasks._fields(tasks, _tasks._TASK_FIELDS)["deps"] == [["t0"], []]
+    assert _tasks._fields([], ("id",)) == {"id": []}
 
 
 def test_reused_is_the_same_from_texts_and_from_rows(
@@ -188,8 +188,8 @@ def test_reused_is_the_same_from_texts_and_from_rows(
     seen: set[str] = set()
     for d in sessions:
         as_rows = SessionData(d.info, d.plan, d.records, parse_events(_bodies(d)))
-        got = _rows._reused(d)
-        assert got == _rows._reused(as_rows)
+        got = _tasks._reused(d)
+        assert got == _tasks._reused(as_rows)
         pos = d.containing('"cached":true', "task_succeeded")
         assert pos == as_rows.containing('"cached":true', "task_succeeded")
         seen |= got
@@ -231,9 +231,9 @@ def test_reused_follows_the_last_event_about_each_task(
     ]
     d0 = sessions[0]
     made = SessionData(d0.info, d0.plan, d0.records, events)
-    assert _rows._reused(made) == {"a", "c", "d"} == _reused_one_event_at_a_time(made)
+    assert _tasks._reused(made) == {"a", "c", "d"} == _reused_one_event_at_a_time(made)
     for d in sessions:
-        assert _rows._reused(d) == _reused_one_event_at_a_time(d)
+        assert _tasks._reused(d) == _reused_one_event_at_a_time(d)
 
 
 def test_tasks_df_of_a_workspace_equals_the_frames_one(tmp_path: Path) -> None:

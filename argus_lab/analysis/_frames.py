@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.analysis import _rows
+from argus_lab.analysis import _rows, _tasks
 from argus_lab.analysis._columns import Columns, DtypeBackend, Row, Table
 from argus_lab.analysis._read import Read, SessionData, Source, read_sessions
 from argus_lab.analysis._schema import FRAME_COLUMNS
@@ -39,7 +39,7 @@ RowsFn = Callable[[SessionData], "list[Row] | Table"]
 
 _ROWS: dict[str, RowsFn] = {
     "sessions": _rows.session_rows,
-    "tasks": _rows.task_rows,
+    "tasks": _tasks.task_rows,
     "events": _rows.event_rows,
     "attempts": _rows.attempt_rows,
     "llm_calls": _rows.llm_call_rows,

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from argus_lab.analysis._event_cols import (
     EVENT_FIELDS,
+    FAST,
     HEAD_FIELDS,
     event_table,
     head_table,
-    split_bodies,
+    parse_events,
 )
 from argus_lab.analysis._series import arrow
 from argus_lab.analysis._table import Table
-from argus_lab.events import COMMON_FIELDS, EventBase
 
 if TYPE_CHECKING:
     from argus_lab.model import SessionInfo, TaskRecord
@@ -56,50 +56,6 @@ _THREADS = 4
 """Sessions of a workspace read at once (store opens and closes are I/O bound)."""
 _PARSED = "_parsed"
 """Row key set once a row's details are merged into it."""
-
-
-def _duration_is_last_common() -> bool:
-    classes: list[type[EventBase]] = [EventBase]
-    while classes:
-        cls = classes.pop()
-        if tuple(cls.model_fields)[: len(COMMON_FIELDS)] != COMMON_FIELDS:
-            return False
-        classes.extend(cls.__subclasses__())
-    return COMMON_FIELDS[-1] == "duration"
-
-
-# Checked once: if the field order ever changes, the split would be wrong, so
-# every body is then parsed whole (slower, still correct).
-_FAST = _duration_is_last_common()
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def parse_events(bodies: list[str]) -> list[dict[str, Any]]:
-    """Parses event JSON bodies into row dicts with the EventBase fields and
-    ``details``: the kind's own fields as JSON text.
-
-    Args:
-        bodies: Event JSON texts, as ``SessionStore.iter_event_json`` yields them.
-
-    Returns:
-        One dict per event with the EventBase fields; ``details`` is the JSON
-        text of the kind's own fields (``"{}"`` when it has none).
-    """
-    heads, details, slow = split_bodies(bodies, _FAST)
-    if not bodies:
-        return []
-    rows: list[dict[str, Any]] = json.loads("[" + "},".join(heads) + "}]")
-    for row, text in zip(rows, details, strict=True):
-        row["details"] = text
-    for i in slow:
-        full = json.loads(bodies[i])
-        own = {k: full.pop(k) for k in list(full) if k not in COMMON_FIELDS}
-        full["details"] = _compact(own)
-        rows[i] = full
-    return rows
 
 
 class SessionData:
@@ -158,7 +114,7 @@ class SessionData:
         if got is not None:
             return got
         if self._events is None and self._bodies is not None:
-            got = event_table(self._bodies, _FAST)
+            got = event_table(self._bodies, FAST)
         if got is None:
             rows = self.events
             got = Table(
