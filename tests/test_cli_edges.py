@@ -199,7 +199,7 @@ def test_ctrl_c_during_run_is_one_line_exit_130_and_nothing_fails(
     assert (p.returncode, err) == (
         130,
         "argus run: interrupted: running tasks finished and were saved; session "
-        "'sl' is paused (argus resume sl goes on)\n",
+        f"'sl' is paused (argus resume sl --tools {tools} -w {ws} goes on)\n",
     )
     import argus_lab as al
 

@@ -89,6 +89,9 @@ def run_session(
         e.in_flight = [  # type: ignore[attr-defined]
             t.id for t in s.plan.tasks if s.record(t.id).status == "running"
         ]
+        from argus_lab.cli._tools import needs_tools
+
+        e.needs_tools = needs_tools(s.plan)  # type: ignore[attr-defined]
         raise
 
 
