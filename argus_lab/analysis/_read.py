@@ -170,9 +170,15 @@ class SessionData:
             hit = pc.is_in(col, value_set=pa.array(sorted(set(kinds)), pa.string()))
             found: list[int] = pc.indices_nonzero(hit).to_pylist()
             return found
-        # Found by C-level maps over the kinds (no bytecode per event).
+        # Found by C-level maps over the kinds (no bytecode per event), and
+        # not looked for at all when no event is of these kinds.
         wanted = frozenset(kinds) | ({None} if "" in kinds else set())
         listed = self.lists("kind")[0]
+        present: set[str | None] | None = self.cache.get("kind set")
+        if present is None:
+            present = self.cache["kind set"] = set(listed)
+        if present.isdisjoint(wanted):
+            return []
         return list(compress(range(len(listed)), map(wanted.__contains__, listed)))
 
     def containing(self, text: str, *kinds: str) -> list[int]:

@@ -89,7 +89,7 @@ def _reused(d: SessionData) -> set[str]:
         for i, ev in zip(hits, d.rows_at(hits), strict=True)
         if d.parsed(ev).get("cached") is True
     }
-    out = {t for t, i in last.items() if i in replayed}
+    out = {t for t, i in last.items() if i in replayed} if replayed else set()
     # ... unless a fork kept its parent's result after that.
     forks = d.positions("forked")
     for i, ev in zip(forks, d.rows_at(forks), strict=True):
