@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,13 @@ def test_head_table_gives_up_on_a_field_of_another_type() -> None:
     again = head_table([odd])
     assert again is not None
     assert [again.values(k)[0] for k in HEAD_FIELDS] == ["note", 2, 3.0, None, None]
+
+
+def test_head_table_without_msgspec_leaves_it_to_arrow(
+    sessions: list[SessionData], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "msgspec", None)  # import fails
+    assert head_table(_bodies(sessions[0])) is None
 
 
 @pytest.mark.parametrize("arrow_too", [False, True])
