@@ -190,6 +190,24 @@ def test_fields_read_every_models_attributes() -> None:
     assert _tasks._fields([], ("id",)) == {"id": []}
 
 
+def test_a_task_with_no_record_or_title_reads_as_a_new_one(
+    sessions: list[SessionData],
+) -> None:
+    d = sessions[0]
+    ids = [t.id for t in d.plan.tasks]
+    some = {k: v for k, v in d.records.items() if k != ids[1]}
+    got = _tasks.task_rows(SessionData(d.info, d.plan, some, bodies=_bodies(d)))
+    assert got.values("status")[1] == "pending" and got.values("attempts")[1] == 0
+    assert got.values("task_id") == ids
+    untitled = d.plan.model_copy(
+        update={"tasks": [t.model_copy(update={"title": None}) for t in d.plan.tasks]}
+    )
+    plain = _tasks.task_rows(
+        SessionData(d.info, untitled, d.records, bodies=_bodies(d))
+    )
+    assert plain.values("title") == ids
+
+
 def test_reused_is_the_same_from_texts_and_from_rows(
     sessions: list[SessionData],
 ) -> None:

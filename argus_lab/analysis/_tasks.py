@@ -10,7 +10,7 @@ the usage. Each shortcut gives exactly what the plain way gives
 from __future__ import annotations
 
 from itertools import compress
-from operator import itemgetter
+from operator import itemgetter, not_
 from typing import Any
 
 from argus_lab.analysis._columns import Table
@@ -189,11 +189,14 @@ def task_rows(d: SessionData) -> Table:
     recs: list[TaskRecord | None] = list(map(d.records.get, ids))
     # all(), not ``None in``: that would call pydantic's __eq__ on every record.
     if not all(recs):  # a task with no record yet reads as a new one
-        recs = [r or TaskRecord(task_id=i) for i, r in zip(ids, recs, strict=True)]
+        for j in compress(range(len(recs)), map(not_, recs)):
+            recs[j] = TaskRecord(task_id=ids[j])
     r = _fields(recs, _RECORD_FIELDS)
     n = len(ids)
     titles = t["title"]
-    if not all(titles):
+    if not any(titles):  # none has a title: each reads as its id
+        titles = ids
+    elif not all(titles):
         titles = [title or i for title, i in zip(titles, ids, strict=True)]
     started = list(map(gen_start.get, ids, r["started"]))
     ended = r["ended"]
