@@ -193,17 +193,21 @@ def task_rows(d: SessionData) -> Table:
             recs[j] = TaskRecord(task_id=ids[j])
     r = _fields(recs, _RECORD_FIELDS)
     n = len(ids)
-    titles = t["title"]
+    # The ids in Arrow once: the task_id column, and the titles of a plan
+    # that has none; the session id repeated in C.
+    pa = arrow()
+    id_texts = pa.array(ids, pa.large_string())
+    titles: Any = t["title"]
     if not any(titles):  # none has a title: each reads as its id
-        titles = ids
+        titles = id_texts
     elif not all(titles):
         titles = [title or i for title, i in zip(titles, ids, strict=True)]
     started = list(map(gen_start.get, ids, r["started"]))
     ended = r["ended"]
     approvals = r["approval"]
     cols: dict[str, Any] = {
-        "session_id": [d.id] * n,
-        "task_id": ids,
+        "session_id": pa.repeat(pa.scalar(d.id, pa.large_string()), n),
+        "task_id": id_texts,
         "title": titles,
         "tool": t["tool"],
         "parent": t["parent"],
