@@ -129,7 +129,14 @@ def _interrupted(e: KeyboardInterrupt, args: argparse.Namespace) -> str:
         return "interrupted (Ctrl-C)"
     # The line to go on with, as it works when copied: with this run's --tools.
     again = resume_command(name, args, needs_tools=getattr(e, "needs_tools", False))
-    running = getattr(e, "in_flight", [])
+    try:
+        running: list[str] = getattr(e, "in_flight", list)()
+    except Exception:  # the records could not be read: say what is known
+        return (
+            f"interrupted; session {name!r} may have tasks left running, "
+            f"which {again} reruns if their tools are idempotent, else holds "
+            "in doubt"
+        )
     if not running:
         return (
             "interrupted: running tasks finished and were saved; session "
