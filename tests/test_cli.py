@@ -161,7 +161,7 @@ def test_ask_approve_reject_and_their_mistakes(
     code, out = cli_json(capsys, "-w", ws, "resume", "no", "--tools", tools)
     assert code == 1 and "nope" in json.dumps(out)
     for argv, needle in [
-        (["approve", "yes", "a"], "is succeeded, not waiting for approval"),
+        (["approve", "yes", "a"], "is not waiting for approval (its status: succeeded"),
         (["approve", "yes", "zz"], "has no task 'zz'"),
         (["reject", "ghost", "a"], "no session 'ghost'"),
         (["approve", "yes", "a", "--args", "{oops"], "--args is not JSON"),

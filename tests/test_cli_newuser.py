@@ -357,3 +357,27 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     # Before: "unrecognized arguments: --version", exit 2.
     code, out, _ = _cli(capsys, "--version")
     assert (code, out) == (0, f"argus-lab {argus_lab.__version__}\n")
+
+
+@pytest.mark.slow
+def test_demo_crash_at_past_the_end_says_nothing_was_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It ran to the end and said nothing of the crash it was asked for.
+    code, out, _ = _cli(
+        capsys, "-w", tmp_path / "ws", "demo", "--name", "c", "--crash-at", 500
+    )
+    assert code == 0, out
+    m = re.search(r"--crash-at 500: the run ended with (\d+) tasks done", out)
+    assert m is not None and int(m[1]) < 500, out
+
+
+def test_gc_says_an_age_in_units_a_person_reads() -> None:
+    from argus_lab.cli._retention import _age
+
+    assert [_age(s) for s in (45, 872, 3 * 3600 + 720, 1.5 * 86400)] == [
+        "45 s",
+        "14.5 min",
+        "3.2 h",
+        "1.5 days",
+    ]

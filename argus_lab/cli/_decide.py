@@ -39,8 +39,8 @@ def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
         if status != "awaiting_approval":
             waiting = ", ".join(s.pending_approvals()) or "none"
             raise UsageError(
-                f"task {args.task!r} is {status}, not waiting for approval "
-                f"(waiting: {waiting})"
+                f"task {args.task!r} is not waiting for approval (its status: "
+                f"{status}; tasks waiting: {waiting})"
             )
         if approve:
             s.approve(args.task, edited, by="argus approve")

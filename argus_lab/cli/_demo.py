@@ -167,6 +167,12 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
         res = run_session(s, out)
         if trigger is not None:
             trigger.unsubscribe()
+            if not trigger.fired and args.crash_at is not None:
+                out.say(
+                    f"--crash-at {args.crash_at}: the run ended with {_done(s)} "
+                    "tasks done, fewer than that: nothing was killed (pick a "
+                    "smaller number to see a crash and its resume)"
+                )
         interrupted = None
         if trigger is not None and trigger.fired and res.status == "paused":
             interrupted = _done(s)
