@@ -6,7 +6,11 @@ A script, not a test. Every measurement is a fresh process (the children of
 of N no-op steps returning 256 characters. One repeat of every configuration runs
 before the next repeat, so drift on a shared machine hits them all alike; tables
 show medians. CPU time (all threads of the child) is the steadier figure on a
-loaded machine; wall time is shown beside it.
+loaded machine; wall time is shown beside it. Cells of N <= 100 get at least
+``SMALL_REPEATS`` runs: such a run lasts ~15 ms of CPU, so one preemption or a
+cold cache moves a single sample by 20-80% (one of three samples at 0.28 ms
+against 0.16 ms a step, fourth session), and three samples leave the median
+to chance; the spread (min-max of Argus's CPU per step) is shown beside it.
 
 - **argus**: ``@al.tool def noop(i: int) -> str``, one task per step.
 - **floor**: one bare diskcache transaction per step through ``open_cache`` (the
@@ -42,6 +46,7 @@ import bench_vs_langgraph as vs
 
 LG = "nodes-list"
 LG_MAX_N = 1000
+SMALL_N, SMALL_REPEATS = 100, 7
 GOALS = {"lg_100": 3.0, "lg_1000": 5.0, "floor": 2.0, "bytes": 2048, "written": 15_000}
 
 
@@ -82,8 +87,10 @@ def measure(
         if system != "lg" or n <= LG_MAX_N
     ]
     runs: dict[str, list[dict[str, Any]]] = {}
-    for rep in range(repeats):
+    for rep in range(max(repeats, SMALL_REPEATS)):
         for system, n, dur in configs:
+            if rep >= (SMALL_REPEATS if n <= SMALL_N else 0) and rep >= repeats:
+                continue
             d = Path(tempfile.mkdtemp(prefix="step-", dir=tmp))
             r = vs.spawn({**spec_of(system, n, dur), "dir": str(d / "ws")})
             shutil.rmtree(d)
@@ -112,11 +119,12 @@ def render(
 ) -> str:
     out = [machine, ""]
     out.append(
-        "| durability | N | Argus CPU / wall ms/step | floor CPU / wall "
+        "| durability | N | runs | Argus CPU / wall ms/step | Argus CPU min-max "
+        "| floor CPU / wall "
         "| Argus / floor (CPU) | LangGraph CPU / wall "
         "| LangGraph / Argus (CPU, wall) | Argus disk B/step | Argus written B/step |"
     )
-    out.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    out.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for dur in ("normal", "full"):
         for n in sizes:
             a, f = runs[f"argus:{n}:{dur}"], runs[f"floor:{n}:{dur}"]
@@ -131,8 +139,10 @@ def render(
                 lg_cell, ratio = "—", "—"
             disk = statistics.median(r["disk_bytes"] / r["n_tasks"] for r in a)
             wr = statistics.median(written(r) for r in a)
+            cpus = [r["cpu_ms_per_step"] for r in a]
             out.append(
-                f"| {dur} | {n:,} | {ac:.3f} / {aw:.3f} | {fc:.3f} / {fw:.3f} | "
+                f"| {dur} | {n:,} | {len(a)} | {ac:.3f} / {aw:.3f} | "
+                f"{min(cpus):.3f}-{max(cpus):.3f} | {fc:.3f} / {fw:.3f} | "
                 f"{ac / fc:.1f}x | {lg_cell} | {ratio} | {disk:,.0f} | {wr:,.0f} |"
             )
     return "\n".join(out)
@@ -157,7 +167,8 @@ def main() -> int:
     machine = (
         f"{os.cpu_count()} cores, load average {load0:.1f} at the start and "
         f"{os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - t0:.0f} s; "
-        f"medians of {args.repeats} fresh processes per cell."
+        f"medians of {args.repeats} fresh processes per cell "
+        f"({SMALL_REPEATS} where N <= {SMALL_N})."
     )
     print(render(runs, args.sizes, machine))
     return 0

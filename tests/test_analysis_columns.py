@@ -19,7 +19,7 @@ import pytest
 
 import argus_lab as al
 from argus_lab import analysis as an
-from argus_lab.analysis import _rows
+from argus_lab.analysis import _rows, _tasks
 from argus_lab.analysis._frames import FRAME_NAMES, _build
 from argus_lab.analysis._read import Read, SessionData, parse_events, read_sessions
 from argus_lab.analysis._table import Table
@@ -85,7 +85,7 @@ def test_task_times_from_columns_equal_the_attempt_rows_sums(
     sum of ``attempt_rows`` durations, as it was computed before."""
     checked = 0
     for d in read_sessions(fixture_ws).sessions:
-        gen_start, busy = _rows._task_times(d)
+        gen_start, busy = _tasks._task_times(d)
         assert d._events is None  # read from the columns
         old = _as_rows(d)
         sums: dict[str, float] = {}
@@ -93,8 +93,8 @@ def test_task_times_from_columns_equal_the_attempt_rows_sums(
             if a["duration"] is not None:
                 sums[a["task_id"]] = sums.get(a["task_id"], 0.0) + a["duration"]
         assert busy == sums
-        assert _rows._task_times(old) == (gen_start, busy)  # attempts cached
-        assert _rows._reused(old) == _rows._reused(d)
+        assert _tasks._task_times(old) == (gen_start, busy)  # attempts cached
+        assert _tasks._reused(old) == _tasks._reused(d)
         assert _rows._usage(old) == _rows._usage(d)
         checked += len(sums)
     assert checked >= 8

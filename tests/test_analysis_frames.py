@@ -21,7 +21,7 @@ import pytest
 
 import argus_lab as al
 from argus_lab import analysis as an
-from argus_lab.analysis import _rows
+from argus_lab.analysis import _rows, _tasks
 from argus_lab.analysis._columns import Table
 from argus_lab.analysis._read import read_sessions
 from argus_lab.analysis._report import DURATIONS, fmt_duration
@@ -160,9 +160,9 @@ def test_the_report_prints_durations_as_text(fr: an.Frames) -> None:
 
 def _reference_task_rows(d: Any) -> list[dict[str, Any]]:
     """tasks_df's rows built one dict per task (the construction before columns)."""
-    gen_start, busy = _rows._task_times(d)
+    gen_start, busy = _tasks._task_times(d)
     usage = _rows._usage(d)
-    kept = _rows._reused(d)
+    kept = _tasks._reused(d)
     out = []
     for t in d.plan.tasks:
         rec = d.records.get(t.id) or TaskRecord(task_id=t.id)

@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,7 +57,7 @@ tasks:
 
 COMMANDS = [
     *("demo", "run", "ls", "show", "resume", "fork"),
-    *("approve", "reject", "export", "rm", "gc"),
+    *("approve", "reject", "retry", "skip", "export", "rm", "gc"),
 ]
 
 
@@ -160,7 +161,7 @@ def test_ask_approve_reject_and_their_mistakes(
     code, out = cli_json(capsys, "-w", ws, "resume", "no", "--tools", tools)
     assert code == 1 and "nope" in json.dumps(out)
     for argv, needle in [
-        (["approve", "yes", "a"], "is succeeded, not waiting for approval"),
+        (["approve", "yes", "a"], "is not waiting for approval (its status: succeeded"),
         (["approve", "yes", "zz"], "has no task 'zz'"),
         (["reject", "ghost", "a"], "no session 'ghost'"),
         (["approve", "yes", "a", "--args", "{oops"], "--args is not JSON"),
@@ -372,6 +373,21 @@ def test_demo_runs_the_study_and_says_what_it_shows(demo: dict[str, Any]) -> Non
 
 
 @pytest.mark.slow
+def test_demo_says_it_stopped_where_the_readme_says(demo: dict[str, Any]) -> None:
+    # The README: "the run stops after 20 tasks"; tasks already running finish
+    # too, and the line used to give their sum (e.g. "after 24") as the stop.
+    m = re.search(
+        r"checkpointed resume: stopped the run after (\d+) tasks \(as Ctrl-C or a "
+        r"closed laptop would(?:; the (\d+) already running finished first)?\) "
+        r".*: (\d+) finished tasks kept",
+        demo["out"],
+    )
+    assert m is not None, demo["out"]
+    late = int(m[2] or 0)
+    assert int(m[1]) == 20 and int(m[3]) == 20 + late
+
+
+@pytest.mark.slow
 def test_demo_again_replays_from_the_cache(
     demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -445,7 +461,8 @@ def test_demo_killed_by_sigkill_resumes_then_asks(
         (["resume", "nobody", "--tools", "mytools.py"], "no session"),
         (["run", "PLAN", "--tools", "no_such_module_xyz"], "cannot import module"),
         (["run", "PLAN", "--tools", "ghost.py"], "file 'ghost.py' does not exist"),
-        (["resume", "adder"], "needs its tools: --tools"),
+        # (resume of a succeeded session needs none: test_cli_newuser.py)
+        (["fork", "adder", "--at", "two", "--run"], "needs its tools: --tools"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

@@ -199,13 +199,99 @@ def test_ctrl_c_during_run_is_one_line_exit_130_and_nothing_fails(
     assert (p.returncode, err) == (
         130,
         "argus run: interrupted: running tasks finished and were saved; session "
-        "'sl' is paused (argus resume sl goes on)\n",
+        f"'sl' is paused (argus resume sl --tools {tools} -w {ws} goes on)\n",
     )
     import argus_lab as al
 
     with al.Workspace(ws).open("sl") as s:
         assert [s.record(t).status for t in ("a", "b")] == ["succeeded", "pending"]
         assert s.status == "paused"
+
+
+# A tool that presses Ctrl-C twice from inside the run, each time once the CLI
+# is where a person's next Ctrl-C would find it (read off the main thread's
+# stack), and returns only once the session is closing: after the second
+# Ctrl-C, within the shutdown's grace.
+TWICE = """\
+import inspect, signal, sys, threading
+import argus_lab as al
+from argus_lab.runtime import loop
+
+_src, _first = inspect.getsourcelines(loop.LoopThread.call)
+_WAITS = [_first + i for i, line in enumerate(_src) if "fut.result()" in line]
+
+def _main_frames():
+    f = sys._current_frames().get(threading.main_thread().ident)
+    while f is not None:
+        yield f
+        f = f.f_back
+
+def _until(test):
+    while not any(test(f) for f in _main_frames()):
+        threading.Event().wait(0.001)
+
+def _ctrl_c():  # as a terminal sends it: to the main thread, which is waiting
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+@al.tool
+def twice(n: int = 0) -> int:
+    call = loop.LoopThread.call.__code__
+    _until(lambda f: f.f_code is call and f.f_lineno == _WAITS[0])
+    _ctrl_c()  # the first Ctrl-C: a pause
+    _until(lambda f: f.f_code is call and f.f_lineno == _WAITS[1])
+    _ctrl_c()  # the second: the session closes
+    # Returns within the shutdown's grace, or only once the process exits
+    # (joining the tool threads, after the message): left running, as a hung
+    # call would be.
+    if n == 0:
+        _until(lambda f: f.f_code.co_name == "close" and "argus_lab" in str(f))
+    else:
+        _until(lambda f: f.f_code.co_name == "_python_exit")
+    return n
+"""
+
+
+@pytest.mark.parametrize(
+    "finishes", [True, pytest.param(False, marks=pytest.mark.slow)]
+)
+def test_after_a_second_ctrl_c_only_tasks_still_running_are_named(
+    files: tuple[Path, Path, Path], finishes: bool
+) -> None:
+    # The message was built from the records when Ctrl-C came, before the
+    # session closed: it said a task would rerun which then finished within
+    # the shutdown's grace (2 s) and was saved.
+    ws, plan, tools = files
+    tools.write_text(TWICE)
+    n = 0 if finishes else 1
+    plan.write_text(
+        f"goal: twice\ntasks:\n  - {{id: a, tool: twice, args: {{n: {n}}}}}\n"
+        "  - {id: b, tool: twice, deps: [a]}\n"
+    )
+    argv = ["-w", str(ws), "run", str(plan), "--tools", str(tools), "--name", "tw"]
+    p = subprocess.run(
+        [sys.executable, "-m", "argus_lab.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    again = f"argus resume tw --tools {tools} -w {ws}"
+    assert (p.returncode, p.stderr) == (
+        130,
+        "argus run: interrupted: running tasks finished and were saved; session "
+        f"'tw' is paused ({again} goes on)\n"
+        if finishes
+        else "argus run: interrupted again before 1 running task(s) finished (a); "
+        f"session 'tw' is paused and nothing failed: {again} reruns them if "
+        "their tools are idempotent, else holds them in doubt\n",
+    )
+    import argus_lab as al
+
+    with al.Workspace(ws).open("tw", tools=[]) as s:
+        # Left running: its intent stays for the next run to decide about.
+        first = "succeeded" if finishes else "running"
+        assert [s.record(t).status for t in ("a", "b")] == [first, "pending"]
 
 
 def test_a_damaged_entry_named_on_the_command_line_says_why(

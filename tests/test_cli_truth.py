@@ -62,7 +62,8 @@ def test_a_dead_run_is_interrupted_with_its_successes(
     out = capsys.readouterr().out
     assert out.splitlines()[0].strip() == f"ledger - interrupted ({K} of {N} succeeded)"
     assert out.rstrip().splitlines()[-1] == (
-        "its run stopped when its process ended; argus resume ledger goes on"
+        "its run stopped when its process ended; argus resume ledger --tools "
+        f"MODULE_OR_FILE -w {killed} goes on"
     )
     assert main(["-w", str(killed), "--json", "show", "ledger"]) == 0
     shown = json.loads(capsys.readouterr().out)

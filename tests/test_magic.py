@@ -410,6 +410,29 @@ def test_approve_and_reject_by_name(
         ip.run_line_magic("argus", "reject pub pub")
 
 
+def test_approving_by_name_resumes_a_run_paused_for_it(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The widget's hint says `%argus approve NAME TASK`; like its Approve
+    button, that goes on with a run that stopped only for this approval."""
+    run(
+        ip,
+        """
+        @al.tool(side_effect="write")
+        def publish(text: str) -> str:
+            return "published " + text
+        """,
+    )
+    w = cell(ip, "pub2 --tools publish", WRITE_PLAN)
+    assert w.act("run").result(WAIT).status == "paused"
+    assert "%argus approve pub2 pub" in w.summary["reason"]
+    ip.run_line_magic("argus", "approve pub2 pub")
+    assert "pub2: pub approved; the run goes on" in capsys.readouterr().out
+    res = w.session.wait(WAIT)
+    assert res is not None and res.status == "succeeded"
+    assert w.session.result("pub") == "published draft"
+
+
 def test_interpolate() -> None:
     ns = {"city": "Lisbon", "days": 3, "names": ["a", "b"], "flag": True}
     text = "goal: {city} for {days} days {{city}} ${t.result.x} {missing} {names}"

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from argus_lab.analysis._series import (
     arrow,
     arrow_strings,
+    booleans,
     categorical,
     from_arrow,
     int64,
@@ -375,6 +376,8 @@ def to_series(values: Any, col: Column, dtype_backend: DtypeBackend) -> Any:
         s = pd.Series(np.array(values, dtype="float64"))
     elif spec == "Int64" and (ints := int64(values)) is not None:
         s = pd.Series(ints)
+    elif spec == "boolean" and (flags := booleans(values)) is not None:
+        s = pd.Series(flags)
     else:
         s = pd.Series(pd.array(values, dtype=pandas_dtype(spec)))
     if dtype_backend == "pyarrow":

@@ -11,9 +11,12 @@ not have that shape is parsed whole instead.
 
 A session's events are kept as the stored texts until a frame asks: as columns
 (``SessionData.event_table``: the heads parsed by Arrow, no dict per event; what
-``events_df`` and ``tasks_df`` read), or as rows (``SessionData.events``: the heads
-parsed in ONE ``json.loads`` of a joined array; what the frames pairing attempts
-and approvals read). Only the rows a frame parses are built as dicts otherwise.
+``events_df`` reads), as the five head fields alone (``head_table``: decoded by
+msgspec, the rest of each text skipped; what ``tasks_df`` and the frames pairing
+attempts read through ``lists`` and ``positions``), or as rows
+(``SessionData.events``: the heads parsed in ONE ``json.loads`` of a joined array,
+when the columns cannot be read). Only the rows a frame parses are built as dicts
+otherwise (``rows_at``).
 """
 
 from __future__ import annotations
@@ -22,13 +25,19 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from argus_lab.analysis._event_cols import EVENT_FIELDS, event_table, split_bodies
+from argus_lab.analysis._event_cols import (
+    EVENT_FIELDS,
+    FAST,
+    HEAD_FIELDS,
+    event_table,
+    head_table,
+    parse_events,
+)
 from argus_lab.analysis._series import arrow
 from argus_lab.analysis._table import Table
-from argus_lab.events import COMMON_FIELDS, EventBase
 
 if TYPE_CHECKING:
     from argus_lab.model import SessionInfo, TaskRecord
@@ -47,50 +56,6 @@ _THREADS = 4
 """Sessions of a workspace read at once (store opens and closes are I/O bound)."""
 _PARSED = "_parsed"
 """Row key set once a row's details are merged into it."""
-
-
-def _duration_is_last_common() -> bool:
-    classes: list[type[EventBase]] = [EventBase]
-    while classes:
-        cls = classes.pop()
-        if tuple(cls.model_fields)[: len(COMMON_FIELDS)] != COMMON_FIELDS:
-            return False
-        classes.extend(cls.__subclasses__())
-    return COMMON_FIELDS[-1] == "duration"
-
-
-# Checked once: if the field order ever changes, the split would be wrong, so
-# every body is then parsed whole (slower, still correct).
-_FAST = _duration_is_last_common()
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def parse_events(bodies: list[str]) -> list[dict[str, Any]]:
-    """Parses event JSON bodies into row dicts with the EventBase fields and
-    ``details``: the kind's own fields as JSON text.
-
-    Args:
-        bodies: Event JSON texts, as ``SessionStore.iter_event_json`` yields them.
-
-    Returns:
-        One dict per event with the EventBase fields; ``details`` is the JSON
-        text of the kind's own fields (``"{}"`` when it has none).
-    """
-    heads, details, slow = split_bodies(bodies, _FAST)
-    if not bodies:
-        return []
-    rows: list[dict[str, Any]] = json.loads("[" + "},".join(heads) + "}]")
-    for row, text in zip(rows, details, strict=True):
-        row["details"] = text
-    for i in slow:
-        full = json.loads(bodies[i])
-        own = {k: full.pop(k) for k in list(full) if k not in COMMON_FIELDS}
-        full["details"] = _compact(own)
-        rows[i] = full
-    return rows
 
 
 class SessionData:
@@ -149,7 +114,7 @@ class SessionData:
         if got is not None:
             return got
         if self._events is None and self._bodies is not None:
-            got = event_table(self._bodies, _FAST)
+            got = event_table(self._bodies, FAST)
         if got is None:
             rows = self.events
             got = Table(
@@ -158,6 +123,19 @@ class SessionData:
             )
         self.cache["table"] = got
         return got
+
+    def _heads(self) -> Table | None:
+        """The EventBase fields as columns, or None once the events are rows
+        (or Arrow could not read them): the whole ``event_table`` when it was
+        built, else the heads alone (``head_table``: no ``details`` column)."""
+        if self._events is not None:
+            return None
+        got: Table | None = self.cache.get("table")
+        if got is None and self._bodies is not None:
+            got = self.cache.get("heads")
+            if got is None and "heads" not in self.cache:
+                got = self.cache["heads"] = head_table(self._bodies)
+        return got if got is not None else self.event_table()
 
     @property
     def id(self) -> str:
@@ -185,26 +163,49 @@ class SessionData:
 
     def positions(self, *kinds: str) -> list[int]:
         """Positions (in seq order) of the events of these kinds."""
-        table = None if self._events is not None else self.event_table()
+        table = self._heads()
         col = None if table is None else table.column("kind")
         if self._events is None and col is not None and not isinstance(col, list):
             pa, pc = arrow(), arrow("pyarrow.compute")  # found in C
             hit = pc.is_in(col, value_set=pa.array(sorted(set(kinds)), pa.string()))
             found: list[int] = pc.indices_nonzero(hit).to_pylist()
             return found
-        index: dict[str, list[int]] | None = self.cache.get("kinds")
-        if index is None:  # one pass over the events, for every later call
-            index = {}
-            for i, k in enumerate(self.lists("kind")[0]):
-                index.setdefault(k or "", []).append(i)
-            self.cache["kinds"] = index
-        return sorted(i for k in set(kinds) for i in index.get(k, ()))
+        # Found by C-level maps over the kinds (no bytecode per event), and
+        # not looked for at all when no event is of these kinds.
+        wanted = frozenset(kinds) | ({None} if "" in kinds else set())
+        listed = self.lists("kind")[0]
+        present: set[str | None] | None = self.cache.get("kind set")
+        if present is None:
+            present = self.cache["kind set"] = set(listed)
+        if present.isdisjoint(wanted):
+            return []
+        return list(compress(range(len(listed)), map(wanted.__contains__, listed)))
+
+    def containing(self, text: str, *kinds: str) -> list[int]:
+        """Positions of the events of these kinds whose own fields' JSON text
+        contains ``text`` (a quick filter before parsing the few that do).
+
+        Searched in the stored texts when they are kept: the EventBase fields
+        before the kind's own are ids, numbers and names whose quotes JSON
+        escapes, so a ``text`` holding a ``"`` (a key) is found in those texts
+        exactly when it is in the kind's own fields.
+        """
+        at = self.positions(*kinds)
+        if self._bodies is not None and '"' in text:
+            bodies = self._bodies
+            return [i for i in at if text in bodies[i]]
+        rows = self.rows_at(at)
+        return [
+            i for i, r in zip(at, rows, strict=True) if text in (r.get("details") or "")
+        ]
 
     def lists(self, *names: str) -> list[list[Any]]:
         """Event columns as lists, in seq order (``EVENT_FIELDS`` names): read
         from the rows once they are parsed, else from the columns (no dicts)."""
-        # The columns, unless the rows exist (or Arrow could not read them).
-        table = None if self._events is not None else self.event_table()
+        # The columns, unless the rows exist (or Arrow could not read them);
+        # the heads alone when they hold every name asked for.
+        heads = all(k in HEAD_FIELDS for k in names)
+        table = self._heads() if heads else self.event_table()
         if self._events is not None or table is None:
             rows = self.events
             return [list(map(dict.get, rows, repeat(k))) for k in names]
@@ -219,14 +220,19 @@ class SessionData:
     def rows_at(self, at: list[int]) -> list[dict[str, Any]]:
         """The event rows at these positions; when the events are held as
         columns, only these rows are built (once: a row keeps what ``parsed``
-        merged into it)."""
-        table = None if self._events is not None else self.event_table()
+        merged into it), from the columns of ``event_table`` when it was built,
+        else parsed from their stored texts (``parse_events``)."""
+        table = self._heads()
         if self._events is not None or table is None:
             ev = self.events
             return [ev[i] for i in at]
         built: dict[int, dict[str, Any]] = self.cache.setdefault("rows", {})
         new = [i for i in at if i not in built]
-        if new:
+        if new and "table" not in self.cache and self._bodies is not None:
+            bodies = self._bodies
+            built.update(zip(new, parse_events([bodies[i] for i in new]), strict=True))
+        elif new:
+            table = self.event_table()
             take = arrow().array(new, arrow().int64())
             cols = [table.column(k).take(take).to_pylist() for k in EVENT_FIELDS]
             for i, vals in zip(new, zip(*cols, strict=True), strict=True):

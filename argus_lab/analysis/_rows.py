@@ -12,8 +12,7 @@ from typing import Any
 
 from argus_lab.analysis._columns import Table
 from argus_lab.analysis._read import SessionData
-from argus_lab.analysis._values import canonical
-from argus_lab.model import STATUSES, TaskRecord
+from argus_lab.model import STATUSES
 
 __all__ = [
     "approval_rows",
@@ -21,7 +20,6 @@ __all__ = [
     "event_rows",
     "llm_call_rows",
     "session_rows",
-    "task_rows",
     "tool_call_rows",
 ]
 
@@ -32,7 +30,6 @@ _OUTCOME = {
     "retry_scheduled": "retried",
     "task_failed": "failed",
 }
-_CACHED = '"cached":true'
 _STR = json.encoder.encode_basestring  # what canonical() writes for a str
 _USAGE = ("cost_usd", "input_tokens", "output_tokens", "n_llm_calls")
 
@@ -123,124 +120,6 @@ def _usage(d: SessionData) -> dict[str | None, Row]:
         u["n_llm_calls"] += 1
     d.cache["usage"] = usage
     return usage
-
-
-def _task_times(d: SessionData) -> tuple[dict[str, float], dict[str, float]]:
-    """(start of each task's current generation, busy seconds per task).
-
-    Busy time is the sum of the durations of the attempts ``attempt_rows`` pairs
-    (same pairing, same order of addition); when those rows were not built yet,
-    one pass pairs them here with no row per attempt (tasks_df needs only sums).
-    """
-    gen_start: dict[str, float] = {}
-    busy: dict[str, float] = {}
-    cached: list[Row] | None = d.cache.get("attempts")
-    running: dict[str, tuple[Any, Any]] = {}
-    kinds, tids, atts, tss = d.lists("kind", "task_id", "attempt", "ts")
-    for kind, tid, attempt, ts in zip(kinds, tids, atts, tss, strict=True):
-        if tid is None:
-            continue
-        if kind == "task_started":
-            if tid not in gen_start:
-                gen_start[tid] = ts
-            running[tid] = (attempt, ts)
-        elif kind in _OUTCOME:
-            att = running.get(tid)
-            if att is None or attempt not in (None, att[0]):
-                continue
-            del running[tid]
-            took = _span(att[1], ts)
-            if took is not None and cached is None:
-                busy[tid] = busy.get(tid, 0.0) + took
-        elif kind == "task_retried":
-            gen_start.pop(tid, None)
-        elif kind == "resumed" or kind == "in_doubt":
-            running.pop(tid, None)
-    if cached is not None:
-        for a in cached:
-            if a["duration"] is not None:
-                busy[a["task_id"]] = busy.get(a["task_id"], 0.0) + a["duration"]
-    return gen_start, busy
-
-
-def _reused(d: SessionData) -> set[str]:
-    """Tasks whose current result this session did not compute.
-
-    A fork keeps finished results from its parent (the ``forked`` event lists
-    them), and serves reruns whose inputs and tool code did not change from the
-    parent's recorded results (a ``task_succeeded`` with ``cached`` and no attempt
-    before it). Either way, no time or money was spent on them here.
-    """
-    state: dict[str, bool] = {}
-    kinds, tids, details = d.lists("kind", "task_id", "details")
-    for i, (kind, tid) in enumerate(zip(kinds, tids, strict=True)):
-        if kind == "forked":
-            kept = d.parsed(d.rows_at([i])[0]).get("kept") or []
-            state.update(dict.fromkeys((str(t) for t in kept), True))
-        elif tid is not None and kind in ("task_started", "task_succeeded"):
-            # An attempt means this session ran it; a replayed success means not.
-            # Details are compact JSON (no spaces), so a success whose text lacks
-            # '"cached":true' was not replayed: only the others are parsed.
-            state[tid] = (
-                kind == "task_succeeded"
-                and _CACHED in (details[i] or "")
-                and d.parsed(d.rows_at([i])[0]).get("cached") is True
-            )
-    return {t for t, reused in state.items() if reused}
-
-
-def task_rows(d: SessionData) -> Table:
-    """One row per task of the plan, in plan order, as columns (a Table).
-
-    Built column by column from the plan and the records: one list per column,
-    no dict per task (10,000 tasks: the lists take a few ms).
-    """
-    gen_start, busy = _task_times(d)
-    usage = _usage(d)
-    kept = _reused(d)
-    tasks = d.plan.tasks
-    ids = [t.id for t in tasks]
-    got = d.records
-    recs = [got.get(i) or TaskRecord(task_id=i) for i in ids]
-    started = [gen_start.get(i, r.started) for i, r in zip(ids, recs, strict=True)]
-    ended = [r.ended for r in recs]
-    none: Row = dict.fromkeys(_USAGE, 0)
-    use = [usage.get(i) or none for i in ids]
-    cols: dict[str, list[Any]] = {
-        "session_id": [d.id] * len(ids),
-        "task_id": ids,
-        "title": [t.title or t.id for t in tasks],
-        "tool": [t.tool for t in tasks],
-        "parent": [t.parent for t in tasks],
-        # canonical()'s text for a list of ids, written here: no call per task.
-        "deps": ["[" + ", ".join(map(_STR, t.deps)) + "]" for t in tasks],
-        "status": [r.status for r in recs],
-        "attempts": [r.attempts for r in recs],
-        "generation": [r.generation for r in recs],
-        "started": started,
-        "ended": ended,
-        "duration": [_span(a, b) for a, b in zip(started, ended, strict=True)],
-        "busy": [busy.get(i) for i in ids],
-        "error_type": [r.error_type for r in recs],
-        "error": [r.error for r in recs],
-        "reason": [r.reason for r in recs],
-        "approval": [(r.approval or {}).get("state") for r in recs],
-        "reused": [i in kept for i in ids],
-        # JSON null is a real result of a succeeded task; NA means none.
-        "result": [
-            canonical(r.result)
-            if r.status == "succeeded" and r.result_ref is None
-            else None
-            for r in recs
-        ],
-        "result_ref": [r.result_ref for r in recs],
-        "input_hash": [r.input_hash for r in recs],
-        "tool_hash": [r.tool_hash for r in recs],
-        "idempotency_key": [r.idempotency_key for r in recs],
-    }
-    for k in _USAGE:
-        cols[k] = [u[k] for u in use]
-    return Table(cols, len(ids))
 
 
 def session_rows(d: SessionData) -> list[Row]:

@@ -12,7 +12,16 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-__all__ = ["arrow", "arrow_strings", "categorical", "from_arrow", "int64"]
+__all__ = [
+    "arrow",
+    "arrow_strings",
+    "booleans",
+    "categorical",
+    "from_arrow",
+    "int64",
+    "json_string_lists",
+    "json_strings",
+]
 
 
 def arrow(module: str = "pyarrow") -> Any:
@@ -37,13 +46,27 @@ def categorical(values: list[Any], known: Sequence[str]) -> Any:
     import pandas as pd
 
     cats = list(known)
-    seen = set(values)
-    seen.discard(None)
-    cats += sorted(seen - set(cats))
+    distinct = set(values)
+    cats += sorted(distinct - set(cats) - {None})
     code: dict[Any, int] = {c: i for i, c in enumerate(cats)}
     code[None] = -1
-    codes = np.fromiter(map(code.__getitem__, values), np.int64, len(values))
+    if len(distinct) == 1:  # one value throughout (all None, all succeeded)
+        codes = np.full(len(values), code[next(iter(distinct))], np.int64)
+    else:
+        codes = np.fromiter(map(code.__getitem__, values), np.int64, len(values))
     return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(cats))
+
+
+def booleans(values: list[Any]) -> Any:
+    """A nullable boolean array if every value is a bool, else None: numpy
+    reads the list in C, and its dtype says whether they all were."""
+    import numpy as np
+    import pandas as pd
+
+    flags = np.array(values)
+    if not len(values) or flags.dtype != np.bool_:
+        return None
+    return pd.arrays.BooleanArray(flags, np.zeros(len(flags), np.bool_))
 
 
 def int64(values: list[Any]) -> Any:
@@ -65,6 +88,63 @@ def int64(values: list[Any]) -> Any:
         return None
     mask = arr.is_null().to_numpy(zero_copy_only=False)
     return pd.arrays.IntegerArray(arr.fill_null(0).to_numpy(), mask)
+
+
+def _needs_escape(arr: Any) -> bool:
+    """Whether any text of a new Arrow large_string array holds a character
+    ``json`` escapes (a quote, a backslash, a control character).
+
+    Checked on the UTF-8 bytes in numpy: a multi-byte character has no byte
+    below 0x80, so these bytes are exactly those characters.
+    """
+    import numpy as np
+
+    _, offsets, data = arr.buffers()  # a new array: its values start at 0
+    used = int(np.frombuffer(offsets, np.int64)[len(arr)]) if data else 0
+    if not used:
+        return False
+    raw = np.frombuffer(data, np.uint8, count=used)
+    return bool(raw.min() < 0x20 or (raw == 0x22).any() or (raw == 0x5C).any())
+
+
+def _text(value: str) -> Any:
+    return arrow().scalar(value, arrow().large_string())
+
+
+def json_strings(values: list[str | None]) -> Any:
+    """The JSON text of each str (what ``json`` writes for it with
+    ``ensure_ascii=False``: the text in quotes), None staying null, as one Arrow
+    array built in C; or None when some text needs an escape, left to
+    ``canonical`` one by one.
+
+    10,000 results of 256 characters: ~1 ms, against ~8 ms encoding each in
+    Python (most of it allocating 10,000 new strings).
+    """
+    pa, pc = arrow(), arrow("pyarrow.compute")
+    try:
+        arr = pa.array(values, pa.large_string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if _needs_escape(arr):
+        return None
+    return pc.binary_join_element_wise(_text('"'), arr, _text('"'), _text(""))
+
+
+def json_string_lists(values: list[list[str]]) -> Any:
+    """The JSON text of each list of str (as ``json`` writes it: ``["a", "b"]``,
+    ``[]``), as one Arrow array built in C; or None when some text needs an
+    escape (or a value is not a list of str), left to ``canonical``."""
+    pa, pc = arrow(), arrow("pyarrow.compute")
+    try:
+        arr = pa.array(values, pa.large_list(pa.large_string()))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if arr.null_count or arr.values.null_count or _needs_escape(arr.values):
+        return None
+    joined = pc.binary_join(arr, _text('", "'))
+    quoted = pc.binary_join_element_wise(_text('["'), joined, _text('"]'), _text(""))
+    empty = pc.equal(pc.list_value_length(arr), 0)
+    return pc.if_else(empty, _text("[]"), quoted)
 
 
 def from_arrow(

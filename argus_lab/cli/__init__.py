@@ -13,9 +13,10 @@ early (piped to ``head``): no traceback, and never 1, which means "failed".
 Modules: ``_parser`` (the commands' options and help), ``_common`` (exit codes,
 output, workspaces, task tables), ``_tools`` (loading the user's tools and
 planners), ``_run`` (a run with a progress bar), ``_sessions`` (run,
-resume, fork, approve, reject, ls, show, export), ``_retention`` and ``_cleanup``
-(rm, gc), ``_demo`` (demo). Imports stay light until a command needs more, so
-``argus --help`` is instant (no pandas, rich, lancedb or anthropic).
+resume, fork, ls, show, export), ``_decide`` (approve, reject, retry, skip),
+``_retention`` and ``_cleanup`` (rm, gc), ``_demo`` (demo). Imports stay light
+until a command needs more, so ``argus --help`` is instant (no pandas, rich,
+lancedb or anthropic).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from argus_lab.cli._common import (
     Out,
     UsageError,
 )
-from argus_lab.cli._parser import build_parser
+from argus_lab.cli._parser import UsageExit, build_parser
 from argus_lab.cli._tools import load_tools
 from argus_lab.errors import ArgusError, PlanError
 
@@ -57,14 +58,13 @@ Command = Callable[[argparse.Namespace, Out], int]
 
 def _commands() -> dict[str, Command]:
     from argus_lab.cli._cleanup import cmd_gc, cmd_rm
+    from argus_lab.cli._decide import cmd_approve, cmd_reject, cmd_retry, cmd_skip
     from argus_lab.cli._demo import cmd_demo
     from argus_lab.cli._serve import cmd_serve
     from argus_lab.cli._sessions import (
-        cmd_approve,
         cmd_export,
         cmd_fork,
         cmd_ls,
-        cmd_reject,
         cmd_resume,
         cmd_run,
         cmd_show,
@@ -79,6 +79,8 @@ def _commands() -> dict[str, Command]:
         "fork": cmd_fork,
         "approve": cmd_approve,
         "reject": cmd_reject,
+        "retry": cmd_retry,
+        "skip": cmd_skip,
         "export": cmd_export,
         "rm": cmd_rm,
         "gc": cmd_gc,
@@ -97,7 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:  # --help (0), or a usage error argparse printed (2)
+    except UsageExit as e:  # printed on stderr; a script reading --json gets it too
+        given = sys.argv[1:] if argv is None else argv
+        Out("--json" in given).data({"error": e.line, "exit_code": EXIT_USAGE})
+        return EXIT_USAGE
+    except SystemExit as e:  # --help, --version (0)
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_help()
@@ -114,26 +120,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArgusError as e:
         return _fail(out, args.command, e.message, EXIT_ERROR)
     except KeyboardInterrupt as e:
-        return _fail(out, args.command, _interrupted(e), EXIT_INTERRUPTED)
+        return _fail(out, args.command, _interrupted(e, args), EXIT_INTERRUPTED)
     except BrokenPipeError:
         return _closed_pipe()
 
 
-def _interrupted(e: KeyboardInterrupt) -> str:
+def _interrupted(e: KeyboardInterrupt, args: argparse.Namespace) -> str:
+    from argus_lab.cli._common import resume_command
+
     name = getattr(e, "session", None)
     if not name:
         return "interrupted (Ctrl-C)"
-    running = getattr(e, "in_flight", [])
+    # The line to go on with, as it works when copied: with this run's --tools.
+    again = resume_command(name, args, needs_tools=getattr(e, "needs_tools", False))
+    try:
+        running: list[str] = getattr(e, "in_flight", list)()
+    except Exception:  # the records could not be read: say what is known
+        return (
+            f"interrupted; session {name!r} may have tasks left running, "
+            f"which {again} reruns if their tools are idempotent, else holds "
+            "in doubt"
+        )
     if not running:
         return (
             "interrupted: running tasks finished and were saved; session "
-            f"{name!r} is paused (argus resume {name} goes on)"
+            f"{name!r} is paused ({again} goes on)"
         )
     ids = ", ".join(running[:5]) + (", ..." if len(running) > 5 else "")
     return (
         f"interrupted again before {len(running)} running task(s) finished "
-        f"({ids}); session {name!r} is paused and nothing failed: argus resume "
-        f"{name} reruns them if their tools are idempotent, else holds them in doubt"
+        f"({ids}); session {name!r} is paused and nothing failed: {again} "
+        "reruns them if their tools are idempotent, else holds them in doubt"
     )
 
 

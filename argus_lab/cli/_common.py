@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -34,13 +35,18 @@ __all__ = [
     "CliError",
     "Out",
     "UsageError",
+    "argus_command",
+    "cli_terms",
     "exit_code",
     "human_age",
     "human_bytes",
     "known_session",
+    "need_task",
     "open_session",
     "plain",
+    "resume_command",
     "styled",
+    "vacant_name",
     "workspace",
 ]
 
@@ -184,6 +190,92 @@ def known_session(ws: Workspace, name: str) -> str:
     return ws.resolve(name)
 
 
+def vacant_name(
+    ws: Workspace, name: str | None, args: argparse.Namespace, flag: str = "--name"
+) -> None:
+    """Refuse a new session's name that is taken, as bad input (exit 2).
+
+    Raises:
+        UsageError: A session of that name exists (the message says how to go on
+            with it, in ``argus`` lines that work as printed).
+    """
+    if name is None or name not in ws:
+        return
+    from argus_lab.cli._tools import needs_tools
+    from argus_lab.errors import ArgusError
+
+    try:
+        with ws.open(name) as old:
+            needed = needs_tools(old.plan)
+    except ArgusError:  # damaged: resuming it will say why
+        needed = True
+    # This command's --tools are for its own plan: named only if the old needs some.
+    given = (
+        args
+        if needed
+        else argparse.Namespace(workspace=getattr(args, "workspace", None))
+    )
+    raise UsageError(
+        f"a session named {name!r} already exists in {ws.path}: "
+        f"`{resume_command(name, given, needs_tools=needed)}` goes on with it, "
+        f"`{argus_command(args, 'rm', name)}` removes it; or give {flag} another name"
+    )
+
+
+_CALL = re.compile(
+    r"(\bcall )?\bs\.(approve|reject|retry|skip)\((['\"])([^'\"]*)\3[^)]*\)"
+)
+
+
+def cli_terms(text: str, name: str, args: argparse.Namespace) -> str:
+    """The runtime's ``s.approve('t')``, ``s.reject('t', reason)``, ``s.retry('t')``
+    and ``s.skip('t')`` hints as the ``argus`` lines that do the same here (a
+    terminal has no ``s``)."""
+    return _CALL.sub(
+        lambda m: ("run " if m[1] else "") + argus_command(args, m[2], name, m[4]),
+        text,
+    )
+
+
+def argus_command(args: argparse.Namespace, *words: str) -> str:
+    """An ``argus`` command line to print for the user, with this command's
+    ``-w`` (without it, a copied line would look in another workspace)."""
+    import shlex
+
+    parts = ["argus", *words]
+    if getattr(args, "workspace", None):
+        parts += ["-w", str(args.workspace)]
+    return shlex.join(parts)
+
+
+def resume_command(name: str, args: argparse.Namespace, *, needs_tools: bool) -> str:
+    """The ``argus resume`` line that works for this session, copied as printed.
+
+    A session's tools are code and are not stored, so the line repeats this
+    command's ``--tools`` (and ``--planner``), or names the option when the
+    session needs tools this command was not given; ``-w`` is repeated too.
+    """
+    parts = ["resume", name]
+    tools = [t for t in getattr(args, "tools", None) or [] if t.strip()]
+    if tools:
+        parts += ["--tools", ",".join(tools)]
+        if getattr(args, "planner", None):
+            parts += ["--planner", str(args.planner)]
+    elif needs_tools:
+        parts += ["--tools", "MODULE_OR_FILE"]
+    return argus_command(args, *parts)
+
+
+def need_task(s: Session, task: str) -> None:
+    """Refuse a task id the session does not have (exit 2, naming some it has)."""
+    if task not in {t.id for t in s.plan.tasks}:
+        some = ", ".join(t.id for t in s.plan.tasks[:12])
+        raise UsageError(
+            f"session {s.name!r} has no task {task!r} (tasks: {some}"
+            f"{', ...' if len(s.plan.tasks) > 12 else ''})"
+        )
+
+
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:
     """``ws.open`` that turns a missing session into a UsageError (exit 2)."""
     known_session(ws, name)
@@ -239,12 +331,18 @@ def plain(text: str) -> str:
     return escape(text)
 
 
-def print_tasks(s: Session, out: Out, title: str | None = None) -> None:
+def print_tasks(
+    s: Session,
+    out: Out,
+    title: str | None = None,
+    args: argparse.Namespace | None = None,
+) -> None:
     """The task table of a session (id, tool, status, tries, seconds, error)."""
     from rich.table import Table
 
     if title is None:
         title = f"{s.name} - {s.status}" + (f": {s.reason}" if s.reason else "")
+        title = cli_terms(title, s.name, args or argparse.Namespace())
     table = Table(title=plain(title), title_justify="left")
     for col in ("task", "tool", "status", "tries", "seconds", "error"):
         table.add_column(col, overflow="fold")

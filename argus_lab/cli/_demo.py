@@ -15,12 +15,15 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.cli._common import (
     EXIT_PAUSED,
     Out,
     UsageError,
+    argus_command,
+    cli_terms,
     exit_code,
     open_session,
     print_tasks,
@@ -89,6 +92,20 @@ def _say_approval(out: Out) -> Any:
     return say
 
 
+def _check_out(out: str) -> None:
+    """Refuse an --out the report cannot be published to, before the study runs
+    (publishing is its last task; the folder itself is made only when approved)."""
+    path = Path(out).expanduser()
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UsageError(
+                    f"--out {out!r}: {p} is a file, not a folder; give --out a folder "
+                    "(it need not exist yet)"
+                )
+            break
+
+
 def cmd_demo(args: argparse.Namespace, out: Out) -> int:
     """Run the research demo (see the module docstring)."""
     if args.again:
@@ -97,6 +114,7 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
         return _again(args, out)
     if args.crash_at is not None and args.crash_at < 1:
         raise UsageError("--crash-at needs a number of tasks >= 1")
+    _check_out(args.out)
     from argus_lab.demo import runner
     from argus_lab.demo.domain import GOAL
     from argus_lab.plan.graph import EXPAND_TOOL
@@ -140,7 +158,8 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
                 f"--crash-at {args.crash_at}: this process kills itself (SIGKILL, no "
                 f"cleanup) once {args.crash_at} tasks have succeeded; every finished "
                 f"task is in the checkpoint. Then finish the run with:\n"
-                f"  argus demo --name {name}    (or: argus resume {name} --yes)"
+                f"  {argus_command(args, 'demo', '--name', name)}    (or: "
+                f"{argus_command(args, 'resume', name, '--yes')})"
             )
             trigger = _Trigger(s, args.crash_at, "crash")
         elif fresh and args.interrupt_at > 0:
@@ -148,20 +167,30 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
         res = run_session(s, out)
         if trigger is not None:
             trigger.unsubscribe()
+            if not trigger.fired and args.crash_at is not None:
+                out.say(
+                    f"--crash-at {args.crash_at}: the run ended with {_done(s)} "
+                    "tasks done, fewer than that: nothing was killed (pick a "
+                    "smaller number to see a crash and its resume)"
+                )
         interrupted = None
         if trigger is not None and trigger.fired and res.status == "paused":
             interrupted = _done(s)
             s.close()
             s = runner.open_session(ws, name)
+            # The run is stopped once --interrupt-at tasks succeeded; the tasks
+            # already running finish first, so more than that are kept.
+            late = interrupted - trigger.at
+            also = f"; the {late} already running finished first" if late > 0 else ""
             out.say(
-                f"checkpointed resume: stopped the run after {interrupted} tasks (as "
-                "Ctrl-C or a closed laptop would) and closed the session; reopened "
-                f"it from its checkpoint on disk: {_done(s)} finished tasks kept, "
-                "none repeated; running the rest."
+                f"checkpointed resume: stopped the run after {trigger.at} tasks (as "
+                f"Ctrl-C or a closed laptop would{also}) and closed the session; "
+                f"reopened it from its checkpoint on disk: {_done(s)} finished tasks "
+                "kept, none repeated; running the rest."
             )
             res = run_session(s, out)
         if res.status == "paused" and s.pending_approvals() and args.ask:
-            return _ask(s, res, out)
+            return _ask(s, res, out, args)
         if res.status == "paused" and s.pending_approvals():
             res = run_session(
                 s, out, approve_as=APPROVER, on_approval=_say_approval(out)
@@ -171,7 +200,7 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
         s.close()
 
 
-def _ask(s: Session, res: RunResult, out: Out) -> int:
+def _ask(s: Session, res: RunResult, out: Out, args: argparse.Namespace) -> int:
     tid, asked = next(iter(s.pending_approvals().items()))
     dest = (asked.get("args") or {}).get("dest")
     out.data(
@@ -186,8 +215,9 @@ def _ask(s: Session, res: RunResult, out: Out) -> int:
     out.say(
         f"approval needed: task {tid!r} ({asked.get('tool')}) {asked.get('reason')}: "
         f"{dest}\n"
-        f"  approve: argus approve {s.name} {tid} && argus resume {s.name}\n"
-        f"  refuse:  argus reject {s.name} {tid}"
+        f"  approve: {argus_command(args, 'approve', s.name, tid)} && "
+        f"{argus_command(args, 'resume', s.name)}\n"
+        f"  refuse:  {argus_command(args, 'reject', s.name, tid)}"
     )
     return EXIT_PAUSED
 
@@ -243,8 +273,8 @@ def _summary(
         }
     )
     if res.status != "succeeded":
-        print_tasks(s, out)
-        out.say(f"session {s.name!r} {res}")
+        print_tasks(s, out, args=args)
+        out.say(cli_terms(f"session {s.name!r} {res}", s.name, args))
         return exit_code(res.status)
     out.say(f"\ndone: {len(s.plan.tasks)} tasks succeeded in {seconds:.1f} s.")
     if expanded:
@@ -274,12 +304,18 @@ def _summary(
         out.say(f"report: {report['path']} ({len(report['figures'])} figures)")
     if published:
         out.say(f"published: {published['report']}")
-    out.say(
-        "next:\n"
-        f"  argus show {s.name}             its tasks (--events: the trajectory)\n"
-        f"  argus demo --again {s.name}     rerun it from the recorded cache\n"
-        f"  argus export {s.name} --parquet DIR"
-    )
+    nexts = [
+        (argus_command(args, "show", s.name), "its tasks (--events: the trajectory)"),
+        (
+            argus_command(args, "demo", "--again", s.name),
+            "rerun it from the recorded cache",
+        ),
+        (argus_command(args, "export", s.name, "--parquet", "DIR"), ""),
+    ]
+    width = max(len(line) for line, _ in nexts) + 4
+    out.say("next:")
+    for line, what in nexts:
+        out.say(f"  {line.ljust(width)}{what}".rstrip())
     return exit_code(res.status)
 
 
@@ -294,7 +330,7 @@ def _again(args: argparse.Namespace, out: Out) -> int:
         if parent.status != "succeeded":
             raise UsageError(
                 f"session {args.again!r} is {parent.status}: finish it first "
-                f"(argus demo --name {args.again})"
+                f"({argus_command(args, 'demo', '--name', args.again)})"
             )
         origin, first = _original_run(ws, parent.info.parent, parent)
     start = time.perf_counter()

@@ -8,6 +8,7 @@ code 2, so ``argus --help`` and a typo stay instant.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import NoReturn
 
 from argus_lab.cli._common import EXIT_USAGE
@@ -17,7 +18,8 @@ __all__ = ["EPILOG", "EXIT_CODES", "build_parser"]
 EXIT_CODES = (
     "exit codes: 0 succeeded, 1 failed, 2 bad usage or input (e.g. no such "
     "session), 3 paused (needs a decision), 4 other Argus error (e.g. the session "
-    "is being run elsewhere), 130 interrupted (Ctrl-C; the session is paused)"
+    "is being run elsewhere), 130 interrupted (Ctrl-C; the session is paused), "
+    "141 output closed early (e.g. piped to head)"
 )
 EPILOG = f"""{EXIT_CODES}
 
@@ -31,12 +33,22 @@ start here:
 """
 
 
+class UsageExit(SystemExit):
+    """A usage mistake argparse found: exit 2, with the line it printed."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(EXIT_USAGE)
+        self.line = line
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that says a mistake in one line (not usage text, then the error)."""
 
     def error(self, message: str) -> NoReturn:
         more = f"({self.prog} --help says more)"
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} {more}\n")
+        line = f"{self.prog}: {message} {more}"
+        self._print_message(line + "\n", sys.stderr)
+        raise UsageExit(line)
 
 
 def _positive(text: str) -> int:
@@ -59,6 +71,17 @@ def _session_name(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"session name {text!r} must start with a letter or digit and use "
             "only letters, digits, '.', '_' or '-' (at most 64)"
+        )
+    from argus_lab.redact import Redactor  # light: re and os
+
+    # A name is a key of the workspace's index, so it cannot be masked: a name
+    # that looks like a key or holds a secret env var's value is refused here,
+    # in one line, rather than by the workspace with a traceback.
+    if Redactor().needed(text):
+        raise argparse.ArgumentTypeError(
+            "the session name looks like a secret (an API key, a token, or the "
+            "value of a secret environment variable); names are stored as they "
+            "are and cannot be masked: choose another name"
         )
     return text
 
@@ -108,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-w", "--workspace", help="workspace folder")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    from argus_lab import __version__
+
+    p.add_argument("--version", action="version", version=f"argus-lab {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     def add(name: str, text: str, more: str = "") -> argparse.ArgumentParser:
@@ -170,7 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("show", "show a session's tasks (and events)")
     s.add_argument("name", help="session name or id")
     s.add_argument("--events", action="store_true", help="list its events too")
-    s.add_argument("--limit", type=int, metavar="N", help="only the last N events")
+    s.add_argument(
+        "--limit",
+        type=_positive,
+        metavar="N",
+        help="only the last N events (implies --events)",
+    )
     s.add_argument(
         "--svg", metavar="FILE", help="also write the graph as a standalone SVG file"
     )
@@ -218,6 +249,23 @@ def build_parser() -> argparse.ArgumentParser:
     rj.add_argument("name", help="session name or id")
     rj.add_argument("task", help="the task id")
     rj.add_argument("--reason", default="rejected on the command line")
+
+    rt = add(
+        "retry",
+        "make a failed or in-doubt task pending again (then: argus resume)",
+        "An in-doubt task (a non-idempotent tool cut off by a crash) may or may "
+        "not have taken effect: check, then retry it, or skip it if it did.",
+    )
+    rt.add_argument("name", help="session name or id")
+    rt.add_argument("task", help="the task id")
+
+    sk = add(
+        "skip",
+        "mark a task skipped so that its dependents may run (then: argus resume)",
+    )
+    sk.add_argument("name", help="session name or id")
+    sk.add_argument("task", help="the task id")
+    sk.add_argument("--reason", default="skipped on the command line")
 
     e = add("export", "write sessions' trajectories as parquet (pandas frames)")
     e.add_argument("names", nargs="*", metavar="NAME", help="sessions to export")

@@ -229,7 +229,11 @@ def plan_gc(
 
 
 def _age(seconds: float) -> str:
-    return f"{seconds / 86400:.1f} days" if seconds >= 86400 else f"{seconds:.0f}s"
+    """An age as a person reads it: "45 s", "14.5 min", "3.2 h", "1.5 days"."""
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def run_gc(ws: Workspace, plan: GcPlan) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.cli._common import Out
@@ -84,12 +85,20 @@ def run_session(
         return _run(s, out, approve_as, on_approval)
     except KeyboardInterrupt as e:
         # main() says which session paused, and whether a second Ctrl-C left
-        # attempts running (committed intents, as after a crash).
+        # attempts running (committed intents, as after a crash). Asked when
+        # main() says so, after the session closed: an attempt running now may
+        # still finish within the shutdown's grace, and is saved then.
         e.session = s.name  # type: ignore[attr-defined]
-        e.in_flight = [  # type: ignore[attr-defined]
-            t.id for t in s.plan.tasks if s.record(t.id).status == "running"
-        ]
+        e.in_flight = partial(_running, s)  # type: ignore[attr-defined]
+        from argus_lab.cli._tools import needs_tools
+
+        e.needs_tools = needs_tools(s.plan)  # type: ignore[attr-defined]
         raise
+
+
+def _running(s: Session) -> list[str]:
+    """The tasks whose attempt is still running (intent committed, no outcome)."""
+    return [t.id for t in s.plan.tasks if s.record(t.id).status == "running"]
 
 
 def _run(

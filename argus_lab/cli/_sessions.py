@@ -1,4 +1,4 @@
-"""``argus run | resume | fork | approve | reject | ls | show | export``."""
+"""``argus run | resume | fork | ls | show | export`` (decisions: _decide.py)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,25 @@ from argus_lab.cli._common import (
     EXIT_OK,
     Out,
     UsageError,
+    argus_command,
+    cli_terms,
     exit_code,
     human_age,
     human_bytes,
+    known_session,
+    need_task,
     open_session,
     plain,
     print_tasks,
+    resume_command,
     styled,
     task_rows,
+    vacant_name,
     workspace,
     workspace_path,
 )
 from argus_lab.cli._run import run_session
-from argus_lab.cli._tools import load_planner, load_tools, session_setup
+from argus_lab.cli._tools import load_planner, load_tools, needs_tools, session_setup
 from argus_lab.errors import ArgusError, LostCommitsError
 
 if TYPE_CHECKING:
@@ -35,19 +41,27 @@ if TYPE_CHECKING:
 from argus_lab.store.folders import dir_bytes
 
 __all__ = [
-    "cmd_approve",
     "cmd_export",
     "cmd_fork",
     "cmd_ls",
-    "cmd_reject",
     "cmd_resume",
     "cmd_run",
     "cmd_show",
 ]
 
 
-def report_run(s: Session, res: RunResult, out: Out, ws: Workspace) -> int:
-    """Print how a run ended (table, or JSON) and return its exit code."""
+def report_run(
+    s: Session,
+    res: RunResult,
+    out: Out,
+    ws: Workspace,
+    args: argparse.Namespace | None = None,
+) -> int:
+    """Print how a run ended (table, or JSON) and return its exit code.
+
+    ``args`` (the command's) make the printed ``argus resume`` line carry its
+    ``--tools`` and ``-w``, so that it works as printed.
+    """
     out.data(
         {
             "session": s.name,
@@ -60,14 +74,17 @@ def report_run(s: Session, res: RunResult, out: Out, ws: Workspace) -> int:
             "workspace": str(ws.path),
         }
     )
-    print_tasks(s, out)
-    out.say(f"session {s.name!r} {res}")
+    args = args or argparse.Namespace()
+    print_tasks(s, out, args=args)
+    out.say(cli_terms(f"session {s.name!r} {res}", s.name, args))
+    again = resume_command(s.name, args, needs_tools=needs_tools(s.plan))
     if res.status == "paused" and s.pending_approvals():
         first = next(iter(s.pending_approvals()))
-        out.say(
-            f"decide: argus approve {s.name} {first}  (or argus reject ...), then "
-            f"argus resume {s.name}"
-        )
+        decide = argus_command(args, "approve", s.name, first)
+        out.say(f"decide: {decide}  (or argus reject ...), then {again}")
+    elif res.status == "failed" and res.failed:
+        retry = argus_command(args, "retry", s.name, next(iter(res.failed)))
+        out.say(f"once the cause is fixed: {retry}, then {again}")
     return exit_code(res.status)
 
 
@@ -79,6 +96,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     tools = load_tools(args.tools)
     extra = {"planner": load_planner(args.planner)} if args.planner else {}
     ws = workspace(args, create=True)
+    vacant_name(ws, args.name, args)
     s = ws.new_session(
         plan=plan,
         tools=tools,
@@ -88,34 +106,38 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     )
     with s:
         res = run_session(s, out, approve_as="argus run --yes" if args.yes else None)
-        return report_run(s, res, out, ws)
+        return report_run(s, res, out, ws, args)
 
 
 def cmd_resume(args: argparse.Namespace, out: Out) -> int:
     """Continue a session exactly where it stopped."""
     ws = workspace(args)
     lost = {"accept_lost_commits": True} if args.accept_lost_commits else {}
-    opts = session_setup(ws, args.name, args, **lost)
+    # A session that succeeded runs nothing more: it needs no --tools to say so.
+    done = not args.tools and _status(ws, args.name) == "succeeded"
+    opts = {} if done else session_setup(ws, args.name, args, **lost)
     with open_session(ws, args.name, **opts, **lost) as s:
         res = run_session(s, out, approve_as="argus resume --yes" if args.yes else None)
-        return report_run(s, res, out, ws)
+        return report_run(s, res, out, ws, args)
 
 
-def _need_task(s: Session, task: str, flag: str = "task") -> None:
-    if task not in {t.id for t in s.plan.tasks}:
-        some = ", ".join(t.id for t in s.plan.tasks[:12])
-        raise UsageError(
-            f"session {s.name!r} has no {flag} {task!r} (tasks: {some}"
-            f"{', ...' if len(s.plan.tasks) > 12 else ''})"
-        )
+def _status(ws: Workspace, name: str) -> str | None:
+    """The status a session's records give (None when they cannot be read:
+    opening it says why)."""
+    try:
+        status: str = ws.progress(known_session(ws, name))["status"]
+    except ArgusError:
+        return None
+    return status
 
 
 def cmd_fork(args: argparse.Namespace, out: Out) -> int:
     """Branch a session at a task; with --run, run the branch now."""
     ws = workspace(args)
     opts = session_setup(ws, args.name, args) if args.run else {}
+    vacant_name(ws, args.new_name, args)
     with open_session(ws, args.name, **opts) as parent:
-        _need_task(parent, args.at, "task")
+        need_task(parent, args.at)
         fork = parent.fork(at=args.at, name=args.new_name, reuse=args.reuse)
     with fork:
         kept = sum(1 for r in fork.records.values() if r.status == "succeeded")
@@ -141,63 +163,23 @@ def cmd_fork(args: argparse.Namespace, out: Out) -> int:
             out.say(
                 f"forked {args.name!r} at {args.at!r} as {fork.name!r}: {kept} "
                 f"results kept, {todo} tasks to run ({how}).\n"
-                f"run it: argus resume {fork.name}"
+                f"run it: "
+                + resume_command(fork.name, args, needs_tools=needs_tools(fork.plan))
             )
             return EXIT_OK
         res = run_session(
             fork, out, approve_as="argus fork --yes" if args.yes else None
         )
-        return report_run(fork, res, out, ws)
-
-
-def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
-    edited = None
-    if approve and args.args is not None:
-        try:
-            edited = json.loads(args.args)
-        except json.JSONDecodeError as e:
-            raise UsageError(f"--args is not JSON: {e}") from None
-        if not isinstance(edited, dict):
-            raise UsageError("--args must be a JSON object of argument names")
-    ws = workspace(args)
-    with open_session(ws, args.name) as s:
-        _need_task(s, args.task)
-        status = s.record(args.task).status
-        if status != "awaiting_approval":
-            waiting = ", ".join(s.pending_approvals()) or "none"
-            raise UsageError(
-                f"task {args.task!r} is {status}, not waiting for approval "
-                f"(waiting: {waiting})"
-            )
-        if approve:
-            s.approve(args.task, edited, by="argus approve")
-        else:
-            s.reject(args.task, args.reason, by="argus reject")
-        name = s.name
-    decision = "approved" if approve else "rejected"
-    out.data({"session": name, "task": args.task, "decision": decision})
-    if approve:
-        out.say(f"approved {args.task!r}; continue with: argus resume {name}")
-    else:
-        out.say(f"rejected {args.task!r}: {args.reason}")
-    return EXIT_OK
-
-
-def cmd_approve(args: argparse.Namespace, out: Out) -> int:
-    """Approve a task that waits for approval."""
-    return _decide(args, out, approve=True)
-
-
-def cmd_reject(args: argparse.Namespace, out: Out) -> int:
-    """Refuse a task that waits for approval (it fails)."""
-    return _decide(args, out, approve=False)
+        return report_run(fork, res, out, ws, args)
 
 
 def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     """List the sessions of the workspace, oldest first."""
-    if not workspace_path(args).exists():
+    if not (where := workspace_path(args)).exists():
         out.data([])
-        out.say("no sessions yet: try `argus demo`")
+        # Name the folder: a mistyped -w or ARGUS_HOME must not look like a
+        # workspace whose sessions vanished.
+        out.say(f"no workspace at {where} yet, so no sessions: try `argus demo`")
         return EXIT_OK
     ws = workspace(args)
     rows: list[dict[str, Any]] = []
@@ -246,25 +228,31 @@ def cmd_ls(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def show_title(ws: Workspace, s: Session) -> tuple[str, str | None]:
+def show_title(
+    ws: Workspace, s: Session, args: argparse.Namespace | None = None
+) -> tuple[str, str | None]:
     """``name - status (k of n succeeded)`` from the records, and what to do."""
     prog = ws.progress(s.id)
     ok = prog["counts"].get("succeeded", 0)
     title = f"{s.name} - {prog['status']} ({ok} of {len(s.plan.tasks)} succeeded)"
     if prog["status"] == "interrupted":
-        return title, (
-            f"its run stopped when its process ended; argus resume {s.name} goes on"
+        again = resume_command(
+            s.name, args or argparse.Namespace(), needs_tools=needs_tools(s.plan)
         )
+        return title, f"its run stopped when its process ended; {again} goes on"
     if prog["status"] == "running" and prog["runner"]:
         r = prog["runner"]
         return title, f"running now in process {r['pid']} on {r['host']}"
-    return title + (f": {s.reason}" if s.reason else ""), None
+    title += f": {s.reason}" if s.reason else ""
+    return cli_terms(title, s.name, args or argparse.Namespace()), None
 
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a session's tasks, and with --events its trajectory."""
     ws = workspace(args)
     with open_session(ws, args.name) as s:
+        # --limit N asks for events: showing none would look like there are none.
+        args.events = args.events or args.limit is not None
         events = s.events() if args.events else []
         if args.limit is not None:
             events = events[-args.limit :]
@@ -288,7 +276,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         out.data(payload)
         if out.json_mode:
             return EXIT_OK
-        title, hint = show_title(ws, s)
+        title, hint = show_title(ws, s, args)
         print_tasks(s, out, title)
         if hint:
             out.say(hint)
@@ -307,6 +295,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
                     json.dumps(e.details(), default=str)[:100],
                 )
             out.table(t)
+        if "svg" in payload:  # say where the file went, or it looks ignored
+            out.say(f"graph written to {payload['svg']}")
     return EXIT_OK
 
 

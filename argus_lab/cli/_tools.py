@@ -22,7 +22,7 @@ from argus_lab.cli._common import UsageError, open_session
 if TYPE_CHECKING:
     from argus_lab.workspace import Workspace
 
-__all__ = ["load_planner", "load_tools", "session_setup"]
+__all__ = ["load_planner", "load_tools", "needs_tools", "session_setup"]
 
 
 def load_tools(specs: Sequence[str]) -> list[Any]:
@@ -126,8 +126,6 @@ def session_setup(
     Raises:
         UsageError: The session needs tools and none were named.
     """
-    from argus_lab.plan.graph import EXPAND_TOOL
-
     opts: dict[str, Any] = {}
     if getattr(args, "concurrency", None):
         opts["concurrency"] = args.concurrency
@@ -142,10 +140,24 @@ def session_setup(
         plan = s.plan
     if is_demo_plan(plan):
         return session_options() | opts
-    names = sorted({t.tool for t in plan.tasks if t.tool and t.tool != EXPAND_TOOL})
+    names = _tool_names(plan)
     if not names:
         return opts
     raise UsageError(
         f"session {name!r} needs its tools: --tools MODULE_OR_FILE (it uses "
         f"{', '.join(names)})"
     )
+
+
+def _tool_names(plan: Any) -> list[str]:
+    """The tools a plan's tasks call (lazy HTN compounds aside), sorted."""
+    from argus_lab.plan.graph import EXPAND_TOOL
+
+    return sorted({t.tool for t in plan.tasks if t.tool and t.tool != EXPAND_TOOL})
+
+
+def needs_tools(plan: Any) -> bool:
+    """Whether reopening a session of ``plan`` needs ``--tools`` (a demo's not)."""
+    from argus_lab.demo.runner import is_demo_plan
+
+    return not is_demo_plan(plan) and bool(_tool_names(plan))

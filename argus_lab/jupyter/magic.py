@@ -248,7 +248,9 @@ class ArgusMagics(Magics):
         before TASK, shown in a widget (``-o VAR`` binds the fork).
         ``%argus df NAME [tasks|events|llm]``: one of the session's DataFrames.
         ``%argus approve NAME TASK`` (and ``reject``, ``retry``, ``skip``): one
-        call of the Session method on the named session, no variable needed.
+        call of the Session method on the named session, no variable needed;
+        like the widget's Approve, an approval a run paused for alone restarts
+        it in the background.
         The cell magic ``%%argus`` is documented under ``%%argus?``.
         """
         a = parse_argstring(self.argus_line, line)
@@ -293,12 +295,24 @@ class ArgusMagics(Magics):
         s = self._open(name, self._tools(None))
         if task not in s.records:
             raise UsageError(f"%argus {command}: session {name!r} has no task {task!r}")
+        # Read before approving: the run stopped for this approval alone.
+        waited = (
+            command == "approve"
+            and not s.running
+            and (s.reason or "").startswith("waiting for approval")
+        )
         try:
             getattr(s, command)(task)
         except ArgusError as e:
             raise UsageError(f"%argus {command}: {e}") from None
         done = {"approve": "approved", "reject": "rejected", "retry": "pending again",
                 "skip": "skipped"}[command]  # fmt: skip
+        if waited and not s.pending_approvals():
+            # As the widget's Approve does (and the widget's hint names this
+            # magic): a run that paused only for this approval goes on.
+            s.start()
+            print(f"{name}: {task} {done}; the run goes on")
+            return
         print(f"{name}: {task} {done}")
 
     def _options(self) -> dict[str, Any]:

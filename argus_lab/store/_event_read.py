@@ -14,8 +14,8 @@ comparison, no Python bytecode per row:
   commit's events, one a line, ``envelope.EVENT_VERSION``).
 
 Equal lists mean every row is current and its checksum matches, so its body is
-trusted exactly as ``decode`` would trust it; the page's bodies are joined and split
-into lines (one event each) in C. Anything else in a page (a damaged row, an older
+trusted exactly as ``decode`` would trust it; each row's body is split into lines
+(one event each) in C. Anything else in a page (a damaged row, an older
 schema to migrate, a value kept in a file, bytes) sends that page through the
 row-by-row path, which names the damaged key in its error.
 """
@@ -23,6 +23,7 @@ row-by-row path, which names the damaged key in its error.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain, repeat
 from typing import TYPE_CHECKING
 
 from argus_lab.store.envelope import intact_event_bodies
@@ -47,9 +48,10 @@ def _key(seq: int) -> str:
 
 def _lines(bodies: list[str]) -> list[str]:
     """One text per event: a row of version 3 holds a commit's events, one a
-    line (envelope.EVENT_VERSION); split in C, and only if one does."""
-    text = "\n".join(bodies)
-    return text.split("\n") if text.count("\n") >= len(bodies) else bodies
+    line (envelope.EVENT_VERSION). Each row split by C-level maps: a row of one
+    event comes back as the same string, so only the rows of several are
+    copied (joining the page to split it once copied every row twice)."""
+    return list(chain.from_iterable(map(str.split, bodies, repeat("\n"))))
 
 
 def event_pages(read: CheckpointReader, since: int = 0) -> Iterator[list[str]]:

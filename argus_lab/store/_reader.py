@@ -12,6 +12,7 @@ import json
 import sqlite3
 import zlib
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -234,8 +235,8 @@ class CheckpointReader:
         """Yields the JSON text of every event with seq > since, in order."""
         from argus_lab.store._event_read import event_pages
 
-        for page in event_pages(self, since):
-            yield from page
+        # Chained in C: no generator step per event (100,000+ of them).
+        return chain.from_iterable(event_pages(self, since))
 
     def event_texts(self, since: int = 0) -> list[str]:
         """The JSON text of every event with seq > since, in order, as one list
