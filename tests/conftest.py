@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +128,17 @@ def chain_plan(
             for i in range(n)
         ],
     }
+
+
+def crashed_demo(ws: Path, pub: Path, at: int) -> subprocess.CompletedProcess[str]:
+    """``argus -w WS demo --name c --crash-at AT --out PUB`` in a process of
+    its own, which kills itself (SIGKILL) once AT tasks have succeeded."""
+    argv = ["-w", ws, "demo", "--name", "c", "--crash-at", at, "--out", pub]
+    p = subprocess.run(
+        [sys.executable, "-m", "argus_lab.cli", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    return p

@@ -12,7 +12,6 @@ import io
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 import argus_lab as al
 from argus_lab.cli import main
 from argus_lab.cli._cleanup import parse_age, parse_size
+from tests.conftest import crashed_demo
 
 TOOLS_PY = """
 import argus_lab as al
@@ -414,14 +414,7 @@ def test_demo_killed_by_sigkill_resumes_then_asks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ws, pub = tmp_path / "ws", tmp_path / "pub"
-    argv = ["-w", ws, "demo", "--name", "c", "--crash-at", "10", "--out", pub]
-    p = subprocess.run(
-        [sys.executable, "-m", "argus_lab.cli", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert p.returncode == -signal.SIGKILL, p.stderr
+    p = crashed_demo(ws, pub, 10)
     assert "kills itself (SIGKILL" in p.stdout
     code, out = cli_json(capsys, "-w", ws, "show", "c")
     # Stored as running by the dead process; its lease holder is gone.

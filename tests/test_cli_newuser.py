@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from argus_lab.cli import main
+from tests.conftest import crashed_demo
 
 TOOLS = """\
 import pathlib
@@ -244,14 +242,7 @@ def test_the_demos_printed_lines_keep_the_workspace(
     """`argus -w DIR demo` printed `argus show NAME` etc. without -w: copied, they
     looked in ./.argus. Its crash, approval and next-step lines now carry it."""
     ws, pub = tmp_path / "my ws", tmp_path / "pub"
-    argv = ["-w", ws, "demo", "--name", "c", "--crash-at", "1", "--out", pub]
-    p = subprocess.run(
-        [sys.executable, "-m", "argus_lab.cli", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert p.returncode == -signal.SIGKILL, p.stderr
+    p = crashed_demo(ws, pub, 1)
     (hint,) = [ln for ln in p.stdout.splitlines() if "(or: argus resume" in ln]
     again = shlex.split(hint.split("(or: ", 1)[0])
     assert again == ["argus", "demo", "--name", "c", "-w", str(ws)]

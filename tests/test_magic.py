@@ -385,9 +385,8 @@ def test_stale_tasks_show_after_tools_are_redefined_in_a_cell(
     assert w.stale == ["a", "b"]
 
 
-def test_approve_and_reject_by_name(
-    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _paused_for_approval(ip: InteractiveShell, name: str) -> Any:
+    """A ``%%argus`` widget whose run paused for the approval of task "pub"."""
     run(
         ip,
         """
@@ -396,9 +395,16 @@ def test_approve_and_reject_by_name(
             return "published " + text
         """,
     )
-    w = cell(ip, "pub --tools publish", WRITE_PLAN)
+    w = cell(ip, f"{name} --tools publish", WRITE_PLAN)
     assert w.act("run").result(WAIT).status == "paused"
-    assert "%argus approve pub pub" in w.summary["reason"]
+    assert f"%argus approve {name} pub" in w.summary["reason"]
+    return w
+
+
+def test_approve_and_reject_by_name(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = _paused_for_approval(ip, "pub")
     ip.run_line_magic("argus", "approve pub pub")
     assert "pub: pub approved" in capsys.readouterr().out
     assert w.session.record("pub").approval["state"] == "approved"
@@ -415,17 +421,7 @@ def test_approving_by_name_resumes_a_run_paused_for_it(
 ) -> None:
     """The widget's hint says `%argus approve NAME TASK`; like its Approve
     button, that goes on with a run that stopped only for this approval."""
-    run(
-        ip,
-        """
-        @al.tool(side_effect="write")
-        def publish(text: str) -> str:
-            return "published " + text
-        """,
-    )
-    w = cell(ip, "pub2 --tools publish", WRITE_PLAN)
-    assert w.act("run").result(WAIT).status == "paused"
-    assert "%argus approve pub2 pub" in w.summary["reason"]
+    w = _paused_for_approval(ip, "pub2")
     ip.run_line_magic("argus", "approve pub2 pub")
     assert "pub2: pub approved; the run goes on" in capsys.readouterr().out
     res = w.session.wait(WAIT)
