@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -47,12 +48,17 @@ def whisper(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def shell() -> InteractiveShell:
+def shell() -> Iterator[InteractiveShell]:
+    # The shell makes its namespace the process's __main__ (one without
+    # __spec__ after a reset): put the real one back, or a later test that
+    # starts a process with multiprocessing's spawn fails to prepare it.
+    main = sys.modules["__main__"]
     cfg = Config()
     cfg.HistoryManager.hist_file = ":memory:"
     ip = InteractiveShell.instance(config=cfg)
     ip.extension_manager.load_extension("argus_lab.jupyter")
-    return ip
+    yield ip
+    sys.modules["__main__"] = main
 
 
 @pytest.fixture
