@@ -217,3 +217,44 @@ def test_changing_the_embedder_mid_way_stops_the_job_without_mixing(
         "dim": 64,
     }
     assert m.search("CSV export semicolons", k=1, mode="vector")[0].mode == "vector"
+
+
+class Reversed(HashEmbedder):
+    """Another model of the same size: HashEmbedder's vectors reversed."""
+
+    name = "tests/reversed-hash"
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        return super().__call__(texts)[:, ::-1].copy()
+
+
+def test_a_search_after_another_instance_reembedded_is_refused_not_nonsense(
+    tmp_path: Path,
+) -> None:
+    # Instances hold what processes would: each checks the embedder once, at
+    # its first search. When another re-embedded the memory, an instance went
+    # on embedding queries with its own model against the other's vectors:
+    # the same size, so no error, and the ranking was nonsense.
+    a = _built(tmp_path / "memory")
+    own = a.embedder_record()
+    c = Memory(tmp_path / "memory", embedder=HashEmbedder(64), on_mismatch="reembed")
+    query = "invoices throttle requests"
+    before = {
+        m: [h.id for h in a.search(query, k=3, mode=m)] for m in ("vector", "fts")
+    }
+    assert [h.id for h in c.search(query, k=3, mode="vector")] == before["vector"]
+    b = Memory(tmp_path / "memory", embedder=Reversed(64), on_mismatch="reembed")
+    assert len(b.search(query, k=3, mode="vector")) == 3  # re-embeds, swaps
+    assert b.embedder_record() == {
+        "name": "tests/reversed-hash",
+        "version": "1",
+        "dim": 64,
+    }
+    for mode in ("vector", "hybrid"):
+        with pytest.raises(EmbedderMismatchError, match="tests/reversed-hash"):
+            a.search(query, k=3, mode=mode)
+    assert [h.id for h in a.search(query, k=3, mode="fts")] == before["fts"]
+    # Told to follow (on_mismatch="reembed"), an instance re-embeds back to
+    # its own model and answers in it, as before.
+    assert [h.id for h in c.search(query, k=3, mode="vector")] == before["vector"]
+    assert c.embedder_record() == own is not None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
 from argus_lab.store._memory_backfill import _MemoryBackfill
+from argus_lab.store._memory_lance import SPACE_KEY
 from argus_lab.store._memory_query import _COLUMNS, _canonical
 from argus_lab.store._memory_reembed import NEXT
 
@@ -39,7 +40,6 @@ alone, which live in the index (4x its size: ~19 MB at 100k x 384), and the
 labelled recall is the same (BENCHMARKS.md). Indexes named otherwise were
 built with one bit by an earlier version: re-ranked, and rebuilt by optimize."""
 _LEGACY_REFINE = 10
-_SPACE_KEY = "argus.embedder"
 """Field metadata of the vector column: the JSON name/version/dim of its embedder."""
 
 log = logging.getLogger("argus_lab")
@@ -129,7 +129,7 @@ class _MemoryIndex(_MemoryBackfill):
         field = self._vector_type(dim)
         if self._embedding is None:
             return field
-        return field.with_metadata({_SPACE_KEY: json.dumps(self._embedding.space())})
+        return field.with_metadata({SPACE_KEY: json.dumps(self._embedding.space())})
 
     def _dim(self, column: str = "vector") -> int | None:
         t = self._open()
@@ -216,7 +216,7 @@ class _MemoryIndex(_MemoryBackfill):
         if t is None or "vector" not in t.schema.names:
             return None
         meta = t.schema.field("vector").metadata or {}
-        raw = meta.get(_SPACE_KEY.encode())
+        raw = meta.get(SPACE_KEY.encode())
         return None if raw is None else dict(json.loads(raw))
 
     def delete(self, where: str) -> int:

@@ -14,12 +14,32 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 from concurrent.futures import Future
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["fts_rows", "open_table", "run", "submit", "vector_rows", "wait"]
+__all__ = [
+    "SPACE_KEY",
+    "SpaceChanged",
+    "fts_rows",
+    "open_table",
+    "run",
+    "submit",
+    "vector_rows",
+    "wait",
+]
+
+SPACE_KEY = "argus.embedder"
+"""Metadata key of a vector column: the record (name, version, dim) of the
+embedder that made its vectors."""
+
+
+class SpaceChanged(Exception):
+    """The stored vectors are not of the embedder the query was embedded with:
+    another process re-embedded the memory since this one last checked."""
+
 
 T = TypeVar("T")
 
@@ -91,9 +111,15 @@ async def vector_rows(
     refine: int | None,
     codes_only: bool,
     busy_column: str,
+    space: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]] | None:
     """Nearest by cosine (``_distance``), nearest first; None if the table has
     ``busy_column`` (a re-embedding is under way: its vectors are mid-swap).
+
+    ``space``: the record of the embedder that made ``vector``; SpaceChanged
+    if the column says another made its vectors (read with the schema this
+    reads anyway: a query in one space against vectors of another ranks
+    nonsense, without an error when the sizes agree).
 
     ``codes_only``: no re-ranking step. Where an ANN index answers, LanceDB
     then reports its codes' estimate of the squared L2 distance of the
@@ -103,8 +129,13 @@ async def vector_rows(
     cosine distances computed here, the hits re-ordered by them. A query with
     no direction (a zero vector) has no nearest: no hits.
     """
-    if busy_column in (await table.schema()).names:
+    schema = await table.schema()
+    if busy_column in schema.names:
         return None
+    if space is not None and "vector" in schema.names:
+        raw = (schema.field("vector").metadata or {}).get(SPACE_KEY.encode())
+        if raw is not None and json.loads(raw) != space:
+            raise SpaceChanged(json.loads(raw))
     q = (
         table.vector_search(vector)
         .column("vector")

@@ -145,6 +145,8 @@ class _MemoryQuery:
     if TYPE_CHECKING:
         _embedding: _Embedding | None
         _vectors_checked: bool
+        _space_ok: bool
+        _vector_index: list[str] | None
         _fallback_warned: bool
         path: Path
         _lock: threading.RLock
@@ -305,14 +307,17 @@ class _MemoryQuery:
                 h.note = note
         return hits
 
-    def _vector(self, query: str, n: int, filt: str | None) -> list[MemoryHit] | None:
+    def _vector(
+        self, query: str, n: int, filt: str | None, *, again: bool = True
+    ) -> list[MemoryHit] | None:
         """Vector hits; None while a re-embedding is under way (see search)."""
         if self._embedding is None:
             return None
         self._ensure_space()
         if not self._vectors_checked:
             self.backfill_vectors()
-        vec = self._embedding.query(query)
+        emb = self._embedding
+        vec = emb.query(query)
         refine = self._refine()
         rows = _lance.vector_rows(
             self._lance(),
@@ -325,6 +330,20 @@ class _MemoryQuery:
             # built the index since; exact distances are cheap either way.
             codes_only=refine is None,
             busy_column=NEXT,
+            space=emb.space(),
         )
-        found = _lance.run(rows)
+        try:
+            found = _lance.run(rows)
+        except _lance.SpaceChanged as e:
+            if not again:
+                raise ArgusError(
+                    f"memory at {self.path}: its vectors changed embedder (now "
+                    f"{e.args[0]}) again while searching; search again"
+                ) from None
+            # Another process re-embedded this memory since this instance
+            # checked: check again, as when it was opened (on_mismatch says:
+            # refuse, re-embed, or keep the bundled embedder it was built with).
+            self._space_ok = self._vectors_checked = False
+            self._vector_index = None
+            return self._vector(query, n, filt, again=False)
         return None if found is None else self._hits(found, "vector")

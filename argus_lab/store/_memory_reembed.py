@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
+from argus_lab.store._memory_lance import SPACE_KEY
 from argus_lab.store._memory_lock import _Writing
 from argus_lab.store.embedding import EmbedderMismatchError, _Embedding, describe
 from argus_lab.store.memory_embedders import BUNDLED
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 NEXT = "vector_next"
 """The column a re-embedding fills (see the module docstring)."""
-_SPACE_KEY = "argus.embedder"
 BATCH = 1024
 """Memories embedded and written per step of a re-embedding."""
 
@@ -145,7 +145,7 @@ class _MemoryReembed(_Writing):
         t = self._open()
         if t is None or NEXT not in t.schema.names:
             return None
-        raw = (t.schema.field(NEXT).metadata or {}).get(_SPACE_KEY.encode())
+        raw = (t.schema.field(NEXT).metadata or {}).get(SPACE_KEY.encode())
         return {} if raw is None else dict(json.loads(raw))
 
     def _ensure_space(self) -> None:
@@ -170,7 +170,7 @@ class _MemoryReembed(_Writing):
                 with self._writing("record the embedder of the vectors"):
                     have = self.embedder_record()  # another process's, if any
                     if have is None and t.count_rows("vector IS NOT NULL") == 0:
-                        meta = {_SPACE_KEY: json.dumps(want)}
+                        meta = {SPACE_KEY: json.dumps(want)}
                         t.replace_field_metadata("vector", meta)
                         have = want
             if nxt != want and have == want:
@@ -295,7 +295,7 @@ class _MemoryReembed(_Writing):
             if nxt is not None and nxt != want:
                 nxt = self._drop_next(t, nxt)
             if nxt is None:
-                meta = {_SPACE_KEY: json.dumps(want)}
+                meta = {SPACE_KEY: json.dumps(want)}
                 t.add_columns(
                     self._vector_type(int(want["dim"]), NEXT).with_metadata(meta)
                 )
