@@ -36,6 +36,7 @@ def send(to: str) -> str:
     return "sent " + to
 """
 SECRET_NAME = "sk-ant-api03-" + "A" * 40
+LONG_KEY = "sk-ant-api03-" + "A" * 82
 
 
 @pytest.fixture
@@ -70,17 +71,20 @@ def _line(text: str, after: str) -> list[str]:
         ["run", "plan.yaml", "--tools", "t.py", "--name", SECRET_NAME],
         ["demo", "--name", SECRET_NAME],
         ["fork", "s", "--at", "a", "--name", SECRET_NAME],
+        # As long as a real key (95 characters): over the name rule's 64 too,
+        # whose message repeated the name, on stderr and in --json's document.
+        ["--json", "run", "plan.yaml", "--tools", "t.py", "--name", LONG_KEY],
     ],
-    ids=["run", "demo", "fork"],
+    ids=["run", "demo", "fork", "real-length-json"],
 )
 def test_a_session_name_that_looks_like_a_secret_is_one_line(
     capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
     # Before: a ValueError traceback from the workspace (and exit 1).
-    code, _, err = _cli(capsys, *argv)
+    code, out, err = _cli(capsys, *argv)
     assert code == 2
     assert err.count("\n") == 1 and "looks like a secret" in err
-    assert SECRET_NAME not in err  # not echoed back either
+    assert SECRET_NAME[:20] not in err + out  # not echoed back either
 
 
 def test_a_name_holding_a_secret_env_value_is_refused(
@@ -398,3 +402,23 @@ def test_a_usage_mistake_under_json_is_a_json_error_too(
     assert json.loads(out) == {"error": line, "exit_code": 2}
     code, out, err = _cli(capsys, *[a for a in argv if a != "--json"])
     assert (code, out, err) == (2, "", line + "\n")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--json", "show", LONG_KEY],  # "no session '...'"
+        ["--json", "ls", LONG_KEY],  # argparse: "unrecognized arguments: ..."
+        ["show", LONG_KEY],
+    ],
+    ids=["error-json", "usage-json", "error"],
+)
+def test_an_error_never_prints_back_a_key_pasted_as_an_argument(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    import argus_lab as al
+
+    al.Workspace(tmp_path / "ws").close()
+    code, out, err = _cli(capsys, "-w", tmp_path / "ws", *argv)
+    assert code == 2 and "[REDACTED]" in err
+    assert LONG_KEY[:20] not in out + err

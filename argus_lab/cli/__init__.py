@@ -89,6 +89,11 @@ def _commands() -> dict[str, Command]:
 
 
 def _fail(out: Out, command: str, message: str, code: int) -> int:
+    from argus_lab.redact import Redactor
+
+    # Errors repeat what was typed (a session name, a path): a key pasted in
+    # the wrong place is not printed back, nor put in --json's document.
+    message = Redactor().text(message)
     print(f"argus {command}: {message}", file=sys.stderr)
     out.data({"error": message, "exit_code": code})
     return code

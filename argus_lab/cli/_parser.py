@@ -45,8 +45,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse that says a mistake in one line (not usage text, then the error)."""
 
     def error(self, message: str) -> NoReturn:
+        from argus_lab.redact import Redactor  # light: re and os
+
         more = f"({self.prog} --help says more)"
-        line = f"{self.prog}: {message} {more}"
+        # argparse repeats what was typed ("unrecognized arguments: ..."):
+        # a key pasted in the wrong place is not printed back.
+        line = Redactor().text(f"{self.prog}: {message} {more}")
         self._print_message(line + "\n", sys.stderr)
         raise UsageExit(line)
 
@@ -66,22 +70,24 @@ def _session_name(text: str) -> str:
     """An argparse type: a valid session name (the workspace's rule)."""
     import re
 
-    # The workspace's own rule, without importing the runtime for --help.
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", text):
-        raise argparse.ArgumentTypeError(
-            f"session name {text!r} must start with a letter or digit and use "
-            "only letters, digits, '.', '_' or '-' (at most 64)"
-        )
     from argus_lab.redact import Redactor  # light: re and os
 
     # A name is a key of the workspace's index, so it cannot be masked: a name
     # that looks like a key or holds a secret env var's value is refused here,
-    # in one line, rather than by the workspace with a traceback.
+    # in one line, rather than by the workspace with a traceback. Checked
+    # first: the rule's message below repeats the name (a real key breaks the
+    # rule too, being longer than 64).
     if Redactor().needed(text):
         raise argparse.ArgumentTypeError(
             "the session name looks like a secret (an API key, a token, or the "
             "value of a secret environment variable); names are stored as they "
             "are and cannot be masked: choose another name"
+        )
+    # The workspace's own rule, without importing the runtime for --help.
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", text):
+        raise argparse.ArgumentTypeError(
+            f"session name {text!r} must start with a letter or digit and use "
+            "only letters, digits, '.', '_' or '-' (at most 64)"
         )
     return text
 
