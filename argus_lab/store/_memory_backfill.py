@@ -77,10 +77,15 @@ class _MemoryBackfill(_Writing):
         emb = self._embedding
         if emb is None:
             return 0
+        # Before the lock: a mismatch may re-embed here and wait for the
+        # worker, which takes the lock for each batch.
+        self._ensure_space()
+        emb = self._embedding  # a bundled one kept may have replaced it
+        if emb is None:
+            return 0
         with self._lock:
             if self._open() is None:
                 return 0
-            self._ensure_space()
             if self._next_record() is not None:
                 return 0  # the re-embedding fills its own column
             if self._dim() is None:
@@ -115,10 +120,13 @@ class _MemoryBackfill(_Writing):
         vectors = emb.docs(rows.column("text").to_pylist())
         data = with_vectors(rows, vectors, "vector")
         with self._writing("embed memories written without a vector"):
+            # A re-embedding started meanwhile (another process): its column
+            # gets the vectors; checked before the size, which is its model's.
+            t = self._open()
+            if t is None or NEXT in t.schema.names:
+                return False
             # Refuses another size than the column's, naming both.
             t = self._table_for(int(vectors.shape[1]))
-            if NEXT in t.schema.names:
-                return False
             # Not over a row rewritten meanwhile: its writer gave it a vector,
             # or left it null for the next batch to embed its new text.
             t.merge_insert("id").when_matched_update_all(

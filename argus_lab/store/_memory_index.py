@@ -250,6 +250,9 @@ class _MemoryIndex(_MemoryBackfill):
                 (LanceDB keeps every version otherwise; a few minutes protect
                 readers in other processes).
         """
+        # Before the lock: a mismatch may re-embed here and wait for the
+        # worker, which takes the lock for each batch.
+        self._ensure_space()
         with self._writing("optimize"):
             self._pending_writes = self._pending_rows = 0
             t = self._open()
@@ -276,6 +279,9 @@ class _MemoryIndex(_MemoryBackfill):
         """
         from lancedb.index import IvfRq
 
+        # Rows written without a vector are embedded first, outside the lock
+        # (minutes for many with MiniLM); the check under it finds none left.
+        self.backfill_vectors()
         with self._writing("build the vector index"):
             t = self._open()
             if t is None or self._dim() is None:

@@ -27,6 +27,7 @@ drops the lock when its holder dies, so a killed writer never leaves it held.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -73,16 +74,19 @@ class WriteLock:
     def hold(self, what: str) -> Iterator[None]:
         """Holds the lock for ``what`` (named in another waiter's error)."""
         with self._rlock:
-            if self._depth == 0:
-                self._fd = _acquire(self.folder, what)
-            self._depth += 1
             try:
+                # Taken and counted inside the try: a Ctrl-C between the two
+                # must not leave the file (and its lock) open for good.
+                if self._depth == 0:
+                    self._fd = _acquire(self.folder, what)
+                self._depth += 1
                 yield
             finally:
-                self._depth -= 1
-                if self._depth == 0 and self._fd is not None:
-                    fd, self._fd = self._fd, None
-                    os.close(fd)  # closing the file releases the flock
+                if self._fd is not None:
+                    self._depth = max(self._depth - 1, 0)
+                    if self._depth == 0:
+                        fd, self._fd = self._fd, None
+                        os.close(fd)  # closing the file releases the flock
 
 
 class _Writing:
@@ -116,12 +120,15 @@ def _acquire(folder: Path, what: str) -> int:
             # waiter cheap while an optimize of a few seconds finishes.
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
+        # Who holds it, for another waiter's error only: a full disk here
+        # must not fail the write (nor keep the lock, as it did).
+        holder = {"pid": os.getpid(), "what": what, "since": time.time()}
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(holder).encode(), 0)
     except BaseException:
         os.close(fd)
         raise
-    holder = {"pid": os.getpid(), "what": what, "since": time.time()}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(holder).encode(), 0)
     return fd
 
 

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from argus_lab.store._memory_index import Progress, _MemoryIndex
+from argus_lab.store._memory_ingest import _MemoryIngest
 from argus_lab.store._memory_lock import WriteLock
 from argus_lab.store._memory_query import _SELECT, _MemoryQuery, _sql
 from argus_lab.store._memory_records import (
@@ -64,7 +65,6 @@ from argus_lab.store._memory_records import (
     SearchMode,
 )
 from argus_lab.store._memory_reembed import ReembedJob, _MemoryReembed
-from argus_lab.store.chunking import Format, document_records
 from argus_lab.store.embedding import (
     Embedder,
     EmbedderMismatchError,
@@ -111,7 +111,7 @@ _PARTITION_ROWS = 32_768
 """From this many rows the ANN index gets real IVF partitions (LanceDB's default)."""
 
 
-class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
+class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
     """Long-term memory of a workspace (or any folder), on LanceDB.
 
     Most code gets one with ``ws.memory`` (or :func:`open_memory`), which shares
@@ -239,6 +239,16 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
         Raises:
             pydantic.ValidationError: a record has an unknown key or bad value.
         """
+        recs, vectors = self._prepare(records)
+        if recs:
+            self._put(recs, vectors)
+        return [r.id for r in recs]
+
+    def _prepare(
+        self, records: Iterable[Mapping[str, Any] | MemoryRecord]
+    ) -> tuple[list[MemoryRecord], Any]:
+        """Validated records with their ids, and their vectors (embedded now,
+        outside the write lock; a mismatch is settled first)."""
         now = time.time()
         by_id: dict[str, MemoryRecord] = {}
         for r in records:
@@ -255,13 +265,18 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
             by_id[rid] = rec.model_copy(
                 update={"id": rid, "created_at": rec.created_at or now}
             )
-        if not by_id:
-            return []
         recs = list(by_id.values())
+        if not recs:
+            return [], None
         self._ensure_space()
         vectors = (
             self._embedding.docs([r.text for r in recs]) if self._embedding else None
         )
+        return recs, vectors
+
+    def _put(self, recs: list[MemoryRecord], vectors: Any) -> None:
+        """Writes prepared memories (``_prepare``), holding the write lock only
+        for the commit: embedding (minutes for a big document) is done."""
         with self._writing(f"write {len(recs)} memories"):
             t = self._table_for(None if vectors is None else int(vectors.shape[1]))
             data = self._arrow(recs, vectors)
@@ -287,7 +302,6 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
                 or self._pending_rows >= self.optimize_rows
             ):
                 self.optimize()
-        return list(by_id)
 
     # -- reading -------------------------------------------------------------
 
@@ -329,53 +343,6 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed):
         return out
 
     # -- documents -----------------------------------------------------------
-
-    def ingest(
-        self,
-        path_or_text: str | Path,
-        *,
-        source: str | None = None,
-        chunk_size: int = 1200,
-        overlap: int = 200,
-        format: Format | Literal["auto"] = "auto",
-        metadata: Mapping[str, Any] | None = None,
-    ) -> list[str]:
-        """Chunks a document (text, markdown or html) into ``document`` memories.
-
-        Each chunk's metadata holds ``source``, ``start``/``end`` (character
-        offsets in the extracted text: for html, the text after tags are
-        stripped), ``chunk``, ``n_chunks``, ``format`` and, for markdown, the
-        ``heading`` above it. Ingesting the same source again replaces its
-        chunks (ids derive from the source), dropping any left over.
-
-        Args:
-            path_or_text: A file path (``Path``, or a ``str`` naming an existing
-                file), else the document's text.
-            source: Where it came from; default: the resolved file path, or
-                ``text:<hash>`` for text.
-            chunk_size: Largest chunk, in characters.
-            overlap: Characters shared by consecutive chunks.
-            format: "text", "markdown", "html", or "auto" (from the file suffix,
-                else sniffed from the content).
-            metadata: Extra metadata for every chunk.
-
-        Returns:
-            The chunks' memory ids, in order.
-        """
-        prefix, recs = document_records(
-            path_or_text,
-            source=source,
-            chunk_size=chunk_size,
-            overlap=overlap,
-            format=format,
-            metadata=metadata,
-        )
-        with self._writing(f"ingest {len(recs)} chunks"):
-            ids = self.add_many(recs)
-            # Chunks left over from a longer earlier version of this source.
-            first_stale = f"{prefix}-{len(recs):06d}"
-            self.delete(f"id LIKE {_sql(prefix + '-%')} AND id >= {_sql(first_stale)}")
-        return ids
 
 
 _OPEN: dict[Path, Memory] = {}
