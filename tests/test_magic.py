@@ -422,6 +422,34 @@ def test_approve_and_reject_by_name(
         ip.run_line_magic("argus", "reject pub pub")
 
 
+def test_approving_by_name_without_the_tools_here_does_not_start_the_run(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session paused elsewhere (its tools are not in this kernel): starting
+    it would fail the approved call ("not registered") and spend the approval."""
+
+    @al.tool(side_effect="write")
+    def publish(text: str) -> str:
+        return "published " + text
+
+    ws = al.Workspace(ip.user_ns["ws_dir"])
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": "pub", "tool": "publish", "args": {"text": "x"}}],
+    }
+    with ws.new_session(plan=plan, tools=[publish], name="away") as s:
+        assert s.run().status == "paused"
+    ip.run_line_magic("argus", "approve away pub")
+    assert capsys.readouterr().out == (
+        "away: pub approved; to go on, define its tools (publish) here, then: "
+        "%argus resume away\n"
+    )
+    with ws.open("away", tools=[publish]) as s:
+        assert s.record("pub").status == "pending"
+        assert s.record("pub").approval["state"] == "approved"
+        assert s.run().status == "succeeded"
+
+
 def test_approving_by_name_resumes_a_run_paused_for_it(
     ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -307,11 +307,18 @@ class ArgusMagics(Magics):
             raise UsageError(f"%argus {command}: {e}") from None
         done = {"approve": "approved", "reject": "rejected", "retry": "pending again",
                 "skip": "skipped"}[command]  # fmt: skip
-        if waited and not s.pending_approvals():
+        missing = _missing_tools(s)
+        if waited and not s.pending_approvals() and not missing:
             # As the widget's Approve does (and the widget's hint names this
             # magic): a run that paused only for this approval goes on.
             s.start()
             print(f"{name}: {task} {done}; the run goes on")
+            return
+        if waited and missing:  # run now, the approved call would fail
+            print(
+                f"{name}: {task} {done}; to go on, define its tools "
+                f"({', '.join(missing)}) here, then: %argus resume {name}"
+            )
             return
         print(f"{name}: {task} {done}")
 
@@ -384,6 +391,23 @@ class ArgusMagics(Magics):
         w = GraphWidget(session, height=self.height, hint_var=var or "")
         self._shown[key] = w
         return w
+
+
+def _missing_tools(s: al.Session) -> list[str]:
+    """Tools that tasks still to run call and this kernel has not given ``s``."""
+    from argus_lab.plan.graph import EXPAND_TOOL
+
+    have = s.tools
+    return sorted(
+        {
+            t.tool
+            for t in s.plan.tasks
+            if t.tool
+            and t.tool != EXPAND_TOOL
+            and t.tool not in have
+            and s.record(t.id).status not in ("succeeded", "skipped")
+        }
+    )
 
 
 def load_ipython_extension(ipython: Any) -> None:
