@@ -653,6 +653,26 @@ def test_reingesting_a_source_replaces_its_chunks(mem: Memory) -> None:
     assert mem.get(other[0]).metadata["source"].startswith("text:")  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x" * 300,  # one word longer than a file name may be: ENAMETOOLONG
+        "a line that holds a NUL \x00 character",
+        "~/notes/" + "z" * 300 + ".md",  # a path with a too-long name in it
+    ],
+    ids=["long-word", "nul", "long-name-in-path"],
+)
+def test_ingesting_one_line_of_text_that_no_file_could_be_named(
+    mem: Memory, text: str
+) -> None:
+    # A one-line text is first tried as a file name: Path.is_file raised
+    # "File name too long" instead of answering no.
+    (mid,) = mem.ingest(text)
+    got = mem.get(mid)
+    assert got is not None and got.text == text
+    assert got.metadata["source"].startswith("text:")
+
+
 def test_html_and_format_detection() -> None:
     html = (
         "<html><head><title>T</title><style>p{}</style></head><body>"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -255,10 +256,12 @@ def document_records(
         with id ``<prefix>-<index:06d>``.
     """
     name: str | None = None
+    # os.path.isfile answers False where Path.is_file raises: a line of text
+    # with a word over 255 bytes ("File name too long"), a NUL character.
     is_path = isinstance(path_or_text, Path) or (
         len(path_or_text) < 4096
         and "\n" not in path_or_text
-        and Path(path_or_text).expanduser().is_file()
+        and os.path.isfile(os.path.expanduser(path_or_text))
     )
     if is_path:
         p = Path(path_or_text).expanduser().resolve()
