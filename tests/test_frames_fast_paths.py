@@ -78,6 +78,9 @@ def test_head_table_gives_up_on_a_field_of_another_type() -> None:
     assert got is not None and got.values("ts") == [1.5]
     assert head_table([ok, ok.replace('"attempt":null', '"attempt":"two"')]) is None
     assert head_table([ok, "[1, 2]"]) is None
+    # Deeper than msgspec descends (RecursionError, not a MsgspecError).
+    deep = ok[:-1] + ',"deep":' + "[" * 3000 + "]" * 3000 + "}"
+    assert head_table([ok, deep]) is None
     # Fields it does not read may hold anything; missing ones read as None.
     odd = '{"kind":"note","seq":2,"ts":3,"details":{"attempt":"x"},"tags":[1]}'
     again = head_table([odd])

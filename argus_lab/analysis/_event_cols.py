@@ -237,5 +237,7 @@ def head_table(bodies: list[str]) -> Heads | None:
         return None
     try:
         return Heads(list(map(_head_decoder().decode, bodies)))
-    except msgspec.MsgspecError:  # not an object, a field of another type
+    # Not an object, a field of another type; or nesting msgspec will not
+    # descend (~1,000 levels; pydantic writes 254 at most): read otherwise.
+    except (msgspec.MsgspecError, RecursionError):
         return None
