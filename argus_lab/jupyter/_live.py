@@ -19,7 +19,7 @@ import argus_lab as al
 from argus_lab.errors import ArgusError, PlanError
 from argus_lab.tools.registry import Tool
 
-__all__ = ["LiveSessions"]
+__all__ = ["LiveSessions", "missing_tools"]
 
 
 class LiveSessions:
@@ -114,3 +114,20 @@ class LiveSessions:
             raise UsageError(f"%%argus: {e}") from None
         self.add(s)
         return s
+
+
+def missing_tools(s: al.Session) -> list[str]:
+    """Tools that tasks still to run call and this kernel has not given ``s``."""
+    from argus_lab.plan.graph import EXPAND_TOOL
+
+    have = s.tools
+    return sorted(
+        {
+            t.tool
+            for t in s.plan.tasks
+            if t.tool
+            and t.tool != EXPAND_TOOL
+            and t.tool not in have
+            and s.record(t.id).status not in ("succeeded", "skipped")
+        }
+    )

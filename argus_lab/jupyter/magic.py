@@ -25,7 +25,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 import argus_lab as al
 from argus_lab.errors import ArgusError
-from argus_lab.jupyter._live import LiveSessions
+from argus_lab.jupyter._live import LiveSessions, missing_tools
 from argus_lab.jupyter._notebook import find_object, find_tools, interpolate, plan_cell
 from argus_lab.jupyter.display import PlanView
 from argus_lab.tools.registry import Tool
@@ -307,7 +307,7 @@ class ArgusMagics(Magics):
             raise UsageError(f"%argus {command}: {e}") from None
         done = {"approve": "approved", "reject": "rejected", "retry": "pending again",
                 "skip": "skipped"}[command]  # fmt: skip
-        missing = _missing_tools(s)
+        missing = missing_tools(s)
         if waited and not s.pending_approvals() and not missing:
             # As the widget's Approve does (and the widget's hint names this
             # magic): a run that paused only for this approval goes on.
@@ -391,23 +391,6 @@ class ArgusMagics(Magics):
         w = GraphWidget(session, height=self.height, hint_var=var or "")
         self._shown[key] = w
         return w
-
-
-def _missing_tools(s: al.Session) -> list[str]:
-    """Tools that tasks still to run call and this kernel has not given ``s``."""
-    from argus_lab.plan.graph import EXPAND_TOOL
-
-    have = s.tools
-    return sorted(
-        {
-            t.tool
-            for t in s.plan.tasks
-            if t.tool
-            and t.tool != EXPAND_TOOL
-            and t.tool not in have
-            and s.record(t.id).status not in ("succeeded", "skipped")
-        }
-    )
 
 
 def load_ipython_extension(ipython: Any) -> None:
