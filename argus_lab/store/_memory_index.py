@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
 from argus_lab.store._memory_backfill import _MemoryBackfill
-from argus_lab.store._memory_lance import SPACE_KEY
+from argus_lab.store._memory_lance import SPACE_KEY, field_space
 from argus_lab.store._memory_query import _COLUMNS, _canonical
 from argus_lab.store._memory_reembed import NEXT
 
@@ -40,7 +40,8 @@ alone, which live in the index (4x its size: ~19 MB at 100k x 384), and the
 labelled recall is the same (BENCHMARKS.md). Indexes named otherwise were
 built with one bit by an earlier version: re-ranked, and rebuilt by optimize."""
 _LEGACY_REFINE = 10
-"""Field metadata of the vector column: the JSON name/version/dim of its embedder."""
+"""Candidates re-ranked per hit wanted on a 1-bit index (an earlier version's),
+until optimize rebuilds it with ``_BITS``."""
 
 log = logging.getLogger("argus_lab")
 
@@ -215,9 +216,7 @@ class _MemoryIndex(_MemoryBackfill):
         t = self._open()
         if t is None or "vector" not in t.schema.names:
             return None
-        meta = t.schema.field("vector").metadata or {}
-        raw = meta.get(SPACE_KEY.encode())
-        return None if raw is None else dict(json.loads(raw))
+        return field_space(t.schema, "vector")
 
     def delete(self, where: str) -> int:
         """Deletes the memories matching a SQL filter; returns how many."""

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 __all__ = [
     "SPACE_KEY",
     "SpaceChanged",
+    "field_space",
     "fts_rows",
     "open_table",
     "run",
@@ -34,6 +35,13 @@ __all__ = [
 SPACE_KEY = "argus.embedder"
 """Metadata key of a vector column: the record (name, version, dim) of the
 embedder that made its vectors."""
+
+
+def field_space(schema: Any, column: str) -> dict[str, Any] | None:
+    """The embedder record kept in ``column``'s metadata (``SPACE_KEY``), or
+    None when it has none."""
+    raw = (schema.field(column).metadata or {}).get(SPACE_KEY.encode())
+    return None if raw is None else dict(json.loads(raw))
 
 
 class SpaceChanged(Exception):
@@ -133,9 +141,9 @@ async def vector_rows(
     if busy_column in schema.names:
         return None
     if space is not None and "vector" in schema.names:
-        raw = (schema.field("vector").metadata or {}).get(SPACE_KEY.encode())
-        if raw is not None and json.loads(raw) != space:
-            raise SpaceChanged(json.loads(raw))
+        stored = field_space(schema, "vector")
+        if stored is not None and stored != space:
+            raise SpaceChanged(stored)
     q = (
         table.vector_search(vector)
         .column("vector")

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
-from argus_lab.store._memory_lance import SPACE_KEY
+from argus_lab.store._memory_lance import SPACE_KEY, field_space
 from argus_lab.store._memory_lock import _Writing
 from argus_lab.store.embedding import EmbedderMismatchError, _Embedding, describe
 from argus_lab.store.memory_embedders import BUNDLED
@@ -145,8 +145,7 @@ class _MemoryReembed(_Writing):
         t = self._open()
         if t is None or NEXT not in t.schema.names:
             return None
-        raw = (t.schema.field(NEXT).metadata or {}).get(SPACE_KEY.encode())
-        return {} if raw is None else dict(json.loads(raw))
+        return field_space(t.schema, NEXT) or {}
 
     def _ensure_space(self) -> None:
         """Refuses, or re-embeds, when the vectors came from another embedder."""

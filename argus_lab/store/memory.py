@@ -342,8 +342,6 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
             out.append(MemoryHit.model_validate(d | {"mode": mode}))
         return out
 
-    # -- documents -----------------------------------------------------------
-
 
 _OPEN: dict[Path, Memory] = {}
 _OPEN_LOCK = threading.Lock()
