@@ -307,20 +307,19 @@ class ArgusMagics(Magics):
             raise UsageError(f"%argus {command}: {e}") from None
         done = {"approve": "approved", "reject": "rejected", "retry": "pending again",
                 "skip": "skipped"}[command]  # fmt: skip
-        missing = missing_tools(s)
-        if waited and not s.pending_approvals() and not missing:
-            # As the widget's Approve does (and the widget's hint names this
-            # magic): a run that paused only for this approval goes on.
-            s.start()
-            print(f"{name}: {task} {done}; the run goes on")
-            return
-        if waited and missing:  # run now, the approved call would fail
+        missing = missing_tools(s) if waited else []
+        if missing:  # run now, the approved call would fail
             print(
                 f"{name}: {task} {done}; to go on, define its tools "
                 f"({', '.join(missing)}) here, then: %argus resume {name}"
             )
-            return
-        print(f"{name}: {task} {done}")
+        elif waited and not s.pending_approvals():
+            # As the widget's Approve does (and the widget's hint names this
+            # magic): a run that paused only for this approval goes on.
+            s.start()
+            print(f"{name}: {task} {done}; the run goes on")
+        else:
+            print(f"{name}: {task} {done}")
 
     def _options(self) -> dict[str, Any]:
         """Session options: the configured ones, plus the planner just used."""
