@@ -70,6 +70,13 @@ class Workspace:
             raise ValueError(
                 f"durability must be 'normal' or 'full', got {durability!r}"
             )
+        if isinstance(path, str) and not path.strip():
+            # Path("") is the current folder: an unset variable would quietly
+            # turn a project checkout into a workspace.
+            raise ValueError(
+                f"the workspace path is empty ({path!r}); give a folder, or None "
+                "for the default ($ARGUS_HOME, else ./.argus)"
+            )
         root = path if path is not None else os.environ.get("ARGUS_HOME") or ".argus"
         self.path = Path(root).expanduser().resolve()
         if self.path.exists() and not self.path.is_dir():
