@@ -83,6 +83,9 @@ def iter_references(value: Any) -> Iterator[tuple[str, Reference | None]]:
         if isinstance(v, str):
             for m in _REF.finditer(v):
                 yield m.group(0), _parse_ref(m.group(1))
+            open_at = _REF.sub("", v).find("${")
+            if open_at >= 0:  # never closed: it would reach the tool as text
+                yield _REF.sub("", v)[open_at:][:60], None
         elif isinstance(v, dict | list | tuple):
             if id(v) in seen:
                 continue
@@ -175,8 +178,15 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
         for text, ref in iter_references(t.args):
             if ref is None:
                 problems.append(
-                    f"task {t.id!r} has a bad reference {text}: write "
-                    "${TASK.result}, ${TASK.result.key.path} or ${env.NAME}"
+                    f"task {t.id!r} has a bad reference {text}: "
+                    + ("close it with '}'; " if not text.endswith("}") else "")
+                    + "write ${TASK.result}, ${TASK.result.key.path} or ${env.NAME}"
+                )
+            elif any("[" in p or "]" in p for p in ref.path):
+                dotted = re.sub(r"\[\s*(-?\w+)\s*\]", r".\1", text)
+                problems.append(
+                    f"task {t.id!r} has a bad reference {text}: a list index is "
+                    f"one more path part, as in {dotted}"
                 )
             elif ref.is_env:
                 continue
