@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import inspect
+import json
 import os
 import threading
 import time
@@ -192,11 +193,42 @@ def map_error(
             model=model,
             request_id=request_id,
         )
+    if isinstance(e, json.JSONDecodeError):  # a 2xx whose body is not JSON
+        return TransientError(
+            f"{model}: the API's reply is not valid JSON ({e.msg} at character "
+            f"{e.pos}){_UNREADABLE}"
+        )
     if isinstance(e, TypeError) and "authentication" in str(e).lower():
         return _no_key_error(model)
     if isinstance(e, anthropic.AnthropicError):
         return ModelError(f"{model}: {clean(str(e))}", model=model)
     return e if isinstance(e, Exception) else RuntimeError(str(e))
+
+
+_UNREADABLE = (
+    "; a reply cut off in transit, or a proxy or ANTHROPIC_BASE_URL answering "
+    "for the API (it is retried)"
+)
+
+
+def _check_reply(message: Any, model: str) -> None:
+    """Raises TransientError unless ``message`` has a Message's content and usage.
+
+    The SDK hands back whatever a 2xx carried: text for an HTML page, a Message
+    with None fields for JSON of another shape.
+    """
+    content = getattr(message, "content", None)
+    usage = getattr(message, "usage", None)
+    if isinstance(content, list) and usage is not None:
+        return
+    got = (
+        f"text {message[:80]!r}"
+        if isinstance(message, str)
+        else f"JSON without {'content' if not isinstance(content, list) else 'usage'}"
+    )
+    raise TransientError(
+        f"{model}: the API answered with {got}, not a message" + (_UNREADABLE)
+    )
 
 
 def _no_key_error(model: str) -> ModelError:
@@ -333,6 +365,7 @@ class AnthropicModel:
             if mapped is e:
                 raise
             raise mapped from None
+        _check_reply(message, model)
         return from_wire(
             message,
             request_hash=request.hash(),
