@@ -84,3 +84,23 @@ def test_the_planner_retries_past_a_cut_off_reply() -> None:
     assert [t.id for t in plan.tasks] == ["a"] and api.calls == 2
     assert len(delays) == 1
     assert "not valid JSON" in planner.rounds[0]["retries"][0]["error"]
+
+
+def test_an_empty_plan_is_sent_back_for_repair() -> None:
+    api = FakeAPI(message(tool_use("submit_plan", {"tasks": []})), GOOD)
+    planner = LLMPlanner(AnthropicModel(client=api.client()))
+    plan = planner.plan("add two numbers", tools=BASIC_TOOLS)
+    assert [t.id for t in plan.tasks] == ["a"] and api.calls == 2
+    assert planner.rounds[0]["problems"] == [
+        "the plan has no tasks: submit the tasks that reach the goal"
+    ]
+    reported = api.bodies[1]["messages"][2]["content"][0]
+    assert reported["is_error"] is True and "no tasks" in reported["content"]
+
+
+@pytest.mark.parametrize("goal", ["", "  \n", None])
+def test_no_goal_is_refused_before_a_paid_call(goal: Any) -> None:
+    api = FakeAPI(GOOD)
+    with pytest.raises(al.PlanError, match="needs a goal in words"):
+        LLMPlanner(AnthropicModel(client=api.client())).plan(goal, tools=BASIC_TOOLS)
+    assert api.calls == 0

@@ -144,6 +144,13 @@ class LLMPlanner(_ReplanMixin):
             TransientError: the model stayed unavailable through the retries.
             ModelError: a permanent model error (bad request, no key, ...).
         """
+        if check is None and (not isinstance(goal, str) or not goal.strip()):
+            # Before a paid call that could only guess (a replan, with its
+            # checker, has the failed plan as context even without a goal).
+            raise PlanError(
+                f"the LLM planner needs a goal in words, got {goal!r}; nothing "
+                "was sent to the model"
+            )
         toolset = as_toolset(tools)
         self.rounds = []
         force = (
@@ -325,6 +332,10 @@ def _check(
         plan = Plan.from_dict(d)
         if toolset:
             plan = plan.validate_against(toolset)
+        if not plan.tasks:  # valid as a file, but no plan for a goal
+            raise PlanError(
+                "the plan has no tasks: submit the tasks that reach the goal"
+            )
     except PlanError as e:
         problems = getattr(e, "problems", None)
         if not problems:
