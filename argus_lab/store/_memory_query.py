@@ -7,11 +7,13 @@ and fuse rankings (``_fuse``); ``_MemoryQuery`` holds Memory's search methods
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import operator
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -64,6 +66,22 @@ def _canonical(meta: Mapping[str, Any]) -> str:
     return json.dumps(
         meta, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
     )
+
+
+@contextlib.contextmanager
+def _filter_errors(where: str | None) -> Iterator[None]:
+    """Turns LanceDB's parse/schema error for a user's ``where`` into one that
+    names the filter and the columns it may use."""
+    try:
+        yield
+    except ValueError as e:
+        if where is None or "Invalid input" not in str(e):
+            raise
+        raise ValueError(
+            f"memory search: where={where!r} is not a valid SQL filter over the "
+            f"columns {', '.join(_SELECT)} ({str(e)[:300]}); match metadata "
+            "with metadata={...}, not where"
+        ) from None
 
 
 def _sql(value: str) -> str:
@@ -202,6 +220,16 @@ class _MemoryQuery:
             )
         if mode == "auto":
             mode = "fts" if self._embedding is None else "hybrid"
+        if not isinstance(query, str):
+            raise TypeError(
+                f"search takes the query as text, got {type(query).__name__}"
+            )
+        try:  # an int, or numpy's; not 2.5, "5" or True
+            if isinstance(k, bool):
+                raise TypeError
+            k = operator.index(k)
+        except TypeError:
+            raise TypeError(f"k must be a whole number >= 1, got {k!r}") from None
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if mode == "vector" and self._embedding is None:
@@ -212,50 +240,51 @@ class _MemoryQuery:
         t = self._open()
         if t is None or not query.strip():
             return []
-        filt = self._filter(where, session_id, kind, since, metadata)
-        # A metadata prefilter may keep a few false matches; fetch spares.
-        want = k if not metadata else 2 * k + 10
-        depth = want if mode == "vector" else max(want, 2 * k, 20)
-        both = mode == "hybrid" and self._embedding is not None
-        # Hybrid starts its full-text leg on LanceDB's loop, then embeds the
-        # query here (onnxruntime and LanceDB both release the GIL): the slower
-        # leg, not the sum of the two, is what a hybrid search waits for.
-        side = self._fts_start(query, depth, filt) if both else None
-        try:
-            vec = None if mode == "fts" else self._vector(query, depth, filt)
-        except BaseException:
-            if side is not None:
-                side.cancel()  # read-only: left to finish if it started
-            raise
-        if mode == "hybrid" and self._embedding is None:
-            hits = self._fts(query, want, filt, note=_NO_EMBEDDER)
-        elif mode == "fts":
-            hits = self._fts(query, want, filt)
-        elif vec is None:
-            note = _REEMBEDDING.format(mode=mode)
-            if not self._fallback_warned:  # once; every hit carries the note
-                log.warning("memory at %s: %s", self.path, note)
-                self._fallback_warned = True
-            # A hybrid search's full-text leg is already under way: use it.
-            hits = (
-                self._fts_hits(_lance.wait(side))
-                if side is not None
-                else self._fts(query, want, filt)
-            )
-            for h in hits:
-                h.note = note
-        elif mode == "vector":
-            hits = vec
-        else:
-            assert side is not None
-            hits = _fuse(query, self._fts_hits(_lance.wait(side)), vec)
-        if metadata:
-            hits = [
-                h
-                for h in hits
-                if all(h.metadata.get(a) == b for a, b in metadata.items())
-            ]
-        return hits[:k]
+        with _filter_errors(where):
+            filt = self._filter(where, session_id, kind, since, metadata)
+            # A metadata prefilter may keep a few false matches; fetch spares.
+            want = k if not metadata else 2 * k + 10
+            depth = want if mode == "vector" else max(want, 2 * k, 20)
+            both = mode == "hybrid" and self._embedding is not None
+            # Hybrid starts its full-text leg on LanceDB's loop, then embeds the
+            # query here (onnxruntime and LanceDB both release the GIL): the slower
+            # leg, not the sum of the two, is what a hybrid search waits for.
+            side = self._fts_start(query, depth, filt) if both else None
+            try:
+                vec = None if mode == "fts" else self._vector(query, depth, filt)
+            except BaseException:
+                if side is not None:
+                    side.cancel()  # read-only: left to finish if it started
+                raise
+            if mode == "hybrid" and self._embedding is None:
+                hits = self._fts(query, want, filt, note=_NO_EMBEDDER)
+            elif mode == "fts":
+                hits = self._fts(query, want, filt)
+            elif vec is None:
+                note = _REEMBEDDING.format(mode=mode)
+                if not self._fallback_warned:  # once; every hit carries the note
+                    log.warning("memory at %s: %s", self.path, note)
+                    self._fallback_warned = True
+                # A hybrid search's full-text leg is already under way: use it.
+                hits = (
+                    self._fts_hits(_lance.wait(side))
+                    if side is not None
+                    else self._fts(query, want, filt)
+                )
+                for h in hits:
+                    h.note = note
+            elif mode == "vector":
+                hits = vec
+            else:
+                assert side is not None
+                hits = _fuse(query, self._fts_hits(_lance.wait(side)), vec)
+            if metadata:
+                hits = [
+                    h
+                    for h in hits
+                    if all(h.metadata.get(a) == b for a, b in metadata.items())
+                ]
+            return hits[:k]
 
     def _filter(
         self,

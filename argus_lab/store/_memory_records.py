@@ -3,18 +3,21 @@ and the literal types of their fields and of search modes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "KINDS",
+    "MAX_TEXT",
     "HitMode",
     "MemoryHit",
     "MemoryKind",
     "MemoryRecord",
     "OnMismatch",
     "SearchMode",
+    "check_record",
 ]
 
 MemoryKind = Literal["result", "note", "document", "lesson"]
@@ -74,3 +77,69 @@ class MemoryHit(MemoryRecord):
     def provenance(self) -> dict[str, Any]:
         """Where the memory came from: session_id, task_id and event seq."""
         return {"session_id": self.session_id, "task_id": self.task_id, "seq": self.seq}
+
+
+MAX_TEXT = 1_000_000
+"""Characters one memory may hold. A memory is returned whole by every search
+that finds it and its vector covers only its start: a longer text is a document
+for ``memory.ingest``, which splits it into searchable chunks with offsets."""
+
+_KEYS = "text (required), id, kind, session_id, task_id, seq, metadata"
+
+
+def check_record(r: object, i: int) -> MemoryRecord:
+    """One record of ``add``/``add_many`` validated, or a ValueError/TypeError
+    that names the record, the field and what to pass instead."""
+    import json
+
+    from pydantic import ValidationError
+
+    if isinstance(r, MemoryRecord):
+        rec = r
+    elif not isinstance(r, Mapping):
+        raise TypeError(
+            f"memory record {i} is a {type(r).__name__}, not a dict with the keys "
+            f"{_KEYS} (for one text, use memory.add(text))"
+        )
+    else:
+        try:
+            rec = MemoryRecord.model_validate(
+                {k: v for k, v in r.items() if v is not None}
+            )
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(map(str, err['loc'])) or 'record'}: {err['msg']}"
+                + (f" (got {err['input']!r:.60})" if err["type"] != "missing" else "")
+                for err in e.errors()
+            )
+            raise ValueError(
+                f"memory record {i}: {problems}. A record has the keys {_KEYS}; "
+                f"kind is one of {', '.join(KINDS)}"
+            ) from None
+    where = f"memory record {i}"
+    if len(rec.text) > MAX_TEXT:
+        raise ValueError(
+            f"{where}: text is {len(rec.text):,} characters, over the {MAX_TEXT:,} "
+            "one memory holds (search returns it whole): store a long text with "
+            "memory.ingest(text), which splits it into chunks with offsets"
+        )
+    for name, value in (("text", rec.text), ("id", rec.id)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(
+                f"{where}: {name} holds a lone surrogate {value[e.start]!r} at "
+                f"position {e.start}, which UTF-8 cannot store (text decoded with "
+                "errors='surrogateescape'?); clean it, e.g. "
+                "s.encode('utf-8', 'replace').decode()"
+            ) from None
+    try:
+        json.dumps(rec.metadata, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        why = "NaN and infinity are not JSON" if isinstance(e, ValueError) else e
+        raise ValueError(
+            f"{where}: metadata must be JSON ({why}), to be stored and matched "
+            "by a filter: use text, numbers, bools, None, lists and dicts (e.g. "
+            "value.isoformat() for a datetime, None for a missing number)"
+        ) from None
+    return rec

@@ -63,6 +63,7 @@ from argus_lab.store._memory_records import (
     MemoryRecord,
     OnMismatch,
     SearchMode,
+    check_record,
 )
 from argus_lab.store._memory_reembed import ReembedJob, _MemoryReembed
 from argus_lab.store.embedding import (
@@ -222,6 +223,12 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
             seq: Provenance: the seq of the event that wrote it.
             metadata: JSON-able details, filterable in :meth:`search`.
         """
+        if not isinstance(text, str | bytes):
+            raise TypeError(f"memory.add takes text, got {type(text).__name__}")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TypeError(
+                f"metadata must be a dict of JSON values, got {type(metadata).__name__}"
+            )
         rec: dict[str, Any] = {"text": text, "id": id, "kind": kind, "seq": seq}
         rec |= {"session_id": session_id, "task_id": task_id}
         rec["metadata"] = dict(metadata or {})
@@ -237,7 +244,10 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
                 MemoryRecords. Within one call the last record of an id wins.
 
         Raises:
-            pydantic.ValidationError: a record has an unknown key or bad value.
+            TypeError: ``records`` is not a list of dicts (or MemoryRecords).
+            ValueError: a record has an unknown key or a bad value, text over
+                ``MAX_TEXT`` characters (use :meth:`ingest`), or metadata that
+                is not JSON (NaN included); nothing is written.
         """
         recs, vectors = self._prepare(records)
         if recs:
@@ -251,14 +261,13 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
         outside the write lock; a mismatch is settled first)."""
         now = time.time()
         by_id: dict[str, MemoryRecord] = {}
-        for r in records:
-            rec = (
-                r
-                if isinstance(r, MemoryRecord)
-                else MemoryRecord.model_validate(
-                    {k: v for k, v in r.items() if v is not None}
-                )
+        if isinstance(records, str | bytes | Mapping | MemoryRecord):
+            raise TypeError(
+                f"add_many takes a list of records (dicts with 'text'), got a "
+                f"{type(records).__name__}; for one text, use memory.add(text)"
             )
+        for i, r in enumerate(records):
+            rec = check_record(r, i)
             rid = rec.id or memory_id(
                 rec.kind, session_id=rec.session_id, task_id=rec.task_id, text=rec.text
             )

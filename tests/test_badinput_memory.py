@@ -1,0 +1,172 @@
+"""Bad input to ws.memory a new user produces: each gets a clear ValueError or
+TypeError that names the record and field and says what to pass, and nothing
+is written. Real LanceDB, with the lexical HashEmbedder (no model load)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from argus_lab.store.memory import HashEmbedder, Memory
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Memory:
+    m = Memory(tmp_path / "memory", embedder=HashEmbedder())
+    m.add("the Lisbon venue costs 4,100 EUR a day", id="v1", metadata={"city": "lx"})
+    return m
+
+
+ADD_CASES: dict[str, tuple[dict[str, Any], type[Exception], str]] = {
+    "no text": ({"text": None}, TypeError, "memory.add takes text, got NoneType"),
+    "a number as text": ({"text": 42}, TypeError, "takes text, got int"),
+    "a kind with a typo": (
+        {"text": "x", "kind": "notes"},
+        ValueError,
+        "memory record 0: kind: Input should be 'result', 'note', 'document' or "
+        "'lesson' (got 'notes')",
+    ),
+    "a number as id": ({"text": "x", "id": 5}, ValueError, "id: Input should be a"),
+    "NaN metadata": (
+        {"text": "x", "metadata": {"score": float("nan")}},
+        ValueError,
+        "memory record 0: metadata must be JSON (NaN and infinity are not JSON)",
+    ),
+    "infinite metadata": (
+        {"text": "x", "metadata": {"score": float("inf")}},
+        ValueError,
+        "NaN and infinity are not JSON",
+    ),
+    "an object in metadata": (
+        {"text": "x", "metadata": {"when": dt.datetime(2026, 1, 1)}},
+        ValueError,
+        "Object of type datetime is not JSON serializable), to be stored and "
+        "matched by a filter: use text, numbers, bools, None, lists and dicts "
+        "(e.g. value.isoformat() for a datetime",
+    ),
+    "metadata as a list": (
+        {"text": "x", "metadata": [1, 2]},
+        TypeError,
+        "metadata must be a dict of JSON values, got list",
+    ),
+    "a key that is not text": (
+        {"text": "x", "metadata": {1: 2}},
+        ValueError,
+        "metadata.1.[key]: Input should be a valid string",
+    ),
+    "a lone surrogate": (
+        {"text": "caf\udce9 menu"},
+        ValueError,
+        "text holds a lone surrogate '\\udce9' at position 3",
+    ),
+    "50 MB of text": (
+        {"text": "word " * 10_000_000},
+        ValueError,
+        "text is 50,000,000 characters, over the 1,000,000 one memory holds "
+        "(search returns it whole): store a long text with memory.ingest(text)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ADD_CASES))
+def test_bad_add_is_refused_clearly_and_writes_nothing(mem: Memory, name: str) -> None:
+    kwargs, kind, expected = ADD_CASES[name]
+    text = kwargs.pop("text")
+    with pytest.raises(kind) as info:
+        mem.add(text, **kwargs)
+    assert expected in str(info.value)
+    assert len(mem) == 1 and mem.get("v1") is not None
+
+
+MANY_CASES: dict[str, tuple[Any, type[Exception], str]] = {
+    "one string": ("just a note", TypeError, "add_many takes a list of records"),
+    "one dict": ({"text": "x"}, TypeError, "got a dict; for one text, use"),
+    "strings in the list": (["a", "b"], TypeError, "memory record 0 is a str, not a"),
+    "a typo'd key": (
+        [{"text": "ok"}, {"txt": "z"}],
+        ValueError,
+        "memory record 1: text: Field required; txt: Extra inputs are not "
+        "permitted (got 'z'). A record has the keys text (required), id, kind",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MANY_CASES))
+def test_bad_add_many_names_the_record_and_writes_none(mem: Memory, name: str) -> None:
+    records, kind, expected = MANY_CASES[name]
+    with pytest.raises(kind) as info:
+        mem.add_many(records)
+    assert expected in str(info.value)
+    assert len(mem) == 1  # not even the good record before the bad one
+
+
+@pytest.mark.parametrize(
+    ("query", "k", "kind", "expected"),
+    [
+        (None, 5, TypeError, "search takes the query as text, got NoneType"),
+        (b"venue", 5, TypeError, "search takes the query as text, got bytes"),
+        ("venue", 1.5, TypeError, "k must be a whole number >= 1, got 1.5"),
+        ("venue", "3", TypeError, "k must be a whole number >= 1, got '3'"),
+        ("venue", True, TypeError, "k must be a whole number >= 1, got True"),
+        ("venue", 0, ValueError, "k must be >= 1, got 0"),
+        ("venue", -1, ValueError, "k must be >= 1, got -1"),
+    ],
+)
+def test_bad_search_arguments(
+    mem: Memory, query: Any, k: Any, kind: type[Exception], expected: str
+) -> None:
+    with pytest.raises(kind) as info:
+        mem.search(query, k=k)
+    assert str(info.value) == expected
+
+
+def test_a_numpy_k_is_a_whole_number(mem: Memory) -> None:
+    assert [h.id for h in mem.search("venue", k=np.int64(1))] == ["v1"]
+
+
+@pytest.mark.parametrize(
+    ("where", "detail"),
+    [
+        ("citty = 'lx'", "No field named citty"),
+        ("(((", "sql parser error"),
+        ("1=1; DROP TABLE memories", "sql parser error"),
+    ],
+)
+def test_a_bad_where_names_the_filter_and_the_columns(
+    mem: Memory, where: str, detail: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        mem.search("venue", where=where)
+    msg = str(info.value)
+    assert msg.startswith(f"memory search: where={where!r} is not a valid SQL filter")
+    assert "id, kind, text, session_id, task_id, seq, metadata, created_at" in msg
+    assert detail in msg and "metadata={...}" in msg
+    assert len(mem) == 1 and mem.get("v1") is not None  # the table is intact
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["x' OR '1'='1", "'; DROP TABLE memories; --", "%", "_", "\\"],
+)
+def test_quoted_filters_and_ids_match_literally(mem: Memory, hostile: str) -> None:
+    """What held already: ids, session ids, kinds and metadata values are quoted."""
+    assert mem.search("venue", session_id=hostile) == []
+    assert mem.search("venue", metadata={"city": hostile}) == []
+    assert mem.get(hostile) is None
+    mem.add("hostile text", id=hostile, metadata={"city": hostile})
+    assert mem.get(hostile) is not None
+    assert [h.id for h in mem.search("hostile", metadata={"city": hostile})] == [
+        hostile
+    ]
+    assert len(mem) == 2
+
+
+@pytest.mark.parametrize("query", ["", "   ", "the a of and"])
+def test_empty_and_stop_word_queries_find_nothing_in_full_text(
+    mem: Memory, query: str
+) -> None:
+    assert mem.search(query, mode="fts") == []
