@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import argus_lab as al
 from argus_lab.store.memory import HashEmbedder, Memory
 
 
@@ -170,3 +171,55 @@ def test_empty_and_stop_word_queries_find_nothing_in_full_text(
     mem: Memory, query: str
 ) -> None:
     assert mem.search(query, mode="fts") == []
+
+
+class _Declares:
+    """An embedder whose declared ``dim`` (recorded with the vectors) is wrong."""
+
+    name = "declares-8"
+    version = "1"
+    dim = 8
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0, 0.0, 0.0] for _ in texts]
+
+
+def _words(texts: list[str]) -> list[list[str]]:
+    return [["a", "b"] for _ in texts]
+
+
+@pytest.mark.parametrize(
+    ("embedder", "expected"),
+    [
+        (
+            _Declares(),
+            "embedder declares-8 says dim=8 but returned 4-d vectors; fix its dim "
+            "attribute (or drop it)",
+        ),
+        (
+            _words,
+            "embedder returned something that is not numbers (could not convert "
+            "string to float: 'a'); it must return one list of floats per text",
+        ),
+        (
+            lambda texts: [[1.0] * (3 + i) for i, _ in enumerate(texts)],
+            "embedder returned vectors of different sizes",
+        ),
+    ],
+)
+def test_an_embedder_that_breaks_its_contract_is_named_and_nothing_is_written(
+    tmp_path: Path, embedder: Any, expected: str
+) -> None:
+    m = Memory(tmp_path / "memory", embedder=embedder)
+    with pytest.raises(al.ArgusError) as info:
+        m.add_many([{"text": "one"}, {"text": "two"}])
+    assert expected in str(info.value)
+    assert len(m) == 0
+
+
+def test_a_memory_path_that_is_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    with pytest.raises(ValueError, match=r"notes.txt is a file, not a folder"):
+        Memory(f, embedder=None)
+    assert f.read_text() == "mine"

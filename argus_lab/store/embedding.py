@@ -147,8 +147,20 @@ class _Embedding:
 
     def docs(self, texts: list[str]) -> Any:
         m = self._matrix(self.call(texts), len(texts))
+        declared = getattr(self.call, "dim", None)
+        if isinstance(declared, int) and declared != m.shape[1]:
+            # The declared dim is what gets recorded with the vectors.
+            raise ArgusError(
+                f"embedder {self.space_name()} says dim={declared} but returned "
+                f"{m.shape[1]}-d vectors; fix its dim attribute (or drop it)"
+            )
         self._dim = int(m.shape[1])
         return m
+
+    def space_name(self) -> str:
+        """The embedder's name, as recorded with its vectors."""
+        name = getattr(self.call, "name", None)
+        return name if isinstance(name, str) else _qualified(self.call)
 
     def query(self, text: str) -> Any:
         q = getattr(self.call, "embed_query", None)
@@ -157,13 +169,12 @@ class _Embedding:
 
     def space(self) -> dict[str, Any]:
         """Which embedder this is: name, version and dim (as recorded)."""
-        name = getattr(self.call, "name", None)
         version = getattr(self.call, "version", None)
         dim = getattr(self.call, "dim", None)
         if not isinstance(dim, int):
             dim = self._dim or int(self.docs(["dimension probe"]).shape[1])
         return {
-            "name": name if isinstance(name, str) else _qualified(self.call),
+            "name": self.space_name(),
             "version": str(version) if isinstance(version, str | int) else "",
             "dim": dim,
         }
@@ -173,9 +184,15 @@ class _Embedding:
 
         try:
             m = np.asarray(out, dtype=np.float32)
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
+            what = (
+                "vectors of different sizes"
+                if "inhomogeneous" in str(e)
+                else "something that is not numbers"
+            )
             raise ArgusError(
-                f"embedder returned vectors of different sizes: {e}"
+                f"embedder returned {what} ({e}); it must return one list of "
+                "floats per text, all of one size"
             ) from None
         if m.ndim != 2 or m.shape[0] != n or m.shape[1] == 0:
             raise ArgusError(

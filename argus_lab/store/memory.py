@@ -165,6 +165,11 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
                 f"refine_factor must be an int >= 0 or None, got {refine_factor!r}"
             )
         self.path = Path(path).expanduser().resolve()
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(
+                f"memory path {self.path} is a file, not a folder; give a folder "
+                "(a workspace keeps its memory in <workspace>/memory)"
+            )
         self.on_mismatch: OnMismatch = on_mismatch
         self.progress = progress
         self.optimize_every = optimize_every
