@@ -63,6 +63,7 @@ from argus_lab.runtime.dask_call import (
     Returned,
     cancel,
     collect,
+    connect_client,
     describe,
     import_distributed,
     on_worker,
@@ -124,8 +125,10 @@ class DaskExecutor:
 
     Raises:
         MissingDependency: ``distributed`` is not installed.
-        TypeError: the client is asynchronous.
-        ValueError: ``retries_on_lost_worker`` is negative.
+        ArgusError: the scheduler at the address cannot be reached.
+        TypeError: the client is asynchronous, or neither a Client, a Cluster
+            nor an address was given.
+        ValueError: ``retries_on_lost_worker`` is negative, or no address.
     """
 
     def __init__(
@@ -141,7 +144,7 @@ class DaskExecutor:
             client = client_or_address
             self._owns_client = False
         else:
-            client = distributed.Client(client_or_address, set_as_default=False)
+            client = connect_client(distributed, client_or_address)
             self._owns_client = True
         if getattr(client, "_asynchronous", False):
             raise TypeError(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import MissingDependency, ToolError
+from argus_lab.errors import ArgusError, MissingDependency, ToolError
 
 if TYPE_CHECKING:
     from distributed import Future
@@ -19,6 +19,7 @@ __all__ = [
     "Returned",
     "cancel",
     "collect",
+    "connect_client",
     "describe",
     "fetch",
     "import_distributed",
@@ -131,3 +132,33 @@ async def cancel(fut: Future[Any]) -> None:
     # may refuse, and then there is nothing left to cancel.
     with contextlib.suppress(Exception):
         await fut.cancel(reason="argus-cancelled")  # type: ignore[no-untyped-call]
+
+
+_ADDRESS_HINT = (
+    "give a distributed.Client or a scheduler address such as "
+    "'tcp://127.0.0.1:8786'; for a cluster on this machine: "
+    "DaskExecutor(Client(LocalCluster(n_workers=2)))"
+)
+
+
+def connect_client(distributed: Any, address: Any) -> Any:
+    """A Client of the scheduler at ``address``, or an error saying what to give.
+
+    Client(None) would quietly start a cluster of worker processes (and its
+    dashboard) instead of connecting to one.
+    """
+    if address is None or (isinstance(address, str) and not address.strip()):
+        raise ValueError(
+            f"DaskExecutor got no scheduler address ({address!r}): " + _ADDRESS_HINT
+        )
+    if not isinstance(address, str) and not hasattr(address, "scheduler_address"):
+        raise TypeError(
+            f"DaskExecutor got a {type(address).__name__}: " + _ADDRESS_HINT
+        )
+    try:
+        return distributed.Client(address, set_as_default=False)
+    except (OSError, ValueError) as e:  # refused, timed out, malformed address
+        raise ArgusError(
+            f"could not connect to the Dask scheduler at {address!r} ({e}): is "
+            "it running and reachable from here? Otherwise " + _ADDRESS_HINT
+        ) from e
