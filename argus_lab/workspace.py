@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from argus_lab._workspace_create import create_session, prepare_plan
-from argus_lab.errors import ArgusError, ConcurrentSessionError, CorruptCheckpointError
+from argus_lab.errors import (
+    ArgusError,
+    ConcurrentSessionError,
+    CorruptCheckpointError,
+    StorageError,
+)
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.plan.static import refuse_literal_secrets
@@ -89,6 +94,15 @@ class Workspace:
                 f"cannot be made a folder ({e.strerror or e}); give a folder you "
                 "can write to"
             ) from None
+        if not os.access(self.path / "sessions", os.W_OK | os.X_OK):
+            # Even reading a session takes a lock file and SQLite's journal:
+            # refused here, rather than listed as empty or as damaged.
+            raise StorageError(
+                f"workspace {self.path} is read-only here (a read-only mount, or "
+                "no write permission): Argus writes lock files and SQLite "
+                "journals even to read a session; copy it to a folder you can "
+                f"write to (cp -a {self.path} /tmp/argus-copy) and open the copy"
+            )
         self.durability: Durability = durability
         self.artifacts = ArtifactStore(
             self.path / "artifacts", fsync=durability == "full"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,3 +25,69 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_folder(
         al.Workspace(path)
     assert "None for the default" in str(info.value)
     assert os.listdir(tmp_path) == []
+
+
+def _can_mount_read_only() -> bool:
+    # A private user+mount namespace: the read-only bind lives and dies with
+    # the child, and needs no privilege on the host.
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-rm", "true"], capture_output=True, timeout=30, check=False
+    )
+    return probe.returncode == 0
+
+
+_CHILD = """
+import json, sys
+import argus_lab as al
+try:
+    ws = al.Workspace(sys.argv[1])
+except al.ArgusError as e:
+    print(json.dumps({"error": type(e).__name__, "message": e.message}))
+else:
+    print(json.dumps({"sessions": [i.name for i in ws.sessions()]}))
+"""
+
+
+@pytest.mark.skipif(
+    not _can_mount_read_only(), reason="needs unshare -rm (user namespaces)"
+)
+def test_a_workspace_on_a_read_only_mount_is_refused_not_listed_as_empty(
+    tmp_path: Path,
+) -> None:
+    # Root ignores file modes, so chmod cannot make this case: a read-only bind.
+    @al.tool
+    def one() -> int:
+        return 1
+
+    root = tmp_path / "ws"
+    ws = al.Workspace(root)
+    s = ws.new_session(plan={"tasks": [{"id": "a", "tool": "one"}]}, tools=[one])
+    s.run()
+    s.close()
+    ws.close()
+    script = (
+        f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && "
+        f'exec {sys.executable} -c "$0" {root}'
+    )
+    out = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, _CHILD],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    # Before: Workspace() succeeded, ws.sessions() was [] and ws.open() an OSError.
+    assert got["error"] == "StorageError"
+    assert got["message"] == (
+        f"workspace {root} is read-only here (a read-only mount, or no write "
+        "permission): Argus writes lock files and SQLite journals even to read "
+        f"a session; copy it to a folder you can write to (cp -a {root} "
+        "/tmp/argus-copy) and open the copy"
+    )
+    again = al.Workspace(root)  # writable again outside the child's namespace
+    assert [i.status for i in again.sessions()] == ["succeeded"]
