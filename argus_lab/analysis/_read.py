@@ -26,6 +26,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import compress, repeat
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from argus_lab.analysis._event_cols import (
@@ -315,6 +316,12 @@ def _read_workspace(ws: Workspace, *, plan: bool, strict: bool) -> Read:
             return _read_one(ws, sid, plan=plan)
         except StorageError as e:
             if strict:
+                # One session must not hide how to read the others.
+                e.message += (
+                    "; to read the workspace's other sessions, pass strict=False "
+                    "(the skipped ones are logged)"
+                )
+                e.args = (e.message, *e.args[1:])
                 raise
             return e.message
 
@@ -359,10 +366,16 @@ def read_sessions(src: Any, *, plan: bool = True, strict: bool = True) -> Read:
         return Read([_from_session(src)])
     if isinstance(src, Workspace):
         return _read_workspace(src, plan=plan, strict=strict)
-    if isinstance(src, str | bytes) or not isinstance(src, Iterable):
+    if isinstance(src, str | bytes | PurePath) or not isinstance(src, Iterable):
+        hint = (
+            f" {str(src)!r}: pass al.Workspace({str(src)!r}) for a workspace "
+            "folder, or ws.open(name) for one session"
+            if isinstance(src, str | PurePath)
+            else ""
+        )
         raise TypeError(
             "expected a Session, a Workspace or a list of Sessions, got "
-            f"{type(src).__name__}"
+            f"{type(src).__name__}{hint}"
         )
     items = list(src)
     bad = [type(x).__name__ for x in items if not isinstance(x, Session)]
