@@ -62,3 +62,73 @@ def test_the_dotted_index_the_hint_gives_resolves(tmp_path: Path) -> None:
 
 def test_text_with_a_dollar_but_no_reference_stays_allowed() -> None:
     assert _plan("costs $5 {net}").task("a").args == {"value": "costs $5 {net}"}
+
+
+# -- HTN domains with bugs ------------------------------------------------------
+
+
+@al.tool
+def op(a: int) -> int:
+    return a
+
+
+def _buggy_domain(*, lazy: bool) -> al.HTNDomain:
+    d = al.HTNDomain("buggy")
+    d.operator("op", tool=op)
+    d.compound("later", lazy=lazy)
+
+    @d.method("top")
+    def top(ctx: object) -> list[tuple[object, ...]]:
+        return [("op", 1), ("later",)]
+
+    @d.method("later")
+    def lookup(ctx: object) -> list[tuple[object, ...]]:
+        return [("op", {"x": 1}["y"])]  # the bug: a KeyError
+
+    return d
+
+
+def test_a_method_that_raises_is_named_with_its_task() -> None:
+    with pytest.raises(al.PlanError) as info:
+        al.HTNPlanner(_buggy_domain(lazy=False)).plan(("top",))
+    assert info.value.message == (
+        "method 'lookup' of later() raised KeyError: 'y' (a bug in the domain: "
+        "fix the method, or raise NotApplicable / return None when it does not "
+        "apply)"
+    )
+    assert isinstance(info.value.__cause__, KeyError)  # the traceback is kept
+
+
+def test_a_lazy_method_that_raises_fails_its_task_not_the_run(tmp_path: Path) -> None:
+    # Before: a bare KeyError escaped s.run().
+    d = _buggy_domain(lazy=True)
+    planner = al.HTNPlanner(d)
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=planner.plan(("top",)),
+        tools=[op],
+        planner=planner,
+        name="buggy",
+    )
+    r = s.run()
+    assert r.status == "failed"
+    assert "top/later: method 'lookup' of later() raised KeyError: 'y'" in r.reason
+    assert s.result("top/op") == 1  # what ran before stays committed
+    s.close()
+    assert ws.open("buggy", tools=[]).record("top/op").status == "succeeded"
+
+
+def test_a_method_that_recurses_forever_is_stopped_and_named() -> None:
+    """What held: the search gives up, names the task and how to allow more."""
+    d = al.HTNDomain("loop")
+
+    @d.method("again")
+    def again(ctx: object, n: int) -> list[tuple[object, ...]]:
+        return [("again", n + 1)]
+
+    with pytest.raises(al.PlanError) as info:
+        al.HTNPlanner(d, max_expansions=500).plan(("again", 0))
+    assert info.value.message.startswith(
+        "HTN search gave up after 500 method calls at again(500): does a method "
+        "recurse forever?"
+    )

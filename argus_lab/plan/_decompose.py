@@ -13,7 +13,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from pydantic_core import to_jsonable_python
 
-from argus_lab.errors import PlanError
+from argus_lab.errors import ArgusError, PlanError
 from argus_lab.plan._subtask import (
     NotApplicable,
     Subtask,
@@ -151,14 +151,22 @@ class _Search:
                 )
             self._decide(node, m.name, "tried", "", phase)
             m.check_call(ctx)
+            who = f"{'decomposer' if m.fallback else 'method'} {m.name!r} of "
             try:
                 out = m.fn(ctx, *node.spec.args, **node.spec.kwargs)
             except NotApplicable as e:
                 why = e.reason or "not applicable"
+            except ArgusError:
+                raise  # a decomposer's model error: already says what to do
+            except Exception as e:  # a domain bug: it escaped s.run() bare
+                raise PlanError(
+                    f"{who}{call_text(node.spec)} raised {type(e).__name__}: {e} "
+                    "(a bug in the domain: fix the method, or raise "
+                    "NotApplicable / return None when it does not apply)"
+                ) from e
             else:
                 why = "returned None (does not apply)" if out is None else ""
             if not why:
-                who = f"{'decomposer' if m.fallback else 'method'} {m.name!r} of "
                 try:
                     node.children = self._children(
                         node, out, taken, who + call_text(node.spec)
