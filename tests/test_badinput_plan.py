@@ -132,3 +132,69 @@ def test_a_method_that_recurses_forever_is_stopped_and_named() -> None:
         "HTN search gave up after 500 method calls at again(500): does a method "
         "recurse forever?"
     )
+
+
+# -- keys from other plan formats, and typos ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("task", "problem"),
+    [
+        (
+            "{id: a, tool: x, dependencies: [t]}",
+            "task 'a'.dependencies: unknown key; did you mean 'deps'?",
+        ),
+        (
+            "{id: a, tool: x, depends_on: [t]}",
+            "task 'a'.depends_on: unknown key; did you mean 'deps'?",
+        ),
+        (
+            "{id: a, tool: x, arguments: {n: 1}}",
+            "task 'a'.arguments: unknown key; did you mean 'args'?",
+        ),
+        (
+            "{id: a, tool: x, retires: 2}",
+            "task 'a'.retires: unknown key; did you mean 'retries'?",
+        ),
+        (
+            "{id: a, tool: x, colour: red}",
+            "task 'a'.colour: unknown key; allowed: id, title, description, kind, "
+            "tool, args, deps,",
+        ),
+    ],
+)
+def test_an_unknown_task_key_gets_the_key_it_meant(task: str, problem: str) -> None:
+    with pytest.raises(al.PlanError) as info:
+        al.Plan.from_yaml(f"tasks:\n  - {{id: t, tool: x}}\n  - {task}\n")
+    assert f"<plan text>:3: {problem}" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "goal: g\ntask:\n  - {id: t, tool: x}\n",
+            "a plan needs a 'tasks' list (each task with an id and a tool); "
+            "'task': unknown key; did you mean 'tasks'?",
+        ),
+        (
+            "goal: g\nsteps:\n  - {id: t, tool: x}\n",
+            "'steps': unknown key; did you mean 'tasks'?",
+        ),
+        (
+            "goal: g\ntasks: []\nconstrains: [cheap]\n",
+            "constrains: unknown key; did you mean 'constraints'?",
+        ),
+    ],
+)
+def test_an_unknown_plan_key_gets_the_key_it_meant(text: str, expected: str) -> None:
+    with pytest.raises(al.PlanError) as info:
+        al.Plan.from_yaml(text)
+    assert expected in info.value.message
+
+
+def test_a_dict_plan_gets_the_same_hint() -> None:
+    with pytest.raises(
+        al.PlanError, match=r"task 't'\.needs: unknown key; did you mean 'deps'\?"
+    ):
+        al.Plan.from_dict({"tasks": [{"id": "t", "tool": "x", "needs": []}]})

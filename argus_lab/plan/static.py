@@ -112,7 +112,14 @@ def plan_from_dict(
         )
     check_json(data, name=name, lines=lines)
     if "tasks" not in data:
-        raise PlanError("a plan needs a 'tasks' list (each task with an id and a tool)")
+        hint = "".join(
+            f"; {k!r}: {did_you_mean(k, Plan.model_fields)}"
+            for k in data
+            if k not in Plan.model_fields
+        )
+        raise PlanError(
+            "a plan needs a 'tasks' list (each task with an id and a tool)" + hint
+        )
     try:
         plan = Plan.model_validate(data)
     except ValidationError as e:
@@ -131,10 +138,56 @@ _ID_RULE = (
 )
 
 
+_SYNONYMS = {
+    "dependencies": "deps",
+    "depends_on": "deps",
+    "depends": "deps",
+    "requires": "deps",
+    "needs": "deps",
+    "after": "deps",
+    "arguments": "args",
+    "params": "args",
+    "parameters": "args",
+    "inputs": "args",
+    "input": "args",
+    "kwargs": "args",
+    "retry": "retries",
+    "max_retries": "retries",
+    "name": "id",
+    "task_id": "id",
+    "action": "tool",
+    "tool_name": "tool",
+    "function": "tool",
+    "timeout_s": "timeout",
+    "objective": "goal",
+    "steps": "tasks",
+    "task": "tasks",
+}
+"""Keys people write (from other tools' plan formats) and the key Argus means."""
+
+
+def did_you_mean(key: object, known: Iterable[str]) -> str:
+    """`` (did you mean 'deps'?)`` for a mistyped key, or the keys allowed."""
+    import difflib
+
+    names = list(known)
+    text = str(key)
+    guess = _SYNONYMS.get(text.lower())
+    if guess not in names:
+        close = difflib.get_close_matches(text.lower(), names, n=1, cutoff=0.7)
+        guess = close[0] if close else None
+    if guess is not None:
+        return f"unknown key; did you mean {guess!r}?"
+    return "unknown key; allowed: " + ", ".join(names)
+
+
 def _message(err: Any) -> str:
     # The id pattern's regex means nothing to a reader: say it in words.
     if err["type"] == "string_pattern_mismatch" and err["loc"][-1:] == ("id",):
         return _ID_RULE
+    if err["type"] == "extra_forbidden" and len(err["loc"]) in (1, 3):
+        model = Plan if len(err["loc"]) == 1 else Task
+        return did_you_mean(err["loc"][-1], model.model_fields)
     return str(err["msg"])
 
 
