@@ -256,20 +256,37 @@ def document_records(
         with id ``<prefix>-<index:06d>``.
     """
     name: str | None = None
+    if format not in ("auto", "text", "markdown", "html"):
+        raise ValueError(
+            f"format must be 'auto', 'text', 'markdown' or 'html', got {format!r}"
+        )
+    if isinstance(path_or_text, os.PathLike):
+        path_or_text = Path(path_or_text)
+    elif not isinstance(path_or_text, str):
+        hint = (
+            ": decode it first, data.decode()"
+            if isinstance(path_or_text, bytes | bytearray)
+            else ""
+        )
+        raise TypeError(
+            "ingest takes a file path or the text itself, got "
+            f"{type(path_or_text).__name__}{hint}"
+        )
     # os.path.isfile answers False where Path.is_file raises: a line of text
     # with a word over 255 bytes ("File name too long"), a NUL character.
-    is_path = isinstance(path_or_text, Path) or (
-        len(path_or_text) < 4096
-        and "\n" not in path_or_text
-        and os.path.isfile(os.path.expanduser(path_or_text))
-    )
+    is_path = isinstance(path_or_text, Path)
+    text = str(path_or_text)
+    if not is_path and len(text) < 4096 and "\n" not in text:
+        is_path = os.path.isfile(os.path.expanduser(text))
+        if not is_path:
+            _refuse_missing_file(text)
     if is_path:
         p = Path(path_or_text).expanduser().resolve()
-        raw = p.read_text(encoding="utf-8", errors="replace")
+        raw = _read_document(p)
         name = p.name
         source = source or str(p)
     else:
-        raw = str(path_or_text)
+        raw = text
     fmt: Format = detect_format(raw, name) if format == "auto" else format
     source = source or "text:" + hashlib.sha256(raw.encode()).hexdigest()[:16]
     chunks = chunk_text(
@@ -296,3 +313,43 @@ def document_records(
             | {"metadata": meta}
         )
     return prefix, records
+
+
+_DOC_SUFFIXES = frozenset(
+    {".txt", ".text", ".md", ".markdown", ".rst", ".html", ".htm", ".xhtml"}
+    | {".csv", ".json", ".jsonl", ".log", ".pdf", ".docx"}
+)
+
+
+def _refuse_missing_file(text: str) -> None:
+    """A one-line 'text' that names a folder or a missing file was meant as a
+    path: ingesting the name itself would store a useless one-line document."""
+    where = os.path.expanduser(text.strip())
+    if os.path.isdir(where):
+        raise IsADirectoryError(
+            f"{text!r} is a folder: ingest its files one by one, e.g. "
+            f"for p in Path({text!r}).glob('*.md'): memory.ingest(p)"
+        )
+    nameable = "\0" not in where and all(
+        len(part.encode()) <= 255 for part in where.split(os.sep)
+    )  # else no file could have this name: it is text
+    if nameable and os.path.splitext(where)[1].lower() in _DOC_SUFFIXES:
+        raise FileNotFoundError(
+            f"no file {text!r} (looked in {os.getcwd()}); check the path, or "
+            "store a line of text with memory.add(text)"
+        )
+
+
+def _read_document(p: Path) -> str:
+    if p.is_dir():
+        raise IsADirectoryError(
+            f"{p} is a folder: ingest its files one by one, e.g. "
+            f"for f in Path({str(p)!r}).glob('*.md'): memory.ingest(f)"
+        )
+    data = p.read_bytes()
+    if b"\0" in data[:8192]:
+        raise ValueError(
+            f"{p} looks binary (it holds NUL bytes): ingest reads text, markdown "
+            "and html; extract the text first (e.g. from a PDF) and ingest that"
+        )
+    return data.decode("utf-8", errors="replace")
