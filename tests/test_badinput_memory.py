@@ -143,7 +143,7 @@ def test_a_bad_where_names_the_filter_and_the_columns(
     with pytest.raises(ValueError) as info:
         mem.search("venue", where=where)
     msg = str(info.value)
-    assert msg.startswith(f"memory search: where={where!r} is not a valid SQL filter")
+    assert msg.startswith(f"memory: where={where!r} is not a valid SQL filter")
     assert "id, kind, text, session_id, task_id, seq, metadata, created_at" in msg
     assert detail in msg and "metadata={...}" in msg
     assert len(mem) == 1 and mem.get("v1") is not None  # the table is intact
@@ -223,3 +223,111 @@ def test_a_memory_path_that_is_a_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"notes.txt is a file, not a folder"):
         Memory(f, embedder=None)
     assert f.read_text() == "mine"
+
+
+# -- ingest: a path that is not there is not a document -------------------------
+
+
+@pytest.mark.parametrize("name", ["notes.md", "docs/handbook.html", "~/report.txt"])
+def test_ingest_of_a_missing_file_is_refused_not_stored_as_its_name(
+    mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # Before: the one-line text "notes.md" was stored as a document.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as info:
+        mem.ingest(name)
+    assert str(info.value) == (
+        f"no file {name!r} (looked in {tmp_path}); check the path, or store a "
+        "line of text with memory.add(text)"
+    )
+    assert len(mem) == 1
+
+
+@pytest.mark.parametrize("kind", [str, Path])
+def test_ingest_of_a_folder_says_to_ingest_its_files(
+    mem: Memory, tmp_path: Path, kind: type
+) -> None:
+    with pytest.raises(IsADirectoryError, match=r"is a folder: ingest its files one"):
+        mem.ingest(kind(tmp_path))
+    assert len(mem) == 1
+
+
+def test_ingest_of_a_binary_file_is_refused(mem: Memory, tmp_path: Path) -> None:
+    pdf = tmp_path / "paper.pdf"
+    pdf.write_bytes(b"%PDF-1.7\n\x00\x01\x02binary stream\xff\xfe")
+    with pytest.raises(ValueError) as info:
+        mem.ingest(pdf)
+    assert str(info.value) == (
+        f"{pdf} looks binary (it holds NUL bytes): ingest reads text, markdown and "
+        "html; extract the text first (e.g. from a PDF) and ingest that"
+    )
+    assert len(mem) == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "kind", "expected"),
+    [
+        (None, TypeError, "ingest takes a file path or the text itself, got NoneType"),
+        (b"text", TypeError, "got bytes: decode it first, data.decode()"),
+    ],
+)
+def test_ingest_of_what_is_neither_path_nor_text(
+    mem: Memory, source: Any, kind: type[Exception], expected: str
+) -> None:
+    with pytest.raises(kind) as info:
+        mem.ingest(source)
+    assert expected in str(info.value)
+
+
+def test_ingest_format_typo(mem: Memory) -> None:
+    with pytest.raises(ValueError, match=r"format must be 'auto', 'text', 'markdown'"):
+        mem.ingest("# Title\n\nbody", format="md")
+
+
+def test_text_with_a_file_like_last_word_and_lines_is_still_text(
+    mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What holds: multi-line text and one-line text that names no document
+    type are ingested as text, as before."""
+    monkeypatch.chdir(tmp_path)
+    assert len(mem.ingest("see notes.md\nfor the venue list")) == 1
+    assert len(mem.ingest("Lisbon was cheaper than Porto")) == 1
+
+
+# -- search filters that could never match --------------------------------------
+
+
+def test_a_kind_typo_in_a_filter_is_refused_not_an_empty_result(mem: Memory) -> None:
+    with pytest.raises(ValueError) as info:
+        mem.search("venue", kind=["note", "lessons"])
+    assert str(info.value) == (
+        "kind 'lessons' is not a memory kind; use one or more of result, note, "
+        "document, lesson"
+    )
+
+
+def test_since_as_text_says_how_to_pass_a_date(mem: Memory) -> None:
+    with pytest.raises(TypeError) as info:
+        mem.search("venue", since="2024-01-01")
+    assert "since must be epoch seconds or a datetime, got str '2024-01-01'" in str(
+        info.value
+    )
+    assert "datetime.fromisoformat(text)" in str(info.value)
+
+
+def test_an_empty_session_list_matches_nothing(mem: Memory) -> None:
+    # Before: LanceDB's SQL parser failed on "session_id IN ()".
+    assert mem.search("venue", session_id=[]) == []
+    assert mem.search("venue", kind=[]) == []
+
+
+def test_metadata_filter_must_be_a_dict(mem: Memory) -> None:
+    with pytest.raises(TypeError, match="metadata must be a dict to match, got list"):
+        mem.search("venue", metadata=["lx"])
+
+
+@pytest.mark.parametrize("call", ["count", "delete"])
+def test_count_and_delete_name_a_bad_filter(mem: Memory, call: str) -> None:
+    with pytest.raises(ValueError, match=r"^memory: where='citty = 1' is not a valid"):
+        getattr(mem, call)("citty = 1")
+    assert len(mem) == 1

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.errors import ArgusError
 from argus_lab.store._memory_backfill import _MemoryBackfill
 from argus_lab.store._memory_lance import SPACE_KEY, field_space
-from argus_lab.store._memory_query import _COLUMNS, _canonical
+from argus_lab.store._memory_query import _COLUMNS, _canonical, _filter_errors
 from argus_lab.store._memory_reembed import NEXT
 
 if TYPE_CHECKING:
@@ -224,7 +224,8 @@ class _MemoryIndex(_MemoryBackfill):
             t = self._open()
             if t is None:
                 return 0
-            n = int(t.count_rows(where))
+            with _filter_errors(where):
+                n = int(t.count_rows(where))
             if n:
                 t.delete(where)
             return n

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
 from argus_lab.store import _memory_lance as _lance
+from argus_lab.store._memory_records import KINDS
 from argus_lab.store._memory_reembed import NEXT
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def _filter_errors(where: str | None) -> Iterator[None]:
         if where is None or "Invalid input" not in str(e):
             raise
         raise ValueError(
-            f"memory search: where={where!r} is not a valid SQL filter over the "
+            f"memory: where={where!r} is not a valid SQL filter over the "
             f"columns {', '.join(_SELECT)} ({str(e)[:300]}); match metadata "
             "with metadata={...}, not where"
         ) from None
@@ -90,6 +91,8 @@ def _sql(value: str) -> str:
 
 def _in(column: str, values: str | Sequence[str]) -> str:
     vals = [values] if isinstance(values, str) else list(values)
+    if not vals:  # an empty list allows nothing (SQL has no empty IN list)
+        return "FALSE"
     return f"{column} IN ({', '.join(_sql(v) for v in vals)})"
 
 
@@ -298,10 +301,26 @@ class _MemoryQuery:
         if session_id is not None:
             parts.append(_in("session_id", session_id))
         if kind is not None:
+            kinds = [kind] if isinstance(kind, str) else list(kind)
+            if unknown := [k for k in kinds if k not in KINDS]:
+                raise ValueError(  # a typo would match nothing, silently
+                    f"kind {unknown[0]!r} is not a memory kind; use one or more "
+                    f"of {', '.join(KINDS)}"
+                )
             parts.append(_in("kind", kind))
         if since is not None:
+            if isinstance(since, bool) or not isinstance(since, datetime | int | float):
+                raise TypeError(
+                    "since must be epoch seconds or a datetime, got "
+                    f"{type(since).__name__} {since!r} (for a date in text: "
+                    "datetime.fromisoformat(text))"
+                )
             ts = since.timestamp() if isinstance(since, datetime) else float(since)
             parts.append(f"created_at >= {ts!r}")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TypeError(
+                f"metadata must be a dict to match, got {type(metadata).__name__}"
+            )
         parts += [_like_meta(a, b) for a, b in (metadata or {}).items()]
         return " AND ".join(parts) or None
 

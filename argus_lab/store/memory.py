@@ -54,7 +54,7 @@ from typing import Any, Literal
 from argus_lab.store._memory_index import Progress, _MemoryIndex
 from argus_lab.store._memory_ingest import _MemoryIngest
 from argus_lab.store._memory_lock import WriteLock
-from argus_lab.store._memory_query import _SELECT, _MemoryQuery, _sql
+from argus_lab.store._memory_query import _SELECT, _filter_errors, _MemoryQuery, _sql
 from argus_lab.store._memory_records import (
     KINDS,
     HitMode,
@@ -325,7 +325,8 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
     def count(self, where: str | None = None) -> int:
         """How many memories there are (matching a SQL filter, if given)."""
         t = self._open()
-        return 0 if t is None else int(t.count_rows(where))
+        with _filter_errors(where):
+            return 0 if t is None else int(t.count_rows(where))
 
     def get(self, id: str) -> MemoryRecord | None:
         """The memory with this id, or None."""
