@@ -6,9 +6,10 @@ the DataFrames turn them into tz-aware UTC timestamps.
 
 from __future__ import annotations
 
+from difflib import get_close_matches
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "SESSION_STATUSES",
@@ -73,6 +74,39 @@ class Budget(BaseModel):
     """Seconds spent running (summed over runs)."""
     max_steps: int | None = Field(default=None, ge=0)
     """Attempts started."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        # "Extra inputs are not permitted" does not say which limit was meant.
+        if isinstance(data, dict):
+            for key in data:
+                if key not in cls.model_fields:
+                    meant = _BUDGET_SYNONYMS.get(str(key)) or next(
+                        iter(get_close_matches(str(key), cls.model_fields, 1)), None
+                    )
+                    hint = f"did you mean {meant!r}? " if meant else ""
+                    raise ValueError(
+                        f"Budget has no limit {key!r}; {hint}(the limits are "
+                        f"{', '.join(cls.model_fields)})"
+                    )
+        return data
+
+
+_BUDGET_SYNONYMS = {
+    "max_cost": "max_cost_usd",
+    "cost": "max_cost_usd",
+    "max_usd": "max_cost_usd",
+    "usd": "max_cost_usd",
+    "max_wall_seconds": "max_wall_s",
+    "max_seconds": "max_wall_s",
+    "max_time": "max_wall_s",
+    "wall_time": "max_wall_s",
+    "timeout": "max_wall_s",
+    "max_attempts": "max_steps",
+    "steps": "max_steps",
+    "tokens": "max_tokens",
+}
 
 
 class Task(BaseModel):

@@ -198,3 +198,33 @@ def test_a_dict_plan_gets_the_same_hint() -> None:
         al.PlanError, match=r"task 't'\.needs: unknown key; did you mean 'deps'\?"
     ):
         al.Plan.from_dict({"tasks": [{"id": "t", "tool": "x", "needs": []}]})
+
+
+# -- budgets ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("max_cost", "did you mean 'max_cost_usd'? "),
+        ("max_wall_seconds", "did you mean 'max_wall_s'? "),
+        ("max_stepz", "did you mean 'max_steps'? "),
+        ("colour", ""),
+    ],
+)
+def test_a_budget_with_an_unknown_limit_names_the_one_it_meant(
+    key: str, meant: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        al.Budget(**{key: 5})
+    assert (
+        f"Budget has no limit {key!r}; {meant}(the limits are max_cost_usd, "
+        "max_tokens, max_wall_s, max_steps)"
+    ) in str(info.value)
+
+
+def test_a_task_budget_typo_in_a_plan_file_gets_the_same_hint() -> None:
+    with pytest.raises(al.PlanError) as info:
+        al.Plan.from_yaml("tasks:\n  - {id: a, tool: x, budget: {max_cost: 1}}\n")
+    assert "task 'a'.budget" in info.value.message
+    assert "did you mean 'max_cost_usd'?" in info.value.message
