@@ -175,6 +175,7 @@ class LlmTaskRunner:
             events=[st.event("context_built", task.id, attempt=ctx.attempt, **context)]
         )
         messages = [Message.user(prompt)]
+        wrong: str | None = None
         for _turn in range(task.max_turns):
             req = ModelRequest(
                 messages=messages,
@@ -186,21 +187,31 @@ class LlmTaskRunner:
             resp = await self._call_model(model, req, task.id, ctx.attempt)
             uses = resp.tool_uses
             final = next((u for u in uses if u.name == FINAL_ANSWER), None)
-            if final is not None:
+            # An answer off its output_schema goes back to the model, like a
+            # bad tool call, within max_turns (it was returned as the result).
+            wrong = None if final is None else _off_schema(final.input, task)
+            if final is not None and wrong is None:
                 return final.input
             if not uses:
-                if task.output_schema is not None:
-                    try:
-                        return json.loads(resp.text)
-                    except json.JSONDecodeError:
-                        raise ToolError(
-                            f"LLM task {task.id!r} answered in text, not with "
-                            "final_answer matching its output_schema"
-                        ) from None
-                return resp.text
+                if task.output_schema is None:
+                    return resp.text
+                try:
+                    answer = json.loads(resp.text)
+                except json.JSONDecodeError:
+                    raise ToolError(
+                        f"LLM task {task.id!r} answered in text, not with "
+                        "final_answer matching its output_schema"
+                    ) from None
+                if (wrong := _off_schema(answer, task)) is None:
+                    return answer
+                messages = [*messages, resp.as_message(), Message.user(wrong)]
+                continue
             results = []
             for use in uses:
-                content, is_error = await self._llm_tool_call(task, tools, use, ctx)
+                if use is final:
+                    content, is_error = str(wrong), True
+                else:
+                    content, is_error = await self._llm_tool_call(task, tools, use, ctx)
                 results.append(
                     ToolResultBlock(
                         tool_use_id=use.id, content=content, is_error=is_error
@@ -209,7 +220,9 @@ class LlmTaskRunner:
             messages = [*messages, resp.as_message(), Message.user(*results)]
         raise ToolError(
             f"LLM task {task.id!r} gave no final answer in {task.max_turns} model "
-            "calls; raise max_turns or simplify the task"
+            "calls"
+            + (f" (the last one: {wrong})" if wrong else "")
+            + "; raise max_turns or simplify the task"
         )
 
     async def _llm_tool_call(
@@ -340,3 +353,17 @@ class LlmTaskRunner:
         if not seen:
             return 0.0, 0.0
         return max(c for c, _ in seen), float(max(t for _, t in seen))
+
+
+def _off_schema(answer: Any, task: Task) -> str | None:
+    """Why ``answer`` does not match the task's output_schema, for the model."""
+    if task.output_schema is None:
+        return None
+    from argus_lab.runtime.executor import check_success
+
+    why = check_success(answer, task.output_schema)
+    if why is None:
+        return None
+    return why.replace("the task's success schema", "output_schema") + (
+        "; call final_answer again with an answer that matches"
+    )
