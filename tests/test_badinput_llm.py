@@ -13,6 +13,7 @@ import pytest
 
 import argus_lab as al
 from argus_lab.llm import AnthropicModel, Message, ModelRequest, RetryPolicy
+from argus_lab.llm.testing import FunctionModel, tool_call
 from argus_lab.plan.llm import LLMPlanner
 from tests.conftest import BASIC_TOOLS
 from tests.fixtures.llm.fake_api import FakeAPI, block_network, message, tool_use
@@ -104,3 +105,75 @@ def test_no_goal_is_refused_before_a_paid_call(goal: Any) -> None:
     with pytest.raises(al.PlanError, match="needs a goal in words"):
         LLMPlanner(AnthropicModel(client=api.client())).plan(goal, tools=BASIC_TOOLS)
     assert api.calls == 0
+
+
+# -- an LLM task's answer against its output_schema -------------------------------
+
+SCHEMA = {
+    "type": "object",
+    "required": ["eyes"],
+    "properties": {"eyes": {"type": "integer"}},
+}
+
+
+def _llm_plan(**extra: Any) -> dict[str, Any]:
+    task = {"id": "x", "kind": "llm", "description": "How many eyes?"}
+    return {"tasks": [{**task, "output_schema": SCHEMA, **extra}]}
+
+
+def test_an_answer_off_its_schema_goes_back_to_the_model(ws: al.Workspace) -> None:
+    # Before: {"eyes": "a hundred"} was stored as the result of a task whose
+    # output_schema says integer.
+    seen: list[ModelRequest] = []
+
+    def answer(req: ModelRequest) -> Any:
+        seen.append(req)
+        eyes = "a hundred" if len(seen) == 1 else 100
+        return tool_call("final_answer", {"eyes": eyes}, id=f"t{len(seen)}")
+
+    s = ws.new_session(plan=_llm_plan(), name="s", models=FunctionModel(answer))
+    assert s.run().status == "succeeded"
+    assert s.result("x") == {"eyes": 100}
+    (told,) = seen[1].messages[-1].content  # type: ignore[misc]
+    assert told.is_error and told.tool_use_id == "t1"
+    assert told.content == (
+        "result does not match output_schema: result['eyes']: 'a hundred' is not "
+        "of type 'integer'; call final_answer again with an answer that matches"
+    )
+    s.close()
+
+
+def test_json_text_off_its_schema_goes_back_too(ws: al.Workspace) -> None:
+    replies = iter(['{"eyes": "many"}', '{"eyes": 100}'])
+    m = FunctionModel(lambda req: next(replies))
+    s = ws.new_session(plan=_llm_plan(), name="s", models=m)
+    assert s.run().status == "succeeded"
+    assert s.result("x") == {"eyes": 100}
+    s.close()
+
+
+def test_an_answer_that_never_matches_fails_naming_the_last_problem(
+    ws: al.Workspace,
+) -> None:
+    m = FunctionModel(lambda req: tool_call("final_answer", {"eyes": None}))
+    s = ws.new_session(plan=_llm_plan(max_turns=2), name="s", models=m)
+    assert s.run().status == "failed"
+    assert s.record("x").error == (
+        "LLM task 'x' gave no final answer in 2 model calls (the last one: result "
+        "does not match output_schema: result['eyes']: None is not of type "
+        "'integer'; call final_answer again with an answer that matches); raise "
+        "max_turns or simplify the task"
+    )
+    s.close()
+
+
+@pytest.mark.parametrize("field", ["output_schema", "success"])
+def test_a_schema_that_is_not_json_schema_is_refused_with_the_plan(field: str) -> None:
+    task: dict[str, Any] = {"id": "x", "kind": "llm", "description": "d"}
+    task[field] = {"type": "objekt"}
+    with pytest.raises(al.PlanError) as info:
+        al.Plan.from_dict({"tasks": [task]})
+    assert info.value.problems == [
+        f"task 'x': {field}['type'] is not valid JSON Schema: 'objekt' is not "
+        "valid under any of the given schemas"
+    ]

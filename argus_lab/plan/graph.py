@@ -174,6 +174,7 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
             problems.append(e.message)
             new_tasks.append(t)
             continue
+        problems += _schema_problems(t)
         deps = list(dict.fromkeys(t.deps))  # a dependency named twice counts once
         for text, ref in iter_references(t.args):
             if ref is None:
@@ -248,6 +249,24 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
         head = f"plan {plan.goal[:60]!r} is invalid" if plan.goal else "invalid plan"
         raise PlanError(head + ":\n- " + "\n- ".join(problems), problems=problems)
     return plan.model_copy(update={"tasks": new_tasks})
+
+
+def _schema_problems(t: Task) -> list[str]:
+    """A schema that is not JSON Schema would accept or refuse every result."""
+    out = []
+    for field, schema in (("output_schema", t.output_schema), ("success", t.success)):
+        if schema is None:
+            continue
+        import jsonschema
+
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as e:
+            at = "".join(f"[{p!r}]" for p in e.path)
+            out.append(
+                f"task {t.id!r}: {field}{at} is not valid JSON Schema: {e.message}"
+            )
+    return out
 
 
 def _walk(value: Any, ref: Reference) -> Any:
