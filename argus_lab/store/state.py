@@ -272,9 +272,15 @@ def open_state(
     create_only: bool = False,
     caller: str | None = None,
     json_schema: dict[str, Any] | None = None,
+    accept_lost_commits: bool = False,
 ) -> State[Any]:
     """Opens the state ``root/name``, creating it (from ``initial``, else the
-    model's defaults) when it does not exist yet."""
+    model's defaults) when it does not exist yet.
+
+    Raises:
+        LostCommitsError: committed versions were lost (a damaged WAL); with
+            ``accept_lost_commits`` it goes on from the version that survived.
+    """
     _check_name(name)
     if model is not None and not (
         isinstance(model, type) and issubclass(model, BaseModel)
@@ -284,7 +290,11 @@ def open_state(
         # One opener at a time: two that both found the state missing would
         # otherwise both take themselves for its creator.
         log = StateLog(
-            root / name, name, durability=durability, snapshot_every=snapshot_every
+            root / name,
+            name,
+            durability=durability,
+            snapshot_every=snapshot_every,
+            accept_lost_commits=accept_lost_commits,
         )
         st: State[Any] = State(
             log,

@@ -33,6 +33,7 @@ import jsonpatch
 from argus_lab.errors import ConflictError, CorruptCheckpointError, StorageFullError
 from argus_lab.store.envelope import Durability, encode, open_cache
 from argus_lab.store.space import full_error, is_disk_full
+from argus_lab.store.state_lost import check_lost_versions
 from argus_lab.store.state_records import (
     DEFAULT_SNAPSHOT_EVERY,
     Commit,
@@ -44,6 +45,7 @@ from argus_lab.store.state_records import (
     held,
     vkey,
 )
+from argus_lab.store.witness import Witness
 
 # The record types and ``dumps`` keep their old import path here.
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "Commit", "StateHead", "StateLog", "dumps"]
@@ -59,20 +61,31 @@ class StateLog:
         *,
         durability: Durability = "normal",
         snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+        accept_lost_commits: bool = False,
     ) -> None:
         if snapshot_every < 1:
             raise ValueError(f"snapshot_every must be >= 1, got {snapshot_every}")
         self.directory = Path(directory)
         self.name = name
         self.snapshot_every = snapshot_every
+        wal = self.directory / "cache.db-wal"
+        settled = not wal.exists() or wal.stat().st_size == 0
         try:
             self.cache = open_cache(self.directory, durability)
         except sqlite3.DatabaseError as e:
             raise self._corrupt("cache.db", e) from None
+        self.witness = Witness(self.directory, fsync=durability == "full")
+        """The latest committed version, outside SQLite (state_lost.py)."""
+        try:
+            check_lost_versions(self, settled=settled, accept=accept_lost_commits)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
         self.cache.close()
+        self.witness.close()
 
     # -- the envelope ----------------------------------------------------------
 
@@ -207,6 +220,7 @@ class StateLog:
             head.version = 0
             head.created = head.created or time.time()
             self._write(head, c, snapshot=True)
+        self.witness.record(head.version, [])
         return head
 
     def commit(
@@ -245,6 +259,7 @@ class StateLog:
                     ("v:", vkey(head.version + 1)),
                 )
             self._write(head, c, snapshot=snapshot, patch_len=patch_len)
+        self.witness.record(head.version, [])
         return head
 
     def _watch(

@@ -1,0 +1,70 @@
+"""Writers that die by SIGKILL with their last commits still in SQLite's WAL.
+
+``python tests/faults_worker.py state WS N``: N transactions on the typed state
+"tally" (each adds 1 to ``n`` and appends to ``seen``), prints the last version,
+then SIGKILLs itself: nothing closed SQLite, so the WAL still holds the commits
+and the tests can damage it as a bad copy or a bad sector would.
+
+``python tests/faults_worker.py graph WS``: runs the LangGraph graph of
+tests/langgraph_worker.py on ArgusSaver to its end (each node appends
+``<node>`` to ``ran.log`` beside WS), prints ``done``, then SIGKILLs itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+import argus_lab as al
+
+
+class Tally(BaseModel):
+    n: int = 0
+    seen: list[int] = Field(default_factory=list)
+
+
+def ran_log(ws: Path) -> Path:
+    """The file each graph node appends its name to (its side effect)."""
+    return ws.parent / "ran.log"
+
+
+def graph_thread(ws: Path) -> tuple[object, object, dict[str, object]]:
+    """(saver, compiled app, config) of the graph on thread "t1"."""
+    sys.path.insert(0, str(Path(__file__).parent.parent))
+    from argus_lab.langgraph import ArgusSaver
+    from tests import langgraph_worker as lw
+
+    def effect(name: str) -> None:
+        fd = os.open(ran_log(ws), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{name}\n".encode())
+        finally:
+            os.close(fd)
+
+    saver = ArgusSaver(al.Workspace(ws))
+    app = lw.build(on_start=effect).compile(checkpointer=saver)
+    return saver, app, {"configurable": {"thread_id": "t1"}}
+
+
+def main() -> None:
+    what, ws = sys.argv[1], Path(sys.argv[2])
+    if what == "state":
+        st = al.Workspace(ws).state("tally", model=Tally)
+        for i in range(int(sys.argv[3])):
+            with st.transaction() as s:
+                s.n += 1
+                s.seen.append(i)
+        print(st.version, flush=True)
+    else:
+        _, app, cfg = graph_thread(ws)
+        app.invoke({"log": [], "total": 0}, cfg)  # type: ignore[attr-defined]
+        print("done", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main()
