@@ -42,6 +42,7 @@ from argus_lab.store._rows import Transaction
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.envelope import encode as encode_argus
 from argus_lab.store.head import Head, lease_is_live, make_lease
+from argus_lab.store.witness import Witness
 
 __all__ = ["LINGER", "ThreadStore"]
 
@@ -84,6 +85,8 @@ class ThreadStore:
         only a newer checkpoint changes it again."""
         self._pending: list[tuple[str, str]] = []
         self._pending_keep: list[tuple[str, str]] = []
+        self.witness = Witness(directory, fsync=durability == "full")
+        """The head's latest committed version, outside SQLite (``_lost.py``)."""
         new = not (directory / "cache.db").exists()
         try:
             # A new thread's database is set up (diskcache's tables, ours, the
@@ -101,6 +104,7 @@ class ThreadStore:
 
     def close(self) -> None:
         self.cache.close()
+        self.witness.close()
 
     def _sql(self, statement: str, args: Any = ()) -> sqlite3.Cursor:
         try:
@@ -239,6 +243,7 @@ class ThreadStore:
             finally:
                 self._pending, self._pending_keep = [], []
             self.expected_version = head.version
+            self.witness.record(head.version, [])
 
     def _sql_many(self, statement: str, rows: list[tuple[str, str]]) -> None:
         con = self.cache._con
@@ -354,3 +359,4 @@ class ThreadStore:
             head.version += 1
             self._put_head(head, hold=False)
             self.expected_version = head.version
+        self.witness.record(head.version, [])

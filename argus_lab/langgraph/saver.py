@@ -63,6 +63,9 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         lease_ttl: Seconds a process keeps a thread after its last write; another
             process writing the thread meanwhile gets ConcurrentSessionError.
             A holder that died on this host loses it at once.
+        accept_lost_commits: Go on from the latest checkpoint that survived
+            a damaged write-ahead log (after a LostCommitsError); the graph
+            then runs the lost steps again.
 
     Raises:
         UnsafeValueError: (from ``put``/``put_writes``) a value only pickle could
@@ -70,6 +73,8 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         ConcurrentSessionError: another live process is writing the thread.
         CorruptCheckpointError: a record failed its checksum (names the thread
             and the checkpoint).
+        LostCommitsError: a thread's store is older than its witness: commits
+            were lost (a damaged write-ahead log); the message says what to do.
     """
 
     def __init__(
@@ -78,6 +83,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         *,
         durability: Durability | None = None,
         lease_ttl: float = 30.0,
+        accept_lost_commits: bool = False,
     ) -> None:
         super().__init__(serde=ArgusSerde())
         dur = durability if durability is not None else ws.durability
@@ -92,6 +98,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
             durability=dur,
             holder=self.holder,
             lease_ttl=lease_ttl,
+            accept_lost_commits=accept_lost_commits,
         )
 
     def __repr__(self) -> str:

@@ -1,0 +1,61 @@
+"""Lost-commit detection for LangGraph threads (the sessions' witness, reused).
+
+A thread's latest checkpoints live in SQLite's WAL until a checkpoint copies
+them into ``cache.db``. A truncated, bit-flipped or deleted ``-wal`` rolls the
+thread back to an older checkpoint without an error, and LangGraph then runs
+again every node whose writes were lost: their side effects repeat, in silence.
+Each commit also writes the head's version to the ``witness`` file beside
+``cache.db`` (``store/witness.py``, as sessions do), and opening a thread whose
+head is older than its witness raises ``LostCommitsError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from argus_lab.errors import LostCommitsError
+
+if TYPE_CHECKING:
+    from argus_lab.langgraph._store import ThreadStore
+
+__all__ = ["check_lost_checkpoints"]
+
+log = logging.getLogger("argus_lab.langgraph")
+
+
+def check_lost_checkpoints(st: ThreadStore, *, accept: bool) -> None:
+    """Raises LostCommitsError when the thread's head is older than its witness.
+
+    ``accept``: go on from the latest checkpoint that survived (the witness is
+    reset to the head; LangGraph then runs the lost steps again).
+    """
+    witnessed = st.witness.read()
+    if witnessed is None:
+        return  # a thread older than witnesses
+    head = st.read_head()
+    have = head.version if head is not None else 0
+    if have >= witnessed:
+        return
+    gone = f"{have + 1}-{witnessed}" if witnessed > have + 1 else str(witnessed)
+    what = (
+        f"LangGraph thread {st.thread_id!r} (session {st.session_id}): "
+        f"{witnessed - have} committed write(s) were lost: its store holds version "
+        f"{have} but version {witnessed} had been committed (versions {gone} are "
+        f"gone: the SQLite write-ahead log {st.directory / 'cache.db-wal'} was cut "
+        'short or damaged, or a power cut under durability="normal" dropped it)'
+    )
+    if not accept:
+        raise LostCommitsError(
+            f"{what}. Invoking the graph now would run again the nodes whose "
+            "checkpoints were lost, repeating their side effects; check what "
+            "those nodes did first. Every checkpoint that survived is kept. To "
+            "go on from the latest of them: "
+            "ArgusSaver(ws, accept_lost_commits=True)",
+            head_version=have,
+            witness_version=witnessed,
+            session_id=st.session_id,
+        )
+    log.warning("%s; going on from the latest surviving checkpoint as asked", what)
+    st.witness.compact(limit=0)  # its lines name versions that are gone
+    st.witness.record(have, [])
