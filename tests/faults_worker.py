@@ -1,9 +1,10 @@
 """Writers that die by SIGKILL with their last commits still in SQLite's WAL.
 
-``python tests/faults_worker.py state WS N``: N transactions on the typed state
-"tally" (each adds 1 to ``n`` and appends to ``seen``), prints the last version,
-then SIGKILLs itself: nothing closed SQLite, so the WAL still holds the commits
-and the tests can damage it as a bad copy or a bad sector would.
+``python tests/faults_worker.py state WS N [NAME]``: N transactions on the typed
+state NAME (default "tally"; each adds 1 to ``n`` and appends to ``seen``),
+prints the last version, then SIGKILLs itself: nothing closed SQLite, so the
+WAL still holds the commits and the tests can damage it as a bad copy or a bad
+sector would.
 
 ``python tests/faults_worker.py graph WS``: runs the LangGraph graph of
 tests/langgraph_worker.py on ArgusSaver to its end (each node appends
@@ -53,7 +54,8 @@ def graph_thread(ws: Path) -> tuple[object, object, dict[str, object]]:
 def main() -> None:
     what, ws = sys.argv[1], Path(sys.argv[2])
     if what == "state":
-        st = al.Workspace(ws).state("tally", model=Tally)
+        name = sys.argv[4] if len(sys.argv) > 4 else "tally"
+        st = al.Workspace(ws).state(name, model=Tally)
         for i in range(int(sys.argv[3])):
             with st.transaction() as s:
                 s.n += 1
