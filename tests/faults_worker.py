@@ -6,6 +6,13 @@ prints the last version, then SIGKILLs itself: nothing closed SQLite, so the
 WAL still holds the commits and the tests can damage it as a bad copy or a bad
 sector would.
 
+``python tests/faults_worker.py create|fork WS``: creates a session ("made"), or
+forks session "base" (made first), and is held inside the create's SQLite
+transaction: it touches ``inside`` beside WS and waits to be killed.
+
+``python tests/faults_worker.py session WS``: runs a session of PLAN to its end,
+then SIGKILLs itself (its commits still in the WAL).
+
 ``python tests/faults_worker.py graph WS``: runs the LangGraph graph of
 tests/langgraph_worker.py on ArgusSaver to its end (each node appends
 ``<node>`` to ``ran.log`` beside WS), prints ``done``, then SIGKILLs itself.
@@ -16,6 +23,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -26,6 +34,34 @@ import argus_lab as al
 class Tally(BaseModel):
     n: int = 0
     seen: list[int] = Field(default_factory=list)
+
+
+PLAN = {
+    "goal": "g",
+    "tasks": [{"id": f"a{i}", "tool": "add", "args": {"a": i}} for i in range(4)],
+}
+
+
+def hold_inside_create(ws: Path, what: str) -> None:
+    """Creates (or forks) a session and stops inside its transaction."""
+    from argus_lab.store.checkpoints import SessionStore
+    from tests.conftest import BASIC_TOOLS
+
+    w = al.Workspace(ws)
+    if what == "fork":
+        w.new_session(plan=PLAN, tools=BASIC_TOOLS, name="base").close()
+    write = SessionStore._write
+
+    def held(self: SessionStore, *args: object, **kwargs: object) -> None:
+        write(self, *args, **kwargs)  # type: ignore[arg-type]
+        (ws.parent / "inside").touch()
+        threading.Event().wait()  # until SIGKILL
+
+    SessionStore._write = held  # type: ignore[method-assign]
+    if what == "fork":
+        w.open("base", tools=BASIC_TOOLS).fork(name="base-fork")
+    else:
+        w.new_session(plan=PLAN, tools=BASIC_TOOLS, name="made")
 
 
 def ran_log(ws: Path) -> Path:
@@ -61,6 +97,13 @@ def main() -> None:
                 s.n += 1
                 s.seen.append(i)
         print(st.version, flush=True)
+    elif what in ("create", "fork"):
+        hold_inside_create(ws, what)
+    elif what == "session":
+        from tests.conftest import BASIC_TOOLS
+
+        s = al.Workspace(ws).new_session(plan=PLAN, tools=BASIC_TOOLS, name="s")
+        print(s.run().status, flush=True)
     else:
         _, app, cfg = graph_thread(ws)
         app.invoke({"log": [], "total": 0}, cfg)  # type: ignore[attr-defined]
