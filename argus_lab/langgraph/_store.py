@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import (
+    ArgusError,
     ConcurrentSessionError,
     CorruptCheckpointError,
 )
@@ -42,6 +43,7 @@ from argus_lab.store._rows import Transaction
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.envelope import encode as encode_argus
 from argus_lab.store.head import Head, lease_is_live, make_lease
+from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.witness import Witness
 
 __all__ = ["LINGER", "ThreadStore"]
@@ -100,7 +102,7 @@ class ThreadStore:
                 if durability == "full":
                     self.cache.reset("sqlite_synchronous", 2)
         except sqlite3.DatabaseError as e:
-            raise self.corrupt("cache.db", e) from None
+            raise self.failed(e) from None
 
     def close(self) -> None:
         self.cache.close()
@@ -110,7 +112,7 @@ class ThreadStore:
         try:
             cur: sqlite3.Cursor = self.cache._sql(statement, args)
         except sqlite3.DatabaseError as e:
-            raise self.corrupt("cache.db", e) from None
+            raise self.failed(e) from None
         return cur
 
     # -- reading ------------------------------------------------------------
@@ -123,6 +125,28 @@ class ThreadStore:
             "unaffected; resume from an earlier checkpoint (graph.get_state_history) "
             "or delete the thread to start it over.",
             key=key,
+            session_id=self.session_id,
+        )
+
+    def failed(self, e: sqlite3.DatabaseError) -> ArgusError:
+        """A full disk, a damaged file, or another failure to read or write.
+
+        A full disk is no damage: advising to delete the thread there (as
+        every SQLite error once did) would destroy what was committed.
+        """
+        who = f"LangGraph thread {self.thread_id!r} (session {self.session_id})"
+        if is_disk_full(e, self.directory):
+            err = full_error(self.directory / "cache.db", e, what="committing to")
+            err.message = f"{who}: {err.message}"
+            err.session_id = self.session_id
+            return err
+        if is_damaged(e):
+            return self.corrupt("cache.db", e)
+        return CorruptCheckpointError(
+            f"{who}: could not read or write cache.db in {self.directory} ({e}). "
+            "Nothing is known to be damaged: check the disk, its free space and "
+            "the folder's permissions, then invoke the graph again.",
+            key="cache.db",
             session_id=self.session_id,
         )
 
@@ -193,7 +217,10 @@ class ThreadStore:
 
     def read_head(self) -> Head | None:
         """The Argus head record (version counter and runner lease), or None."""
-        raw = self.cache.get("head")
+        try:
+            raw = self.cache.get("head")
+        except sqlite3.DatabaseError as e:
+            raise self.failed(e) from None
         if raw is None:
             return None
         try:
@@ -238,8 +265,13 @@ class ThreadStore:
                             self._pending_keep,
                         )
                     self._put_head(head)
-            except sqlite3.DatabaseError as e:
-                raise self.corrupt("cache.db", e) from None
+            except BaseException as e:
+                # Rolled back: the head remembered by _put_head was never
+                # stored, and comparing with it would blame "another writer".
+                self._head_text = self._head = None
+                if isinstance(e, sqlite3.DatabaseError):
+                    raise self.failed(e) from None
+                raise
             finally:
                 self._pending, self._pending_keep = [], []
             self.expected_version = head.version
@@ -350,13 +382,17 @@ class ThreadStore:
 
     def release(self) -> None:
         """Gives up the runner lease so another process may write at once."""
-        with self.lock, self.cache.transact(retry=True):
-            head = self.read_head()
-            if head is None or not head.lease:
-                return
-            if head.lease.get("holder") != self.holder:
-                return
-            head.version += 1
-            self._put_head(head, hold=False)
-            self.expected_version = head.version
+        try:
+            with self.lock, self.cache.transact(retry=True):
+                head = self.read_head()
+                if head is None or not head.lease:
+                    return
+                if head.lease.get("holder") != self.holder:
+                    return
+                head.version += 1
+                self._put_head(head, hold=False)
+                self.expected_version = head.version
+        except sqlite3.DatabaseError as e:
+            self._head_text = self._head = None  # rolled back (see transaction)
+            raise self.failed(e) from None
         self.witness.record(head.version, [])

@@ -13,6 +13,7 @@ Writing is in ``_put.py``, reading in ``_read.py``, the open threads in
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import shutil
@@ -31,6 +32,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
+from argus_lab.errors import StorageError
 from argus_lab.langgraph import _maintain
 from argus_lab.langgraph._async import AsyncMethods
 from argus_lab.langgraph._put import put_checkpoint, put_task_writes
@@ -47,6 +49,8 @@ if TYPE_CHECKING:
     from argus_lab.workspace import Workspace
 
 __all__ = ["ArgusSaver"]
+
+log = logging.getLogger("argus_lab.langgraph")
 
 
 class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
@@ -144,10 +148,20 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
             st.release()
 
     def close(self) -> None:
-        """Releases every thread this saver holds and closes their stores."""
+        """Releases every thread this saver holds and closes their stores.
+
+        A release that cannot be written (a full disk) is logged, not raised:
+        every store is closed all the same, and the hold lapses by itself (at
+        once for other processes on this host when this one ends, else after
+        ``lease_ttl``).
+        """
         for tid in self._threads.open_ids():
-            self.release(tid)
-            self._threads.forget(tid)
+            try:
+                self.release(tid)
+            except StorageError as e:
+                log.warning("could not release LangGraph thread %r: %s", tid, e)
+            finally:
+                self._threads.forget(tid)
 
     # -- writing -----------------------------------------------------------
 

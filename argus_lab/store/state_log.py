@@ -32,7 +32,7 @@ import jsonpatch
 
 from argus_lab.errors import ConflictError, CorruptCheckpointError, StorageFullError
 from argus_lab.store.envelope import Durability, encode, open_cache
-from argus_lab.store.space import full_error, is_disk_full
+from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.state_lost import check_lost_versions
 from argus_lab.store.state_records import (
     DEFAULT_SNAPSHOT_EVERY,
@@ -93,11 +93,20 @@ class StateLog:
         return corrupt(self.name, key, why)
 
     def _failed(self, key: str, e: Exception) -> Exception:
-        """A full disk (nothing damaged, nothing committed) or a damaged file."""
+        """A full disk (nothing damaged, nothing committed), a damaged file, or
+        another failure to read or write (not known to damage anything)."""
         if is_disk_full(e, self.directory):
             err = full_error(self.directory / "cache.db", e, what="committing to")
             err.message = f"state {self.name}: {err.message}"
             return err
+        if isinstance(e, sqlite3.DatabaseError) and not is_damaged(e):
+            return CorruptCheckpointError(
+                f"state {self.name}: could not read or write {key!r} in "
+                f"{self.directory} ({e}). Nothing is known to be damaged: check "
+                "the disk, its free space and the folder's permissions, then "
+                "try again.",
+                key=key,
+            )
         return self._corrupt(key, e)
 
     def _decode(self, key: str, raw: Any) -> Any:
