@@ -13,6 +13,10 @@ transaction: it touches ``inside`` beside WS and waits to be killed.
 ``python tests/faults_worker.py session WS``: runs a session of PLAN to its end,
 then SIGKILLs itself (its commits still in the WAL).
 
+``python tests/faults_worker.py delete WS``: runs the graph on thread "t1",
+then deletes the thread and is held inside that delete after cache.db is gone
+(touches ``inside`` beside WS, waits to be killed).
+
 ``python tests/faults_worker.py graph WS``: runs the LangGraph graph of
 tests/langgraph_worker.py on ArgusSaver to its end (each node appends
 ``<node>`` to ``ran.log`` beside WS), prints ``done``, then SIGKILLs itself.
@@ -21,10 +25,12 @@ tests/langgraph_worker.py on ArgusSaver to its end (each node appends
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -99,6 +105,20 @@ def main() -> None:
         print(st.version, flush=True)
     elif what in ("create", "fork"):
         hold_inside_create(ws, what)
+    elif what == "delete":
+        saver, app, cfg = graph_thread(ws)
+        app.invoke({"log": [], "total": 0}, cfg)  # type: ignore[attr-defined]
+        real = shutil.rmtree
+
+        def held(path: Any, *args: Any, **kwargs: Any) -> None:
+            for p in Path(path).glob("cache.db*"):
+                p.unlink()
+            (ws.parent / "inside").touch()
+            threading.Event().wait()  # until SIGKILL
+            real(path, *args, **kwargs)
+
+        shutil.rmtree = held  # type: ignore[assignment]
+        saver.delete_thread("t1")  # type: ignore[attr-defined]
     elif what == "session":
         from tests.conftest import BASIC_TOOLS
 

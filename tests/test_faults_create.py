@@ -23,7 +23,7 @@ from tests.conftest import BASIC_TOOLS
 from tests.waiting import wait_until
 
 
-def _kill_inside_create(ws: Path, what: str) -> None:
+def kill_when_inside(ws: Path, what: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     inside = ws.parent / "inside"
     proc = subprocess.Popen(
@@ -35,7 +35,7 @@ def _kill_inside_create(ws: Path, what: str) -> None:
     try:
         wait_until(
             inside.exists,
-            "the worker to be inside the create's transaction",
+            f"the {what} worker to reach the moment it is killed at",
             gone=lambda: None if proc.poll() is None else f"exit {proc.returncode}",
         )
     finally:
@@ -48,7 +48,7 @@ def test_a_create_killed_before_its_commit_is_not_a_damaged_session(
     tmp_path: Path, what: str
 ) -> None:
     ws_path = tmp_path / "ws"
-    _kill_inside_create(ws_path, what)
+    kill_when_inside(ws_path, what)
     ws = al.Workspace(ws_path)
     folders = {d.name for d in (ws_path / "sessions").iterdir()}
     expected = {"base"} if what == "fork" else set()

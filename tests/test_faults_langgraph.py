@@ -113,3 +113,17 @@ def test_accepting_goes_on_from_the_latest_surviving_checkpoint(
     app = lw.build().compile(checkpointer=plain)
     assert len(app.get_state(cfg).values["log"]) == kept
     plain.close()
+
+
+def test_a_thread_made_again_after_a_delete_killed_midway(tmp_path: Path) -> None:
+    from tests.test_faults_create import kill_when_inside
+
+    ws = tmp_path / "ws"
+    kill_when_inside(ws, "delete")  # held inside rmtree, cache.db gone
+    (d,) = (ws / "sessions").glob("lg-*")
+    assert not (d / "cache.db").exists()
+    saver, app, cfg = fw.graph_thread(ws)
+    fw.ran_log(ws).unlink()
+    app.invoke({"log": [], "total": 0}, cfg)  # type: ignore[attr-defined]
+    assert len(ran(ws)) == NODES  # a new thread, run whole; no LostCommitsError
+    saver.close()  # type: ignore[attr-defined]

@@ -236,7 +236,13 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         with st.transaction():  # refuses while another process holds it
             pass
         self._threads.forget(thread_id)
-        shutil.rmtree(self._threads.folder(thread_id), ignore_errors=True)
+        folder = self._threads.folder(thread_id)
+        # The witness first: a delete killed midway must not leave one behind
+        # cache.db, or the thread made again under this id would be told its
+        # commits were lost (LostCommitsError).
+        for name in ("witness", "journal"):
+            (folder / name).unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Deletes the checkpoints (and their writes) that these runs made."""
