@@ -95,15 +95,34 @@ def test_accepting_goes_on_from_the_version_that_survived(
     with pytest.raises(al.LostCommitsError) as info:
         ws.state("tally", model=fw.Tally)
     kept = info.value.head_version
+    assert f"To go on from version {kept} (as version {N + 2})" in info.value.message
     st = ws.state("tally", model=fw.Tally, accept_lost_commits=True)
-    assert st.version == kept
+    # The survivor again, past every version that was ever committed: a
+    # version (an HTTP ETag) seen before the loss never names another document.
+    assert st.version == N + 2
     survived = st.get()
     assert survived.n == kept - 1 and survived.seen == list(range(kept - 1))
+    assert st.at(kept) == survived
+    h = st.history()
+    assert list(h["version"])[-2:] == [kept, N + 2]
+    assert list(h["kind"])[-1] == "recovered"
     with st.transaction() as s:
         s.n += 1
-    assert st.version == kept + 1
+    assert st.version == N + 3
     st.close()
     # Accepted once: a plain open works again, with the new commit in it.
     again = ws.state("tally", model=fw.Tally)
-    assert again.version == kept + 1 and again.get().n == kept
+    assert again.version == N + 3 and again.get().n == kept
+    again.close()
+
+
+def test_accepting_a_state_that_lost_everything_makes_it_anew(
+    damaged: Callable[[str], Path],
+) -> None:
+    ws = al.Workspace(damaged("delete"))
+    st = ws.state("tally", model=fw.Tally, accept_lost_commits=True)
+    assert st.get() == fw.Tally()
+    st.close()
+    again = ws.state("tally", model=fw.Tally)  # no LostCommitsError now
+    assert again.get() == fw.Tally()
     again.close()

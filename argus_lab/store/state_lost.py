@@ -13,9 +13,11 @@ than its witness raises ``LostCommitsError`` instead of going on in silence.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from argus_lab.errors import LostCommitsError
+from argus_lab.store.state_records import Commit, dumps
 
 if TYPE_CHECKING:
     from argus_lab.store.state_log import StateLog
@@ -32,8 +34,9 @@ def check_lost_versions(state: StateLog, *, settled: bool, accept: bool) -> None
         state: The state's log, just opened.
         settled: No WAL was there before it opened (every version is in
             cache.db): a long journal may start afresh.
-        accept: Go on from the version that survived: the witness is reset to
-            it, and the next commit makes the versions after it again.
+        accept: Go on from the version that survived: its document is written
+            again as version ``witnessed + 1`` (a "recovered" snapshot, with a
+            ``lost_commits`` event), so no version number is ever reused.
     """
     witnessed = state.witness.read()
     if witnessed is None:
@@ -62,10 +65,32 @@ def check_lost_versions(state: StateLog, *, settled: bool, accept: bool) -> None
         raise LostCommitsError(
             f"{what}. {kept}; the transactions of the lost versions must be made "
             "again by whoever made them. To go on from version "
-            f"{have}: ws.state({state.name!r}, model=..., accept_lost_commits=True)",
+            f"{have} (as version {witnessed + 1}): "
+            f"ws.state({state.name!r}, model=..., accept_lost_commits=True)",
             head_version=have,
             witness_version=witnessed,
         )
     log.warning("%s; going on from version %d as asked", what, have)
+    now = have
+    if head is not None:
+        # The surviving document again, as a snapshot at version witnessed + 1:
+        # versions never repeat, so an ETag or version a reader saw before the
+        # loss can never match a different document made after it.
+        doc, schema = state.replay(have)
+        c = Commit(doc, dumps(doc), schema, "accept_lost_commits", "recovered")
+        c.events.append(
+            {
+                "kind": "lost_commits",
+                "state": state.name,
+                "ts": time.time(),
+                "payload": {"head_version": have, "witness_version": witnessed},
+            }
+        )
+        with state._transaction():
+            cur = state.head()
+            if cur is not None and cur.version == have:  # nobody else did it
+                cur.version = witnessed  # _write makes it witnessed + 1
+                state._write(cur, c, snapshot=True)
+                now = cur.version
     state.witness.compact(limit=0)  # its lines name versions that are gone
-    state.witness.record(have, [])
+    state.witness.record(now, [])
