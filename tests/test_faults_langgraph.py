@@ -127,3 +127,22 @@ def test_a_thread_made_again_after_a_delete_killed_midway(tmp_path: Path) -> Non
     app.invoke({"log": [], "total": 0}, cfg)  # type: ignore[attr-defined]
     assert len(ran(ws)) == NODES  # a new thread, run whole; no LostCommitsError
     saver.close()  # type: ignore[attr-defined]
+
+
+def test_a_long_journal_starts_afresh_once_no_wal_is_left(
+    finished: Path, tmp_path: Path
+) -> None:
+    shutil.copytree(finished / "ws", tmp_path / "ws")
+    (d,) = (tmp_path / "ws" / "sessions").glob("lg-*")
+    saver, app, cfg = fw.graph_thread(tmp_path / "ws")
+    app.get_state(cfg)  # type: ignore[attr-defined]
+    saver.close()  # type: ignore[attr-defined]  # the WAL goes into cache.db
+    assert not (d / "cache.db-wal").exists()
+    journal = d / "journal"
+    with journal.open("a") as f:  # as after a long life
+        f.write("".join(f"{v}\n" for v in range(1, 20000)))
+    assert journal.stat().st_size > 1 << 16
+    saver, app, cfg = fw.graph_thread(tmp_path / "ws")
+    assert not app.get_state(cfg).next  # type: ignore[attr-defined]
+    saver.close()  # type: ignore[attr-defined]
+    assert journal.stat().st_size < 100

@@ -89,6 +89,10 @@ class ThreadStore:
         self._pending_keep: list[tuple[str, str]] = []
         self.witness = Witness(directory, fsync=durability == "full")
         """The head's latest committed version, outside SQLite (``_lost.py``)."""
+        wal = directory / "cache.db-wal"
+        self.settled = not wal.exists() or wal.stat().st_size == 0
+        """No WAL when opened: every commit is in cache.db (the journal of a
+        long life may start afresh)."""
         new = not (directory / "cache.db").exists()
         try:
             # A new thread's database is set up (diskcache's tables, ours, the
