@@ -1,0 +1,64 @@
+"""A session whose database file itself is damaged says so, with advice that works.
+
+A cut-short or overwritten ``cache.db`` (no WAL left: the session closed) made
+SQLite report "database disk image is malformed". Argus called that a damaged
+*record* and advised to "fork from an earlier task", which is impossible: a
+session that cannot be read cannot be forked either. And ``argus rm`` refused
+to remove it (it read the runner lease first, and that read failed too).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import argus_lab as al
+from tests.conftest import BASIC_TOOLS
+
+
+@pytest.mark.parametrize("how", ["truncate", "overwrite"])
+def test_a_damaged_database_file_is_named_with_what_to_do(
+    ws: al.Workspace, how: str
+) -> None:
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": f"a{i}", "tool": "add", "args": {"a": i}} for i in range(300)],
+    }
+    s = ws.new_session(plan=plan, tools=BASIC_TOOLS, name="s")
+    assert s.run().status == "succeeded"
+    s.close()  # the WAL is copied into cache.db and removed
+    other = ws.new_session(plan=plan, tools=BASIC_TOOLS, name="other")
+    other.close()
+    db = ws.path / "sessions" / s.id / "cache.db"
+    assert not Path(f"{db}-wal").exists()
+    size = db.stat().st_size
+    if how == "truncate":
+        os.truncate(db, size // 2)
+    else:
+        with db.open("r+b") as f:
+            f.seek(size // 3)
+            f.write(b"\xff" * 4096)
+
+    with (
+        pytest.raises(al.CorruptCheckpointError) as info,
+        ws.open("s", tools=BASIC_TOOLS) as again,
+    ):
+        again.records.values()  # every record read
+    msg = info.value.message
+    assert f"its database {db} is damaged (" in msg
+    assert "fork from an earlier task" not in msg
+    assert f"argus rm {s.id}" in msg and ".recover" in msg
+    assert info.value.session_id == s.id
+    # The rest of the workspace still opens.
+    with ws.open("other", tools=BASIC_TOOLS) as o:
+        assert o.counts()["pending"] == 300
+
+    # The advice works as printed: argus rm removes the damaged session.
+    from argus_lab.cli import main
+
+    assert main(["-w", str(ws.path), "rm", s.id, "--yes"]) == 0
+    assert not db.parent.exists()
+    assert [i.name for i in ws.sessions()] == ["other"]
+    assert ws.damaged_sessions() == {}
