@@ -10,6 +10,7 @@ to remove it (it read the runner lease first, and that read failed too).
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,47 @@ def test_a_damaged_database_file_is_named_with_what_to_do(
     assert not db.parent.exists()
     assert [i.name for i in ws.sessions()] == ["other"]
     assert ws.damaged_sessions() == {}
+
+
+def _truncate_half(db: Path) -> None:
+    # Everything into cache.db first (connections of other threads may still
+    # hold the WAL open): the damage is to the database file itself.
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    con.close()
+    wal = Path(f"{db}-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+    os.truncate(db, db.stat().st_size // 2)
+
+
+def test_a_state_whose_database_file_is_damaged_says_so(ws: al.Workspace) -> None:
+    st = ws.state("st")
+    for i in range(100):
+        st.update(lambda d, i=i: d.update({f"k{i}": "x" * 50}))
+    st.close()
+    db = ws.path / "states" / "st" / "cache.db"
+    _truncate_half(db)
+    with pytest.raises(al.CorruptCheckpointError) as info:
+        ws.state("st").get()
+    msg = info.value.message
+    assert msg.startswith(f"state st: its database {db} is damaged (")
+    assert "st.fork(at=" not in msg and ".recover" in msg
+
+
+def test_a_thread_whose_database_file_is_damaged_says_so(ws: al.Workspace) -> None:
+    from tests.test_faults_full import CFG, _app
+
+    saver, app = _app(ws, 2000)
+    for _ in range(30):
+        app.invoke({"log": []}, CFG)
+    saver.close()
+    (folder,) = (ws.path / "sessions").glob("lg-*")
+    _truncate_half(folder / "cache.db")
+    saver, app = _app(ws, 2000)
+    with pytest.raises(al.CorruptCheckpointError) as info:
+        app.get_state(CFG)
+    msg = info.value.message
+    assert msg.startswith("LangGraph thread 't' (session lg-t-")
+    assert f"its database {folder / 'cache.db'} is damaged (" in msg
+    assert "saver.delete_thread('t')" in msg and "earlier checkpoint" not in msg
+    saver.close()

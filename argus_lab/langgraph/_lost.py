@@ -1,4 +1,7 @@
-"""Lost-commit detection for LangGraph threads (the sessions' witness, reused).
+"""Lost commits and storage errors of LangGraph threads, said as they are.
+
+``storage_error`` tells a full disk from a damaged file from another failure
+(a full disk or a failure with space left never advises deleting anything).
 
 A thread's latest checkpoints live in SQLite's WAL until a checkpoint copies
 them into ``cache.db``. A truncated, bit-flipped or deleted ``-wal`` rolls the
@@ -12,14 +15,16 @@ head is older than its witness raises ``LostCommitsError``.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import TYPE_CHECKING
 
-from argus_lab.errors import LostCommitsError
+from argus_lab.errors import ArgusError, CorruptCheckpointError, LostCommitsError
+from argus_lab.store.space import full_error, is_damaged, is_disk_full
 
 if TYPE_CHECKING:
     from argus_lab.langgraph._store import ThreadStore
 
-__all__ = ["check_lost_checkpoints"]
+__all__ = ["check_lost_checkpoints", "storage_error"]
 
 log = logging.getLogger("argus_lab.langgraph")
 
@@ -61,3 +66,36 @@ def check_lost_checkpoints(st: ThreadStore, *, accept: bool) -> None:
     log.warning("%s; going on from the latest surviving checkpoint as asked", what)
     st.witness.compact(limit=0)  # its lines name versions that are gone
     st.witness.record(have, [])
+
+
+def storage_error(st: ThreadStore, e: sqlite3.DatabaseError) -> ArgusError:
+    """A full disk, a damaged file, or another failure to read or write.
+
+    A full disk is no damage: advising to delete the thread there (as every
+    SQLite error once did) would destroy what was committed; and a file SQLite
+    cannot read has no checkpoint left to resume from.
+    """
+    who = f"LangGraph thread {st.thread_id!r} (session {st.session_id})"
+    db = st.directory / "cache.db"
+    if is_disk_full(e, st.directory):
+        err = full_error(db, e, what="committing to")
+        err.message = f"{who}: {err.message}"
+        err.session_id = st.session_id
+        return err
+    if is_damaged(e):
+        return CorruptCheckpointError(
+            f"{who}: its database {db} is damaged ({e}): no checkpoint of it "
+            "can be read or resumed from. Other threads are unaffected. "
+            "Restore its folder from a backup, or delete the thread "
+            f"(saver.delete_thread({st.thread_id!r})) to start it over; "
+            f"`sqlite3 {db} .recover` may save the records still readable.",
+            key="cache.db",
+            session_id=st.session_id,
+        )
+    return CorruptCheckpointError(
+        f"{who}: could not read or write cache.db in {st.directory} ({e}). "
+        "Nothing is known to be damaged: check the disk, its free space and "
+        "the folder's permissions, then invoke the graph again.",
+        key="cache.db",
+        session_id=st.session_id,
+    )

@@ -43,7 +43,6 @@ from argus_lab.store._rows import Transaction
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.envelope import encode as encode_argus
 from argus_lab.store.head import Head, lease_is_live, make_lease
-from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.witness import Witness
 
 __all__ = ["LINGER", "ThreadStore"]
@@ -133,26 +132,11 @@ class ThreadStore:
         )
 
     def failed(self, e: sqlite3.DatabaseError) -> ArgusError:
-        """A full disk, a damaged file, or another failure to read or write.
+        """A full disk, a damaged file, or another failure to read or write
+        (``_lost.storage_error``)."""
+        from argus_lab.langgraph._lost import storage_error
 
-        A full disk is no damage: advising to delete the thread there (as
-        every SQLite error once did) would destroy what was committed.
-        """
-        who = f"LangGraph thread {self.thread_id!r} (session {self.session_id})"
-        if is_disk_full(e, self.directory):
-            err = full_error(self.directory / "cache.db", e, what="committing to")
-            err.message = f"{who}: {err.message}"
-            err.session_id = self.session_id
-            return err
-        if is_damaged(e):
-            return self.corrupt("cache.db", e)
-        return CorruptCheckpointError(
-            f"{who}: could not read or write cache.db in {self.directory} ({e}). "
-            "Nothing is known to be damaged: check the disk, its free space and "
-            "the folder's permissions, then invoke the graph again.",
-            key="cache.db",
-            session_id=self.session_id,
-        )
+        return storage_error(self, e)
 
     def parse(self, key: str, raw: Any) -> Any:
         """Checks the envelope of a LangGraph record and returns its data."""

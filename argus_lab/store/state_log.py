@@ -73,7 +73,7 @@ class StateLog:
         try:
             self.cache = open_cache(self.directory, durability)
         except sqlite3.DatabaseError as e:
-            raise self._corrupt("cache.db", e) from None
+            raise self._failed("cache.db", e) from None
         self.witness = Witness(self.directory, fsync=durability == "full")
         """The latest committed version, outside SQLite (state_lost.py)."""
         try:
@@ -107,6 +107,18 @@ class StateLog:
                 "try again.",
                 key=key,
             )
+        if isinstance(e, sqlite3.DatabaseError):
+            # SQLite cannot read the file itself: no version of it can be
+            # forked from (the advice for a damaged record).
+            db = self.directory / "cache.db"
+            return CorruptCheckpointError(
+                f"state {self.name}: its database {db} is damaged ({e}), found "
+                f"reading {key!r}: it can be neither read nor forked. Other "
+                "states and sessions are unaffected. Restore its folder from a "
+                f"backup, or delete {self.directory} to start it over; `sqlite3 "
+                f"{db} .recover` may save the versions that can still be read.",
+                key=key,
+            )
         return self._corrupt(key, e)
 
     def _decode(self, key: str, raw: Any) -> Any:
@@ -131,7 +143,7 @@ class StateLog:
                 (lo, hi, -1 if limit is None else limit),
             ).fetchall()
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(f"{lo}*", e) from None
+            raise self._failed(f"{lo}*", e) from None
         for key, mode, filename, value in rows:
             if mode != diskcache.core.MODE_RAW:
                 value = self.cache.disk.fetch(mode, filename, value, False)
