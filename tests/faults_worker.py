@@ -13,6 +13,10 @@ transaction: it touches ``inside`` beside WS and waits to be killed.
 ``python tests/faults_worker.py session WS``: runs a session of PLAN to its end,
 then SIGKILLs itself (its commits still in the WAL).
 
+``python tests/faults_worker.py state-fork WS``: commits 5 transactions to the
+state "tally", then forks it at version 3 as "copy" and is held inside the
+fork's create transaction (touches ``inside``, waits to be killed).
+
 ``python tests/faults_worker.py delete WS``: runs the graph on thread "t1",
 then deletes the thread and is held inside that delete after cache.db is gone
 (touches ``inside`` beside WS, waits to be killed).
@@ -105,6 +109,22 @@ def main() -> None:
         print(st.version, flush=True)
     elif what in ("create", "fork"):
         hold_inside_create(ws, what)
+    elif what == "state-fork":
+        from argus_lab.store.state_log import StateLog
+
+        st = al.Workspace(ws).state("tally", model=Tally)
+        for i in range(5):
+            st.update(lambda s, i=i: s.seen.append(i))
+        write = StateLog._write
+
+        def held_write(self: StateLog, *args: Any, **kwargs: Any) -> None:
+            write(self, *args, **kwargs)
+            if self.name == "copy":
+                (ws.parent / "inside").touch()
+                threading.Event().wait()  # until SIGKILL
+
+        StateLog._write = held_write  # type: ignore[method-assign]
+        st.fork(at=3, name="copy")
     elif what == "delete":
         saver, app, cfg = graph_thread(ws)
         app.invoke({"log": [], "total": 0}, cfg)  # type: ignore[attr-defined]

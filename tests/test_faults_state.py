@@ -126,3 +126,21 @@ def test_accepting_a_state_that_lost_everything_makes_it_anew(
     again = ws.state("tally", model=fw.Tally)  # no LostCommitsError now
     assert again.get() == fw.Tally()
     again.close()
+
+
+def test_a_fork_killed_before_its_commit_is_not_a_state(tmp_path: Path) -> None:
+    from tests.test_faults_create import kill_when_inside
+
+    root = tmp_path / "ws"
+    kill_when_inside(root, "state-fork")  # held inside the fork's transaction
+    assert (root / "states" / "copy" / "cache.db").exists()
+    ws = al.Workspace(root)
+    # Nothing was committed: no state "copy" to list (or to open as a fresh
+    # one from the model's defaults, believing it the fork).
+    assert ws.states() == ["tally"]
+    st = ws.state("tally", model=fw.Tally)
+    copy = st.fork(at=3, name="copy")  # the fork can simply be made again
+    assert copy.get().seen == [0, 1]
+    assert ws.states() == ["copy", "tally"]
+    copy.close()
+    st.close()

@@ -250,10 +250,35 @@ def _creating(root: Path, name: str) -> Iterator[None]:
 
 
 def state_names(root: Path) -> list[str]:
-    """The names of the states under ``root`` (a workspace's states/ folder)."""
+    """The names of the states under ``root`` (a workspace's states/ folder).
+
+    A folder whose create (or fork) was killed before its one transaction
+    committed holds a cache.db with no state in it: it is not listed (opening
+    that name would otherwise make a fresh state from the model's defaults,
+    where a fork was meant). A committed state has a witness file; one from
+    before witnesses is checked for its head.
+    """
     if not root.is_dir():
         return []
-    return sorted(d.name for d in root.iterdir() if (d / "cache.db").exists())
+    return sorted(
+        d.name
+        for d in root.iterdir()
+        if (d / "cache.db").exists() and ((d / "witness").exists() or _has_head(d))
+    )
+
+
+def _has_head(folder: Path) -> bool:
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{folder / 'cache.db'}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT 1 FROM Cache WHERE key = 'head'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return True  # unreadable: listed, and opening it says what is wrong
+    return row is not None
 
 
 def open_state(
