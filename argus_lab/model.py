@@ -172,6 +172,10 @@ class TaskRecord(BaseModel):
     """When a scheduled retry becomes due."""
     reason: str | None = None
     """Why the task is blocked, skipped or in doubt."""
+    unsafe_intent: bool = False
+    """The last attempt's tool, when it started, had side effects and was not
+    idempotent: if that attempt was interrupted, it is held in doubt even when
+    the tool has been redefined as safe to repeat since (the old code ran)."""
 
 
 class SessionInfo(BaseModel):

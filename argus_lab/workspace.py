@@ -332,7 +332,9 @@ class Workspace:
         first time, loaded after. ``model=None``: a plain JSON document.
 
         Options: schema_version, max_size, growth_window, lock_ttl,
-        snapshot_every (see ``argus_lab.store.state.State``).
+        snapshot_every (see ``argus_lab.store.state.State``), and
+        accept_lost_commits (go on after a LostCommitsError from the version
+        that survived a damaged write-ahead log).
         """
         from argus_lab.store.state import open_state
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -498,6 +499,40 @@ def test_a_damaged_state_is_a_json_500_naming_the_version(server: Server) -> Non
     assert r.status_code == 500 and r.headers["content-type"] == "application/json"
     assert r.json()["detail"].startswith("state damaged: version 2 ")
     assert server.http.get("/states/damaged", params={"version": 1}).json() == {}
+
+
+@pytest.mark.slow
+def test_a_state_that_lost_commits_is_a_json_500_saying_what_to_do(
+    server: Server,
+) -> None:
+    from tests import faults_worker as fw
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    p = subprocess.run(
+        [sys.executable, fw.__file__, "state", str(server.root), "20", "lost"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == -9, p.stderr  # killed with its versions in the WAL
+    os.unlink(server.root / "states" / "lost" / "cache.db-wal")
+    r = server.http.get("/states/lost")
+    # The server's data, not the client's request: never a 400.
+    assert r.status_code == 500 and r.headers["content-type"] == "application/json"
+    detail = r.json()["detail"]
+    assert detail.startswith("state 'lost': 21 committed version(s) were lost")
+    assert "accept_lost_commits=True" in detail
+    # Refusing wrote nothing: the same answer again, no state made anew.
+    assert server.http.get("/states/lost").status_code == 500
+    # The other states still list; this one is listed with its error.
+    try:
+        r = server.http.get("/states")
+        assert r.status_code == 200
+        (item,) = [i for i in r.json()["items"] if i["name"] == "lost"]
+        assert item["version"] is None and "accept_lost_commits" in item["error"]
+    finally:
+        shutil.rmtree(server.root / "states" / "lost")  # other tests list states
 
 
 def _patch(

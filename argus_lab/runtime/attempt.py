@@ -234,6 +234,8 @@ class AttemptRunner:
                 "idempotency_key": key,
                 "input_hash": in_hash,
                 "next_attempt_at": None,
+                # Recovery must judge the code that ran, not a redefinition.
+                "unsafe_intent": tool.side_effect == "write" and not tool.idempotent,
             },
         )
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
