@@ -37,8 +37,9 @@ _SHAPES = re.compile(
     r"(sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
     r"|sk-[A-Za-z0-9_\-]{32,}"  # OpenAI-style
     r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
+    r"|github_pat_[A-Za-z0-9_]{30,}"  # GitHub fine-grained
     r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
+    r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key id (ASIA: temporary, from STS)
     r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}"
     r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
@@ -54,8 +55,10 @@ _TRIGGERS = (
     "ghu_",
     "ghs_",
     "ghr_",
+    "github_pat_",
     "xox",
     "akia",
+    "asia",
     "bearer",
     "basic",
     "authorization",
