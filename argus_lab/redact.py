@@ -100,15 +100,15 @@ class Redactor:
         env = os.environ if environ is None else environ
         values = {v for k, v in env.items() if SECRET_NAME.search(k)}
         values.update(secrets)
+        kept = {v for v in values if v and len(v) >= _MIN_LEN}
         # Longest first, so a secret containing another is masked whole.
-        self.values = sorted(
-            (v for v in values if v and len(v) >= _MIN_LEN), key=len, reverse=True
-        )
+        self.values = sorted(kept | _encoded(kept), key=len, reverse=True)
 
     def add(self, value: str) -> None:
         """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
         if value and len(value) >= _MIN_LEN and value not in self.values:
-            self.values = sorted([*self.values, value], key=len, reverse=True)
+            more = {*self.values, value, *_encoded([value])}
+            self.values = sorted(more, key=len, reverse=True)
 
     def text(self, s: str) -> str:
         """Masks known secret values and secret shapes in a string."""
@@ -248,3 +248,35 @@ def _mask_shape(m: re.Match[str]) -> str:
     if 0 < cut < len(s) - 1 and not s.startswith(("sk-", "gh", "xox", "AKIA")):
         return s[: cut + 1] + MASK
     return MASK
+
+
+def _encoded(values: Iterable[str]) -> set[str]:
+    """The forms libraries write a secret value in by themselves, so that a
+    value is masked in them too: URL-encoded (an HTTP client's error names the
+    URL with its query string), JSON-escaped (a quote, a backslash, non-ASCII),
+    and base64 (an HTTP Basic header is base64 of "user:password"; a blob of
+    JSON or a data URL). Base64 can start the value at any of three byte
+    alignments; each gives the run of characters that depends on the value's
+    bytes alone. What code transforms on purpose (split, hex, compressed,
+    encrypted) stays out of reach: see docs/sandbox.md."""
+    import base64
+    import json
+    from urllib.parse import quote, quote_plus
+
+    out: set[str] = set()
+    for v in values:
+        out.update((quote(v, safe=""), quote(v), quote_plus(v)))
+        out.update((json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1]))
+        raw = v.encode("utf-8")
+        for pad in range(3):
+            n = pad + len(raw)
+            enc = base64.b64encode(b"\0" * pad + raw).decode("ascii").rstrip("=")
+            # The first characters carry bits of what came before the value,
+            # the last one (of a partial group) bits of what comes after it.
+            core = enc[(0, 2, 3)[pad] : len(enc) - (1 if n % 3 else 0)]
+            out.update((core, core.translate(_URLSAFE)))
+        out.discard(v)
+    return {e for e in out if len(e) >= _MIN_LEN}
+
+
+_URLSAFE = str.maketrans("+/", "-_")

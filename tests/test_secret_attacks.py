@@ -7,6 +7,8 @@ produces on its own, then scans every byte under the workspace: no copy lands.
 
 from __future__ import annotations
 
+import base64
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import Any
@@ -68,3 +70,80 @@ def test_provider_keys_in_a_result_never_land(ws: al.Workspace) -> None:
     s.close()
     ws.close()
     assert scan(ws.path, {"github_pat": GH_PAT, "aws_sts": AWS_STS}) == []
+
+
+def test_url_and_base64_forms_of_a_known_secret_are_masked() -> None:
+    red = Redactor([AWS_SECRET], environ={})
+    url = urllib.parse.quote(AWS_SECRET, safe="")
+    assert url != AWS_SECRET  # the test means something: "/" and "+" change
+    for text in (
+        f"GET https://s3/x?Signature={url}&a=1 failed",
+        f"GET https://s3/x?k={urllib.parse.quote(AWS_SECRET)}",
+        f"form: key={urllib.parse.quote_plus(AWS_SECRET)}",
+    ):
+        assert url not in red.text(text) and MASK in red.text(text), text
+    # Base64 starts the value at any of three alignments (an HTTP Basic
+    # header's "user:password", a data URL, a JSON blob).
+    for prefix in ("", "u:", "us:", "user:"):
+        blob = base64.b64encode(f"{prefix}{AWS_SECRET}".encode()).decode()
+        safe = base64.urlsafe_b64encode(f"{prefix}{AWS_SECRET}".encode()).decode()
+        for b in (blob, safe):
+            out = red.text(f"header: {b}")
+            assert MASK in out, (prefix, b)
+            assert not any(b[i : i + 16] in out for i in range(4, len(b) - 20))
+    # A value JSON writes with escapes (non-ASCII, a quote) is found escaped too.
+    odd = 'pässwörd-"' + uuid.uuid4().hex[:8]
+    red.add(odd)
+    escaped = '{"v": "p\\u00e4ssw\\u00f6rd-\\"' + odd[10:] + '"}'
+    assert odd[10:] not in red.text(escaped)
+    # Ordinary text is left alone.
+    assert red.text("a plain sentence with user:alice") == (
+        "a plain sentence with user:alice"
+    )
+
+
+@al.tool
+def call_api(key: str) -> str:
+    """Fails like an HTTP client does: the URL, query string encoded, in the error."""
+    q = urllib.parse.urlencode({"Signature": key})
+    raise RuntimeError(f"403 Forbidden for url 'https://s3.example/x?{q}'")
+
+
+@al.tool
+def basic_header(key: str) -> dict[str, str]:
+    """Returns the headers it sent, HTTP Basic auth without its scheme word."""
+    token = base64.b64encode(f"admin:{key}".encode()).decode()
+    return {"sent": token}
+
+
+def test_encoded_env_secrets_in_errors_and_results_never_land(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Named like nothing secret: only reading it through ${env.NAME} makes
+    # the redactor know it.
+    monkeypatch.setenv("S3_SIGNING_VALUE", AWS_SECRET)
+    ref = "${env.S3_SIGNING_VALUE}"
+    s = ws.new_session(
+        plan={
+            "goal": "g",
+            "tasks": [
+                {"id": "api", "tool": "call_api", "args": {"key": ref}},
+                {"id": "hdr", "tool": "basic_header", "args": {"key": ref}},
+            ],
+        },
+        tools=[call_api, basic_header],
+        name=f"encoded-{uuid.uuid4().hex[:6]}",
+        max_consecutive_failures=None,
+    )
+    s.run()
+    assert s.record("api").status == "failed"
+    assert MASK in (s.record("api").error or "")
+    assert MASK in s.result("hdr")["sent"]
+    s.tasks_df()
+    s.events_df()
+    s.close()
+    ws.close()
+    url = urllib.parse.quote_plus(AWS_SECRET)
+    b64 = base64.b64encode(f"admin:{AWS_SECRET}".encode()).decode()
+    needles = {"raw": AWS_SECRET, "url": url, "b64": b64[8:40]}
+    assert scan(ws.path, needles) == []
