@@ -16,20 +16,20 @@ import pytest
 
 import argus_lab as al
 
-SENT: list[tuple[str, str]] = []
+sent: list[tuple[str, str]] = []
 
 
 @al.tool(side_effect="write")
 def send(to: str) -> str:
     """Sends a message (a write: the default policy asks first)."""
-    SENT.append(("v1", to))
+    sent.append(("v1", to))
     return "sent"
 
 
 @al.tool(name="send", side_effect="write")
 def send_changed(to: str) -> str:
     """The same name, other code: what a redefined notebook cell gives."""
-    SENT.append(("v2", to))
+    sent.append(("v2", to))
     return "sent differently"
 
 
@@ -61,7 +61,7 @@ PLAN: dict[str, Any] = {
 
 @pytest.fixture(autouse=True)
 def _clear() -> None:
-    SENT.clear()
+    sent.clear()
 
 
 def asked(s: al.Session) -> list[dict[str, Any]]:
@@ -81,13 +81,13 @@ def test_a_tool_replaced_after_the_ask_is_asked_again(ws: al.Workspace) -> None:
     s.update_tools(send_changed)
     s.approve("send")  # approving what was shown: v1's call
     s.run()
-    assert SENT == []  # v2 did not run on v1's approval
+    assert sent == []  # v2 did not run on v1's approval
     assert s.record("send").status == "awaiting_approval"
     again = asked(s)
     assert len(again) == 2 and "changed since it was approved" in again[-1]["reason"]
     s.approve("send")  # now the person has seen the call that will run
     s.run()
-    assert SENT == [("v2", "alice")]
+    assert sent == [("v2", "alice")]
     s.close()
 
 
@@ -105,18 +105,19 @@ def test_arguments_resolving_differently_after_the_ask_are_asked_again(
     assert s.pending_approvals()["send"]["args"] == {"to": "alice"}
     s.approve("send")  # the person approved sending to alice
     s.run()
-    assert SENT == []  # never to mallory on alice's approval
+    assert sent == []  # never to mallory on alice's approval
     assert s.pending_approvals()["send"]["args"] == {"to": "mallory"}
     s.approve("send")
     s.run()
-    assert SENT == [("v1", "mallory")]
+    assert sent == [("v1", "mallory")]
     s.close()
 
 
 def test_an_approval_for_the_same_call_holds_across_a_restart(
     ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ARGUS_APPROVAL_TOKEN", "tok-" + uuid.uuid4().hex)
+    token = "tok-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGUS_APPROVAL_TOKEN", token)
     plan = {
         "goal": "g",
         "tasks": [
@@ -132,9 +133,10 @@ def test_an_approval_for_the_same_call_holds_across_a_restart(
     s.run()
     s.approve("send")
     s.close()  # approved, not run yet
-    assert SENT == []
+    assert sent == []
     s = ws.open(name, tools=[send])
     s.run()
     assert s.record("send").status == "succeeded"
-    assert SENT == [("v1", "tok-" + SENT[0][1][4:])] and len(asked(s)) == 1
+    assert sent == [("v1", token)]  # the secret's value, not its stored mask
+    assert len(asked(s)) == 1  # asked once: the restart kept the approval
     s.close()
