@@ -77,6 +77,30 @@ def _may_have_shape(s: str) -> bool:
     return any(map(s.lower().__contains__, _TRIGGERS))
 
 
+_NESTED = frozenset({list, tuple, dict})
+
+
+def _secret_entry(k: Any, x: Any) -> bool:
+    """Whether ``x`` is a non-empty value (text, or data holding text) under
+    a key named like a secret."""
+    return (
+        bool(x)
+        and (isinstance(x, str) or x.__class__ in _NESTED)
+        and isinstance(k, str)
+        and _secret_field(k)
+    )
+
+
+def _strings_masked(x: Any) -> Any:
+    if isinstance(x, str):
+        return MASK if x else x
+    if isinstance(x, dict):
+        return {k: _strings_masked(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_strings_masked(v) for v in x]
+    return x
+
+
 @functools.lru_cache(maxsize=4096)
 def _secret_field(key: str) -> bool:
     # Keys repeat (field names, the same dicts step after step): the regex
@@ -126,8 +150,8 @@ class Redactor:
         if isinstance(v, dict):
             out = {}
             for k, x in v.items():
-                if isinstance(x, str) and x and isinstance(k, str) and _secret_field(k):
-                    out[k] = MASK
+                if _secret_entry(k, x):
+                    out[k] = self._under_secret_key(x)
                 else:
                     out[k] = self.value(x)
             # Keys are outside text too (a tool may key a dict by a token): the
@@ -142,6 +166,13 @@ class Redactor:
             return [self.value(x) for x in v]
         return v
 
+    def _under_secret_key(self, x: Any) -> Any:
+        # Every string under a secret key is the secret or part of it: a list
+        # of passwords, a token's {"value": ...}; numbers and shapes stay.
+        if isinstance(x, str):
+            return MASK
+        return self.value(_strings_masked(x))
+
     def changes(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """What ``value(data)`` changes in a dict: only the entries it masks,
         masked (empty when nothing needs masking; no copy of the rest)."""
@@ -149,8 +180,8 @@ class Redactor:
         for k, x in data.items():
             if x is None or x.__class__ in _PLAIN:
                 continue  # nothing to mask in a number
-            if isinstance(x, str) and x and isinstance(k, str) and _secret_field(k):
-                out[k] = MASK
+            if _secret_entry(k, x):
+                out[k] = self._under_secret_key(x)
             else:
                 nx = self.value(x)
                 if nx is not x and nx != x:

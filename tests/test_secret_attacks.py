@@ -147,3 +147,41 @@ def test_encoded_env_secrets_in_errors_and_results_never_land(
     b64 = base64.b64encode(f"admin:{AWS_SECRET}".encode()).decode()
     needles = {"raw": AWS_SECRET, "url": url, "b64": b64[8:40]}
     assert scan(ws.path, needles) == []
+
+
+@al.tool
+def nested_credentials() -> dict[str, Any]:
+    """Secrets under secret-named keys, but not as plain strings."""
+    return {
+        "password": ["hunter2-first", "hunter2-second"],
+        "config": {"api_key": {"value": "inner-key-value", "rotated": 3}},
+        "client_secret": ("pair-left", "pair-right"),
+        "tokens_used": 12,  # a count, not a secret: kept
+    }
+
+
+def test_values_under_secret_keys_never_land_whatever_their_type(
+    ws: al.Workspace,
+) -> None:
+    red = Redactor(environ={})
+    assert red.changes({"password": ["a-b-c-d-e"], "n": 1}) == {"password": [MASK]}
+    assert red.value({"token": {"v": "abcdefgh", "n": 2}}) == {
+        "token": {"v": MASK, "n": 2}
+    }
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "c", "tool": "nested_credentials"}]},
+        tools=[nested_credentials],
+        name=f"nested-{uuid.uuid4().hex[:6]}",
+    )
+    s.run()
+    assert s.result("c") == {
+        "password": [MASK, MASK],
+        "config": {"api_key": {"value": MASK, "rotated": 3}},
+        "client_secret": [MASK, MASK],
+        "tokens_used": 12,
+    }
+    s.events_df()
+    s.close()
+    ws.close()
+    needles = {"list": "hunter2-", "dict": "inner-key-value", "tuple": "pair-"}
+    assert scan(ws.path, needles) == []
