@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["MASK", "SECRET_NAME", "Redactor"]
+__all__ = ["MASK", "SECRET_NAME", "Redactor", "known_secrets"]
 
 MASK = "[REDACTED]"
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
@@ -45,6 +45,8 @@ _SHAPES = re.compile(
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
 )
 _PLAIN = frozenset({int, float, bool})
+_KNOWN: set[str] = set()
+"""Secret values handed to any redactor of this process (see known_secrets)."""
 _MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
 # Every shape above contains one of these (lower-cased): a substring test first
 # lets text that holds none skip the regex, which has no literal to seek to.
@@ -124,6 +126,7 @@ class Redactor:
         env = os.environ if environ is None else environ
         values = {v for k, v in env.items() if SECRET_NAME.search(k)}
         values.update(secrets)
+        _KNOWN.update(v for v in secrets if v and len(v) >= _MIN_LEN)
         kept = {v for v in values if v and len(v) >= _MIN_LEN}
         # Longest first, so a secret containing another is masked whole.
         self.values = sorted(kept | _encoded(kept), key=len, reverse=True)
@@ -131,6 +134,7 @@ class Redactor:
     def add(self, value: str) -> None:
         """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
         if value and len(value) >= _MIN_LEN and value not in self.values:
+            _KNOWN.add(value)
             more = {*self.values, value, *_encoded([value])}
             self.values = sorted(more, key=len, reverse=True)
 
@@ -279,6 +283,14 @@ def _mask_shape(m: re.Match[str]) -> str:
     if 0 < cut < len(s) - 1 and not s.startswith(("sk-", "gh", "xox", "AKIA")):
         return s[: cut + 1] + MASK
     return MASK
+
+
+def known_secrets() -> tuple[str, ...]:
+    """Every secret value handed to a redactor of this process so far (a
+    session's ``secrets=``, values read through ``${env.NAME}``), for code that
+    writes outside a session and holds no session's redactor: a recording of
+    model requests and replies sees the prompts those values went into."""
+    return tuple(_KNOWN.copy())  # copy(): atomic while another thread adds
 
 
 def _encoded(values: Iterable[str]) -> set[str]:

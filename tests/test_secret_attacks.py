@@ -185,3 +185,53 @@ def test_values_under_secret_keys_never_land_whatever_their_type(
     ws.close()
     needles = {"list": "hunter2-", "dict": "inner-key-value", "tuple": "pair-"}
     assert scan(ws.path, needles) == []
+
+
+def test_a_recorded_llm_exchange_holds_no_secret(
+    ws: al.Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RecordingModel's replay file is a log of requests and replies: the
+    session masks its own copies, and the recording must hold no secret
+    either, whichever way the session came to know it."""
+    from argus_lab.llm.base import ModelRequest
+    from argus_lab.llm.testing import FunctionModel, RecordingModel
+
+    plain = "plainval-" + uuid.uuid4().hex  # read through ${env.NAME} only
+    named = "tokval-" + uuid.uuid4().hex  # an env var named like a secret
+    given = "given-" + uuid.uuid4().hex  # handed in as secrets=[...]
+    monkeypatch.setenv("DEST_ADDRESS_X", plain)
+    monkeypatch.setenv("X_SERVICE_TOKEN", named)
+
+    def answer(req: ModelRequest) -> str:
+        prompt = str([m.content for m in req.messages])
+        assert plain in prompt and named in prompt  # the model saw them
+        return f"repeating {plain} {named} and {given}"
+
+    recording = tmp_path / "replies.jsonl"
+    model = RecordingModel(FunctionModel(answer, name="scripted"), recording)
+    s = ws.new_session(
+        plan={
+            "goal": "g",
+            "tasks": [
+                {
+                    "id": "ask",
+                    "kind": "llm",
+                    "description": "Repeat what you were given.",
+                    "args": {
+                        "a": "${env.DEST_ADDRESS_X}",
+                        "b": "${env.X_SERVICE_TOKEN}",
+                    },
+                }
+            ],
+        },
+        models=model,
+        secrets=[given],
+        name=f"recorded-{uuid.uuid4().hex[:6]}",
+    )
+    s.run()
+    assert s.result("ask") == f"repeating {MASK} {MASK} and {MASK}"
+    s.close()
+    ws.close()
+    assert recording.is_file() and "repeating" in recording.read_text()
+    needles = {"plain": plain, "named": named, "given": given}
+    assert scan(tmp_path, needles) == []
