@@ -235,3 +235,57 @@ def test_a_recorded_llm_exchange_holds_no_secret(
     assert recording.is_file() and "repeating" in recording.read_text()
     needles = {"plain": plain, "named": named, "given": given}
     assert scan(tmp_path, needles) == []
+
+
+@al.tool
+def deliver(to: str, note: str, cc: list[str]) -> str:
+    """Takes its addresses from the environment."""
+    return "delivered"
+
+
+def test_no_spelling_of_an_env_reference_reaches_the_widget(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The detail panel shows arguments as the task ran with them, but never
+    an environment value: however the reference is spaced, as the plan's own
+    parser reads it."""
+    import json
+
+    from argus_lab.jupyter.widget import GraphWidget
+
+    plain = "plainval-" + uuid.uuid4().hex
+    named = "tokval-" + uuid.uuid4().hex
+    monkeypatch.setenv("DELIVERY_ADDRESS_X", plain)
+    monkeypatch.setenv("DELIVERY_API_TOKEN", named)
+    args = {
+        "to": "${ env.DELIVERY_ADDRESS_X }",
+        "note": "key=${\tenv.DELIVERY_API_TOKEN} sent",
+        "cc": ["${env.DELIVERY_ADDRESS_X }", "${ who.result }"],
+    }
+    s = ws.new_session(
+        plan={
+            "goal": "g",
+            "tasks": [
+                {"id": "who", "tool": "echo_text", "args": {"v": "bob"}},
+                {"id": "d", "tool": "deliver", "deps": ["who"], "args": args},
+            ],
+        },
+        tools=[deliver, echo_text],
+        name=f"widget-{uuid.uuid4().hex[:6]}",
+    )
+    s.run()
+    assert s.record("d").status == "succeeded"
+    w = GraphWidget(s)
+    w.selected = "d"
+    shown = json.dumps(w.detail, default=str)
+    assert plain not in shown and named not in shown
+    # References to results still resolve; env references stay as written.
+    assert w.detail["resolved_args"]["cc"] == ["${env.DELIVERY_ADDRESS_X }", "bob"]
+    assert w.detail["resolved_args"]["to"] == "${ env.DELIVERY_ADDRESS_X }"
+    s.close()
+
+
+@al.tool
+def echo_text(v: str) -> str:
+    """Returns its argument."""
+    return v
