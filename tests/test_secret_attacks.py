@@ -289,3 +289,24 @@ def test_no_spelling_of_an_env_reference_reaches_the_widget(
 def echo_text(v: str) -> str:
     """Returns its argument."""
     return v
+
+
+@pytest.mark.parametrize("kind", ["shape", "env", "given"])
+def test_a_state_named_by_a_secret_is_refused_and_leaves_nothing(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A state's name is a folder and a key, like a session's: refused, never
+    masked, and the refusal does not repeat it."""
+    name = {
+        "shape": "sk-ant-api03-" + uuid.uuid4().hex,
+        "env": "tokval" + uuid.uuid4().hex[:12],
+        "given": "given" + uuid.uuid4().hex[:12],
+    }[kind]
+    monkeypatch.setenv("STATE_TEST_TOKEN", name if kind == "env" else "unrelated-xyz")
+    Redactor([name] if kind == "given" else [], environ={})  # a session's secrets=
+    with pytest.raises(ValueError, match="state name holds a secret") as err:
+        ws.state(name)
+    assert name not in str(err.value)
+    ws.close()
+    assert scan(ws.path, {kind: name}) == []
+    assert not any(name in str(p) for p in ws.path.rglob("*"))
