@@ -22,8 +22,11 @@ from typing import Any, Literal
 __all__ = ["MASK", "SECRET_NAME", "Redactor", "known_secrets"]
 
 MASK = "[REDACTED]"
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
-"""Names (env vars, dict keys, headers) whose values are secrets."""
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|(?:^|_)PASS(?:$|_)|_PWD$", re.I
+)
+"""Names (env vars, dict keys, headers) whose values are secrets: DB_PASS and
+MYSQL_PWD too, but not the shell's PWD/OLDPWD nor PASSENGER_*/BYPASS_*."""
 _SECRET_FIELD = re.compile(
     r"(?:^|[_\-.\s])(?:api_?key|access_?key|secret_?key|private_?key|client_?secret"
     r"|secret|token|access_?token|refresh_?token|auth_?token|passw(?:or)?d|passphrase"
@@ -41,6 +44,7 @@ _SHAPES = re.compile(
     r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
     r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key id (ASIA: temporary, from STS)
     r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}"
+    r"|[A-Za-z][A-Za-z0-9+.\-]*://[^\s:@/]*:[^\s@/]+@"  # scheme://user:password@
     r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
 )
@@ -71,6 +75,7 @@ _TRIGGERS = (
     "passwd",
     "secret",
     "token",
+    "://",
 )
 
 
@@ -278,6 +283,8 @@ class Redactor:
 
 def _mask_shape(m: re.Match[str]) -> str:
     s = m.group(0)
+    if s.endswith("@") and "://" in s:  # a URL's password: the user and host stay
+        return s[: s.index(":", s.index("://") + 3) + 1] + MASK + "@"
     # Keep the "password=" / "Bearer " prefix so the text still reads.
     cut = max(s.rfind("="), s.rfind(":"), s.rfind(" "))
     if 0 < cut < len(s) - 1 and not s.startswith(("sk-", "gh", "xox", "AKIA")):

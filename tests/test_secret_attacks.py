@@ -310,3 +310,33 @@ def test_a_state_named_by_a_secret_is_refused_and_leaves_nothing(
     ws.close()
     assert scan(ws.path, {kind: name}) == []
     assert not any(name in str(p) for p in ws.path.rglob("*"))
+
+
+def test_common_secret_env_names_and_url_credentials_are_masked() -> None:
+    red = Redactor(
+        environ={
+            "DB_PASS": "pass-value-1",  # the usual spellings of a password var
+            "MYSQL_PWD": "pass-value-2",  # MySQL's own variable
+            "SMTP_PASS_FILE_X": "pass-value-3",
+            "PWD": "/work/project",  # the shell's folders: not secrets
+            "OLDPWD": "/work/elsewhere",
+            "PASSENGER_APP_ENV": "production",
+            "BYPASS_CACHE": "always-yes",
+        }
+    )
+    for v in ("pass-value-1", "pass-value-2", "pass-value-3"):
+        assert red.text(f"x {v} y") == f"x {MASK} y"
+    kept = "in /work/project and /work/elsewhere, production, always-yes"
+    assert red.text(kept) == kept
+    # A password inside a URL (DATABASE_URL, a proxy, a git remote).
+    for url, pw in (
+        ("postgres://app:s3cr3t-pw@db:5432/x", "s3cr3t-pw"),
+        ("https://user:tok:with:colons@proxy.local/", "tok:with:colons"),
+        ("redis://:onlypass123@cache:6379/0", "onlypass123"),
+    ):
+        out = red.text(f"connect {url} failed")
+        assert pw not in out and MASK in out, out
+        assert "@" in out  # the host still reads
+    assert red.text("see https://example.com/a:b/c@d") == (
+        "see https://example.com/a:b/c@d"
+    )
