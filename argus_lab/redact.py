@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["MASK", "SECRET_NAME", "Redactor", "known_secrets"]
+__all__ = ["MASK", "SECRET_NAME", "Redactor", "count_secrets", "known_secrets"]
 
 MASK = "[REDACTED]"
 SECRET_NAME = re.compile(
@@ -290,6 +290,11 @@ def _mask_shape(m: re.Match[str]) -> str:
     if 0 < cut < len(s) - 1 and not s.startswith(("sk-", "gh", "xox", "AKIA")):
         return s[: cut + 1] + MASK
     return MASK
+
+
+def count_secrets(secrets: Iterable[str]) -> int:
+    """How many distinct values of ``secrets`` a redactor would mask."""
+    return len({v for v in secrets if v and len(v) >= _MIN_LEN})
 
 
 def known_secrets() -> tuple[str, ...]:

@@ -340,3 +340,41 @@ def test_common_secret_env_names_and_url_credentials_are_masked() -> None:
     assert red.text("see https://example.com/a:b/c@d") == (
         "see https://example.com/a:b/c@d"
     )
+
+
+@al.tool
+def reveal_given() -> str:
+    """Returns a value the session was told is secret (secrets=[...])."""
+    return f"the code is {GIVEN}"
+
+
+GIVEN = "given-" + uuid.uuid4().hex
+
+
+def test_reopening_without_the_sessions_secrets_warns(ws: al.Workspace) -> None:
+    """Secret values handed in as secrets=[...] cannot be stored (they are the
+    secrets), so a session reopened without them masks nothing it does not
+    otherwise know: a rerun or a fork would store them in clear. The session
+    keeps how many there were, and ws.open says when fewer come back."""
+    import warnings
+
+    plan = {"goal": "g", "tasks": [{"id": "r", "tool": "reveal_given"}]}
+    name = f"given-{uuid.uuid4().hex[:6]}"
+    s = ws.new_session(plan=plan, tools=[reveal_given], secrets=[GIVEN], name=name)
+    s.run()
+    assert s.result("r") == f"the code is {MASK}"
+    assert s.info.n_secrets == 1
+    f = s.fork()
+    assert f.info.n_secrets == 1  # a fork inherits them, and so the count
+    f.close()
+    s.close()
+    with pytest.warns(UserWarning, match=r"1 secret value.*secrets=\[\.\.\.\]"):
+        s = ws.open(name, tools=[reveal_given])
+    s.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # handed in again: nothing to say
+        s = ws.open(name, tools=[reveal_given], secrets=[GIVEN])
+    assert s.fork(reuse="none").run() is not None
+    s.close()
+    ws.close()
+    assert scan(ws.path, {"given": GIVEN}) == []
