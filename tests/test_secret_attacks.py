@@ -378,3 +378,26 @@ def test_reopening_without_the_sessions_secrets_warns(ws: al.Workspace) -> None:
     s.close()
     ws.close()
     assert scan(ws.path, {"given": GIVEN}) == []
+
+
+def test_a_literal_secret_as_an_argument_name_is_refused(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A literal secret in an argument's value is refused (use ${env.NAME});
+    in an argument's name it was taken, then masked in the stored plan only, so
+    the task ran with one name now and "[REDACTED]" after a reopen."""
+    from argus_lab.errors import PlanError
+
+    key = "sk-ant-api03-" + uuid.uuid4().hex
+    env_value = "tokval-" + uuid.uuid4().hex
+    monkeypatch.setenv("ARGNAME_TOKEN", env_value)
+    for name in (key, env_value):
+        plan = {
+            "goal": "g",
+            "tasks": [
+                {"id": "ask", "kind": "llm", "description": "d", "args": {name: 1}}
+            ],
+        }
+        with pytest.raises(PlanError, match="an argument's name holds a secret") as e:
+            ws.new_session(plan=plan, name=f"argname-{uuid.uuid4().hex[:6]}")
+        assert name not in str(e.value)
