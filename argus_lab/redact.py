@@ -52,8 +52,9 @@ _PLAIN = frozenset({int, float, bool})
 _KNOWN: set[str] = set()
 """Secret values handed to any redactor of this process (see known_secrets)."""
 _MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
-# Every shape above contains one of these (lower-cased): a substring test first
-# lets text that holds none skip the regex, which has no literal to seek to.
+# Every shape above but a URL's password contains one of these (lower-cased): a
+# substring test first lets text that holds none skip the regex, which has no
+# literal to seek to.
 _TRIGGERS = (
     "sk-",
     "ghp_",
@@ -75,27 +76,16 @@ _TRIGGERS = (
     "passwd",
     "secret",
     "token",
-    "://",
 )
 
 
 def _may_have_shape(s: str) -> bool:
     # map() over a bound method: the loop runs in C, no generator per value.
-    return any(map(s.lower().__contains__, _TRIGGERS))
+    # A URL's password needs both "://" and "@": a URL alone skips the regex.
+    return any(map(s.lower().__contains__, _TRIGGERS)) or ("@" in s and "://" in s)
 
 
 _NESTED = frozenset({list, tuple, dict})
-
-
-def _secret_entry(k: Any, x: Any) -> bool:
-    """Whether ``x`` is a non-empty value (text, or data holding text) under
-    a key named like a secret."""
-    return (
-        bool(x)
-        and (isinstance(x, str) or x.__class__ in _NESTED)
-        and isinstance(k, str)
-        and _secret_field(k)
-    )
 
 
 def _strings_masked(x: Any) -> Any:
@@ -159,7 +149,12 @@ class Redactor:
         if isinstance(v, dict):
             out = {}
             for k, x in v.items():
-                if _secret_entry(k, x):
+                if (
+                    (isinstance(x, str) or x.__class__ in _NESTED)
+                    and x
+                    and isinstance(k, str)
+                    and _secret_field(k)
+                ):
                     out[k] = self._under_secret_key(x)
                 else:
                     out[k] = self.value(x)
@@ -189,7 +184,14 @@ class Redactor:
         for k, x in data.items():
             if x is None or x.__class__ in _PLAIN:
                 continue  # nothing to mask in a number
-            if _secret_entry(k, x):
+            # Text, or data holding text, under a secret-named key: the class
+            # test first (an array's truth value raises; a number has none).
+            if (
+                (isinstance(x, str) or x.__class__ in _NESTED)
+                and x
+                and isinstance(k, str)
+                and _secret_field(k)
+            ):
                 out[k] = self._under_secret_key(x)
             else:
                 nx = self.value(x)

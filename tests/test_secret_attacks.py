@@ -401,3 +401,16 @@ def test_a_literal_secret_as_an_argument_name_is_refused(
         with pytest.raises(PlanError, match="an argument's name holds a secret") as e:
             ws.new_session(plan=plan, name=f"argname-{uuid.uuid4().hex[:6]}")
         assert name not in str(e.value)
+
+
+def test_values_without_a_truth_value_pass_the_redactor() -> None:
+    """An array or a DataFrame inside a result (before it becomes an artifact)
+    has no truth value: asking for one raises, so the redactor never does."""
+    import numpy as np
+    import pandas as pd
+
+    red = Redactor(environ={})
+    arr, df = np.array([1, 2]), pd.DataFrame({"a": [1, 2]})
+    out = red.value({"a": arr, "password": df, "n": [arr]})
+    assert out["a"] is arr and out["password"] is df and out["n"][0] is arr
+    assert red.changes({"a": arr, "token": df}) == {}
