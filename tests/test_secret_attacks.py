@@ -187,6 +187,7 @@ def test_values_under_secret_keys_never_land_whatever_their_type(
     assert scan(ws.path, needles) == []
 
 
+@pytest.mark.slow  # the model stack's first import: ~2-5 s on a loaded machine
 def test_a_recorded_llm_exchange_holds_no_secret(
     ws: al.Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
