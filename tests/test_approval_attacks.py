@@ -140,3 +140,78 @@ def test_an_approval_for_the_same_call_holds_across_a_restart(
     assert sent == [("v1", token)]  # the secret's value, not its stored mask
     assert len(asked(s)) == 1  # asked once: the restart kept the approval
     s.close()
+
+
+keyed: list[str] = []
+
+
+@al.tool(side_effect="write")
+def call_service(to: str, key: str, retries: int = 1) -> str:
+    """Calls a service with a key (a write: the default policy asks)."""
+    keyed.append(key)
+    return f"called {to}"
+
+
+def keyed_session(ws: al.Workspace) -> al.Session:
+    keyed.clear()
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "c", "tool": "call_service", "args": {"to": "a", "key": "none"}}
+        ],
+    }
+    s = ws.new_session(
+        plan=plan, tools=[call_service], name=f"k-{uuid.uuid4().hex[:6]}"
+    )
+    s.run()
+    assert s.record("c").status == "awaiting_approval"
+    return s
+
+
+def test_edited_args_holding_a_literal_secret_are_refused_not_corrupted(
+    ws: al.Workspace,
+) -> None:
+    """Edited arguments are stored with the approval, masked: a literal key in
+    them reached the tool as "[REDACTED]". Refused instead, like in a plan."""
+    from argus_lab.errors import PlanError
+
+    s = keyed_session(ws)
+    key = "sk-ant-api03-" + uuid.uuid4().hex
+    with pytest.raises(PlanError, match=r"holds a secret.*\$\{env\.NAME\}") as e:
+        s.approve("c", {"to": "a", "key": key})
+    assert key not in str(e.value)
+    assert s.record("c").status == "awaiting_approval" and keyed == []
+    s.close()
+
+
+def test_edited_args_read_env_references_when_the_task_runs(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The widget shows ${env.NAME} as written and sends it back with the
+    person's edits: the tool must get the value, never the reference's text,
+    and no byte of the value is stored."""
+    value = "tokval-" + uuid.uuid4().hex
+    monkeypatch.setenv("SERVICE_KEY_X", value)
+    s = keyed_session(ws)
+    with pytest.raises(al.ToolArgumentsError) as e:  # checked now, value unsaid
+        s.approve("c", {"to": "b", "key": "k", "retries": "${env.SERVICE_KEY_X}"})
+    assert value not in str(e.value)
+    s.approve("c", {"to": "b", "key": "${env.SERVICE_KEY_X}"})
+    s.run()
+    assert s.record("c").status == "succeeded" and keyed == [value]
+    s.close()
+    ws.close()
+    data = b"".join(p.read_bytes() for p in ws.path.rglob("*") if p.is_file())
+    assert value.encode() not in data
+
+
+def test_edited_args_naming_an_unset_variable_are_refused_at_once(
+    ws: al.Workspace,
+) -> None:
+    from argus_lab.errors import UnresolvedReferenceError
+
+    s = keyed_session(ws)
+    with pytest.raises(UnresolvedReferenceError, match="ARGUS_NOT_SET_ANYWHERE"):
+        s.approve("c", {"to": "b", "key": "${env.ARGUS_NOT_SET_ANYWHERE}"})
+    assert s.record("c").status == "awaiting_approval" and keyed == []
+    s.close()

@@ -5,9 +5,11 @@ and what a fork starts with (``fork_seed``, Session.fork calls it)."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Literal
 
 from argus_lab.model import TaskRecord
+from argus_lab.plan.graph import iter_references, resolve_args
 from argus_lab.runtime.options import input_hash, tool_replay_key
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.settle import Settler
@@ -15,7 +17,7 @@ from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.registry import Tool
 
-__all__ = ["approved", "fork_seed", "hold_or_refuse", "serve_replay"]
+__all__ = ["approved", "edited_args", "fork_seed", "hold_or_refuse", "serve_replay"]
 
 _CHANGED = "the call changed since it was approved (its tool's code or arguments)"
 
@@ -72,6 +74,19 @@ def serve_replay(
     )
     st.commit([rec], [ev])
     st.sched.set(tid, "succeeded")
+
+
+def edited_args(st: SessionState, args: dict[str, Any]) -> dict[str, Any]:
+    """A person's edited arguments as the call gets them, like a task's own:
+    ``${env.NAME}`` read now (and masked from then on), results resolved.
+
+    Raises:
+        UnresolvedReferenceError: a reference that cannot be resolved.
+    """
+    for _, ref in iter_references(args):  # ${env.NAME}: never stored
+        if ref is not None and ref.is_env and ref.path[0] in os.environ:
+            st.redactor.add(os.environ[ref.path[0]])
+    return dict(resolve_args(args, st.result_of))
 
 
 def hold_or_refuse(
