@@ -213,6 +213,9 @@ class SessionInfo(BaseModel):
     """The session's approval policies as data (decision, tools, side_effect,
     reason; ``when``: the name of a predicate, which is code and not stored);
     None: the default policies. Restored by ``ws.open``."""
+    n_secrets: int = 0
+    """How many secret values were handed in as ``secrets=[...]`` (never the
+    values): ``ws.open`` warns when fewer are handed in again."""
 
 
 _new, _set = object.__new__, object.__setattr__

@@ -487,6 +487,20 @@ def test_the_request_log_cannot_be_forged(server: Server) -> None:
 
 
 @pytest.mark.slow
+def test_a_secret_in_a_request_path_is_masked_in_the_log(server: Server) -> None:
+    # A client that puts a key where a name goes (a state named by its token):
+    # the request is refused, and the log line that every request gets must
+    # not keep the key.
+    key = "sk-ant-api03-" + os.urandom(16).hex()
+    r = server.http.get(f"/states/{key}/history")
+    assert r.status_code in (404, 422)
+    server.http.get("/states/after-the-key")
+    wait_until(lambda: "GET /states/after-the-key" in server.text(), "the log")
+    assert key not in server.text() and key[13:29] not in server.text()
+    assert "GET /states/[REDACTED]/history" in server.text()
+
+
+@pytest.mark.slow
 def test_a_damaged_state_is_a_json_500_naming_the_version(server: Server) -> None:
     ws = al.Workspace(server.root)
     st = ws.state("damaged")
