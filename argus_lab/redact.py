@@ -85,6 +85,19 @@ def _may_have_shape(s: str) -> bool:
     return any(map(s.lower().__contains__, _TRIGGERS)) or ("@" in s and "://" in s)
 
 
+_KEY_HINTS = (
+    "key",
+    "secret",
+    "token",
+    "pass",
+    "pwd",
+    "credential",
+    "auth",
+    "bearer",
+    "cookie",
+)
+"""Every key ``_SECRET_FIELD`` matches contains one of these (lower-cased)."""
+
 _NESTED = frozenset({list, tuple, dict})
 
 
@@ -211,6 +224,20 @@ class Redactor:
             out += [m.span() for m in _SHAPES.finditer(text)]
         return out
 
+    def may_hold_secrets(self, json_text: str) -> bool:
+        """Whether the data ``json_text`` was written from holds anything
+        ``value()`` would mask: False is certain, True may be a false alarm.
+
+        For a hash over data (``input_hash``): hashing a secret into a
+        checkpoint lets anyone who reads it test guesses of a weak one, so
+        data that may hold one is masked first, and this spares the walk for
+        the rest. Escapes (a quote, a backslash, non-ASCII) and words secret
+        keys are made of count as alarms: a shape can hide behind an escape.
+        """
+        if "\\" in json_text or self.needed(json_text):
+            return True
+        return any(map(json_text.lower().__contains__, _KEY_HINTS))
+
     def needed(self, text: str) -> bool:
         """Whether ``text`` contains anything this redactor would mask."""
         if self.has_value(text):
@@ -290,7 +317,12 @@ def _mask_shape(m: re.Match[str]) -> str:
     # Keep the "password=" / "Bearer " prefix so the text still reads.
     cut = max(s.rfind("="), s.rfind(":"), s.rfind(" "))
     if 0 < cut < len(s) - 1 and not s.startswith(("sk-", "gh", "xox", "AKIA")):
-        return s[: cut + 1] + MASK
+        # The quote that opens the value stays too: 'password: "x"' is still
+        # quoted after masking ('password: "[REDACTED]"').
+        rest = s[cut + 1 :]
+        lead = len(rest) - len(rest.lstrip("\"' "))
+        if lead < len(rest):
+            return s[: cut + 1] + rest[:lead] + MASK
     return MASK
 
 

@@ -415,3 +415,90 @@ def test_values_without_a_truth_value_pass_the_redactor() -> None:
     out = red.value({"a": arr, "password": df, "n": [arr]})
     assert out["a"] is arr and out["password"] is df and out["n"][0] is arr
     assert red.changes({"a": arr, "token": df}) == {}
+
+
+@al.tool
+def login(user: str, password: str) -> str:
+    """Pretends to log in (the arguments are what matters)."""
+    return f"logged in as {user}"
+
+
+def _guess(in_hash: str, tool: str, args: dict[str, Any], words: list[str]) -> str:
+    """Which of ``words``, put in as the password, hashes to ``in_hash``."""
+    from argus_lab.runtime.options import input_hash
+
+    for w in words:
+        if input_hash(tool, {**args, "password": w}) == in_hash:
+            return w
+    return ""
+
+
+def test_a_stored_input_hash_cannot_be_used_to_guess_a_weak_secret(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A weak password read through ${env.NAME} is masked where stored: its
+    # hash must not let a reader of the checkpoint test a dictionary on it.
+    monkeypatch.setenv("DB_PASSWORD", "sunshine1")
+    words = ["password1", "letmein1", "sunshine1", "hunter22", "dragon12"]
+    args = {"user": "ann", "password": "${env.DB_PASSWORD}"}
+    plan = {"goal": "g", "tasks": [{"id": "env", "tool": "login", "args": args}]}
+    s = ws.new_session(plan=plan, tools=[login], name="hashes")
+    assert s.run().status == "succeeded"
+    h = s.record("env").input_hash
+    assert h is not None
+    assert _guess(h, "login", {"user": "ann"}, words) == ""
+    assert _guess(h, "login", {"user": "ann"}, [MASK]) == MASK
+    # Reopened where no redactor has seen the value yet: the same hash, so
+    # nothing is stale; a changed password alone does not make it stale.
+    s.close()
+    again = al.Workspace(ws.path).open("hashes", tools=[login])
+    assert again.stale() == []
+    monkeypatch.setenv("DB_PASSWORD", "moonlight2")
+    assert again.stale() == []
+    again.close()
+
+
+def test_a_literal_password_in_a_plan_is_refused_before_anything_is_stored(
+    ws: al.Workspace,
+) -> None:
+    # It was stored and its plan row masked as text, which cut the quote
+    # before the value: the session could never be opened again.
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {
+                "id": "lit",
+                "tool": "login",
+                "args": {"user": "bo", "password": "hunter22"},
+            }
+        ],
+    }
+    with pytest.raises(al.PlanError, match=r"argument 'password' holds a secret.*env"):
+        ws.new_session(plan=plan, tools=[login], name="lit")
+    assert [i.name for i in ws.sessions()] == []
+
+
+def test_rows_whose_text_holds_a_secret_shape_stay_json_and_masked(
+    ws: al.Workspace,
+) -> None:
+    # A goal quoting a password (escaped in the JSON row, where a scan of
+    # the text cannot see it) and one with a bare one: both masked, and the
+    # session opens again.
+    goal = 'log in with password="hunter22" then password: "dragon12x"'
+    plan = {
+        "goal": goal,
+        "tasks": [
+            {
+                "id": "a",
+                "tool": "login",
+                "args": {"user": "x", "password": "${env.HOME}"},
+            }
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[login], name="goal")
+    s.close()
+    again = al.Workspace(ws.path).open("goal", tools=[login])
+    assert "hunter22" not in again.plan.goal and "dragon12x" not in again.plan.goal
+    assert MASK in again.plan.goal
+    again.close()
+    assert scan(ws.path, {"a": "hunter22", "b": "dragon12x"}) == []

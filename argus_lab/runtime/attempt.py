@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.errors import UnresolvedReferenceError
 from argus_lab.events import EventBase
 from argus_lab.model import Task, TaskRecord, updated
-from argus_lab.plan.graph import iter_references, resolve_args
+from argus_lab.plan.graph import resolve_args
 from argus_lab.runtime.budget import BudgetChecker
 from argus_lab.runtime.executor import InlineGate, call_inline, run_attempt
 from argus_lab.runtime.gates import (
@@ -28,6 +27,7 @@ from argus_lab.runtime.gates import (
     edited_args,
     hold_or_refuse,
     serve_replay,
+    watch_env,
 )
 from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.llm_task import LlmTaskRunner
@@ -189,16 +189,14 @@ class AttemptRunner:
         if _plain(task.args):  # nothing to resolve, no env value to watch
             args = dict(task.args)
         else:
-            for _, ref in iter_references(task.args):  # ${env.NAME}: never stored
-                if ref is not None and ref.is_env and ref.path[0] in os.environ:
-                    st.redactor.add(os.environ[ref.path[0]])
+            watch_env(st, task.args)  # ${env.NAME}: never stored nor hashed
             try:
                 args = resolve_args(task.args, st.result_of)
             except UnresolvedReferenceError as e:
                 failed = Failed("bad_reference", str(e), "PlanError")
                 self._settler.settle(tid, rec, failed)
                 return None
-        in_hash = input_hash(tool.name, args)
+        in_hash = input_hash(tool.name, args, st.redactor)
         cached = (
             st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
             if st.tool_replays

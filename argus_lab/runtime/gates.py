@@ -17,7 +17,14 @@ from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.registry import Tool
 
-__all__ = ["approved", "edited_args", "fork_seed", "hold_or_refuse", "serve_replay"]
+__all__ = [
+    "approved",
+    "edited_args",
+    "fork_seed",
+    "hold_or_refuse",
+    "serve_replay",
+    "watch_env",
+]
 
 _CHANGED = "the call changed since it was approved (its tool's code or arguments)"
 
@@ -83,10 +90,16 @@ def edited_args(st: SessionState, args: dict[str, Any]) -> dict[str, Any]:
     Raises:
         UnresolvedReferenceError: a reference that cannot be resolved.
     """
-    for _, ref in iter_references(args):  # ${env.NAME}: never stored
+    watch_env(st, args)
+    return dict(resolve_args(args, st.result_of))
+
+
+def watch_env(st: SessionState, args: Any) -> None:
+    """Masks from now on the values of the ``${env.NAME}`` that ``args`` read:
+    they are never stored, nor hashed (``input_hash``)."""
+    for _, ref in iter_references(args):
         if ref is not None and ref.is_env and ref.path[0] in os.environ:
             st.redactor.add(os.environ[ref.path[0]])
-    return dict(resolve_args(args, st.result_of))
 
 
 def hold_or_refuse(
@@ -147,7 +160,7 @@ def hold_or_refuse(
                 "reason": reason,
                 # What the approval will be for (approved() compares them).
                 "tool_hash": tool.code_hash,
-                "input_hash": input_hash(tool.name, args),
+                "input_hash": input_hash(tool.name, args, st.redactor),
             },
         }
     )

@@ -19,6 +19,7 @@ from argus_lab.tools.registry import Tool
 if TYPE_CHECKING:
     from argus_lab.llm.base import Model
     from argus_lab.plan.patch import PlanPatch
+    from argus_lab.redact import Redactor
 
 __all__ = [
     "HTNPlanning",
@@ -267,12 +268,22 @@ def current_user() -> str:
         return "unknown"
 
 
-def input_hash(tool_name: str, args: Any) -> str:
-    """Hash of a call's tool name and resolved arguments (staleness, caching)."""
+def input_hash(tool_name: str, args: Any, redactor: Redactor | None = None) -> str:
+    """Hash of a call's tool name and resolved arguments (staleness, caching).
+
+    With a ``redactor``, secrets in the arguments (``${env.NAME}`` values, a
+    session's ``secrets=``, secret shapes and keys) are masked before hashing:
+    the hash is stored, and a 64-bit hash of a weak password lets anyone who
+    reads the checkpoint test guesses of it. A call whose secret alone changed
+    hashes the same (it is not stale).
+    """
     # json.dumps(..., sort_keys=True, default=str) would build this encoder
     # on every call: the same text from one made once, or, for the usual
     # flat dict of plain values, written here (stored hashes depend on it).
     text = _flat_json(tool_name, args) or _HASH_JSON.encode([tool_name, args])
+    if redactor is not None and redactor.may_hold_secrets(text):
+        args = redactor.value(args)
+        text = _flat_json(tool_name, args) or _HASH_JSON.encode([tool_name, args])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
