@@ -97,6 +97,8 @@ _KEY_HINTS = (
     "cookie",
 )
 """Every key ``_SECRET_FIELD`` matches contains one of these (lower-cased)."""
+_HINTS = ("sk-", "gh", "github", "xox", "akia", "asia", "basic", "://", *_KEY_HINTS)
+"""Every shape (``_TRIGGERS``) and every secret key holds one of these."""
 
 _NESTED = frozenset({list, tuple, dict})
 
@@ -231,12 +233,12 @@ class Redactor:
         For a hash over data (``input_hash``): hashing a secret into a
         checkpoint lets anyone who reads it test guesses of a weak one, so
         data that may hold one is masked first, and this spares the walk for
-        the rest. Escapes (a quote, a backslash, non-ASCII) and words secret
-        keys are made of count as alarms: a shape can hide behind an escape.
+        the rest. Escapes (a quote, a backslash, non-ASCII) count as alarms: a
+        shape can hide behind one.
         """
-        if "\\" in json_text or self.needed(json_text):
+        if "\\" in json_text or self.has_value(json_text):
             return True
-        return any(map(json_text.lower().__contains__, _KEY_HINTS))
+        return any(map(json_text.lower().__contains__, _HINTS))
 
     def needed(self, text: str) -> bool:
         """Whether ``text`` contains anything this redactor would mask."""

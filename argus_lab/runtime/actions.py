@@ -14,7 +14,7 @@ from argus_lab.model import Budget, Status, TaskRecord
 from argus_lab.plan.graph import resolve_args
 from argus_lab.plan.static import refuse_literal_secrets
 from argus_lab.runtime.gates import edited_args, watch_env
-from argus_lab.runtime.options import input_hash
+from argus_lab.runtime.options import input_hash, plain_args
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.scheduler import DONE
 from argus_lab.runtime.settle import Settler
@@ -61,6 +61,7 @@ class Actions:
             if rec.tool_hash is not None and rec.tool_hash != tool.code_hash:
                 stale.add(tid)
                 continue
+            red = None if plain_args(task.args) else st.redactor  # as begin()
             watch_env(st, task.args)  # hashed masked, as when it ran
             try:
                 args = resolve_args(task.args, st.result_of)
@@ -69,7 +70,7 @@ class Actions:
                 continue
             if (
                 rec.input_hash is not None
-                and input_hash(tool.name, args, st.redactor) != rec.input_hash
+                and input_hash(tool.name, args, red) != rec.input_hash
             ):
                 stale.add(tid)
         return [t for t in st.tasks if t in stale]

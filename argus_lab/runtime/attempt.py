@@ -35,6 +35,7 @@ from argus_lab.runtime.options import (
     SessionOptions,
     idempotency_key,
     input_hash,
+    plain_args,
     tool_replay_key,
 )
 from argus_lab.runtime.outcome import (
@@ -54,23 +55,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["AttemptRunner"]
-
-
-_FLAT = frozenset({int, float, bool, type(None)})
-
-
-def _plain(args: dict[str, Any]) -> bool:
-    """Whether ``args`` is a flat dict of scalars and of strings without
-    ``${``: no reference to resolve or watch, so ``resolve_args`` would only
-    copy it (the common case: checked in ~0.3 us instead of two walks)."""
-    for v in args.values():
-        t = type(v)
-        if t is str:
-            if "${" in v:
-                return False
-        elif t not in _FLAT:
-            return False
-    return True
 
 
 @dataclass(slots=True)
@@ -186,7 +170,8 @@ class AttemptRunner:
             )
             self._settler.settle(tid, rec, Failed("missing_tool", error, "ToolError"))
             return None
-        if _plain(task.args):  # nothing to resolve, no env value to watch
+        plain = plain_args(task.args)
+        if plain:  # nothing to resolve, no env value to watch
             args = dict(task.args)
         else:
             watch_env(st, task.args)  # ${env.NAME}: never stored nor hashed
@@ -196,7 +181,7 @@ class AttemptRunner:
                 failed = Failed("bad_reference", str(e), "PlanError")
                 self._settler.settle(tid, rec, failed)
                 return None
-        in_hash = input_hash(tool.name, args, st.redactor)
+        in_hash = input_hash(tool.name, args, None if plain else st.redactor)
         cached = (
             st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
             if st.tool_replays
@@ -218,7 +203,7 @@ class AttemptRunner:
             decision, policy = decide(self._options.policies, tool, args)
             if decision != "approve":
                 hold_or_refuse(
-                    st, self._settler, tid, rec, tool, args, decision, policy
+                    st, self._settler, tid, rec, tool, args, in_hash, decision, policy
                 )
                 return None
         key = idempotency_key(st.info.id, tid, rec.generation)

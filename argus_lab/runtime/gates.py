@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import iter_references, resolve_args
-from argus_lab.runtime.options import input_hash, tool_replay_key
+from argus_lab.runtime.options import tool_replay_key
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.state import SessionState
@@ -109,11 +109,13 @@ def hold_or_refuse(
     rec: TaskRecord,
     tool: Tool,
     args: dict[str, Any],
+    in_hash: str,
     decision: str,
     policy: ApprovalPolicy | None,
 ) -> None:
     """A policy said "ask" (the task waits for a person) or "reject" (it
-    fails, settled by ``settler``) for this call."""
+    fails, settled by ``settler``) for this call (``in_hash``: its
+    ``input_hash``, which an approval is bound to)."""
     rule = policy.describe() if policy else None
     if decision == "reject":
         reason = (policy.reason if policy else "") or "refused by policy"
@@ -160,7 +162,7 @@ def hold_or_refuse(
                 "reason": reason,
                 # What the approval will be for (approved() compares them).
                 "tool_hash": tool.code_hash,
-                "input_hash": input_hash(tool.name, args, st.redactor),
+                "input_hash": in_hash,
             },
         }
     )

@@ -32,6 +32,7 @@ __all__ = [
     "failed_reason",
     "idempotency_key",
     "input_hash",
+    "plain_args",
     "tool_replay_key",
 ]
 
@@ -268,6 +269,27 @@ def current_user() -> str:
         return "unknown"
 
 
+_FLAT = frozenset({int, float, bool, type(None)})
+
+
+def plain_args(args: dict[str, Any]) -> bool:
+    """Whether ``args`` is a flat dict of scalars and of strings without
+    ``${``: no reference to resolve or watch, so ``resolve_args`` would only
+    copy it (the common case: checked in ~0.3 us instead of two walks).
+
+    Plain arguments are the plan's own text, stored with it and checked for
+    secrets when they entered it: ``input_hash`` needs no redactor for them.
+    """
+    for v in args.values():
+        t = type(v)
+        if t is str:
+            if "${" in v:
+                return False
+        elif t not in _FLAT:
+            return False
+    return True
+
+
 def input_hash(tool_name: str, args: Any, redactor: Redactor | None = None) -> str:
     """Hash of a call's tool name and resolved arguments (staleness, caching).
 
@@ -275,7 +297,8 @@ def input_hash(tool_name: str, args: Any, redactor: Redactor | None = None) -> s
     session's ``secrets=``, secret shapes and keys) are masked before hashing:
     the hash is stored, and a 64-bit hash of a weak password lets anyone who
     reads the checkpoint test guesses of it. A call whose secret alone changed
-    hashes the same (it is not stale).
+    hashes the same (it is not stale). Callers pass one for arguments that are
+    not ``plain_args`` (what references resolved to may hold a secret).
     """
     # json.dumps(..., sort_keys=True, default=str) would build this encoder
     # on every call: the same text from one made once, or, for the usual
