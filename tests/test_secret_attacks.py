@@ -502,3 +502,39 @@ def test_rows_whose_text_holds_a_secret_shape_stay_json_and_masked(
     assert MASK in again.plan.goal
     again.close()
     assert scan(ws.path, {"a": "hunter22", "b": "dragon12x"}) == []
+
+
+def test_the_hint_scan_for_hashes_misses_no_shape_and_no_secret_key() -> None:
+    # may_hold_secrets answers False only when nothing could be masked: every
+    # shape's trigger and every key the secret-key rule matches holds a hint.
+    from argus_lab.redact import _HINTS, _SECRET_FIELD, _TRIGGERS
+
+    assert [t for t in _TRIGGERS if not any(h in t for h in _HINTS)] == []
+    keys = [
+        "api_key",
+        "apikey",
+        "access_key",
+        "secret_key",
+        "private_key",
+        "client_secret",
+        "secret",
+        "token",
+        "access_token",
+        "refresh_token",
+        "auth_token",
+        "password",
+        "passwd",
+        "passphrase",
+        "credential",
+        "credentials",
+        "authorization",
+        "auth",
+        "bearer",
+        "cookie",
+    ]
+    red = Redactor(environ={})
+    for k in keys:
+        assert _SECRET_FIELD.search(k), k
+        assert red.value({k: "abcdefgh"}) != {k: "abcdefgh"}, k
+        assert red.may_hold_secrets('{"' + k + '": "abcdefgh"}'), k
+    assert not red.may_hold_secrets('["noop", {"i": 0}]')
