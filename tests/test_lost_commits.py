@@ -153,6 +153,23 @@ def test_damaged_wal_raises_lost_commits_and_resume_repeats_nothing(
     ]
 
 
+def test_events_after_a_loss_are_numbered_past_every_lost_one(
+    killed_run: Path, damaged: Callable[[str], al.Workspace], tmp_path: Path
+) -> None:
+    # A live view or a server's stream may have shown the lost events: a new
+    # event must never take the number one of them had.
+    shutil.copytree(killed_run / "ws", tmp_path / "intact")
+    with al.Workspace(tmp_path / "intact").open("ledger", tools=lw.TOOLS) as s:
+        seen = max(e.seq for e in s.events())
+    ws = damaged("truncate")
+    with ws.open("ledger", tools=lw.TOOLS, accept_lost_commits=True) as s:
+        events = s.events()
+        survived = [e.seq for e in events if e.kind != "resumed"]
+        resumed = [e for e in events if getattr(e, "recovered", None) == "lost_commits"]
+        assert max(survived) < seen  # events were lost
+        assert [e.seq for e in resumed] == [seen + 1]
+
+
 def test_accepting_once_is_enough(damaged: Callable[[str], al.Workspace]) -> None:
     ws = damaged("truncate")
     ws.open("ledger", tools=lw.TOOLS, accept_lost_commits=True).close()

@@ -125,7 +125,12 @@ class Witness:
         return last
 
     def record(
-        self, version: int, task_ids: list[str], *, durable: bool = True
+        self,
+        version: int,
+        task_ids: list[str],
+        *,
+        durable: bool = True,
+        last_seq: int | None = None,
     ) -> None:
         """Journals that ``version`` touched ``task_ids`` and witnesses it.
 
@@ -135,6 +140,9 @@ class Witness:
             durable: False for a commit that skipped its fsync under "full"
                 (relaxed): it is journaled, but the witness stays at the last
                 fsynced version, so a power cut that drops it is not a "loss".
+            last_seq: The last event seq as of this commit, journaled as
+                ``@N`` (a task id never starts with "@"): after a loss, new
+                events are numbered past every lost one (``lost_seq``).
         """
         try:
             if self._fd is None:
@@ -143,7 +151,10 @@ class Witness:
                     self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
                 )
             assert self._jfd is not None
-            line = " ".join([str(version), *task_ids]) + "\n"
+            if last_seq is None:
+                line = " ".join([str(version), *task_ids]) + "\n"
+            else:
+                line = f"{version:d} @{last_seq:d} {' '.join(task_ids)}\n"
             os.write(self._jfd, line.encode())
             if durable:
                 os.pwrite(self._fd, _line(version), 0)
@@ -188,10 +199,28 @@ class Witness:
             v = int(parts[0])
             if after < v <= upto:
                 seen.add(v)
-                tasks.update(p for p in parts[1:] if p)
+                tasks.update(p for p in parts[1:] if p and p[0] != "@")
         if len(seen) < upto - after:
             return None
         return tasks
+
+    def lost_seq(self, after: int, upto: int) -> int | None:
+        """The highest event seq the commits ``after < version <= upto`` had
+        reached (their ``@N``), or None if the journal names none."""
+        try:
+            data = self.journal_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        best = None
+        for raw in data.split(b"\n"):
+            parts = raw.split(b" ", 2)
+            if len(parts) < 2 or not parts[0].isdigit() or len(parts[0]) > 18:
+                continue
+            if after < int(parts[0]) <= upto and parts[1][:1] == b"@":
+                n = parts[1][1:]
+                if n.isdigit() and len(n) < 19:
+                    best = max(best or 0, int(n))
+        return best
 
     def close(self) -> None:
         """Flushes (under "full") and closes the files (the data stays on disk)."""
@@ -293,8 +322,15 @@ def check_witness(
         tasks=lost if touched is not None else None,
     )
     head = loaded.head
+    # Events the lost commits wrote had numbers a reader may have seen (a
+    # live view, a server's stream): new ones are numbered past them.
+    seen = store.witness.lost_seq(head_v, witnessed)
+    if seen is not None and seen > head.last_seq:
+        head.last_seq = seen
     with store._transaction():
         head.version = witnessed + 1
         store._write(head, changed, [ev])
-    store.witness.record(head.version, [r.task_id for r in changed])
+    store.witness.record(
+        head.version, [r.task_id for r in changed], last_seq=head.last_seq
+    )
     loaded.records.update({r.task_id: r for r in changed})
