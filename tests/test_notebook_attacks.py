@@ -1,0 +1,151 @@
+"""An outside checker's attacks on the notebook experience (issues 4, 13, 15).
+
+The magics run in a real IPython shell here; what a browser or a real kernel
+is needed for lives in tests/test_notebook_kernel.py (a kernel through
+jupyter_client, real comm messages) and tests/test_browser.py. Each test is a
+way a user can break the promise "live and honest": a secret reaching a
+notebook's output, a widget or magic that keeps handing back a closed session.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+import argus_lab as al
+from argus_lab.jupyter.widget import GraphWidget
+
+WAIT = 30.0
+SECRET = "sk-ant-nbattack0123456789abcdefghij"
+
+PLAN = """
+tasks:
+  - id: a
+    tool: add
+    args: {a: 1}
+  - id: b
+    tool: add
+    args: {a: "${a.result.sum}"}
+"""
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[InteractiveShell]:
+    main = sys.modules["__main__"]  # the shell replaces it (see test_magic.py)
+    cfg = Config()
+    cfg.HistoryManager.hist_file = ":memory:"
+    ip = InteractiveShell.instance(config=cfg)
+    ip.extension_manager.load_extension("argus_lab.jupyter")
+    yield ip
+    sys.modules["__main__"] = main
+
+
+@pytest.fixture
+def ip(shell: InteractiveShell, tmp_path: Path) -> Iterator[InteractiveShell]:
+    shell.reset(new_session=False)
+    shell.user_ns["ws_dir"] = str(tmp_path / "ws")
+    shell.run_line_magic("config", "ArgusMagics.workspace = ws_dir")
+    shell.run_line_magic("config", "ArgusMagics.session_options = {}")
+    shell.run_line_magic("config", "ArgusMagics.tools = ''")
+    shell.run_line_magic("config", "ArgusMagics.mode = 'show'")
+    shell.run_cell(
+        textwrap.dedent(
+            """
+            import argus_lab as al
+
+            @al.tool
+            def add(a: int, b: int = 1) -> dict:
+                return {"sum": a + b}
+
+            @al.tool
+            def echo(text: str) -> str:
+                return text
+            """
+        )
+    ).raise_error()
+    yield shell
+    for value in list(shell.user_ns.values()):
+        if isinstance(value, al.Session):
+            value.wait(WAIT)
+            value.close()
+
+
+def cell(ip: InteractiveShell, line: str, body: str = PLAN) -> Any:
+    return ip.run_cell_magic("argus", line, textwrap.dedent(body))
+
+
+def outputs(w: GraphWidget) -> str:
+    """Everything a notebook keeps of the widget: its mime bundle (saved with
+    the notebook), its static fallback, its synced state (comm messages) and
+    the session's repr and goal."""
+    data, _meta = w._repr_mimebundle_()
+    parts = [
+        json.dumps(data, default=str),
+        w.fallback_html(),
+        json.dumps(w.get_state(), default=str),
+        repr(w.session),
+        w.session.goal,
+        w.session._repr_html_(),
+    ]
+    return "\n".join(parts)
+
+
+# -- secrets -------------------------------------------------------------------------
+
+
+def test_a_secret_in_the_goal_never_reaches_the_notebook_output(
+    ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store masks a goal's secret, so reopening shows [REDACTED]; the live
+    session the cell made must show the same, not the secret, in every output
+    the notebook saves."""
+    monkeypatch.setenv("NBATTACK_API_KEY", SECRET)
+    w = cell(ip, "leaky --run -o s", f"goal: deploy with {SECRET}\n{PLAN}")
+    assert w.session.wait(WAIT).status == "succeeded"
+    w.refresh()
+    w.selected = "a"
+    shown = outputs(w)
+    assert SECRET not in shown and SECRET[:12] not in shown
+    assert "[REDACTED]" in w.session.goal
+    # What is live is what was committed: the reopened session agrees.
+    again = al.Workspace(ip.user_ns["ws_dir"]).open("leaky", tools=[])
+    try:
+        assert again.goal == w.session.goal
+    finally:
+        again.close()
+
+
+def test_a_secret_shape_in_a_goal_passed_to_new_session_is_masked_live(
+    ws: al.Workspace,
+) -> None:
+    """The same through the Python API (no magic): a token shape in the goal."""
+    s = ws.new_session(goal=f"post with token={SECRET}", plan={"tasks": []}, tools=[])
+    try:
+        assert SECRET not in s.goal and SECRET not in s.plan.goal
+        assert SECRET not in s._repr_html_()
+    finally:
+        s.close()
+
+
+def test_interpolated_secret_variables_stay_out_of_plan_only_output(
+    ip: InteractiveShell,
+) -> None:
+    """``{key}`` in a cell is replaced by the variable's value: a plan holding
+    it is refused (naming ${env.NAME}) and the refusal does not echo it; a
+    ``--plan-only`` view of it does not show it either."""
+    ip.user_ns["key"] = SECRET
+    body = "tasks:\n  - id: a\n    tool: echo\n    args: {text: '{key}'}\n"
+    with pytest.raises(UsageError) as e:
+        cell(ip, "k", body)
+    assert "${env.NAME}" in str(e.value) and SECRET not in str(e.value)
+    view = cell(ip, "--plan-only", body)
+    assert SECRET not in view._repr_html_() and SECRET not in repr(view)
