@@ -149,3 +149,40 @@ def test_interpolated_secret_variables_stay_out_of_plan_only_output(
     assert "${env.NAME}" in str(e.value) and SECRET not in str(e.value)
     view = cell(ip, "--plan-only", body)
     assert SECRET not in view._repr_html_() and SECRET not in repr(view)
+
+
+# -- a session closed while its widget is live ----------------------------------
+
+
+def test_the_magics_reopen_a_session_closed_in_the_notebook(
+    ip: InteractiveShell,
+) -> None:
+    """``s.close()`` then ``%argus resume NAME`` (or the ``%%argus`` cell run
+    again): the magics must not hand back the closed Session object, whose
+    every action fails telling the user to open the session again."""
+    first = cell(ip, "demo -o s")
+    ip.run_cell("s.close()").raise_error()
+    resumed = ip.run_line_magic("argus", "resume demo")
+    assert resumed.session is not first.session
+    assert resumed.session.wait(WAIT).status == "succeeded"
+    assert ip.run_line_magic("argus", "open demo").session is resumed.session
+    again = cell(ip, "demo -o s")
+    assert again.session is resumed.session
+
+
+def test_a_widget_of_a_closed_session_says_so_and_acts_no_more(
+    ip: InteractiveShell,
+) -> None:
+    w = cell(ip, "shut -o s")
+    ip.run_cell("s.close()").raise_error()  # the widget catches up after the cell
+    assert w.summary["closed"] is True
+    assert w.summary["status"] == "created"  # the last committed status
+    f = w.act("step")
+    with pytest.raises(Exception, match="%argus open shut"):
+        f.result(WAIT)
+    assert w.message["level"] == "error" and "%argus open shut" in w.message["text"]
+    # Reopened through the magic, a new widget on a new object runs it.
+    w2 = ip.run_line_magic("argus", "resume shut")
+    assert w2.session.wait(WAIT).status == "succeeded"
+    w2.refresh()
+    assert w2.summary["closed"] is False

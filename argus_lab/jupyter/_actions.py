@@ -45,6 +45,7 @@ BLOCKING = ("step", "run", "retry_failed", "rerun_stale", "fork", "open_family")
 """Actions refused while a step or run of the session goes on."""
 
 _TASK_ACTIONS = ("approve", "reject", "retry", "skip", "toggle_breakpoint")
+_VIEW_ACTIONS = ("select", "compare", "open_family")  # still fine once closed
 _CALL = re.compile(r"\bs\.(approve|reject|retry|skip)\((['\"])([^'\"]*)\2[^)]*\)")
 _OTHER_CALL = re.compile(r"\bs\.(\w+)\(")
 _BARE = re.compile(r"(?<![.\w])(run|step)\(\)")
@@ -163,6 +164,14 @@ class WidgetActions(traitlets.HasTraits):
         refused = self.unsupported.get(action)
         if refused:  # e.g. Step on a LangGraph thread: say what to do instead
             return self._failed(ValueError(f"{action}: {refused}"))
+        if action not in _VIEW_ACTIONS and self._closed():
+            name = self._session.name
+            return self._failed(
+                RuntimeError(
+                    f"session {name!r} was closed in this kernel: it acts no "
+                    f"more; reopen it with %argus open {name}"
+                )
+            )
         task = payload.get("task")
         if action in _TASK_ACTIONS and (
             not isinstance(task, str) or task not in self._index
@@ -195,6 +204,11 @@ class WidgetActions(traitlets.HasTraits):
         if action == "retry_failed":
             return self._run(self._retry_failed)
         return self._in_background(action, payload)
+
+    def _closed(self) -> bool:
+        """Whether the shown session object was closed (``s.close()`` in a
+        cell); a LangGraph thread view has no such state."""
+        return bool(getattr(self._session, "closed", False))
 
     def _running(self) -> bool:
         """Whether a step or run is in progress that another must not overlap:

@@ -258,6 +258,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         summ = session_summary(s)
         summ["reason"] = user_terms(summ["reason"], s.name, self.hint_var)
         summ["live"] = s.running
+        summ["closed"] = self._closed()  # s.close() in a cell: banner, no actions
         return summ
 
     # -- live updates (on the session's loop thread) --------------------------
@@ -340,10 +341,12 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
 
     def _after_cell(self) -> None:
         """Catches up with what no event announces: tools redefined by
-        ``s.update_tools(...)`` (stale tasks) and the end of a blocking run."""
+        ``s.update_tools(...)`` (stale tasks), the end of a blocking run, and
+        ``s.close()``."""
         if self._unsubscribe is None:
             return
-        if self._session.stale() != self.stale or self.cell_running:
+        closed = self._closed() != self.summary.get("closed")
+        if self._session.stale() != self.stale or self.cell_running or closed:
             self.refresh()
         self._sync_fallback()
 
@@ -363,11 +366,9 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         super().close()
 
     def __repr__(self) -> str:
-        summ = self.summary
-        return (
-            f"<GraphWidget of session {self.session_name!r} "
-            f"{summ.get('status')}: {summ.get('done')}/{summ.get('total')} done>"
-        )
+        m = self.summary
+        done = f"{m.get('status')}: {m.get('done')}/{m.get('total')} done"
+        return f"<GraphWidget of session {self.session_name!r} {done}>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         bundle = super()._repr_mimebundle_(**kwargs)
