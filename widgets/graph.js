@@ -707,7 +707,7 @@ function render({ model, el }) {
         h("b", {}, "Closed: "),
         `${name} was closed in this kernel and acts no more. Last committed status: ${m.status || "unknown"}, ${m.done ?? "?"}/${m.total ?? "?"} done. Reopen it with `,
         h("code", {}, `%argus open ${name}`),
-        ".",
+        " to go on.",
       );
     } else if (model.get("cell_running")) {
       banner.hidden = false;
