@@ -104,6 +104,9 @@ class Kernel:
         """Kernel > Restart: a shutdown request to the old kernel, a new one."""
         self.kc.stop_channels()
         self.km.restart_kernel()
+        # The new client's message ids may repeat the old kernel's: forget
+        # the old messages, or a new cell would match an old reply.
+        self.msgs.clear()
         self._connect()
 
     def pump(self, limit: float = 0.2) -> None:
@@ -397,13 +400,34 @@ def test_restart_mid_argus_run_then_rerun_the_notebook(kernel: Kernel) -> None:
     assert ledger(k) == {"0": 1}  # t1 was cut short by the restart
     for i in (1, 2, 3):
         gate(k, i)
-    k.msgs.clear()
     k.run(SETUP)
     k.run(ARGUS_CELL)  # the same named cell: the same session, resumed
     (w,) = k.widgets()
     k.wait(ended(k, w, "succeeded"), "the resumed run to end in the widget")
     assert summary(k, w)["done"] == 4
     assert session_state(k, "s")["status"] == "succeeded"
+    assert ledger(k) == dict.fromkeys(["0", "1", "2", "3"], 1)
+
+
+def test_restart_while_a_cell_blocks_on_s_run(kernel: Kernel) -> None:
+    """Issue 13's kernel test drives s.start(); a cell blocked in s.run() is
+    the other way a restart finds a run: nothing may fail either."""
+    k = kernel
+    gate(k, 0)
+    k.run("s = ws.new_session(plan=chain(4), tools=[work], name='blk', "
+          "approvals=())")  # fmt: skip
+    k.submit("s.run()")
+    k.wait(started(k, 1), "t1 to start")
+    k.restart()
+    k.run(SETUP + "\ns = ws.open('blk', tools=[work])")
+    got = session_state(k, "s")
+    assert "the kernel was asked to shut down" in got["reason"], got
+    assert got["status"] == "paused"
+    assert got["tasks"]["t0"] == "succeeded"
+    assert "failed" not in got["tasks"].values()
+    for i in (1, 2, 3):
+        gate(k, i)
+    k.run("assert s.run().status == 'succeeded'")
     assert ledger(k) == dict.fromkeys(["0", "1", "2", "3"], 1)
 
 
