@@ -431,6 +431,43 @@ def test_restart_while_a_cell_blocks_on_s_run(kernel: Kernel) -> None:
     assert ledger(k) == dict.fromkeys(["0", "1", "2", "3"], 1)
 
 
+# -- a session run by another kernel ---------------------------------------------------
+
+
+def test_a_widget_of_a_session_another_kernel_runs_follows_its_commits(
+    kernel: Kernel,
+) -> None:
+    """The session opened in a second notebook (kernel B) while kernel A runs
+    it: B's widget must not claim 'running' for good, nor mix a stored status
+    with the task counts of the moment it opened; it follows A's commits."""
+    a = kernel
+    b = Kernel(a.cwd)
+    try:
+        b.run(SETUP)
+        gate(a, 0)
+        a.run("s = ws.new_session(plan=chain(3), tools=[work], name='two', "
+              "approvals=())\ns.start()")  # fmt: skip
+        a.wait(started(a, 1), "t1 to start in kernel A")
+        b.run("w = %argus open two\ndisplay(w)")
+        (w,) = b.widgets()
+        m = summary(b, w)
+        assert (m["status"], m["done"], m["live"]) == ("running", 1, False)
+        assert "being run by process" in m["reason"], m
+        assert b.state(w)["status_codes"] == "srp"
+        gate(a, 1)  # no cell runs in B: the widget sees A's commits by itself
+        b.wait(
+            lambda: b.state(w)["status_codes"] == "ssr" and summary(b, w)["done"] == 2,
+            "B's widget to show t1 done",
+        )
+        gate(a, 2)
+        a.run("assert s.wait(60).status == 'succeeded'")
+        b.wait(ended(b, w, "succeeded"), "B's widget to show the end")
+        assert summary(b, w)["done"] == 3 and b.state(w)["status_codes"] == "sss"
+        assert "being run by" not in summary(b, w)["reason"]
+    finally:
+        b.close()
+
+
 # -- secrets in what the kernel sends --------------------------------------------------
 
 
