@@ -23,6 +23,7 @@ from traitlets.config import Config
 
 import argus_lab as al
 from argus_lab.jupyter.widget import GraphWidget
+from tests.waiting import wait_until
 
 WAIT = 30.0
 SECRET = "sk-ant-nbattack0123456789abcdefghij"
@@ -186,3 +187,67 @@ def test_a_widget_of_a_closed_session_says_so_and_acts_no_more(
     assert w2.session.wait(WAIT).status == "succeeded"
     w2.refresh()
     assert w2.summary["closed"] is False
+
+
+# -- clicks while something runs: follow it, or say what runs -------------------
+
+
+GATED = """
+import threading
+GATE, STARTED = threading.Event(), threading.Event()
+
+@al.tool
+def slow(a: int) -> int:
+    STARTED.set()
+    if not GATE.wait(30):
+        raise RuntimeError("the test never opened the gate")
+    return a
+"""
+
+SLOW_PLAN = """
+tasks:
+  - id: a
+    tool: slow
+    args: {a: 1}
+  - id: b
+    tool: slow
+    args: {a: 2}
+    deps: [a]
+"""
+
+
+def test_resume_or_a_rerun_cell_while_the_run_goes_on_follows_it(
+    ip: InteractiveShell,
+) -> None:
+    """``%argus resume NAME`` (or Run all again) while the background run goes
+    on: the new widget follows that run; it must not say, in red, to pause it."""
+    ip.run_cell(GATED).raise_error()
+    cell(ip, "demo -o s --run", SLOW_PLAN)
+    assert ip.user_ns["STARTED"].wait(WAIT)
+    resumed = ip.run_line_magic("argus", "resume demo")
+    again = cell(ip, "demo -o s --run", SLOW_PLAN)
+    for w in (resumed, again):
+        assert w.message.get("level") != "error", w.message
+        assert w.busy == "run" and w.summary["live"] is True
+    ip.user_ns["GATE"].set()
+    assert ip.user_ns["s"].wait(WAIT).status == "succeeded"
+    for w in (resumed, again):  # each saw the run it followed end
+        wait_until(lambda w=w: not w.busy, "the widget to see the end")
+        assert w.message["text"] == "run ended: succeeded, 2/2 done"
+        assert w.statuses == {"a": "succeeded", "b": "succeeded"}
+
+
+def test_a_second_click_while_a_step_runs_says_a_step_runs(
+    ip: InteractiveShell,
+) -> None:
+    ip.run_cell(GATED).raise_error()
+    w = cell(ip, "steps -o s", SLOW_PLAN)
+    first = w.act("step")
+    assert ip.user_ns["STARTED"].wait(WAIT)
+    for action in ("step", "run"):
+        with pytest.raises(RuntimeError, match="a step is going on"):
+            w.act(action).result(WAIT)
+        assert "pause" not in w.message["text"]
+    ip.user_ns["GATE"].set()
+    assert [r.status for r in first.result(WAIT)] == ["succeeded"]
+    assert w.statuses == {"a": "succeeded", "b": "pending"}

@@ -45,6 +45,8 @@ BLOCKING = ("step", "run", "retry_failed", "rerun_stale", "fork", "open_family")
 """Actions refused while a step or run of the session goes on."""
 
 _TASK_ACTIONS = ("approve", "reject", "retry", "skip", "toggle_breakpoint")
+# Busy with one of these (not a run, which Pause ends): wait for it.
+_STEPS = {"step": "a step", "fork": "a fork", "open_family": "opening a session"}
 _VIEW_ACTIONS = ("select", "compare", "open_family")  # still fine once closed
 _CALL = re.compile(r"\bs\.(approve|reject|retry|skip)\((['\"])([^'\"]*)\2[^)]*\)")
 _OTHER_CALL = re.compile(r"\bs\.(\w+)\(")
@@ -178,12 +180,7 @@ class WidgetActions(traitlets.HasTraits):
         ):
             raise ValueError(f"action {action!r} needs the id of a task, got {task!r}")
         if action in BLOCKING and self._running():
-            return self._failed(
-                RuntimeError(
-                    f"a run is going on in session {self._session.name!r}; "
-                    "pause it first"
-                )
-            )
+            return self._failed(RuntimeError(self._why_busy()))
         if action == "select":
             self.selected = str(payload.get("task") or "")
             return self._done(self.selected)
@@ -209,6 +206,33 @@ class WidgetActions(traitlets.HasTraits):
         """Whether the shown session object was closed (``s.close()`` in a
         cell); a LangGraph thread view has no such state."""
         return bool(getattr(self._session, "closed", False))
+
+    def _run_or_follow(self) -> concurrent.futures.Future[Any]:
+        """Run, or follow the background run going on: what ``%argus resume``
+        and a ``--run`` cell run again mean (not an error to pause it)."""
+        if not self.busy and self._background_run():
+            return self._run(self._session.start)  # start() hands back that run
+        return self.act("run")
+
+    def _background_run(self) -> bool:
+        """Whether the session's background run (``start()``) goes on."""
+        try:
+            self._session.wait(0)
+        except concurrent.futures.TimeoutError:
+            return True
+        except Exception:  # the last one failed (its error was shown): none runs
+            return False
+        return False
+
+    def _why_busy(self) -> str:
+        """What goes on that another step or run must not overlap."""
+        name = self._session.name
+        if self.busy in _STEPS:
+            what = _STEPS[self.busy]
+            return f"{what} is going on in session {name!r}; wait for it to end"
+        if not self.busy and self._session.blocking_run:
+            return f"a cell is running session {name!r}; this acts when it returns"
+        return f"a run is going on in session {name!r}; pause it first"
 
     def _running(self) -> bool:
         """Whether a step or run is in progress that another must not overlap:
