@@ -251,3 +251,14 @@ def test_a_second_click_while_a_step_runs_says_a_step_runs(
     ip.user_ns["GATE"].set()
     assert [r.status for r in first.result(WAIT)] == ["succeeded"]
     assert w.statuses == {"a": "succeeded", "b": "pending"}
+
+
+def test_a_fork_at_an_unknown_task_says_so_without_python_quotes(
+    ip: InteractiveShell,
+) -> None:
+    w = cell(ip, "forky -o s")
+    with pytest.raises(KeyError):
+        w.act("fork", at="nope").result(WAIT)
+    text = w.message["text"]
+    assert text.startswith("fork: session 'forky' has no task 'nope'"), text
+    assert '"' not in text  # str(KeyError) quotes its message: not shown

@@ -72,6 +72,14 @@ def user_terms(text: str, name: str, var: str = "") -> str:
     return _OTHER_CALL.sub(lambda m: f"session {name!r}.{m.group(1)}(", text)
 
 
+def plain(e: BaseException) -> str:
+    """An error's message as the user should read it: a KeyError's without
+    the quotes ``str(KeyError)`` adds (no Python reprs in messages)."""
+    if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+        return e.args[0]
+    return str(e)
+
+
 class WidgetActions(traitlets.HasTraits):
     """Mixin of GraphWidget: :meth:`act` and the actions behind it."""
 
@@ -109,7 +117,7 @@ class WidgetActions(traitlets.HasTraits):
         try:
             self.act(str(content["action"]), **payload)
         except Exception as e:  # shown in the widget; the kernel must not raise
-            self._say(str(e), "error")
+            self._say(plain(e), "error")
 
     def _toggle_breakpoint(self, task: str) -> bool:
         on = task not in self._session.breakpoints
@@ -265,7 +273,7 @@ class WidgetActions(traitlets.HasTraits):
             fut = start()
         except Exception as e:
             self._set_busy("")
-            self._say(str(e), "error")
+            self._say(plain(e), "error")
             outer.set_exception(e)
             return outer
 
@@ -273,7 +281,7 @@ class WidgetActions(traitlets.HasTraits):
             try:
                 result = f.result()
             except BaseException as e:
-                self._say(f"run stopped: {e}", "error")
+                self._say(f"run stopped: {plain(e)}", "error")
                 self._set_busy("")
                 self.refresh()
                 outer.set_exception(e)
@@ -363,7 +371,7 @@ class WidgetActions(traitlets.HasTraits):
                 self._say(f"showing {other.name}")
                 out = other
         except Exception as e:
-            self._say(f"{action}: {e}", "error")
+            self._say(f"{action}: {plain(e)}", "error")
             raise
         finally:
             if self.busy == action:
@@ -377,7 +385,7 @@ class WidgetActions(traitlets.HasTraits):
         return f
 
     def _failed(self, error: Exception) -> concurrent.futures.Future[Any]:
-        self._say(str(error), "error")
+        self._say(plain(error), "error")
         f: concurrent.futures.Future[Any] = concurrent.futures.Future()
         f.set_exception(error)
         return f
