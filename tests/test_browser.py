@@ -747,9 +747,10 @@ def _check_statuses(widget: Any, statuses: dict[str, str]) -> None:
 
 def test_two_tabs_a_reload_and_a_closed_session(jupyter: str, browser: Any) -> None:
     """The notebook open in two tabs (the second loads the saved file and gets
-    its widget's state from the running kernel, as a reload does): both show
-    the live run, Pause in one stops it in both; closing the session in a cell
-    shows a Closed banner with no enabled control in both."""
+    its widget's state from the running kernel): both show the live run, Pause
+    in one stops it in both, a reload brings the live view back as it stands;
+    closing the session in a cell shows a Closed banner with no enabled
+    control in both."""
     page, errors = _open(browser, jupyter, "tabs.ipynb")
     _run_cell(page, 0)
     _run_cell(page, 1)
@@ -784,6 +785,13 @@ def test_two_tabs_a_reload_and_a_closed_session(jupyter: str, browser: Any) -> N
         "import json; print(json.dumps([t.status, t.reason, t.running]))",
     )
     assert state == ["paused", "paused by the user", False]
+    # A reload with the kernel alive: the live view comes back, as it stands.
+    other.reload()
+    other.wait_for_function(KERNEL_READY)
+    b = other.locator(".argus-graph").first
+    b.locator(".argus-chip.argus-session-paused").wait_for()
+    assert b.locator('button[data-action="run"]').is_enabled()
+    assert not other.locator(".argus-fallback").first.is_visible()
 
     _run_cell(page, 2)  # t.close(): the session object acts no more
     for view in (a, b):
