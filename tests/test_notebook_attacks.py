@@ -262,3 +262,47 @@ def test_a_fork_at_an_unknown_task_says_so_without_python_quotes(
     text = w.message["text"]
     assert text.startswith("fork: session 'forky' has no task 'nope'"), text
     assert '"' not in text  # str(KeyError) quotes its message: not shown
+
+
+# -- what a cell does to the session shows in its widget ------------------------
+
+FLAKY = """
+CALLS = []
+
+@al.tool
+def flaky(a: int) -> int:
+    CALLS.append(a)
+    if len(CALLS) == 1:
+        raise ValueError("first call fails")
+    return a
+"""
+
+FLAKY_PLAN = """
+tasks:
+  - id: a
+    tool: flaky
+    args: {a: 1}
+  - id: b
+    tool: flaky
+    args: {a: 2}
+    deps: [a]
+"""
+
+
+@pytest.mark.parametrize(
+    "how", ["%argus retry demo a", "s.retry('a')"], ids=["magic", "python"]
+)
+def test_a_retry_from_a_cell_unblocks_the_dependents_in_the_widget(
+    ip: InteractiveShell, how: str
+) -> None:
+    """Retrying a failed task makes what it blocked pending again: the widget
+    must show that, not the dependents still 'blocked' (no event names them)."""
+    ip.run_cell(FLAKY).raise_error()
+    w = cell(ip, "demo -o s --run", FLAKY_PLAN)
+    assert ip.user_ns["s"].wait(WAIT).status == "failed"
+    wait_until(lambda: w.statuses == {"a": "failed", "b": "blocked"}, "the failure")
+    ip.run_cell(how).raise_error()
+    wait_until(
+        lambda: w.statuses == {"a": "pending", "b": "pending"},
+        f"the widget to show {how!r}",
+    )

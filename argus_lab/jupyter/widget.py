@@ -32,6 +32,7 @@ budgets, whether a run goes on are the Session's (``set_breakpoint``,
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import threading
@@ -270,20 +271,19 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
     # -- live updates (on the session's loop thread) --------------------------
 
     def _on_event(self, ev: EventBase) -> None:
-        tid = ev.task_id
         if ev.kind == "plan_patched":
             self._plan_dirty = True
         with self._dirty_lock:
-            if tid is not None:
-                self._dirty.add(tid)
+            if ev.kind in ("task_retried", "task_skipped"):  # dependents change too
+                self._dirty.update(self._index)
+            elif ev.task_id is not None:
+                self._dirty.add(ev.task_id)
             if self._flush_handle is not None:
                 return
             delay = max(0.0, self._last_flush + self.update_interval - time.monotonic())
             self._flush_handle = self._schedule(delay)
 
     def _schedule(self, delay: float) -> Any:
-        import asyncio
-
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on the session's loop: use a timer thread
