@@ -306,3 +306,59 @@ def test_a_retry_from_a_cell_unblocks_the_dependents_in_the_widget(
         lambda: w.statuses == {"a": "pending", "b": "pending"},
         f"the widget to show {how!r}",
     )
+
+
+# -- bad cells: one clear error, nothing made, nothing lost ----------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "body", "says"),
+    [
+        ("bad", "tasks:\n  - id: a\n   tool: add\n", "not valid YAML"),
+        ("bad", "tasks:\n  - id: a\n    tool: nope\n", "known tools: add, echo"),
+        ("bad", "   \n\n", "the cell is empty"),
+        ("bad", "tasks: 3\n", "tasks: Input should be a valid list"),
+        (
+            "bad",
+            "tasks:\n  - {id: a, tool: add, args: {a: 1}}\n"
+            "  - {id: a, tool: add, args: {a: 2}}\n",
+            "duplicate task id 'a'",
+        ),
+        (SECRET, PLAN, "the session name holds a secret"),
+        ("bad --run --step", PLAN, "choose one of --run, --step, --plan-only"),
+        ("bad --max-steps 0", PLAN, "--max-steps must be at least 1"),
+    ],
+    ids=[
+        "yaml",
+        "tool",
+        "empty",
+        "not-a-list",
+        "duplicate",
+        "secret-name",
+        "two-modes",
+        "max-steps",
+    ],
+)
+def test_a_bad_cell_is_one_clear_error_and_keeps_what_was_there(
+    ip: InteractiveShell,
+    monkeypatch: pytest.MonkeyPatch,
+    line: str,
+    body: str,
+    says: str,
+) -> None:
+    monkeypatch.setenv("NBATTACK_API_KEY", SECRET)
+    kept = cell(ip, "kept -o k --run")
+    assert kept.session.wait(WAIT).status == "succeeded"
+    with pytest.raises(UsageError) as e:
+        cell(ip, line, body)
+    assert says in str(e.value) and SECRET not in str(e.value)
+    assert "Traceback" not in str(e.value)
+    ws = al.Workspace(ip.user_ns["ws_dir"])
+    try:
+        assert [i.name for i in ws.sessions()] == ["kept"]
+        again = ws.open("kept", tools=[])
+        assert again.status == "succeeded"
+        assert again.counts()["succeeded"] == 2
+        again.close()
+    finally:
+        ws.close()
