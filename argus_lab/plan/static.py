@@ -55,6 +55,13 @@ def refuse_literal_secrets(plan: Plan | Iterable[Task], red: Redactor) -> None:
                 "stored as keys and cannot be masked. Choose another id"
             )
         for k, v in t.args.items():
+            if red.needed(k):  # masked when stored: the stored task would differ
+                raise PlanError(
+                    f"task {t.id!r}: an argument's name holds a secret (it matches "
+                    "an API key, token or password, or a secret environment "
+                    "variable's value); names are stored as they are. Rename it, "
+                    "and pass the secret as a value through ${env.NAME}"
+                )
             text = json.dumps(v)
             if red.needed(text) and red.value(v) != v:
                 raise PlanError(

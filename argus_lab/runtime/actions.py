@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from argus_lab.errors import SessionStateError, UnresolvedReferenceError
+from argus_lab.errors import (
+    SessionStateError,
+    ToolArgumentsError,
+    UnresolvedReferenceError,
+)
 from argus_lab.events import EventBase
 from argus_lab.model import Budget, Status, TaskRecord
 from argus_lab.plan.graph import resolve_args
+from argus_lab.plan.static import refuse_literal_secrets
+from argus_lab.runtime.gates import edited_args
 from argus_lab.runtime.options import input_hash
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.scheduler import DONE
@@ -160,8 +166,17 @@ class Actions:
         st = self._state
         rec = self._waiting_for_approval(tid)
         tool = st.tools.get(st.tasks[tid].tool or "")
-        if args is not None and tool is not None:
-            tool.validate(args)  # fail now, naming the field, not at run time
+        if args is not None:
+            # Stored with the approval, so masked there: a literal secret would
+            # reach the tool as "[REDACTED]". ${env.NAME} is read when it runs.
+            edited = st.tasks[tid].model_copy(update={"args": args})
+            refuse_literal_secrets([edited], st.redactor)
+            try:  # fail now, naming the field (or the reference), not at run time
+                resolved = edited_args(st, args)
+                if tool is not None:
+                    tool.validate(resolved)
+            except (ToolArgumentsError, UnresolvedReferenceError) as e:
+                raise type(e)(st.redactor.text(str(e))) from None  # no env value
         asked = rec.approval or {}
         new = rec.model_copy(
             update={

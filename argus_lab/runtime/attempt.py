@@ -23,7 +23,12 @@ from argus_lab.model import Task, TaskRecord, updated
 from argus_lab.plan.graph import iter_references, resolve_args
 from argus_lab.runtime.budget import BudgetChecker
 from argus_lab.runtime.executor import InlineGate, call_inline, run_attempt
-from argus_lab.runtime.gates import hold_or_refuse, serve_replay
+from argus_lab.runtime.gates import (
+    approved,
+    edited_args,
+    hold_or_refuse,
+    serve_replay,
+)
 from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.options import (
@@ -203,9 +208,14 @@ class AttemptRunner:
             serve_replay(st, tid, rec, cached, in_hash, tool)
             return None
         approval = rec.approval or {}
-        if approval.get("state") == "approved":
+        if approved(rec, tool, in_hash):
             if approval.get("edited_args") is not None:
-                args = approval["edited_args"]
+                try:  # a person's edits: ${env.NAME} is read now, as in a plan
+                    args = edited_args(st, approval["edited_args"])
+                except UnresolvedReferenceError as e:
+                    failed = Failed("bad_reference", str(e), "PlanError")
+                    self._settler.settle(tid, rec, failed)
+                    return None
         else:
             decision, policy = decide(self._options.policies, tool, args)
             if decision != "approve":
@@ -234,6 +244,8 @@ class AttemptRunner:
                 "idempotency_key": key,
                 "input_hash": in_hash,
                 "next_attempt_at": None,
+                # Recovery must judge the code that ran, not a redefinition.
+                "unsafe_intent": tool.side_effect == "write" and not tool.idempotent,
             },
         )
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)

@@ -5,17 +5,38 @@ and what a fork starts with (``fork_seed``, Session.fork calls it)."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Literal
 
 from argus_lab.model import TaskRecord
-from argus_lab.runtime.options import tool_replay_key
+from argus_lab.plan.graph import iter_references, resolve_args
+from argus_lab.runtime.options import input_hash, tool_replay_key
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.registry import Tool
 
-__all__ = ["fork_seed", "hold_or_refuse", "serve_replay"]
+__all__ = ["approved", "edited_args", "fork_seed", "hold_or_refuse", "serve_replay"]
+
+_CHANGED = "the call changed since it was approved (its tool's code or arguments)"
+
+
+def approved(rec: TaskRecord, tool: Tool, in_hash: str) -> bool:
+    """Whether a person's approval covers this call: the one they were shown.
+
+    An approval is for a call, not a task id: a tool redefined after the ask
+    (``update_tools``, a reopen with other tools) or arguments that resolve
+    differently now (an upstream task rerun) make another call, which is asked
+    about again. Edited arguments are the person's own and run as given.
+    Approvals recorded before the hashes were kept hold as they did.
+    """
+    a = rec.approval
+    if not a or a.get("state") != "approved":
+        return False
+    if a.get("tool_hash", tool.code_hash) != tool.code_hash:
+        return False
+    return a.get("edited_args") is not None or a.get("input_hash", in_hash) == in_hash
 
 
 def serve_replay(
@@ -53,6 +74,19 @@ def serve_replay(
     )
     st.commit([rec], [ev])
     st.sched.set(tid, "succeeded")
+
+
+def edited_args(st: SessionState, args: dict[str, Any]) -> dict[str, Any]:
+    """A person's edited arguments as the call gets them, like a task's own:
+    ``${env.NAME}`` read now (and masked from then on), results resolved.
+
+    Raises:
+        UnresolvedReferenceError: a reference that cannot be resolved.
+    """
+    for _, ref in iter_references(args):  # ${env.NAME}: never stored
+        if ref is not None and ref.is_env and ref.path[0] in os.environ:
+            st.redactor.add(os.environ[ref.path[0]])
+    return dict(resolve_args(args, st.result_of))
 
 
 def hold_or_refuse(
@@ -99,6 +133,9 @@ def hold_or_refuse(
             ],
         )
         return
+    reason = policy.reason if policy else ""
+    if (rec.approval or {}).get("state") == "approved":  # see approved()
+        reason = f"{_CHANGED}; {reason}" if reason else _CHANGED
     rec = rec.model_copy(
         update={
             "status": "awaiting_approval",
@@ -107,7 +144,10 @@ def hold_or_refuse(
                 "at": st.now(),
                 "args": args,
                 "policy": rule,
-                "reason": policy.reason if policy else "",
+                "reason": reason,
+                # What the approval will be for (approved() compares them).
+                "tool_hash": tool.code_hash,
+                "input_hash": input_hash(tool.name, args),
             },
         }
     )
@@ -120,7 +160,7 @@ def hold_or_refuse(
                 tool=tool.name,
                 args=args,
                 policy=rule,
-                reason=policy.reason if policy else "",
+                reason=reason,
             )
         ],
     )

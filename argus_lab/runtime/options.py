@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, runtime_checkable
@@ -27,6 +28,7 @@ __all__ = [
     "SessionArgs",
     "SessionOptions",
     "Subscriber",
+    "failed_reason",
     "idempotency_key",
     "input_hash",
     "tool_replay_key",
@@ -235,7 +237,24 @@ class RunResult:
 
     def __str__(self) -> str:
         done = ", ".join(f"{n} {s}" for s, n in self.counts.items() if n)
-        return f"{self.status}: {done}" + (f" — {self.reason}" if self.reason else "")
+        reason = self.reason
+        if reason and self.status == "failed" and self.counts:
+            # The stored reason starts with its own counts (a listing of
+            # sessions shows only the reason); here they are already shown.
+            reason = _FAILED_COUNTS.sub("", reason, count=1)
+        return f"{self.status}: {done}" + (f" — {reason}" if reason else "")
+
+
+_FAILED_COUNTS = re.compile(r"^\d+ task\(s\) failed, \d+ blocked — ")
+
+
+def failed_reason(failed: dict[str, str], blocked: int) -> str:
+    """A failed run's stored reason: its counts, then up to five failed tasks
+    with their errors (``RunResult.__str__`` leaves the counts out)."""
+    summary = "; ".join(f"{t}: {e}" for t, e in list(failed.items())[:5])
+    if len(failed) > 5:
+        summary += f"; and {len(failed) - 5} more"
+    return f"{len(failed)} task(s) failed, {blocked} blocked — {summary}"
 
 
 def current_user() -> str:

@@ -72,7 +72,27 @@ class Witness:
         self._warned = False
 
     def read(self) -> int | None:
-        """The version last witnessed, or None (no witness, or a damaged one)."""
+        """The version last witnessed, or None (neither witness nor journal).
+
+        A witness that is missing or damaged while the journal is there falls
+        back on the journal's last version: a deleted or bit-flipped witness
+        must not switch the loss check off (with a damaged WAL beside it, the
+        session would roll back in silence and repeat side effects).
+        """
+        v = self._read_witness()
+        if v is not None:
+            return v
+        last = self._journal_last()
+        if last is not None:
+            log.warning(
+                "%s is missing or damaged: checking for lost commits against "
+                "the journal (%s) instead",
+                self.path,
+                self.journal_path,
+            )
+        return last
+
+    def _read_witness(self) -> int | None:
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -85,6 +105,24 @@ class Witness:
         if f"{zlib.crc32(body.encode()):08x}" != parts[2] or not parts[1].isdigit():
             return None
         return int(parts[1])
+
+    def _journal_last(self) -> int | None:
+        """The highest version the journal names (None: no journal, or empty).
+
+        It may name a relaxed commit a power cut dropped (journaled, never
+        witnessed): only when the witness is damaged too is that reported as
+        a loss, which is conservative, never silent.
+        """
+        try:
+            data = self.journal_path.read_bytes()
+        except OSError:
+            return None
+        last = None
+        for raw in data.split(b"\n"):
+            head = raw.split(b" ", 1)[0]
+            if head.isdigit() and len(head) < 19:  # a torn or damaged line: skip
+                last = max(last or 0, int(head))
+        return last
 
     def record(
         self, version: int, task_ids: list[str], *, durable: bool = True
