@@ -421,7 +421,12 @@ def test_restart_while_a_cell_blocks_on_s_run(kernel: Kernel) -> None:
     k.restart()
     k.run(SETUP + "\ns = ws.open('blk', tools=[work])")
     got = session_state(k, "s")
-    assert "the kernel was asked to shut down" in got["reason"], got
+    # jupyter_client interrupts a busy kernel before its shutdown request: the
+    # pause is the Ctrl-C's or the shutdown's, whichever the cell saw first.
+    assert any(
+        why in got["reason"]
+        for why in ("the kernel was asked to shut down", "interrupted by the user")
+    ), got
     assert got["status"] == "paused"
     assert got["tasks"]["t0"] == "succeeded"
     assert "failed" not in got["tasks"].values()
