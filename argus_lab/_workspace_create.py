@@ -150,6 +150,11 @@ def create_session(
     now = time.time()
     sid = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + uuid.uuid4().hex[:8]
     red = Redactor(opts.secrets)
+    if red.needed(plan.goal):
+        # The store keeps the goal masked; the live session must show it the
+        # same way, or the secret reaches a notebook's saved output (widget
+        # HTML, repr) though reopening shows [REDACTED].
+        plan = plan.model_copy(update={"goal": red.text(plan.goal)})
     if name is None:
         masked = red.text(plan.goal)  # a name is a key: no secret in it
         base = f"{parent.name}-fork" if parent else _slug(masked)

@@ -288,10 +288,11 @@ class Workspace:
     def progress(self, name_or_id: str) -> dict[str, Any]:
         """A session's status and task counts as its records say now.
 
-        Returns ``{"status", "counts", "reason", "runner"}``: the stored status,
-        except "interrupted" for one stored as running whose runner is gone (its
-        process died); counts per task status from the task records; the live
-        runner's pid and host, or None.
+        Returns ``{"status", "counts", "tasks", "reason", "runner"}``: the
+        stored status, except "interrupted" for one stored as running whose
+        runner is gone (its process died); counts per task status and each
+        task's status from the task records; the live runner's pid and host,
+        or None.
 
         Raises:
             KeyError: no such session.

@@ -311,6 +311,7 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
     """
     loaded = store.load()
     counts: dict[str, int] = {}
+    tasks: dict[str, str] = {}  # for a widget following a run elsewhere
     recs = loaded.records
     # A TaskRecords knows every status without validating a record.
     known = recs.status if isinstance(recs, TaskRecords) else {}
@@ -321,6 +322,7 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
             rec = recs.get(tid)
             st = rec.status if rec is not None else "pending"
         counts[st] = counts.get(st, 0) + 1
+        tasks[tid] = st
     status: str = loaded.meta.status
     lease = loaded.head.lease
     live = lease_is_live(lease, time.time())
@@ -329,6 +331,7 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
     return {
         "status": status,
         "counts": counts,
+        "tasks": tasks,
         "reason": loaded.meta.reason,
         "runner": {"pid": lease.get("pid"), "host": lease.get("host")}
         if lease and live
