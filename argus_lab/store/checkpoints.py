@@ -326,11 +326,9 @@ class SessionStore:
             if relax:
                 self.cache._sql("PRAGMA synchronous=2")
         release_abandoned(holder)
+        tids = [r.task_id for r in records]
         self.witness.record(
-            head.version,
-            [r.task_id for r in records],
-            durable=not relax,
-            last_seq=head.last_seq,
+            head.version, tids, durable=not relax, last_seq=head.last_seq
         )
         return head
 
