@@ -26,7 +26,7 @@ from argus_lab.events import (
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.plan.static import coerce_plan
-from argus_lab.redact import Redactor
+from argus_lab.redact import Redactor, count_secrets
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.store.names import NAME, SessionNames
@@ -150,6 +150,11 @@ def create_session(
     now = time.time()
     sid = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + uuid.uuid4().hex[:8]
     red = Redactor(opts.secrets)
+    if red.needed(plan.goal):
+        # The store keeps the goal masked; the live session must show it the
+        # same way, or the secret reaches a notebook's saved output (widget
+        # HTML, repr) though reopening shows [REDACTED].
+        plan = plan.model_copy(update={"goal": red.text(plan.goal)})
     if name is None:
         masked = red.text(plan.goal)  # a name is a key: no secret in it
         base = f"{parent.name}-fork" if parent else _slug(masked)
@@ -166,6 +171,10 @@ def create_session(
         n_tasks=len(plan.tasks),
         budgets=budgets if budgets is not None else {},
         approvals=None if opts.approvals is None else policies_to_data(opts.approvals),
+        # A fork of a session reopened without them still owes them.
+        n_secrets=max(
+            count_secrets(opts.secrets), parent.info.n_secrets if parent else 0
+        ),
     )
     ev = _first_events(meta, plan, opts, parent, kept)
     folder = names.folder(sid)

@@ -206,6 +206,10 @@ class TaskRecord(BaseModel):
     """When a scheduled retry becomes due."""
     reason: str | None = None
     """Why the task is blocked, skipped or in doubt."""
+    unsafe_intent: bool = False
+    """The last attempt's tool, when it started, had side effects and was not
+    idempotent: if that attempt was interrupted, it is held in doubt even when
+    the tool has been redefined as safe to repeat since (the old code ran)."""
 
 
 class SessionInfo(BaseModel):
@@ -243,6 +247,9 @@ class SessionInfo(BaseModel):
     """The session's approval policies as data (decision, tools, side_effect,
     reason; ``when``: the name of a predicate, which is code and not stored);
     None: the default policies. Restored by ``ws.open``."""
+    n_secrets: int = 0
+    """How many secret values were handed in as ``secrets=[...]`` (never the
+    values): ``ws.open`` warns when fewer are handed in again."""
 
 
 _new, _set = object.__new__, object.__setattr__

@@ -19,11 +19,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["MASK", "SECRET_NAME", "Redactor"]
+__all__ = ["MASK", "SECRET_NAME", "Redactor", "count_secrets", "known_secrets"]
 
 MASK = "[REDACTED]"
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
-"""Names (env vars, dict keys, headers) whose values are secrets."""
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|(?:^|_)PASS(?:$|_)|_PWD$", re.I
+)
+"""Names (env vars, dict keys, headers) whose values are secrets: DB_PASS and
+MYSQL_PWD too, but not the shell's PWD/OLDPWD nor PASSENGER_*/BYPASS_*."""
 _SECRET_FIELD = re.compile(
     r"(?:^|[_\-.\s])(?:api_?key|access_?key|secret_?key|private_?key|client_?secret"
     r"|secret|token|access_?token|refresh_?token|auth_?token|passw(?:or)?d|passphrase"
@@ -37,16 +40,21 @@ _SHAPES = re.compile(
     r"(sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
     r"|sk-[A-Za-z0-9_\-]{32,}"  # OpenAI-style
     r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
+    r"|github_pat_[A-Za-z0-9_]{30,}"  # GitHub fine-grained
     r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
+    r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key id (ASIA: temporary, from STS)
     r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}"
+    r"|[A-Za-z][A-Za-z0-9+.\-]*://[^\s:@/]*:[^\s@/]+@"  # scheme://user:password@
     r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
 )
 _PLAIN = frozenset({int, float, bool})
+_KNOWN: set[str] = set()
+"""Secret values handed to any redactor of this process (see known_secrets)."""
 _MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
-# Every shape above contains one of these (lower-cased): a substring test first
-# lets text that holds none skip the regex, which has no literal to seek to.
+# Every shape above but a URL's password contains one of these (lower-cased): a
+# substring test first lets text that holds none skip the regex, which has no
+# literal to seek to.
 _TRIGGERS = (
     "sk-",
     "ghp_",
@@ -54,8 +62,10 @@ _TRIGGERS = (
     "ghu_",
     "ghs_",
     "ghr_",
+    "github_pat_",
     "xox",
     "akia",
+    "asia",
     "bearer",
     "basic",
     "authorization",
@@ -71,7 +81,36 @@ _TRIGGERS = (
 
 def _may_have_shape(s: str) -> bool:
     # map() over a bound method: the loop runs in C, no generator per value.
-    return any(map(s.lower().__contains__, _TRIGGERS))
+    # A URL's password needs both "://" and "@": a URL alone skips the regex.
+    return any(map(s.lower().__contains__, _TRIGGERS)) or ("@" in s and "://" in s)
+
+
+_KEY_HINTS = (
+    "key",
+    "secret",
+    "token",
+    "pass",
+    "pwd",
+    "credential",
+    "auth",
+    "bearer",
+    "cookie",
+)
+"""Every key ``_SECRET_FIELD`` matches contains one of these (lower-cased)."""
+_HINTS = ("sk-", "gh", "github", "xox", "akia", "asia", "basic", "://", *_KEY_HINTS)
+"""Every shape (``_TRIGGERS``) and every secret key holds one of these."""
+
+_NESTED = frozenset({list, tuple, dict})
+
+
+def _strings_masked(x: Any) -> Any:
+    if isinstance(x, str):
+        return MASK if x else x
+    if isinstance(x, dict):
+        return {k: _strings_masked(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_strings_masked(v) for v in x]
+    return x
 
 
 @functools.lru_cache(maxsize=4096)
@@ -97,15 +136,17 @@ class Redactor:
         env = os.environ if environ is None else environ
         values = {v for k, v in env.items() if SECRET_NAME.search(k)}
         values.update(secrets)
+        _KNOWN.update(v for v in secrets if v and len(v) >= _MIN_LEN)
+        kept = {v for v in values if v and len(v) >= _MIN_LEN}
         # Longest first, so a secret containing another is masked whole.
-        self.values = sorted(
-            (v for v in values if v and len(v) >= _MIN_LEN), key=len, reverse=True
-        )
+        self.values = sorted(kept | _encoded(kept), key=len, reverse=True)
 
     def add(self, value: str) -> None:
         """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
         if value and len(value) >= _MIN_LEN and value not in self.values:
-            self.values = sorted([*self.values, value], key=len, reverse=True)
+            _KNOWN.add(value)
+            more = {*self.values, value, *_encoded([value])}
+            self.values = sorted(more, key=len, reverse=True)
 
     def text(self, s: str) -> str:
         """Masks known secret values and secret shapes in a string."""
@@ -123,8 +164,13 @@ class Redactor:
         if isinstance(v, dict):
             out = {}
             for k, x in v.items():
-                if isinstance(x, str) and x and isinstance(k, str) and _secret_field(k):
-                    out[k] = MASK
+                if (
+                    (isinstance(x, str) or x.__class__ in _NESTED)
+                    and x
+                    and isinstance(k, str)
+                    and _secret_field(k)
+                ):
+                    out[k] = self._under_secret_key(x)
                 else:
                     out[k] = self.value(x)
             # Keys are outside text too (a tool may key a dict by a token): the
@@ -139,6 +185,13 @@ class Redactor:
             return [self.value(x) for x in v]
         return v
 
+    def _under_secret_key(self, x: Any) -> Any:
+        # Every string under a secret key is the secret or part of it: a list
+        # of passwords, a token's {"value": ...}; numbers and shapes stay.
+        if isinstance(x, str):
+            return MASK
+        return self.value(_strings_masked(x))
+
     def changes(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """What ``value(data)`` changes in a dict: only the entries it masks,
         masked (empty when nothing needs masking; no copy of the rest)."""
@@ -146,8 +199,15 @@ class Redactor:
         for k, x in data.items():
             if x is None or x.__class__ in _PLAIN:
                 continue  # nothing to mask in a number
-            if isinstance(x, str) and x and isinstance(k, str) and _secret_field(k):
-                out[k] = MASK
+            # Text, or data holding text, under a secret-named key: the class
+            # test first (an array's truth value raises; a number has none).
+            if (
+                (isinstance(x, str) or x.__class__ in _NESTED)
+                and x
+                and isinstance(k, str)
+                and _secret_field(k)
+            ):
+                out[k] = self._under_secret_key(x)
             else:
                 nx = self.value(x)
                 if nx is not x and nx != x:
@@ -165,6 +225,20 @@ class Redactor:
         if _may_have_shape(text):
             out += [m.span() for m in _SHAPES.finditer(text)]
         return out
+
+    def may_hold_secrets(self, json_text: str) -> bool:
+        """Whether the data ``json_text`` was written from holds anything
+        ``value()`` would mask: False is certain, True may be a false alarm.
+
+        For a hash over data (``input_hash``): hashing a secret into a
+        checkpoint lets anyone who reads it test guesses of a weak one, so
+        data that may hold one is masked first, and this spares the walk for
+        the rest. Escapes (a quote, a backslash, non-ASCII) count as alarms: a
+        shape can hide behind one.
+        """
+        if "\\" in json_text or self.has_value(json_text):
+            return True
+        return any(map(json_text.lower().__contains__, _HINTS))
 
     def needed(self, text: str) -> bool:
         """Whether ``text`` contains anything this redactor would mask."""
@@ -240,8 +314,60 @@ class Redactor:
 
 def _mask_shape(m: re.Match[str]) -> str:
     s = m.group(0)
+    if s.endswith("@") and "://" in s:  # a URL's password: the user and host stay
+        return s[: s.index(":", s.index("://") + 3) + 1] + MASK + "@"
     # Keep the "password=" / "Bearer " prefix so the text still reads.
     cut = max(s.rfind("="), s.rfind(":"), s.rfind(" "))
     if 0 < cut < len(s) - 1 and not s.startswith(("sk-", "gh", "xox", "AKIA")):
-        return s[: cut + 1] + MASK
+        # The quote that opens the value stays too: 'password: "x"' is still
+        # quoted after masking ('password: "[REDACTED]"').
+        rest = s[cut + 1 :]
+        lead = len(rest) - len(rest.lstrip("\"' "))
+        if lead < len(rest):
+            return s[: cut + 1] + rest[:lead] + MASK
     return MASK
+
+
+def count_secrets(secrets: Iterable[str]) -> int:
+    """How many distinct values of ``secrets`` a redactor would mask."""
+    return len({v for v in secrets if v and len(v) >= _MIN_LEN})
+
+
+def known_secrets() -> tuple[str, ...]:
+    """Every secret value handed to a redactor of this process so far (a
+    session's ``secrets=``, values read through ``${env.NAME}``), for code that
+    writes outside a session and holds no session's redactor: a recording of
+    model requests and replies sees the prompts those values went into."""
+    return tuple(_KNOWN.copy())  # copy(): atomic while another thread adds
+
+
+def _encoded(values: Iterable[str]) -> set[str]:
+    """The forms libraries write a secret value in by themselves, so that a
+    value is masked in them too: URL-encoded (an HTTP client's error names the
+    URL with its query string), JSON-escaped (a quote, a backslash, non-ASCII),
+    and base64 (an HTTP Basic header is base64 of "user:password"; a blob of
+    JSON or a data URL). Base64 can start the value at any of three byte
+    alignments; each gives the run of characters that depends on the value's
+    bytes alone. What code transforms on purpose (split, hex, compressed,
+    encrypted) stays out of reach: see docs/sandbox.md."""
+    import base64
+    import json
+    from urllib.parse import quote, quote_plus
+
+    out: set[str] = set()
+    for v in values:
+        out.update((quote(v, safe=""), quote(v), quote_plus(v)))
+        out.update((json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1]))
+        raw = v.encode("utf-8")
+        for pad in range(3):
+            n = pad + len(raw)
+            enc = base64.b64encode(b"\0" * pad + raw).decode("ascii").rstrip("=")
+            # The first characters carry bits of what came before the value,
+            # the last one (of a partial group) bits of what comes after it.
+            core = enc[(0, 2, 3)[pad] : len(enc) - (1 if n % 3 else 0)]
+            out.update((core, core.translate(_URLSAFE)))
+        out.discard(v)
+    return {e for e in out if len(e) >= _MIN_LEN}
+
+
+_URLSAFE = str.maketrans("+/", "-_")

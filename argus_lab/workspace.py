@@ -12,6 +12,7 @@ Layout::
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +28,7 @@ from argus_lab.errors import (
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.plan.static import refuse_literal_secrets
-from argus_lab.redact import Redactor
+from argus_lab.redact import Redactor, count_secrets
 from argus_lab.runtime.options import SessionArgs
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.runtime.shutdown import track
@@ -226,6 +227,7 @@ class Workspace:
             if other is not None:
                 raise CorruptCheckpointError(other, session_id=sid)
             given = self._policies(store, loaded, dict(options))
+            _secrets_handed_in(loaded.meta, given.get("secrets", ()))
         except BaseException:
             store.close()
             raise
@@ -307,10 +309,11 @@ class Workspace:
     def progress(self, name_or_id: str) -> dict[str, Any]:
         """A session's status and task counts as its records say now.
 
-        Returns ``{"status", "counts", "reason", "runner"}``: the stored status,
-        except "interrupted" for one stored as running whose runner is gone (its
-        process died); counts per task status from the task records; the live
-        runner's pid and host, or None.
+        Returns ``{"status", "counts", "tasks", "reason", "runner"}``: the
+        stored status, except "interrupted" for one stored as running whose
+        runner is gone (its process died); counts per task status and each
+        task's status from the task records; the live runner's pid and host,
+        or None.
 
         Raises:
             KeyError: no such session.
@@ -353,7 +356,9 @@ class Workspace:
         first time, loaded after. ``model=None``: a plain JSON document.
 
         Options: schema_version, max_size, growth_window, lock_ttl,
-        snapshot_every (see ``argus_lab.store.state.State``).
+        snapshot_every (see ``argus_lab.store.state.State``), and
+        accept_lost_commits (go on after a LostCommitsError from the version
+        that survived a damaged write-ahead log).
         """
         from argus_lab.store.state import open_state
 
@@ -371,3 +376,20 @@ class Workspace:
         """Closes the workspace index (idempotent; done for you at interpreter
         exit; sessions close on their own)."""
         self._names.close()
+
+
+def _secrets_handed_in(meta: SessionInfo, secrets: Iterable[str]) -> None:
+    """Warns when a session is opened with fewer ``secrets=`` values than it was
+    made with: they are not stored (they are the secrets), so until handed in
+    again a rerun, retry or fork would store them in clear."""
+    missing = meta.n_secrets - count_secrets(secrets)
+    if missing > 0:
+        warnings.warn(
+            f"session {meta.name}: {missing} secret value"
+            f"{' was' if missing == 1 else 's were'} handed in as secrets=[...] "
+            "when it was made and not now; they are never stored, so what it runs "
+            "from now on will not mask them. Hand them in again with "
+            f"ws.open({meta.name!r}, secrets=[...]).",
+            UserWarning,
+            stacklevel=3,
+        )

@@ -61,6 +61,8 @@ def spec_of(system: str, n: int, dur: str) -> dict[str, Any]:
         }
     if system == "floor":
         return {"mode": "floor", "n": n, "durability": dur, "commits": 1}
+    if system == "bound":
+        return {"mode": "bound", "n": n, "durability": dur}
     return {
         "mode": "lg",
         "shape": "chain",
@@ -77,13 +79,14 @@ def written(r: dict[str, Any]) -> float:
 
 
 def measure(
-    sizes: list[int], repeats: int, tmp: Path
+    sizes: list[int], repeats: int, tmp: Path, bound: bool = False
 ) -> dict[str, list[dict[str, Any]]]:
+    systems = ("argus", "floor", "lg", "bound") if bound else ("argus", "floor", "lg")
     configs = [
         (system, n, dur)
         for n in sizes
         for dur in ("normal", "full")
-        for system in ("argus", "floor", "lg")
+        for system in systems
         if system != "lg" or n <= LG_MAX_N
     ]
     runs: dict[str, list[dict[str, Any]]] = {}
@@ -125,6 +128,7 @@ def render(
         "| LangGraph / Argus (CPU, wall) | Argus disk B/step | Argus written B/step |"
     )
     out.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    bound_rows = []
     for dur in ("normal", "full"):
         for n in sizes:
             a, f = runs[f"argus:{n}:{dur}"], runs[f"floor:{n}:{dur}"]
@@ -145,6 +149,24 @@ def render(
                 f"{min(cpus):.3f}-{max(cpus):.3f} | {fc:.3f} / {fw:.3f} | "
                 f"{ac / fc:.1f}x | {lg_cell} | {ratio} | {disk:,.0f} | {wr:,.0f} |"
             )
+            b = runs.get(f"bound:{n}:{dur}")
+            if b:
+                bc, bw = med(b, "cpu_ms_per_step"), med(b, "ms_per_step")
+                bound_rows.append(
+                    f"| {dur} | {n:,} | {fc:.3f} | {bc:.3f} / {bw:.3f} | "
+                    f"{bc / fc:.2f}x | {ac:.3f} | {ac / fc:.2f}x | {ac / bc:.2f}x |"
+                )
+    if bound_rows:
+        out += [
+            "",
+            "The least a step keeping the promises could cost (`step_bound.py`; "
+            "CPU ms/step, medians of the same runs):",
+            "",
+            "| durability | N | floor | bound CPU / wall | bound / floor "
+            "| Argus | Argus / floor | Argus / bound |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|",
+            *bound_rows,
+        ]
     return "\n".join(out)
 
 
@@ -154,12 +176,17 @@ def main() -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10_000])
     p.add_argument("--json", type=Path, help="also dump the raw runs here")
     p.add_argument("--tmp", type=Path, help="folder for the stores ($TMPDIR)")
+    p.add_argument(
+        "--bound",
+        action="store_true",
+        help="also run step_bound.py: the least a step keeping the promises costs",
+    )
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="argus-step-", dir=args.tmp))
     t0 = time.perf_counter()
     load0 = os.getloadavg()[0]
     try:
-        runs = measure(args.sizes, args.repeats, tmp)
+        runs = measure(args.sizes, args.repeats, tmp, args.bound)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:

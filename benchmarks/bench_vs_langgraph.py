@@ -544,6 +544,8 @@ CHILDREN: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "lg_kill": child_lg_kill,
     "lg_resume": child_lg_resume,
     "profile": child_profile,
+    # bench_step.py --bound: the least a step keeping Argus's promises costs.
+    "bound": lambda spec: __import__("step_bound").child_bound(spec),
 }
 
 

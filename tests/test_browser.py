@@ -116,6 +116,11 @@ NOTEBOOKS = {
         "n_done = g.counts()['succeeded']",
         "%argus open gone",
     ],
+    "tabs.ipynb": [
+        SETUP,
+        "%%argus tabs -o t --run\n" + _chains("seen from two tabs", 1, 40),
+        "t.close()",
+    ],
 }
 """Notebooks the tests below run (setup cell first)."""
 
@@ -738,3 +743,64 @@ def _in_view(widget: Any, node: Any) -> bool:
 def _check_statuses(widget: Any, statuses: dict[str, str]) -> None:
     nodes = _nodes(widget)
     assert {t: n["status"] for t, n in nodes.items()} == statuses
+
+
+def test_two_tabs_a_reload_and_a_closed_session(jupyter: str, browser: Any) -> None:
+    """The notebook open in two tabs (the second loads the saved file and gets
+    its widget's state from the running kernel): both show the live run, Pause
+    in one stops it in both, a reload brings the live view back as it stands;
+    closing the session in a cell shows a Closed banner with no enabled
+    control in both."""
+    page, errors = _open(browser, jupyter, "tabs.ipynb")
+    _run_cell(page, 0)
+    _run_cell(page, 1)
+    a = page.locator(".argus-graph").first
+    a.locator('g.argus-node[data-status="succeeded"]').first.wait_for()
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function(
+        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty"
+    )
+    other = browser.new_page(viewport={"width": 1400, "height": 1000})
+    other_errors: list[str] = []
+    other.on("pageerror", lambda e: other_errors.append(f"{e}\n{e.stack}"))
+    other.set_default_timeout(WAIT_MS)
+    other.goto(f"{jupyter}/lab/workspaces/second/tree/tabs.ipynb")
+    other.wait_for_function(KERNEL_READY)
+    b = other.locator(".argus-graph").first
+    # Live in the second tab: state from the kernel, not the static fallback.
+    b.locator('button[data-action="pause"]:enabled').wait_for()
+    assert not other.locator(".argus-fallback").first.is_visible()
+    assert "model not found" not in other.locator(".jp-Notebook").inner_text()
+    done_b = b.locator('g.argus-node[data-status="succeeded"]').count()
+    # It follows the run, not a snapshot: a later task succeeds here too.
+    b.locator(
+        f'g.argus-node[data-id="c0_t{done_b + 1}"][data-status="succeeded"]'
+    ).wait_for()
+    b.locator('button[data-action="pause"]').click()
+    for view in (a, b):
+        view.locator(".argus-chip.argus-session-paused").wait_for()
+        assert view.locator('button[data-action="pause"]').is_disabled()
+    state = _kernel(
+        page,
+        "import json; print(json.dumps([t.status, t.reason, t.running]))",
+    )
+    assert state == ["paused", "paused by the user", False]
+    # A reload with the kernel alive: the live view comes back, as it stands.
+    other.reload()
+    other.wait_for_function(KERNEL_READY)
+    b = other.locator(".argus-graph").first
+    b.locator(".argus-chip.argus-session-paused").wait_for()
+    assert b.locator('button[data-action="run"]').is_enabled()
+    assert not other.locator(".argus-fallback").first.is_visible()
+
+    _run_cell(page, 2)  # t.close(): the session object acts no more
+    for view in (a, b):
+        banner = view.locator(".argus-closed-banner")
+        banner.wait_for()
+        assert "%argus open tabs" in banner.inner_text()
+        assert "Last committed status: paused" in banner.inner_text()
+        assert view.locator("button[data-action]:enabled").count() == 0
+    b.screenshot(path=str(SHOTS / "closed-second-tab.png"))
+    assert errors == [] and other_errors == [], "\n".join(errors + other_errors)
+    other.close()
+    page.close()

@@ -202,8 +202,12 @@ def test_fork_at_a_task_then_run_it(
     ]:
         code, _, err = cli(capsys, "-w", ws, *argv)
         assert code == 2 and needle in err, argv
-    code, _, err = cli(capsys, "-w", ws, "fork", "adder")  # --at is required
-    assert code == 2 and "--at" in err
+    # Without --at, as Session.fork and %argus fork: every finished result kept.
+    code, out = cli_json(capsys, "-w", ws, "fork", "adder", "--name", "f3")
+    assert code == 0
+    assert (out["at"], out["kept"], out["to_run"]) == (None, 2, 0)
+    code, text, _ = cli(capsys, "-w", ws, "fork", "adder", "--name", "f4")
+    assert code == 0 and "forked 'adder' as 'f4': 2 results kept, 0 tasks" in text
 
 
 def test_export_parquet(

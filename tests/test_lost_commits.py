@@ -59,12 +59,23 @@ def damaged(
         wal = d / "cache.db-wal"
         # Every commit is in the WAL: the run never closed its connections.
         assert wal.stat().st_size > 100_000
+        how, _, witness = how.partition("+")
         if how == "truncate":
             os.truncate(wal, wal.stat().st_size // 2)
         else:
             data = bytearray(wal.read_bytes())
             data[len(data) // 2] ^= 0x01
             wal.write_bytes(bytes(data))
+        # The witness damaged too (the same bad copy, the same bad sector): the
+        # journal must still see the loss.
+        if witness == "witness-deleted":
+            (d / "witness").unlink()
+        elif witness == "witness-flipped":
+            data = bytearray((d / "witness").read_bytes())
+            data[6] ^= 0x01
+            (d / "witness").write_bytes(bytes(data))
+        elif witness == "witness-emptied":
+            os.truncate(d / "witness", 0)
         return al.Workspace(tmp_path / "ws")
 
     return make
@@ -79,7 +90,16 @@ def test_an_intact_wal_opens_with_every_result(
         assert s.counts()["succeeded"] == N
 
 
-@pytest.mark.parametrize("how", ["truncate", "flip"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "truncate",
+        "flip",
+        "truncate+witness-deleted",
+        "flip+witness-flipped",
+        "truncate+witness-emptied",
+    ],
+)
 def test_damaged_wal_raises_lost_commits_and_resume_repeats_nothing(
     damaged: Callable[[str], al.Workspace], how: str
 ) -> None:
@@ -131,6 +151,23 @@ def test_damaged_wal_raises_lost_commits_and_resume_repeats_nothing(
     assert [
         e.kind for e in s.events() if getattr(e, "recovered", None) == "lost_commits"
     ]
+
+
+def test_events_after_a_loss_are_numbered_past_every_lost_one(
+    killed_run: Path, damaged: Callable[[str], al.Workspace], tmp_path: Path
+) -> None:
+    # A live view or a server's stream may have shown the lost events: a new
+    # event must never take the number one of them had.
+    shutil.copytree(killed_run / "ws", tmp_path / "intact")
+    with al.Workspace(tmp_path / "intact").open("ledger", tools=lw.TOOLS) as s:
+        seen = max(e.seq for e in s.events())
+    ws = damaged("truncate")
+    with ws.open("ledger", tools=lw.TOOLS, accept_lost_commits=True) as s:
+        events = s.events()
+        survived = [e.seq for e in events if e.kind != "resumed"]
+        resumed = [e for e in events if getattr(e, "recovered", None) == "lost_commits"]
+        assert max(survived) < seen  # events were lost
+        assert [e.seq for e in resumed] == [seen + 1]
 
 
 def test_accepting_once_is_enough(damaged: Callable[[str], al.Workspace]) -> None:

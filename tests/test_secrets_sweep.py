@@ -164,7 +164,11 @@ def test_no_byte_of_the_secret_lands_anywhere(
     s.run()
     assert set(s.pending_approvals()) == {"write", "edited", "rejected"}
     s.approve("write")
-    s.approve("edited", {"path": "e.txt", "content": f"edited {SECRET}"})
+    # Edits are stored with the approval: a literal secret is refused (it
+    # would reach the tool masked), ${env.NAME} is read when the task runs.
+    with pytest.raises(PlanError, match="holds a secret"):
+        s.approve("edited", {"path": "e.txt", "content": f"edited {SECRET}"})
+    s.approve("edited", {"path": "e.txt", "content": f"edited {REF}"})
     s.reject("rejected", f"no, not with {SECRET}")
     s.run()
     with pytest.raises(ValueError, match="session name holds a secret"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -486,6 +487,20 @@ def test_the_request_log_cannot_be_forged(server: Server) -> None:
 
 
 @pytest.mark.slow
+def test_a_secret_in_a_request_path_is_masked_in_the_log(server: Server) -> None:
+    # A client that puts a key where a name goes (a state named by its token):
+    # the request is refused, and the log line that every request gets must
+    # not keep the key.
+    key = "sk-ant-api03-" + os.urandom(16).hex()
+    r = server.http.get(f"/states/{key}/history")
+    assert r.status_code in (404, 422)
+    server.http.get("/states/after-the-key")
+    wait_until(lambda: "GET /states/after-the-key" in server.text(), "the log")
+    assert key not in server.text() and key[13:29] not in server.text()
+    assert "GET /states/[REDACTED]/history" in server.text()
+
+
+@pytest.mark.slow
 def test_a_damaged_state_is_a_json_500_naming_the_version(server: Server) -> None:
     ws = al.Workspace(server.root)
     st = ws.state("damaged")
@@ -498,6 +513,40 @@ def test_a_damaged_state_is_a_json_500_naming_the_version(server: Server) -> Non
     assert r.status_code == 500 and r.headers["content-type"] == "application/json"
     assert r.json()["detail"].startswith("state damaged: version 2 ")
     assert server.http.get("/states/damaged", params={"version": 1}).json() == {}
+
+
+@pytest.mark.slow
+def test_a_state_that_lost_commits_is_a_json_500_saying_what_to_do(
+    server: Server,
+) -> None:
+    from tests import faults_worker as fw
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    p = subprocess.run(
+        [sys.executable, fw.__file__, "state", str(server.root), "20", "lost"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == -9, p.stderr  # killed with its versions in the WAL
+    os.unlink(server.root / "states" / "lost" / "cache.db-wal")
+    r = server.http.get("/states/lost")
+    # The server's data, not the client's request: never a 400.
+    assert r.status_code == 500 and r.headers["content-type"] == "application/json"
+    detail = r.json()["detail"]
+    assert detail.startswith("state 'lost': 21 committed version(s) were lost")
+    assert "accept_lost_commits=True" in detail
+    # Refusing wrote nothing: the same answer again, no state made anew.
+    assert server.http.get("/states/lost").status_code == 500
+    # The other states still list; this one is listed with its error.
+    try:
+        r = server.http.get("/states")
+        assert r.status_code == 200
+        (item,) = [i for i in r.json()["items"] if i["name"] == "lost"]
+        assert item["version"] is None and "accept_lost_commits" in item["error"]
+    finally:
+        shutil.rmtree(server.root / "states" / "lost")  # other tests list states
 
 
 def _patch(

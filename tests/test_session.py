@@ -64,6 +64,12 @@ def test_failure_blocks_descendants_while_independent_branches_go_on(
     assert res.status == "failed"
     assert "bad: venue burned down" in (res.reason or "")
     assert res.failed == {"bad": "venue burned down"}
+    # The stored reason carries its counts (listings show only the reason);
+    # the printed line shows them once.
+    assert res.reason == "1 task(s) failed, 2 blocked — bad: venue burned down"
+    assert str(res) == (
+        "failed: 2 succeeded, 1 failed, 2 blocked — bad: venue burned down"
+    )
     st = {t: r.status for t, r in s.records.items()}
     assert st == {
         "bad": "failed",

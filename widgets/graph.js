@@ -661,7 +661,8 @@ function render({ model, el }) {
     const counts = m.counts || {};
     const cell = model.get("cell_running");
     const live = !!busy || !!m.live;
-    const off = disconnected || cell;
+    // A session closed in a cell (s.close()) acts no more, like a gone kernel.
+    const off = disconnected || cell || !!m.closed;
     root.classList.toggle("argus-busy", !!busy);
     root.classList.toggle("argus-cell-running", !!cell);
     const stale = (model.get("stale") || []).length;
@@ -673,7 +674,7 @@ function render({ model, el }) {
     buttons.run.textContent = busy === "run" || m.live ? "Running…" : "Run";
     buttons.run.setAttribute("aria-label", "Run");
     for (const b of detail.querySelectorAll("button:not(.argus-close)")) b.disabled = off;
-    for (const b of approvals.querySelectorAll("button")) b.disabled = disconnected;
+    for (const b of approvals.querySelectorAll("button")) b.disabled = disconnected || !!m.closed;
     // Actions the shown thing cannot do (a LangGraph thread: Step, Run, ...)
     // stay disabled, their tooltip saying what to do instead.
     const unsupported = model.get("unsupported") || {};
@@ -698,6 +699,15 @@ function render({ model, el }) {
         `the kernel that ran ${name} is gone. Last status seen here: ${m.status || "unknown"}, ${m.done ?? "?"}/${m.total ?? "?"} done. Reopen it with `,
         h("code", {}, `%argus open ${name}`),
         " to see what was committed.",
+      );
+    } else if (m.closed) {
+      banner.hidden = false;
+      banner.className = "argus-banner argus-disconnected-banner argus-closed-banner";
+      banner.replaceChildren(
+        h("b", {}, "Closed: "),
+        `${name} was closed in this kernel and acts no more. Last committed status: ${m.status || "unknown"}, ${m.done ?? "?"}/${m.total ?? "?"} done. Reopen it with `,
+        h("code", {}, `%argus open ${name}`),
+        " to go on.",
       );
     } else if (model.get("cell_running")) {
       banner.hidden = false;

@@ -225,9 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("name", help="session name or id")
     f.add_argument(
         "--at",
-        required=True,
         metavar="TASK",
-        help="the task to start again from (it and what follows)",
+        help="the task to start again from (it and what follows); without it "
+        "the fork keeps every finished result and runs what is left",
     )
     f.add_argument(
         "--reuse",

@@ -47,11 +47,17 @@ references it."""
 
 
 def lease_holder(ws: Workspace, sid: str) -> dict[str, Any] | None:
-    """The live runner lease of a session (None when nobody is running it)."""
+    """The live runner lease of a session (None when nobody is running it, or
+    when its store cannot be read: a damaged session cannot be run either, so
+    ``argus rm`` removes it as its damage message advises)."""
+    from argus_lab.errors import StorageError
     from argus_lab.store.head import lease_is_live
 
-    with ws.store(sid) as store:
-        head = store.read_head()
+    try:
+        with ws.store(sid) as store:
+            head = store.read_head()
+    except StorageError:
+        return None
     lease = head.lease if head is not None else None
     return lease if lease_is_live(lease, time.time()) else None
 

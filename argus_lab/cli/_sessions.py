@@ -137,7 +137,8 @@ def cmd_fork(args: argparse.Namespace, out: Out) -> int:
     opts = session_setup(ws, args.name, args) if args.run else {}
     vacant_name(ws, args.new_name, args)
     with open_session(ws, args.name, **opts) as parent:
-        need_task(parent, args.at)
+        if args.at is not None:
+            need_task(parent, args.at)
         fork = parent.fork(at=args.at, name=args.new_name, reuse=args.reuse)
     with fork:
         kept = sum(1 for r in fork.records.values() if r.status == "succeeded")
@@ -160,8 +161,9 @@ def cmd_fork(args: argparse.Namespace, out: Out) -> int:
                 if args.reuse == "cached"
                 else "re-executed"
             )
+            where = f" at {args.at!r}" if args.at is not None else ""
             out.say(
-                f"forked {args.name!r} at {args.at!r} as {fork.name!r}: {kept} "
+                f"forked {args.name!r}{where} as {fork.name!r}: {kept} "
                 f"results kept, {todo} tasks to run ({how}).\n"
                 f"run it: "
                 + resume_command(fork.name, args, needs_tools=needs_tools(fork.plan))

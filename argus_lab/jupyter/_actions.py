@@ -45,6 +45,9 @@ BLOCKING = ("step", "run", "retry_failed", "rerun_stale", "fork", "open_family")
 """Actions refused while a step or run of the session goes on."""
 
 _TASK_ACTIONS = ("approve", "reject", "retry", "skip", "toggle_breakpoint")
+# Busy with one of these (not a run, which Pause ends): wait for it.
+_STEPS = {"step": "a step", "fork": "a fork", "open_family": "opening a session"}
+_VIEW_ACTIONS = ("select", "compare", "open_family")  # still fine once closed
 _CALL = re.compile(r"\bs\.(approve|reject|retry|skip)\((['\"])([^'\"]*)\2[^)]*\)")
 _OTHER_CALL = re.compile(r"\bs\.(\w+)\(")
 _BARE = re.compile(r"(?<![.\w])(run|step)\(\)")
@@ -67,6 +70,14 @@ def user_terms(text: str, name: str, var: str = "") -> str:
 
     text = _CALL.sub(magic, text)
     return _OTHER_CALL.sub(lambda m: f"session {name!r}.{m.group(1)}(", text)
+
+
+def plain(e: BaseException) -> str:
+    """An error's message as the user should read it: a KeyError's without
+    the quotes ``str(KeyError)`` adds (no Python reprs in messages)."""
+    if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+        return e.args[0]
+    return str(e)
 
 
 class WidgetActions(traitlets.HasTraits):
@@ -106,7 +117,7 @@ class WidgetActions(traitlets.HasTraits):
         try:
             self.act(str(content["action"]), **payload)
         except Exception as e:  # shown in the widget; the kernel must not raise
-            self._say(str(e), "error")
+            self._say(plain(e), "error")
 
     def _toggle_breakpoint(self, task: str) -> bool:
         on = task not in self._session.breakpoints
@@ -163,18 +174,21 @@ class WidgetActions(traitlets.HasTraits):
         refused = self.unsupported.get(action)
         if refused:  # e.g. Step on a LangGraph thread: say what to do instead
             return self._failed(ValueError(f"{action}: {refused}"))
+        if action not in _VIEW_ACTIONS and self._closed():
+            name = self._session.name
+            return self._failed(
+                RuntimeError(
+                    f"session {name!r} was closed in this kernel: it acts no "
+                    f"more; reopen it with %argus open {name}"
+                )
+            )
         task = payload.get("task")
         if action in _TASK_ACTIONS and (
             not isinstance(task, str) or task not in self._index
         ):
             raise ValueError(f"action {action!r} needs the id of a task, got {task!r}")
         if action in BLOCKING and self._running():
-            return self._failed(
-                RuntimeError(
-                    f"a run is going on in session {self._session.name!r}; "
-                    "pause it first"
-                )
-            )
+            return self._failed(RuntimeError(self._why_busy()))
         if action == "select":
             self.selected = str(payload.get("task") or "")
             return self._done(self.selected)
@@ -195,6 +209,38 @@ class WidgetActions(traitlets.HasTraits):
         if action == "retry_failed":
             return self._run(self._retry_failed)
         return self._in_background(action, payload)
+
+    def _closed(self) -> bool:
+        """Whether the shown session object was closed (``s.close()`` in a
+        cell); a LangGraph thread view has no such state."""
+        return bool(getattr(self._session, "closed", False))
+
+    def _run_or_follow(self) -> concurrent.futures.Future[Any]:
+        """Run, or follow the background run going on: what ``%argus resume``
+        and a ``--run`` cell run again mean (not an error to pause it)."""
+        if not self.busy and self._background_run():
+            return self._run(self._session.start)  # start() hands back that run
+        return self.act("run")
+
+    def _background_run(self) -> bool:
+        """Whether the session's background run (``start()``) goes on."""
+        try:
+            self._session.wait(0)
+        except concurrent.futures.TimeoutError:
+            return True
+        except Exception:  # the last one failed (its error was shown): none runs
+            return False
+        return False
+
+    def _why_busy(self) -> str:
+        """What goes on that another step or run must not overlap."""
+        name = self._session.name
+        if self.busy in _STEPS:
+            what = _STEPS[self.busy]
+            return f"{what} is going on in session {name!r}; wait for it to end"
+        if not self.busy and self._session.blocking_run:
+            return f"a cell is running session {name!r}; this acts when it returns"
+        return f"a run is going on in session {name!r}; pause it first"
 
     def _running(self) -> bool:
         """Whether a step or run is in progress that another must not overlap:
@@ -227,7 +273,7 @@ class WidgetActions(traitlets.HasTraits):
             fut = start()
         except Exception as e:
             self._set_busy("")
-            self._say(str(e), "error")
+            self._say(plain(e), "error")
             outer.set_exception(e)
             return outer
 
@@ -235,7 +281,7 @@ class WidgetActions(traitlets.HasTraits):
             try:
                 result = f.result()
             except BaseException as e:
-                self._say(f"run stopped: {e}", "error")
+                self._say(f"run stopped: {plain(e)}", "error")
                 self._set_busy("")
                 self.refresh()
                 outer.set_exception(e)
@@ -325,7 +371,7 @@ class WidgetActions(traitlets.HasTraits):
                 self._say(f"showing {other.name}")
                 out = other
         except Exception as e:
-            self._say(f"{action}: {e}", "error")
+            self._say(f"{action}: {plain(e)}", "error")
             raise
         finally:
             if self.busy == action:
@@ -339,7 +385,7 @@ class WidgetActions(traitlets.HasTraits):
         return f
 
     def _failed(self, error: Exception) -> concurrent.futures.Future[Any]:
-        self._say(str(error), "error")
+        self._say(plain(error), "error")
         f: concurrent.futures.Future[Any] = concurrent.futures.Future()
         f.set_exception(error)
         return f

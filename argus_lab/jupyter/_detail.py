@@ -32,8 +32,6 @@ __all__ = [
 PREVIEW_CHARS = 2000
 """Longest result or argument preview sent to the front end."""
 
-_ENV_REF = "${env."
-
 
 def preview(value: Any) -> str | None:
     """Readable text for a value: strings as they are, the rest as JSON."""
@@ -60,10 +58,14 @@ def resolved_args(args: Any, result_of: Callable[[str], Any]) -> Any:
     resolved (its task has not succeeded) stays as written too.
     """
     from argus_lab.errors import UnresolvedReferenceError
-    from argus_lab.plan.graph import resolve_args
+    from argus_lab.plan.graph import iter_references, resolve_args
 
     if isinstance(args, str):
-        if "${" not in args or _ENV_REF in args:
+        if "${" not in args:
+            return args
+        # Read as the runtime reads it ("${ env.NAME }" is a reference too),
+        # never by spelling: a text test missed the spaced forms.
+        if any(r is not None and r.is_env for _, r in iter_references(args)):
             return args
         try:
             return resolve_args(args, result_of)

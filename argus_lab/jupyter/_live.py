@@ -46,8 +46,13 @@ class LiveSessions:
 
     def find(self, ws: al.Workspace, name: str) -> al.Session | None:
         """The live session of ``ws`` named (or with id) ``name``, if any."""
-        for (path, _), s in self._live.items():
-            if path == ws.path and (s.name == name or s.id == name):
+        for key, s in list(self._live.items()):
+            if key[0] == ws.path and (s.name == name or s.id == name):
+                if s.closed:
+                    # Closed in a cell (s.close()): every action of that object
+                    # fails, so the name must open the session again.
+                    del self._live[key]
+                    return None
                 return s
         return None
 

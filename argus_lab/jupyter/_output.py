@@ -32,6 +32,7 @@ __all__ = [
     "fallback_html",
     "fallback_state",
     "show_with_fallback",
+    "sync_fallback",
     "update_fallback",
 ]
 
@@ -151,3 +152,14 @@ def after_each_cell(owner: W, fn: Callable[[W], None]) -> Callable[[], None] | N
             pass
 
     return remove
+
+
+def sync_fallback(widget: Any) -> None:
+    """Brings a GraphWidget's static fallback output up to date (after a cell,
+    on the kernel's main thread, so the front end and the saved notebook get
+    it): only when what it shows (:func:`fallback_state`) changed."""
+    now = fallback_state(widget.summary)
+    if widget._fallback_seen is None or now == widget._fallback_seen:
+        return
+    widget._fallback_seen = now
+    update_fallback(widget.fallback_html(), widget.fallback_key)

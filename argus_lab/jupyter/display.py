@@ -80,15 +80,21 @@ megabytes of markup nobody can read at that scale)."""
 _DONE = ("succeeded", "skipped")
 
 
-def session_summary(session: Session) -> dict[str, Any]:
+def session_summary(
+    session: Session, committed: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The numbers of the summary bar: done/total, running, failed, cost, tokens,
     elapsed, budget left, the session's status and why it stopped.
 
     Cost and tokens add up the task records; budget left is the session budget
     (``s.set_budget``, ``%%argus --max-cost``) minus what the session counted
     against it, per limit set: ``cost``, ``tokens``, ``wall_s``, ``steps``.
+    ``committed`` (``Workspace.progress``, for a session another process runs)
+    gives the status, counts and reason instead of this object's records.
     """
     counts = session.counts()
+    if committed is not None:
+        counts = dict.fromkeys(counts, 0) | dict(committed["counts"])
     total = sum(counts.values())
     recs = session.records
     cost = sum(r.cost_usd for r in recs.values())
@@ -110,7 +116,10 @@ def session_summary(session: Session) -> dict[str, Any]:
         ended = time.time()
     elapsed = (ended - started) if started is not None and ended is not None else 0.0
     status: str = session.status
-    if status == "running" and not session.running:
+    reason = session.reason or ""
+    if committed is not None:
+        status, reason = committed["status"], committed["reason"] or ""
+    elif status == "running" and not session.running:
         # Stored as running, not run by this object: another live process, or
         # one that died mid-run ("interrupted", as argus ls says).
         with contextlib.suppress(ArgusError, KeyError, OSError):
@@ -118,7 +127,7 @@ def session_summary(session: Session) -> dict[str, Any]:
     return {
         "name": session.name,
         "status": status,
-        "reason": session.reason or "",
+        "reason": reason,
         "total": total,
         "done": sum(counts[s] for s in _DONE),
         "counts": {k: v for k, v in counts.items() if v},

@@ -210,7 +210,7 @@ class ArgusMagics(Magics):
         w = self._widget(session, a.var, f"%%argus {line}\n{cell}")
         mode = modes[0] if modes else self.mode
         if mode == "run":
-            w.act("run")
+            w._run_or_follow()
         elif mode == "step":
             w.act("step").result()
         return w
@@ -284,7 +284,7 @@ class ArgusMagics(Magics):
             self._ns()[a.var] = session
         w = self._widget(session, a.var, f"%argus {line}")
         if a.command == "resume":
-            w.act("run")
+            w._run_or_follow()
         return w
 
     def _task_command(self, command: str, name: str, task: str | None) -> None:

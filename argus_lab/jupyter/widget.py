@@ -20,18 +20,19 @@ until it ends; while a *cell* runs a blocking ``s.run()`` (``blocking_run``),
 ``cell_running`` tells the front end that clicks wait for the cell.
 
 What no event announces is caught up after each notebook cell: tools redefined
-with ``s.update_tools`` (stale tasks), and the static fallback output shown
-before the live view, so a page reload without the kernel still shows the
-graph (both in :mod:`argus_lab.jupyter._output`, with the front-end files).
+with ``s.update_tools`` (stale tasks), ``s.close()``, and the static fallback
+output shown before the live view, so a page reload without the kernel still
+shows the graph (both in :mod:`argus_lab.jupyter._output`). A session another
+process runs sends no event here: the widget polls its store (``_elsewhere``).
 
 The widget only observes its Session and calls its public methods: breakpoints,
-budgets and whether a run goes on are the Session's (``set_breakpoint`` /
-``breakpoints``, ``set_budget``, ``running``, ``blocking_run``); the traits
-mirror them.
+budgets, whether a run goes on are the Session's (``set_breakpoint``,
+``set_budget``, ``running``, ``blocking_run``, ``closed``); the traits mirror them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import threading
@@ -45,6 +46,7 @@ import traitlets
 
 from argus_lab.jupyter._actions import ACTIONS, WidgetActions, user_terms
 from argus_lab.jupyter._detail import node_detail, status_marks
+from argus_lab.jupyter._elsewhere import POLL_S, run_elsewhere
 from argus_lab.jupyter._family import family_of
 from argus_lab.jupyter._output import (
     after_each_cell,
@@ -52,7 +54,7 @@ from argus_lab.jupyter._output import (
     fallback_html,
     fallback_state,
     show_with_fallback,
-    update_fallback,
+    sync_fallback,
 )
 from argus_lab.jupyter.display import (
     STATUS_CODES,
@@ -230,8 +232,9 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         if len(s.plan.tasks) != len(self._index) or self._plan_dirty:
             self._plan_dirty = False
             self._load_plan()
-        recs = s.records
-        codes = [STATUS_CODES[recs[t].status] for t in self._index]
+        other = run_elsewhere(s)  # no event of that run comes here: poll
+        now = other["tasks"] if other else {t: r.status for t, r in s.records.items()}
+        codes = [STATUS_CODES[now.get(t, "pending")] for t in self._index]
         stale = s.stale()
         with self._lock, self.hold_sync():
             self._codes = codes
@@ -239,10 +242,14 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             self.stale = stale
             self.breakpoints = s.breakpoints
             self.approvals = s.pending_approvals()
-            self.summary = self._summary()
+            self.summary = self._summary(other)
             self.marks = status_marks(s)
             self.cell_running = s.blocking_run and not self.busy
             self._update_detail()
+        if other is not None and other["status"] == "running":
+            with self._dirty_lock:
+                if self._flush_handle is None:
+                    self._flush_handle = self._schedule(POLL_S)
 
     def _update_detail(self) -> None:
         with self._lock:
@@ -253,30 +260,30 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
                 breakpoints=self.breakpoints,
             )
 
-    def _summary(self) -> dict[str, Any]:
+    def _summary(self, other: dict[str, Any] | None = None) -> dict[str, Any]:
         s = self._session
-        summ = session_summary(s)
+        summ = session_summary(s, other)
         summ["reason"] = user_terms(summ["reason"], s.name, self.hint_var)
         summ["live"] = s.running
+        summ["closed"] = self._closed()  # s.close() in a cell: banner, no actions
         return summ
 
     # -- live updates (on the session's loop thread) --------------------------
 
     def _on_event(self, ev: EventBase) -> None:
-        tid = ev.task_id
         if ev.kind == "plan_patched":
             self._plan_dirty = True
         with self._dirty_lock:
-            if tid is not None:
-                self._dirty.add(tid)
+            if ev.kind in ("task_retried", "task_skipped"):  # dependents change too
+                self._dirty.update(self._index)
+            elif ev.task_id is not None:
+                self._dirty.add(ev.task_id)
             if self._flush_handle is not None:
                 return
             delay = max(0.0, self._last_flush + self.update_interval - time.monotonic())
             self._flush_handle = self._schedule(delay)
 
     def _schedule(self, delay: float) -> Any:
-        import asyncio
-
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not on the session's loop: use a timer thread
@@ -294,6 +301,9 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         if self._unsubscribe is None:  # closed meanwhile
             return
         s = self._session
+        if run_elsewhere(s) is not None:  # another process runs it: look again
+            self.refresh()
+            return
         with self._lock, self.hold_sync():
             if self._plan_dirty:  # tasks were added or removed: lay out again
                 self._plan_dirty = False
@@ -340,12 +350,14 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
 
     def _after_cell(self) -> None:
         """Catches up with what no event announces: tools redefined by
-        ``s.update_tools(...)`` (stale tasks) and the end of a blocking run."""
+        ``s.update_tools(...)`` (stale tasks), the end of a blocking run, and
+        ``s.close()``."""
         if self._unsubscribe is None:
             return
-        if self._session.stale() != self.stale or self.cell_running:
+        closed = self._closed() != self.summary.get("closed")
+        if self._session.stale() != self.stale or self.cell_running or closed:
             self.refresh()
-        self._sync_fallback()
+        sync_fallback(self)
 
     def close(self) -> None:
         """Stops live updates and closes the front-end view (not the session)."""
@@ -363,11 +375,9 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         super().close()
 
     def __repr__(self) -> str:
-        summ = self.summary
-        return (
-            f"<GraphWidget of session {self.session_name!r} "
-            f"{summ.get('status')}: {summ.get('done')}/{summ.get('total')} done>"
-        )
+        m = self.summary
+        done = f"{m.get('status')}: {m.get('done')}/{m.get('total')} done"
+        return f"<GraphWidget of session {self.session_name!r} {done}>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         bundle = super()._repr_mimebundle_(**kwargs)
@@ -388,12 +398,3 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
         self._fallback_seen = fallback_state(self.summary)
         data, meta = super()._repr_mimebundle_() or ({}, {})
         show_with_fallback(self.fallback_html(), self.fallback_key, data, meta)
-
-    def _sync_fallback(self) -> None:
-        """Brings the static fallback output up to date (after a cell, on the
-        kernel's main thread, so the front end and the saved notebook get it)."""
-        now = fallback_state(self.summary)
-        if self._fallback_seen is None or now == self._fallback_seen:
-            return
-        self._fallback_seen = now
-        update_fallback(self.fallback_html(), self.fallback_key)

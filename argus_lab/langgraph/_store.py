@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import (
+    ArgusError,
     ConcurrentSessionError,
     CorruptCheckpointError,
 )
@@ -42,6 +43,7 @@ from argus_lab.store._rows import Transaction
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.envelope import encode as encode_argus
 from argus_lab.store.head import Head, lease_is_live, make_lease
+from argus_lab.store.witness import Witness
 
 __all__ = ["LINGER", "ThreadStore"]
 
@@ -84,6 +86,12 @@ class ThreadStore:
         only a newer checkpoint changes it again."""
         self._pending: list[tuple[str, str]] = []
         self._pending_keep: list[tuple[str, str]] = []
+        self.witness = Witness(directory, fsync=durability == "full")
+        """The head's latest committed version, outside SQLite (``_lost.py``)."""
+        wal = directory / "cache.db-wal"
+        self.settled = not wal.exists() or wal.stat().st_size == 0
+        """No WAL when opened: every commit is in cache.db (the journal of a
+        long life may start afresh)."""
         new = not (directory / "cache.db").exists()
         try:
             # A new thread's database is set up (diskcache's tables, ours, the
@@ -97,16 +105,17 @@ class ThreadStore:
                 if durability == "full":
                     self.cache.reset("sqlite_synchronous", 2)
         except sqlite3.DatabaseError as e:
-            raise self.corrupt("cache.db", e) from None
+            raise self.failed(e) from None
 
     def close(self) -> None:
         self.cache.close()
+        self.witness.close()
 
     def _sql(self, statement: str, args: Any = ()) -> sqlite3.Cursor:
         try:
             cur: sqlite3.Cursor = self.cache._sql(statement, args)
         except sqlite3.DatabaseError as e:
-            raise self.corrupt("cache.db", e) from None
+            raise self.failed(e) from None
         return cur
 
     # -- reading ------------------------------------------------------------
@@ -121,6 +130,13 @@ class ThreadStore:
             key=key,
             session_id=self.session_id,
         )
+
+    def failed(self, e: sqlite3.DatabaseError) -> ArgusError:
+        """A full disk, a damaged file, or another failure to read or write
+        (``_lost.storage_error``)."""
+        from argus_lab.langgraph._lost import storage_error
+
+        return storage_error(self, e)
 
     def parse(self, key: str, raw: Any) -> Any:
         """Checks the envelope of a LangGraph record and returns its data."""
@@ -189,7 +205,10 @@ class ThreadStore:
 
     def read_head(self) -> Head | None:
         """The Argus head record (version counter and runner lease), or None."""
-        raw = self.cache.get("head")
+        try:
+            raw = self.cache.get("head")
+        except sqlite3.DatabaseError as e:
+            raise self.failed(e) from None
         if raw is None:
             return None
         try:
@@ -234,11 +253,17 @@ class ThreadStore:
                             self._pending_keep,
                         )
                     self._put_head(head)
-            except sqlite3.DatabaseError as e:
-                raise self.corrupt("cache.db", e) from None
+            except BaseException as e:
+                # Rolled back: the head remembered by _put_head was never
+                # stored, and comparing with it would blame "another writer".
+                self._head_text = self._head = None
+                if isinstance(e, sqlite3.DatabaseError):
+                    raise self.failed(e) from None
+                raise
             finally:
                 self._pending, self._pending_keep = [], []
             self.expected_version = head.version
+            self.witness.record(head.version, [])
 
     def _sql_many(self, statement: str, rows: list[tuple[str, str]]) -> None:
         con = self.cache._con
@@ -345,12 +370,17 @@ class ThreadStore:
 
     def release(self) -> None:
         """Gives up the runner lease so another process may write at once."""
-        with self.lock, self.cache.transact(retry=True):
-            head = self.read_head()
-            if head is None or not head.lease:
-                return
-            if head.lease.get("holder") != self.holder:
-                return
-            head.version += 1
-            self._put_head(head, hold=False)
-            self.expected_version = head.version
+        try:
+            with self.lock, self.cache.transact(retry=True):
+                head = self.read_head()
+                if head is None or not head.lease:
+                    return
+                if head.lease.get("holder") != self.holder:
+                    return
+                head.version += 1
+                self._put_head(head, hold=False)
+                self.expected_version = head.version
+        except sqlite3.DatabaseError as e:
+            self._head_text = self._head = None  # rolled back (see transaction)
+            raise self.failed(e) from None
+        self.witness.record(head.version, [])

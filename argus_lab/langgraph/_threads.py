@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from argus_lab.langgraph._delta import BlobMemo, CkptMemo
+from argus_lab.langgraph._lost import check_lost_checkpoints
 from argus_lab.langgraph._record import thread_session_id
 from argus_lab.langgraph._store import ThreadStore
 from argus_lab.store.envelope import Durability
@@ -30,9 +31,16 @@ class OpenThreads:
     """
 
     def __init__(
-        self, root: Path, *, durability: Durability, holder: str, lease_ttl: float
+        self,
+        root: Path,
+        *,
+        durability: Durability,
+        holder: str,
+        lease_ttl: float,
+        accept_lost_commits: bool = False,
     ) -> None:
         self.root = root
+        self.accept_lost_commits = accept_lost_commits
         self.durability: Durability = durability
         self.holder = holder
         self.lease_ttl = lease_ttl
@@ -63,6 +71,11 @@ class OpenThreads:
                 holder=self.holder,
                 lease_ttl=self.lease_ttl,
             )
+            try:
+                check_lost_checkpoints(st, accept=self.accept_lost_commits)
+            except BaseException:
+                st.close()
+                raise
             self._stores[thread_id] = st
             return st
 

@@ -13,6 +13,7 @@ Writing is in ``_put.py``, reading in ``_read.py``, the open threads in
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import shutil
@@ -31,6 +32,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
+from argus_lab.errors import StorageError
 from argus_lab.langgraph import _maintain
 from argus_lab.langgraph._async import AsyncMethods
 from argus_lab.langgraph._put import put_checkpoint, put_task_writes
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ArgusSaver"]
 
+log = logging.getLogger("argus_lab.langgraph")
+
 
 class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer that stores threads in an Argus Workspace.
@@ -63,6 +67,9 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         lease_ttl: Seconds a process keeps a thread after its last write; another
             process writing the thread meanwhile gets ConcurrentSessionError.
             A holder that died on this host loses it at once.
+        accept_lost_commits: Go on from the latest checkpoint that survived
+            a damaged write-ahead log (after a LostCommitsError); the graph
+            then runs the lost steps again.
 
     Raises:
         UnsafeValueError: (from ``put``/``put_writes``) a value only pickle could
@@ -70,6 +77,8 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         ConcurrentSessionError: another live process is writing the thread.
         CorruptCheckpointError: a record failed its checksum (names the thread
             and the checkpoint).
+        LostCommitsError: a thread's store is older than its witness: commits
+            were lost (a damaged write-ahead log); the message says what to do.
     """
 
     def __init__(
@@ -78,6 +87,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         *,
         durability: Durability | None = None,
         lease_ttl: float = 30.0,
+        accept_lost_commits: bool = False,
     ) -> None:
         super().__init__(serde=ArgusSerde())
         dur = durability if durability is not None else ws.durability
@@ -92,6 +102,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
             durability=dur,
             holder=self.holder,
             lease_ttl=lease_ttl,
+            accept_lost_commits=accept_lost_commits,
         )
 
     def __repr__(self) -> str:
@@ -137,10 +148,20 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
             st.release()
 
     def close(self) -> None:
-        """Releases every thread this saver holds and closes their stores."""
+        """Releases every thread this saver holds and closes their stores.
+
+        A release that cannot be written (a full disk) is logged, not raised:
+        every store is closed all the same, and the hold lapses by itself (at
+        once for other processes on this host when this one ends, else after
+        ``lease_ttl``).
+        """
         for tid in self._threads.open_ids():
-            self.release(tid)
-            self._threads.forget(tid)
+            try:
+                self.release(tid)
+            except StorageError as e:
+                log.warning("could not release LangGraph thread %r: %s", tid, e)
+            finally:
+                self._threads.forget(tid)
 
     # -- writing -----------------------------------------------------------
 
@@ -215,7 +236,13 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         with st.transaction():  # refuses while another process holds it
             pass
         self._threads.forget(thread_id)
-        shutil.rmtree(self._threads.folder(thread_id), ignore_errors=True)
+        folder = self._threads.folder(thread_id)
+        # The witness first: a delete killed midway must not leave one behind
+        # cache.db, or the thread made again under this id would be told its
+        # commits were lost (LostCommitsError).
+        for name in ("witness", "journal"):
+            (folder / name).unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Deletes the checkpoints (and their writes) that these runs made."""

@@ -230,9 +230,10 @@ class ReplyCache:
 
     def put(self, model: str, request: ModelRequest, response: ModelResponse) -> None:
         """Records response as the reply to request on model."""
-        from argus_lab.redact import Redactor
+        from argus_lab.redact import Redactor, known_secrets
 
         h = request.hash()
+        red = Redactor(known_secrets())
         stored = response.model_copy(update={"cached": False})
         self.store.put(
             self.key(model, h),
@@ -243,10 +244,13 @@ class ReplyCache:
                 "recorded_at": time.time(),
                 # The request is kept for people reading diffs and for miss
                 # diagnostics; lookups use the hash alone, so redacting is safe.
-                "request": Redactor().value(
+                "request": red.value(
                     request.model_dump(mode="json", exclude_defaults=True)
                 ),
-                "response": stored.model_dump(mode="json"),
+                # The reply may repeat a secret the prompt held: a recording
+                # is a log, and its copy of the reply is masked like the
+                # session's (a replay then serves the masked text).
+                "response": red.value(stored.model_dump(mode="json")),
             },
         )
 

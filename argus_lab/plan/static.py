@@ -55,8 +55,16 @@ def refuse_literal_secrets(plan: Plan | Iterable[Task], red: Redactor) -> None:
                 "stored as keys and cannot be masked. Choose another id"
             )
         for k, v in t.args.items():
-            text = json.dumps(v)
-            if red.needed(text) and red.value(v) != v:
+            if red.needed(k):  # masked when stored: the stored task would differ
+                raise PlanError(
+                    f"task {t.id!r}: an argument's name holds a secret (it matches "
+                    "an API key, token or password, or a secret environment "
+                    "variable's value); names are stored as they are. Rename it, "
+                    "and pass the secret as a value through ${env.NAME}"
+                )
+            # With its name ("password": "x" too); a reference is no secret.
+            arg = {k: _literal(v)}
+            if red.may_hold_secrets(json.dumps(arg)) and red.value(arg) != arg:
                 raise PlanError(
                     f"task {t.id!r}: argument {k!r} holds a secret (it matches an "
                     "API key, token or password, or a secret environment "
@@ -64,6 +72,18 @@ def refuse_literal_secrets(plan: Plan | Iterable[Task], red: Redactor) -> None:
                     "${env.NAME} instead: it is read when the task runs and never "
                     "stored"
                 )
+
+
+def _literal(v: Any) -> Any:
+    """``v`` with every string holding a ``${...}`` reference emptied: what
+    the plan states literally, which is what is stored."""
+    if isinstance(v, str):
+        return "" if "${" in v else v
+    if isinstance(v, dict):
+        return {k: _literal(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_literal(x) for x in v]
+    return v
 
 
 def _field_path(loc: tuple[Any, ...], data: dict[str, Any]) -> str:

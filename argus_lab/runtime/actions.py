@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from argus_lab.errors import SessionStateError, UnresolvedReferenceError
+from argus_lab.errors import (
+    SessionStateError,
+    ToolArgumentsError,
+    UnresolvedReferenceError,
+)
 from argus_lab.events import EventBase
 from argus_lab.model import Budget, Status, TaskRecord
 from argus_lab.plan.graph import resolve_args
-from argus_lab.runtime.options import input_hash
+from argus_lab.plan.static import refuse_literal_secrets
+from argus_lab.runtime.gates import edited_args, watch_env
+from argus_lab.runtime.options import input_hash, plain_args
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.scheduler import DONE
 from argus_lab.runtime.settle import Settler
@@ -55,6 +61,8 @@ class Actions:
             if rec.tool_hash is not None and rec.tool_hash != tool.code_hash:
                 stale.add(tid)
                 continue
+            red = None if plain_args(task.args) else st.redactor  # as begin()
+            watch_env(st, task.args)  # hashed masked, as when it ran
             try:
                 args = resolve_args(task.args, st.result_of)
             except UnresolvedReferenceError:
@@ -62,7 +70,7 @@ class Actions:
                 continue
             if (
                 rec.input_hash is not None
-                and input_hash(tool.name, args) != rec.input_hash
+                and input_hash(tool.name, args, red) != rec.input_hash
             ):
                 stale.add(tid)
         return [t for t in st.tasks if t in stale]
@@ -160,8 +168,17 @@ class Actions:
         st = self._state
         rec = self._waiting_for_approval(tid)
         tool = st.tools.get(st.tasks[tid].tool or "")
-        if args is not None and tool is not None:
-            tool.validate(args)  # fail now, naming the field, not at run time
+        if args is not None:
+            # Stored with the approval, so masked there: a literal secret would
+            # reach the tool as "[REDACTED]". ${env.NAME} is read when it runs.
+            edited = st.tasks[tid].model_copy(update={"args": args})
+            refuse_literal_secrets([edited], st.redactor)
+            try:  # fail now, naming the field (or the reference), not at run time
+                resolved = edited_args(st, args)
+                if tool is not None:
+                    tool.validate(resolved)
+            except (ToolArgumentsError, UnresolvedReferenceError) as e:
+                raise type(e)(st.redactor.text(str(e))) from None  # no env value
         asked = rec.approval or {}
         new = rec.model_copy(
             update={

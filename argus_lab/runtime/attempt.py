@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -20,16 +19,23 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.errors import UnresolvedReferenceError
 from argus_lab.events import EventBase
 from argus_lab.model import Task, TaskRecord, updated
-from argus_lab.plan.graph import iter_references, resolve_args
+from argus_lab.plan.graph import resolve_args
 from argus_lab.runtime.budget import BudgetChecker
 from argus_lab.runtime.executor import InlineGate, call_inline, run_attempt
-from argus_lab.runtime.gates import hold_or_refuse, serve_replay
+from argus_lab.runtime.gates import (
+    approved,
+    edited_args,
+    hold_or_refuse,
+    serve_replay,
+    watch_env,
+)
 from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.options import (
     SessionOptions,
     idempotency_key,
     input_hash,
+    plain_args,
     tool_replay_key,
 )
 from argus_lab.runtime.outcome import (
@@ -49,23 +55,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["AttemptRunner"]
-
-
-_FLAT = frozenset({int, float, bool, type(None)})
-
-
-def _plain(args: dict[str, Any]) -> bool:
-    """Whether ``args`` is a flat dict of scalars and of strings without
-    ``${``: no reference to resolve or watch, so ``resolve_args`` would only
-    copy it (the common case: checked in ~0.3 us instead of two walks)."""
-    for v in args.values():
-        t = type(v)
-        if t is str:
-            if "${" in v:
-                return False
-        elif t not in _FLAT:
-            return False
-    return True
 
 
 @dataclass(slots=True)
@@ -181,19 +170,18 @@ class AttemptRunner:
             )
             self._settler.settle(tid, rec, Failed("missing_tool", error, "ToolError"))
             return None
-        if _plain(task.args):  # nothing to resolve, no env value to watch
+        plain = plain_args(task.args)
+        if plain:  # nothing to resolve, no env value to watch
             args = dict(task.args)
         else:
-            for _, ref in iter_references(task.args):  # ${env.NAME}: never stored
-                if ref is not None and ref.is_env and ref.path[0] in os.environ:
-                    st.redactor.add(os.environ[ref.path[0]])
+            watch_env(st, task.args)  # ${env.NAME}: never stored nor hashed
             try:
                 args = resolve_args(task.args, st.result_of)
             except UnresolvedReferenceError as e:
                 failed = Failed("bad_reference", str(e), "PlanError")
                 self._settler.settle(tid, rec, failed)
                 return None
-        in_hash = input_hash(tool.name, args)
+        in_hash = input_hash(tool.name, args, None if plain else st.redactor)
         cached = (
             st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
             if st.tool_replays
@@ -203,14 +191,19 @@ class AttemptRunner:
             serve_replay(st, tid, rec, cached, in_hash, tool)
             return None
         approval = rec.approval or {}
-        if approval.get("state") == "approved":
+        if approved(rec, tool, in_hash):
             if approval.get("edited_args") is not None:
-                args = approval["edited_args"]
+                try:  # a person's edits: ${env.NAME} is read now, as in a plan
+                    args = edited_args(st, approval["edited_args"])
+                except UnresolvedReferenceError as e:
+                    failed = Failed("bad_reference", str(e), "PlanError")
+                    self._settler.settle(tid, rec, failed)
+                    return None
         else:
             decision, policy = decide(self._options.policies, tool, args)
             if decision != "approve":
                 hold_or_refuse(
-                    st, self._settler, tid, rec, tool, args, decision, policy
+                    st, self._settler, tid, rec, tool, args, in_hash, decision, policy
                 )
                 return None
         key = idempotency_key(st.info.id, tid, rec.generation)
@@ -234,6 +227,8 @@ class AttemptRunner:
                 "idempotency_key": key,
                 "input_hash": in_hash,
                 "next_attempt_at": None,
+                # Recovery must judge the code that ran, not a redefinition.
+                "unsafe_intent": tool.side_effect == "write" and not tool.idempotent,
             },
         )
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)

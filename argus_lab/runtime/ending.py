@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from argus_lab.events import EventBase
 from argus_lab.model import SessionStatus
-from argus_lab.runtime.options import RunResult
+from argus_lab.runtime.options import RunResult, failed_reason
 from argus_lab.runtime.scheduler import DONE
 from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import LeaseArg, SessionState
@@ -110,10 +110,7 @@ class RunEnd:
             )
         elif c["failed"] or c["blocked"]:
             failed = {t: r.error or "" for t, r in st.records.where("failed")}
-            summary = "; ".join(f"{t}: {e}" for t, e in list(failed.items())[:5])
-            if len(failed) > 5:
-                summary += f"; and {len(failed) - 5} more"
-            reason = f"{len(failed)} task(s) failed, {c['blocked']} blocked — {summary}"
+            reason = failed_reason(failed, c["blocked"])
             if st.info.status != "failed" or st.info.reason != reason:
                 self._set_status(
                     "failed",

@@ -119,7 +119,11 @@ class RunLoop:
             task = st.tasks[tid]
             tool = self._attempts.tool_for(task)
             decision = self._policy.after_interrupt(
-                task, Interrupted(rec.attempts), tool, st.tools
+                task,
+                Interrupted(rec.attempts),
+                tool,
+                st.tools,
+                unsafe_when_started=rec.unsafe_intent,
             )
             if isinstance(decision, Rerun):
                 # Safe to repeat: same generation, so the same idempotency key.

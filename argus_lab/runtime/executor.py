@@ -385,10 +385,12 @@ def _result_outcome(
         raise
     except ArgusError as e:  # e.g. binary data holding a secret: refused
         return _failed(e, "bad_result", tb=False)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, RecursionError) as e:
+        # RecursionError: outside JSON nested thousands deep (never end the run)
+        deep = "nested too deeply to store" if isinstance(e, RecursionError) else ""
         return Failed(
             "bad_result",
-            f"tool {tool.name!r} returned a result that is not JSON: {e}",
+            f"tool {tool.name!r} returned a result {deep or f'that is not JSON: {e}'}",
             "ToolError",
         )
     if success is not None:

@@ -5,9 +5,11 @@ and what a fork starts with (``fork_seed``, Session.fork calls it)."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Literal
 
 from argus_lab.model import TaskRecord
+from argus_lab.plan.graph import iter_references, resolve_args
 from argus_lab.runtime.options import tool_replay_key
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.settle import Settler
@@ -15,7 +17,33 @@ from argus_lab.runtime.state import SessionState
 from argus_lab.tools.approval import ApprovalPolicy
 from argus_lab.tools.registry import Tool
 
-__all__ = ["fork_seed", "hold_or_refuse", "serve_replay"]
+__all__ = [
+    "approved",
+    "edited_args",
+    "fork_seed",
+    "hold_or_refuse",
+    "serve_replay",
+    "watch_env",
+]
+
+_CHANGED = "the call changed since it was approved (its tool's code or arguments)"
+
+
+def approved(rec: TaskRecord, tool: Tool, in_hash: str) -> bool:
+    """Whether a person's approval covers this call: the one they were shown.
+
+    An approval is for a call, not a task id: a tool redefined after the ask
+    (``update_tools``, a reopen with other tools) or arguments that resolve
+    differently now (an upstream task rerun) make another call, which is asked
+    about again. Edited arguments are the person's own and run as given.
+    Approvals recorded before the hashes were kept hold as they did.
+    """
+    a = rec.approval
+    if not a or a.get("state") != "approved":
+        return False
+    if a.get("tool_hash", tool.code_hash) != tool.code_hash:
+        return False
+    return a.get("edited_args") is not None or a.get("input_hash", in_hash) == in_hash
 
 
 def serve_replay(
@@ -55,6 +83,25 @@ def serve_replay(
     st.sched.set(tid, "succeeded")
 
 
+def edited_args(st: SessionState, args: dict[str, Any]) -> dict[str, Any]:
+    """A person's edited arguments as the call gets them, like a task's own:
+    ``${env.NAME}`` read now (and masked from then on), results resolved.
+
+    Raises:
+        UnresolvedReferenceError: a reference that cannot be resolved.
+    """
+    watch_env(st, args)
+    return dict(resolve_args(args, st.result_of))
+
+
+def watch_env(st: SessionState, args: Any) -> None:
+    """Masks from now on the values of the ``${env.NAME}`` that ``args`` read:
+    they are never stored, nor hashed (``input_hash``)."""
+    for _, ref in iter_references(args):
+        if ref is not None and ref.is_env and ref.path[0] in os.environ:
+            st.redactor.add(os.environ[ref.path[0]])
+
+
 def hold_or_refuse(
     st: SessionState,
     settler: Settler,
@@ -62,11 +109,13 @@ def hold_or_refuse(
     rec: TaskRecord,
     tool: Tool,
     args: dict[str, Any],
+    in_hash: str,
     decision: str,
     policy: ApprovalPolicy | None,
 ) -> None:
     """A policy said "ask" (the task waits for a person) or "reject" (it
-    fails, settled by ``settler``) for this call."""
+    fails, settled by ``settler``) for this call (``in_hash``: its
+    ``input_hash``, which an approval is bound to)."""
     rule = policy.describe() if policy else None
     if decision == "reject":
         reason = (policy.reason if policy else "") or "refused by policy"
@@ -99,6 +148,9 @@ def hold_or_refuse(
             ],
         )
         return
+    reason = policy.reason if policy else ""
+    if (rec.approval or {}).get("state") == "approved":  # see approved()
+        reason = f"{_CHANGED}; {reason}" if reason else _CHANGED
     rec = rec.model_copy(
         update={
             "status": "awaiting_approval",
@@ -107,7 +159,10 @@ def hold_or_refuse(
                 "at": st.now(),
                 "args": args,
                 "policy": rule,
-                "reason": policy.reason if policy else "",
+                "reason": reason,
+                # What the approval will be for (approved() compares them).
+                "tool_hash": tool.code_hash,
+                "input_hash": in_hash,
             },
         }
     )
@@ -120,7 +175,7 @@ def hold_or_refuse(
                 tool=tool.name,
                 args=args,
                 policy=rule,
-                reason=policy.reason if policy else "",
+                reason=reason,
             )
         ],
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, runtime_checkable
@@ -18,6 +19,7 @@ from argus_lab.tools.registry import Tool
 if TYPE_CHECKING:
     from argus_lab.llm.base import Model
     from argus_lab.plan.patch import PlanPatch
+    from argus_lab.redact import Redactor
 
 __all__ = [
     "HTNPlanning",
@@ -27,8 +29,10 @@ __all__ = [
     "SessionArgs",
     "SessionOptions",
     "Subscriber",
+    "failed_reason",
     "idempotency_key",
     "input_hash",
+    "plain_args",
     "tool_replay_key",
 ]
 
@@ -235,7 +239,24 @@ class RunResult:
 
     def __str__(self) -> str:
         done = ", ".join(f"{n} {s}" for s, n in self.counts.items() if n)
-        return f"{self.status}: {done}" + (f" — {self.reason}" if self.reason else "")
+        reason = self.reason
+        if reason and self.status == "failed" and self.counts:
+            # The stored reason starts with its own counts (a listing of
+            # sessions shows only the reason); here they are already shown.
+            reason = _FAILED_COUNTS.sub("", reason, count=1)
+        return f"{self.status}: {done}" + (f" — {reason}" if reason else "")
+
+
+_FAILED_COUNTS = re.compile(r"^\d+ task\(s\) failed, \d+ blocked — ")
+
+
+def failed_reason(failed: dict[str, str], blocked: int) -> str:
+    """A failed run's stored reason: its counts, then up to five failed tasks
+    with their errors (``RunResult.__str__`` leaves the counts out)."""
+    summary = "; ".join(f"{t}: {e}" for t, e in list(failed.items())[:5])
+    if len(failed) > 5:
+        summary += f"; and {len(failed) - 5} more"
+    return f"{len(failed)} task(s) failed, {blocked} blocked — {summary}"
 
 
 def current_user() -> str:
@@ -248,12 +269,44 @@ def current_user() -> str:
         return "unknown"
 
 
-def input_hash(tool_name: str, args: Any) -> str:
-    """Hash of a call's tool name and resolved arguments (staleness, caching)."""
+_FLAT = frozenset({int, float, bool, type(None)})
+
+
+def plain_args(args: dict[str, Any]) -> bool:
+    """Whether ``args`` is a flat dict of scalars and of strings without
+    ``${``: no reference to resolve or watch, so ``resolve_args`` would only
+    copy it (the common case: checked in ~0.3 us instead of two walks).
+
+    Plain arguments are the plan's own text, stored with it and checked for
+    secrets when they entered it: ``input_hash`` needs no redactor for them.
+    """
+    for v in args.values():
+        t = type(v)
+        if t is str:
+            if "${" in v:
+                return False
+        elif t not in _FLAT:
+            return False
+    return True
+
+
+def input_hash(tool_name: str, args: Any, redactor: Redactor | None = None) -> str:
+    """Hash of a call's tool name and resolved arguments (staleness, caching).
+
+    With a ``redactor``, secrets in the arguments (``${env.NAME}`` values, a
+    session's ``secrets=``, secret shapes and keys) are masked before hashing:
+    the hash is stored, and a 64-bit hash of a weak password lets anyone who
+    reads the checkpoint test guesses of it. A call whose secret alone changed
+    hashes the same (it is not stale). Callers pass one for arguments that are
+    not ``plain_args`` (what references resolved to may hold a secret).
+    """
     # json.dumps(..., sort_keys=True, default=str) would build this encoder
     # on every call: the same text from one made once, or, for the usual
     # flat dict of plain values, written here (stored hashes depend on it).
     text = _flat_json(tool_name, args) or _HASH_JSON.encode([tool_name, args])
+    if redactor is not None and redactor.may_hold_secrets(text):
+        args = redactor.value(args)
+        text = _flat_json(tool_name, args) or _HASH_JSON.encode([tool_name, args])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -216,12 +216,29 @@ class FailurePolicy:
         out: Interrupted,
         tool: Tool | None,
         tools: Mapping[str, Tool],
+        *,
+        unsafe_when_started: bool = False,
     ) -> Rerun | AskInDoubt:
         """What to do about an attempt a dead process left RUNNING (invariant 2).
 
         Rerun when the call may be repeated (read-only or idempotent, with the
-        same idempotency key); otherwise a person decides.
+        same idempotency key); otherwise a person decides. The tool as it was
+        when the attempt started counts too (``unsafe_when_started``): code
+        redefined as idempotent after a crash did not run, the old code did.
         """
+        if (
+            unsafe_when_started
+            and tool is not None
+            and (tool.idempotent or tool.side_effect != "write")
+        ):
+            return AskInDoubt(
+                f"task {task.id!r} was interrupted during attempt {out.attempt} of "
+                f"tool {task.tool!r}, which had side effects and was not "
+                "idempotent when that attempt started (it has been redefined "
+                "since): it may or may not have taken effect. Check, then call "
+                f"s.retry({task.id!r}) to run it again or s.skip({task.id!r}) if "
+                "it took effect."
+            )
         risky = any(  # an LLM task that may have been making a write
             (t := tools.get(n)) is not None
             and t.side_effect == "write"

@@ -255,6 +255,12 @@ class Session:
         self._signals.pause(reason)
 
     @property
+    def closed(self) -> bool:
+        """Whether this object is shut down (``close()``, or its process
+        exiting): it runs nothing more; ``ws.open(name)`` gives a live one."""
+        return self._signals.stopping is not None
+
+    @property
     def running(self) -> bool:
         """Whether a step or run of this Session object is in progress."""
         return self._state.lease.held

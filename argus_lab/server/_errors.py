@@ -2,10 +2,10 @@
 
 Every error body is ``{"detail": "..."}`` saying what was wrong and what to do;
 none carries a traceback, a header or the token. A missing session or state is
-404, a conflict 409, a damaged record 500 (naming state and version), a full
-disk 507, a document that breaks a state's model 422 with the ``field``, any
-other failure a 500 naming only the exception's type (the server's log has the
-rest).
+404, a conflict 409, a damaged record or lost commits 500 (naming state and
+version), a full disk 507, a document that breaks a state's model 422 with the
+``field``, any other failure a 500 naming only the exception's type (the
+server's log has the rest).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from argus_lab.errors import (
     ConcurrentSessionError,
     ConflictError,
     CorruptCheckpointError,
+    StorageError,
     StorageFullError,
 )
 
@@ -46,6 +47,7 @@ def add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": e.message}, 400)
 
     @app.exception_handler(CorruptCheckpointError)
+    @app.exception_handler(StorageError)  # lost commits, a schema too new
     async def _damaged(_: Request, e: ArgusError) -> JSONResponse:
         return JSONResponse({"detail": e.message}, 500)  # the server's data, not ours
 

@@ -214,9 +214,12 @@ def _hostname(host: str) -> str:
 
 def _safe(scope: Scope) -> str:
     """The path for the log: control characters escaped, so a request cannot
-    write a line of its own."""
+    write a line of its own, and secrets masked (a client may put a key where
+    a name goes; the request is refused, but its log line is still written)."""
+    from argus_lab.redact import Redactor, known_secrets
+
     path: str = scope["path"][:MAX_PATH]
-    return json.dumps(path, ensure_ascii=False)[1:-1]
+    return json.dumps(Redactor(known_secrets()).text(path), ensure_ascii=False)[1:-1]
 
 
 async def _reply(send: Send, status: int, detail: str, headers: dict[str, str]) -> None:

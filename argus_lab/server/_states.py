@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from argus_lab.errors import ConflictError
+from argus_lab.errors import ConflictError, StorageError
 from argus_lab.store.state import PatchTestFailed, PatchTooLarge
 
 if TYPE_CHECKING:
@@ -114,9 +114,14 @@ def add_state_routes(app: FastAPI, hub: Hub) -> None:
 
     @app.get("/states", summary="States with their versions")
     def states() -> dict[str, Any]:
-        return {
-            "items": [{"name": n, "version": hub.state(n).version} for n in ws.states()]
-        }
+        items: list[dict[str, Any]] = []
+        for n in ws.states():
+            try:
+                items.append({"name": n, "version": hub.state(n).version})
+            except StorageError as e:
+                # One damaged state is listed as such; the others still list.
+                items.append({"name": n, "version": None, "error": e.message})
+        return {"items": items}
 
     @app.post("/states/{name}", status_code=201, summary="Create a state")
     def create_state(

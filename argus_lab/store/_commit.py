@@ -7,6 +7,7 @@ secrets (invariant 7) and wrapped in the checksummed envelope (envelope.py).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -23,18 +24,35 @@ __all__ = ["HeadRow", "encoded", "successor", "write_rows"]
 
 
 def scrubbed(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str:
-    """``text`` with secrets masked.
+    """``text`` (one JSON document) with secrets masked.
 
     ``shapes=False`` looks for secret values only: for a row whose fields that
     can hold outside text were masked value by value already (secret shapes
     and keys included), so scanning the whole row again for shapes would only
     cost time (see ``SessionStore.commit``'s ``fields_redacted``).
+
+    What needs masking is masked in the parsed data, string by string, and
+    written again: masking the JSON text itself cut quotes and escapes (a
+    plan's ``"password": "hunter22"`` became ``"password":[REDACTED]"``) and
+    left a row that no longer parses, a session nobody could open. A shape
+    behind an escaped quote (``password=\\"x\\"`` in a goal) also hid from a
+    scan of the text; any escape sends the row to the parsed path.
     """
-    if redactor is not None and (
-        redactor.needed(text) if shapes else redactor.has_value(text)
-    ):
-        text = redactor.text(text)
-    return text
+    if redactor is None:
+        return text
+    if shapes:
+        if "\\" not in text and not redactor.needed(text):
+            return text
+    elif not redactor.has_value(text):
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:  # not JSON after all: as text
+        return redactor.text(text)
+    masked = redactor.value(data)
+    if masked == data:
+        return text
+    return json.dumps(masked, ensure_ascii=False, separators=(",", ":"))
 
 
 def encoded(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str:

@@ -65,6 +65,23 @@ class CheckpointReader:
             session_id=self.session_id,
         )
 
+    def damaged_file(self, key: str, e: sqlite3.DatabaseError) -> ArgusError:
+        """The error for a database file SQLite itself cannot read.
+
+        Not a record's checksum: the file is damaged (cut short, overwritten),
+        so no record of it can be trusted to open or fork from.
+        """
+        db = self.directory / "cache.db"
+        return CorruptCheckpointError(
+            f"session {self.label}: its database {db} is damaged ({e}), found "
+            f"reading {key!r}: it can be neither opened nor forked. Other "
+            "sessions are unaffected. Restore its folder from a backup, or "
+            f"delete it (argus rm {self.session_id}) to start over; `sqlite3 "
+            f"{db} .recover` may save the records that can still be read.",
+            key=key,
+            session_id=self.session_id,
+        )
+
     def db_error(
         self,
         key: str,
@@ -89,7 +106,7 @@ class CheckpointReader:
         if (code is not None and code & 0xFF in (11, 26)) or (
             "malformed" in text or "not a database" in text
         ):
-            return self.corrupt(key, e)  # SQLITE_CORRUPT / SQLITE_NOTADB
+            return self.damaged_file(key, e)  # SQLITE_CORRUPT / SQLITE_NOTADB
         # Not known to be damaged (locked, read-only, an I/O error): no advice
         # to delete anything.
         return CorruptCheckpointError(

@@ -25,7 +25,9 @@ __all__ = ["ARTIFACT", "ArtifactStore", "from_stored", "to_stored"]
 class ArtifactStore:
     """Files named by the sha256 of their bytes, shared by a workspace's sessions.
 
-    Writing the same content twice is free, so a retried step never duplicates.
+    Writing the same content twice writes one file (the second time reads it
+    back to check it), so a retried step never duplicates, and a damaged file
+    is replaced by the next write of its content.
     """
 
     def __init__(
@@ -60,7 +62,7 @@ class ArtifactStore:
         """Stores bytes (atomically: temp file, then rename); returns the reference."""
         ref = "sha256:" + hashlib.sha256(data).hexdigest()
         dest = self.path(ref)
-        if dest.exists():
+        if _intact(dest, ref, len(data)):
             return ref
         tmp = None
         try:
@@ -95,17 +97,45 @@ class ArtifactStore:
         except FileNotFoundError:
             raise CorruptCheckpointError(
                 f"artifact {ref} is missing from {self.root}; the record that "
-                "points to it cannot be restored (was the folder cleaned by hand?)",
+                "points to it cannot be restored (was the folder cleaned by hand?). "
+                f"{_AGAIN}",
                 key=ref,
                 session_id=session_id,
             ) from None
         if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
             raise CorruptCheckpointError(
-                f"artifact {ref} in {self.root} does not match its hash (damaged file)",
+                f"artifact {ref} in {self.root} does not match its hash (damaged "
+                f"file {p}). {_AGAIN}",
                 key=ref,
                 session_id=session_id,
             )
         return data
+
+
+_AGAIN = (
+    "Running the task that made it again writes it anew: "
+    's.fork(at=TASK, reuse="none").run() (the recorded result would point to '
+    "the same file), then the result reads again here too."
+)
+
+
+def _intact(dest: Path, ref: str, size: int) -> bool:
+    """Whether ``dest`` already holds the artifact ``ref`` of ``size`` bytes.
+
+    The same content stored twice is written once; but a damaged file there
+    (cut short, bit-flipped) must not be taken for it, or rerunning the task
+    that made it could never repair it. Read back only when the size matches.
+    """
+    try:
+        if dest.stat().st_size != size:
+            return False
+        h = hashlib.sha256()
+        with dest.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+    except OSError:
+        return False
+    return "sha256:" + h.hexdigest() == ref
 
 
 ARTIFACT = "$artifact"

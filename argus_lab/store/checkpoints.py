@@ -235,7 +235,9 @@ class SessionStore:
                 self.cache.set("r:" + key, encoded(self.redactor, text))
             records = list(records)
             self._write(head, records, events, meta=meta, plan=plan)
-        self.witness.record(head.version, [r.task_id for r in records])
+        self.witness.record(
+            head.version, [r.task_id for r in records], last_seq=head.last_seq
+        )
         return head
 
     # -- the replay cache (invariant 9) -----------------------------------------
@@ -324,8 +326,9 @@ class SessionStore:
             if relax:
                 self.cache._sql("PRAGMA synchronous=2")
         release_abandoned(holder)
+        tids = [r.task_id for r in records]
         self.witness.record(
-            head.version, [r.task_id for r in records], durable=not relax
+            head.version, tids, durable=not relax, last_seq=head.last_seq
         )
         return head
 
@@ -392,5 +395,5 @@ class SessionStore:
             head.lease = make_lease(holder, ttl)
             self._heads.put(self.cache._con, head)
         release_abandoned(holder)
-        self.witness.record(head.version, [])
+        self.witness.record(head.version, [], last_seq=head.last_seq)
         return head

@@ -128,6 +128,13 @@ def scan_sessions(
             damaged[d.name] = e.message
             continue
         try:
+            if store.cache.get("meta") is None and store.cache.get("head") is None:
+                # No create ever committed here (its one transaction writes
+                # meta and head together), or the commits were lost.
+                why = _uncommitted(store)
+                if why is not None:
+                    damaged[d.name] = why
+                continue
             info = store.read_meta()
             other = mismatch(d, info)
             if other is not None:
@@ -142,6 +149,25 @@ def scan_sessions(
             store.close()
     out.sort(key=lambda i: (i.created, i.id))  # ids share a second
     return out, damaged
+
+
+def _uncommitted(store: SessionStore) -> str | None:
+    """Why a folder whose cache.db holds no session is listed, or None.
+
+    None for a create that is running now, or was killed before its one
+    transaction committed: nothing was committed, so nothing is damaged or
+    lost, and it is left out like an empty folder. A witness there means
+    versions were committed and the write-ahead log that held them is gone.
+    """
+    witnessed = store.witness.read()
+    if not witnessed:
+        return None
+    return (
+        f"session {store.session_id}: {witnessed} committed version(s) were lost "
+        f"with the SQLite write-ahead log of {store.directory / 'cache.db'} "
+        "(cut short, damaged or deleted): nothing of the session survived, not "
+        "even its plan; create it again from its plan"
+    )
 
 
 def _usable(cache: diskcache.Cache) -> None:
@@ -285,6 +311,7 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
     """
     loaded = store.load()
     counts: dict[str, int] = {}
+    tasks: dict[str, str] = {}  # for a widget following a run elsewhere
     recs = loaded.records
     # A TaskRecords knows every status without validating a record.
     known = recs.status if isinstance(recs, TaskRecords) else {}
@@ -295,6 +322,7 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
             rec = recs.get(tid)
             st = rec.status if rec is not None else "pending"
         counts[st] = counts.get(st, 0) + 1
+        tasks[tid] = st
     status: str = loaded.meta.status
     lease = loaded.head.lease
     live = lease_is_live(lease, time.time())
@@ -303,6 +331,7 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
     return {
         "status": status,
         "counts": counts,
+        "tasks": tasks,
         "reason": loaded.meta.reason,
         "runner": {"pid": lease.get("pid"), "host": lease.get("host")}
         if lease and live

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from argus_lab.errors import StorageFullError
 
-__all__ = ["full_error", "is_disk_full", "with_context"]
+__all__ = ["full_error", "is_damaged", "is_disk_full", "with_context"]
 
 _SQLITE_FULL = 13
 _SQLITE_IOERR = 10
@@ -50,6 +50,19 @@ def is_disk_full(e: BaseException, where: Path | None = None) -> bool:
             return free is not None and free < _LOW
         return False
     return "No space left on device" in text or "os error 28" in text
+
+
+def is_damaged(e: BaseException) -> bool:
+    """Whether SQLite said its file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB).
+
+    Any other failure to read or write (locked, read-only, an I/O error with
+    space left) is not known to damage anything: no advice to delete or fork.
+    """
+    code = getattr(e, "sqlite_errorcode", None)
+    text = str(e)
+    return (code is not None and code & 0xFF in (11, 26)) or (
+        "malformed" in text or "not a database" in text
+    )
 
 
 def _human(n: int) -> str:

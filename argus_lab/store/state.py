@@ -224,6 +224,17 @@ _NAME_OK = frozenset(
 
 
 def _check_name(name: str) -> None:
+    from argus_lab.redact import Redactor, known_secrets
+
+    if Redactor(known_secrets()).needed(name):
+        # A folder name and a key, like a session's name: refused, never
+        # masked, and not repeated in the error (it may be logged or served).
+        raise ValueError(
+            "the state name holds a secret (it matches an API key, token or "
+            "password, or a secret environment variable's value); names are "
+            "stored as folder names and keys and cannot be masked. Choose "
+            "another name"
+        )
     if not (0 < len(name) <= 64 and name[0].isalnum() and set(name) <= _NAME_OK):
         raise ValueError(
             f"state name {name!r} must start with a letter or digit and use only "
@@ -250,10 +261,35 @@ def _creating(root: Path, name: str) -> Iterator[None]:
 
 
 def state_names(root: Path) -> list[str]:
-    """The names of the states under ``root`` (a workspace's states/ folder)."""
+    """The names of the states under ``root`` (a workspace's states/ folder).
+
+    A folder whose create (or fork) was killed before its one transaction
+    committed holds a cache.db with no state in it: it is not listed (opening
+    that name would otherwise make a fresh state from the model's defaults,
+    where a fork was meant). A committed state has a witness file; one from
+    before witnesses is checked for its head.
+    """
     if not root.is_dir():
         return []
-    return sorted(d.name for d in root.iterdir() if (d / "cache.db").exists())
+    return sorted(
+        d.name
+        for d in root.iterdir()
+        if (d / "cache.db").exists() and ((d / "witness").exists() or _has_head(d))
+    )
+
+
+def _has_head(folder: Path) -> bool:
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{folder / 'cache.db'}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT 1 FROM Cache WHERE key = 'head'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return True  # unreadable: listed, and opening it says what is wrong
+    return row is not None
 
 
 def open_state(
@@ -272,9 +308,15 @@ def open_state(
     create_only: bool = False,
     caller: str | None = None,
     json_schema: dict[str, Any] | None = None,
+    accept_lost_commits: bool = False,
 ) -> State[Any]:
     """Opens the state ``root/name``, creating it (from ``initial``, else the
-    model's defaults) when it does not exist yet."""
+    model's defaults) when it does not exist yet.
+
+    Raises:
+        LostCommitsError: committed versions were lost (a damaged WAL); with
+            ``accept_lost_commits`` it goes on from the version that survived.
+    """
     _check_name(name)
     if model is not None and not (
         isinstance(model, type) and issubclass(model, BaseModel)
@@ -284,7 +326,11 @@ def open_state(
         # One opener at a time: two that both found the state missing would
         # otherwise both take themselves for its creator.
         log = StateLog(
-            root / name, name, durability=durability, snapshot_every=snapshot_every
+            root / name,
+            name,
+            durability=durability,
+            snapshot_every=snapshot_every,
+            accept_lost_commits=accept_lost_commits,
         )
         st: State[Any] = State(
             log,

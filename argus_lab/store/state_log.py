@@ -32,7 +32,8 @@ import jsonpatch
 
 from argus_lab.errors import ConflictError, CorruptCheckpointError, StorageFullError
 from argus_lab.store.envelope import Durability, encode, open_cache
-from argus_lab.store.space import full_error, is_disk_full
+from argus_lab.store.space import full_error, is_damaged, is_disk_full
+from argus_lab.store.state_lost import check_lost_versions
 from argus_lab.store.state_records import (
     DEFAULT_SNAPSHOT_EVERY,
     Commit,
@@ -44,6 +45,7 @@ from argus_lab.store.state_records import (
     held,
     vkey,
 )
+from argus_lab.store.witness import Witness
 
 # The record types and ``dumps`` keep their old import path here.
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "Commit", "StateHead", "StateLog", "dumps"]
@@ -59,20 +61,31 @@ class StateLog:
         *,
         durability: Durability = "normal",
         snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+        accept_lost_commits: bool = False,
     ) -> None:
         if snapshot_every < 1:
             raise ValueError(f"snapshot_every must be >= 1, got {snapshot_every}")
         self.directory = Path(directory)
         self.name = name
         self.snapshot_every = snapshot_every
+        wal = self.directory / "cache.db-wal"
+        settled = not wal.exists() or wal.stat().st_size == 0
         try:
             self.cache = open_cache(self.directory, durability)
         except sqlite3.DatabaseError as e:
-            raise self._corrupt("cache.db", e) from None
+            raise self._failed("cache.db", e) from None
+        self.witness = Witness(self.directory, fsync=durability == "full")
+        """The latest committed version, outside SQLite (state_lost.py)."""
+        try:
+            check_lost_versions(self, settled=settled, accept=accept_lost_commits)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
         self.cache.close()
+        self.witness.close()
 
     # -- the envelope ----------------------------------------------------------
 
@@ -80,11 +93,32 @@ class StateLog:
         return corrupt(self.name, key, why)
 
     def _failed(self, key: str, e: Exception) -> Exception:
-        """A full disk (nothing damaged, nothing committed) or a damaged file."""
+        """A full disk (nothing damaged, nothing committed), a damaged file, or
+        another failure to read or write (not known to damage anything)."""
         if is_disk_full(e, self.directory):
             err = full_error(self.directory / "cache.db", e, what="committing to")
             err.message = f"state {self.name}: {err.message}"
             return err
+        if isinstance(e, sqlite3.DatabaseError) and not is_damaged(e):
+            return CorruptCheckpointError(
+                f"state {self.name}: could not read or write {key!r} in "
+                f"{self.directory} ({e}). Nothing is known to be damaged: check "
+                "the disk, its free space and the folder's permissions, then "
+                "try again.",
+                key=key,
+            )
+        if isinstance(e, sqlite3.DatabaseError):
+            # SQLite cannot read the file itself: no version of it can be
+            # forked from (the advice for a damaged record).
+            db = self.directory / "cache.db"
+            return CorruptCheckpointError(
+                f"state {self.name}: its database {db} is damaged ({e}), found "
+                f"reading {key!r}: it can be neither read nor forked. Other "
+                "states and sessions are unaffected. Restore its folder from a "
+                f"backup, or delete {self.directory} to start it over; `sqlite3 "
+                f"{db} .recover` may save the versions that can still be read.",
+                key=key,
+            )
         return self._corrupt(key, e)
 
     def _decode(self, key: str, raw: Any) -> Any:
@@ -109,7 +143,7 @@ class StateLog:
                 (lo, hi, -1 if limit is None else limit),
             ).fetchall()
         except sqlite3.DatabaseError as e:
-            raise self._corrupt(f"{lo}*", e) from None
+            raise self._failed(f"{lo}*", e) from None
         for key, mode, filename, value in rows:
             if mode != diskcache.core.MODE_RAW:
                 value = self.cache.disk.fetch(mode, filename, value, False)
@@ -207,6 +241,7 @@ class StateLog:
             head.version = 0
             head.created = head.created or time.time()
             self._write(head, c, snapshot=True)
+        self.witness.record(head.version, [])
         return head
 
     def commit(
@@ -245,6 +280,7 @@ class StateLog:
                     ("v:", vkey(head.version + 1)),
                 )
             self._write(head, c, snapshot=snapshot, patch_len=patch_len)
+        self.witness.record(head.version, [])
         return head
 
     def _watch(

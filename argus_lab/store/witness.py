@@ -72,7 +72,27 @@ class Witness:
         self._warned = False
 
     def read(self) -> int | None:
-        """The version last witnessed, or None (no witness, or a damaged one)."""
+        """The version last witnessed, or None (neither witness nor journal).
+
+        A witness that is missing or damaged while the journal is there falls
+        back on the journal's last version: a deleted or bit-flipped witness
+        must not switch the loss check off (with a damaged WAL beside it, the
+        session would roll back in silence and repeat side effects).
+        """
+        v = self._read_witness()
+        if v is not None:
+            return v
+        last = self._journal_last()
+        if last is not None:
+            log.warning(
+                "%s is missing or damaged: checking for lost commits against "
+                "the journal (%s) instead",
+                self.path,
+                self.journal_path,
+            )
+        return last
+
+    def _read_witness(self) -> int | None:
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -86,8 +106,31 @@ class Witness:
             return None
         return int(parts[1])
 
+    def _journal_last(self) -> int | None:
+        """The highest version the journal names (None: no journal, or empty).
+
+        It may name a relaxed commit a power cut dropped (journaled, never
+        witnessed): only when the witness is damaged too is that reported as
+        a loss, which is conservative, never silent.
+        """
+        try:
+            data = self.journal_path.read_bytes()
+        except OSError:
+            return None
+        last = None
+        for raw in data.split(b"\n"):
+            head = raw.split(b" ", 1)[0]
+            if head.isdigit() and len(head) < 19:  # a torn or damaged line: skip
+                last = max(last or 0, int(head))
+        return last
+
     def record(
-        self, version: int, task_ids: list[str], *, durable: bool = True
+        self,
+        version: int,
+        task_ids: list[str],
+        *,
+        durable: bool = True,
+        last_seq: int | None = None,
     ) -> None:
         """Journals that ``version`` touched ``task_ids`` and witnesses it.
 
@@ -97,6 +140,9 @@ class Witness:
             durable: False for a commit that skipped its fsync under "full"
                 (relaxed): it is journaled, but the witness stays at the last
                 fsynced version, so a power cut that drops it is not a "loss".
+            last_seq: The last event seq as of this commit, journaled as
+                ``@N`` (a task id never starts with "@"): after a loss, new
+                events are numbered past every lost one (``lost_seq``).
         """
         try:
             if self._fd is None:
@@ -105,7 +151,10 @@ class Witness:
                     self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
                 )
             assert self._jfd is not None
-            line = " ".join([str(version), *task_ids]) + "\n"
+            if last_seq is None:
+                line = " ".join([str(version), *task_ids]) + "\n"
+            else:
+                line = f"{version:d} @{last_seq:d} {' '.join(task_ids)}\n"
             os.write(self._jfd, line.encode())
             if durable:
                 os.pwrite(self._fd, _line(version), 0)
@@ -150,10 +199,28 @@ class Witness:
             v = int(parts[0])
             if after < v <= upto:
                 seen.add(v)
-                tasks.update(p for p in parts[1:] if p)
+                tasks.update(p for p in parts[1:] if p and p[0] != "@")
         if len(seen) < upto - after:
             return None
         return tasks
+
+    def lost_seq(self, after: int, upto: int) -> int | None:
+        """The highest event seq the commits ``after < version <= upto`` had
+        reached (their ``@N``), or None if the journal names none."""
+        try:
+            data = self.journal_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        best = None
+        for raw in data.split(b"\n"):
+            parts = raw.split(b" ", 2)
+            if len(parts) < 2 or not parts[0].isdigit() or len(parts[0]) > 18:
+                continue
+            if after < int(parts[0]) <= upto and parts[1][:1] == b"@":
+                n = parts[1][1:]
+                if n.isdigit() and len(n) < 19:
+                    best = max(best or 0, int(n))
+        return best
 
     def close(self) -> None:
         """Flushes (under "full") and closes the files (the data stays on disk)."""
@@ -255,8 +322,15 @@ def check_witness(
         tasks=lost if touched is not None else None,
     )
     head = loaded.head
+    # Events the lost commits wrote had numbers a reader may have seen (a
+    # live view, a server's stream): new ones are numbered past them.
+    seen = store.witness.lost_seq(head_v, witnessed)
+    if seen is not None and seen > head.last_seq:
+        head.last_seq = seen
     with store._transaction():
         head.version = witnessed + 1
         store._write(head, changed, [ev])
-    store.witness.record(head.version, [r.task_id for r in changed])
+    store.witness.record(
+        head.version, [r.task_id for r in changed], last_seq=head.last_seq
+    )
     loaded.records.update({r.task_id: r for r in changed})
