@@ -228,3 +228,37 @@ def test_a_task_budget_typo_in_a_plan_file_gets_the_same_hint() -> None:
         al.Plan.from_yaml("tasks:\n  - {id: a, tool: x, budget: {max_cost: 1}}\n")
     assert "task 'a'.budget" in info.value.message
     assert "did you mean 'max_cost_usd'?" in info.value.message
+
+
+# -- ids with dots and slashes ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("tid", "reads_as"), [("x.result", "x"), ("a.result.b", "a")])
+def test_an_id_a_reference_would_split_is_refused(tid: str, reads_as: str) -> None:
+    with pytest.raises(al.PlanError) as info:
+        al.Plan.from_dict({"tasks": [{"id": tid, "tool": "x"}]})
+    assert info.value.problems == [
+        f"task id {tid!r} cannot be referenced: ${{{tid}.result}} reads as the "
+        f"result of task {reads_as!r}; rename it (e.g. "
+        f"{tid.replace('.result', '_result')!r})"
+    ]
+
+
+@pytest.mark.parametrize("tid", ["a.b", "a/b", "a:b", "env", "env.X", "fetch.results"])
+def test_ids_with_dots_slashes_and_colons_resolve(tmp_path: Path, tid: str) -> None:
+    """What held: these ids are referenced and resolved like any other."""
+
+    @al.tool
+    def val(v: str = "base") -> dict[str, str]:
+        return {"k": v}
+
+    plan = {
+        "tasks": [
+            {"id": tid, "tool": "val"},
+            {"id": "use", "tool": "val", "args": {"v": f"${{{tid}.result.k}}"}},
+        ]
+    }
+    s = al.Workspace(tmp_path / "ws").new_session(plan=plan, tools=[val])
+    assert s.run().status == "succeeded"
+    assert s.result("use") == {"k": "base"}
+    s.close()

@@ -35,6 +35,8 @@ _REF = re.compile(r"\$\{([^}]*)\}")
 _REF_BODY = re.compile(r"^(?P<task>[^\s{}]+?)\.result(?P<path>(?:\.[^.\s{}]+)*)$")
 
 
+_UNREFERABLE = re.compile(r"\.result(?:\.|$)")
+"""An id that holds ``.result.`` or ends in ``.result``: references split there."""
 _ENV_BODY = re.compile(r"^env\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
 
 
@@ -164,6 +166,13 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
         if t.id in ids:
             problems.append(f"duplicate task id {t.id!r}: each task needs its own id")
         ids.add(t.id)
+        if (m := _UNREFERABLE.search(t.id)) is not None:
+            cut = m.start()
+            problems.append(
+                f"task id {t.id!r} cannot be referenced: ${{{t.id}.result}} reads "
+                f"as the result of task {t.id[:cut]!r}; rename it (e.g. "
+                f"{t.id.replace('.result', '_result')!r})"
+            )
 
     new_tasks: list[Task] = []
     deps_map: dict[str, list[str]] = {}
