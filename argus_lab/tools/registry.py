@@ -7,7 +7,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -53,17 +53,8 @@ class ToolContext:
     def __reduce__(self) -> tuple[Any, ...]:
         # The redactor holds the secret values themselves: a context pickled
         # (to a Dask worker, say) travels without it.
-        return (
-            ToolContext,
-            (
-                self.session_id,
-                self.task_id,
-                self.attempt,
-                self.idempotency_key,
-                self.workspace,
-                self.workdir,
-            ),
-        )
+        ids = (self.session_id, self.task_id, self.attempt, self.idempotency_key)
+        return (ToolContext, (*ids, self.workspace, self.workdir))
 
 
 def _doc_parts(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -386,9 +377,19 @@ def tool(
 
 
 def as_toolset(tools: Iterable[Tool | Callable[..., Any]] | None) -> dict[str, Tool]:
-    """Normalises a list of tools (or plain functions) to a dict by name."""
+    """Normalises tools (a list, a dict by name, or one tool or function) to a
+    dict by name."""
+    if isinstance(tools, str) or callable(tools):
+        tools = [tools]
+    elif isinstance(tools, Mapping):
+        tools = list(tools.values())
     out: dict[str, Tool] = {}
     for t in tools or ():
+        if isinstance(t, str):  # a name is not code: the session needs the tool
+            raise TypeError(
+                f"tools holds the name {t!r}; pass the tool itself (the function "
+                "decorated with @al.tool), e.g. tools=[my_tool]"
+            )
         tt = t if isinstance(t, Tool) else Tool(t)
         if tt.name in out and out[tt.name] is not tt:
             raise ValueError(
