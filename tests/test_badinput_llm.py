@@ -177,3 +177,63 @@ def test_a_schema_that_is_not_json_schema_is_refused_with_the_plan(field: str) -
         f"task 'x': {field}['type'] is not valid JSON Schema: 'objekt' is not "
         "valid under any of the given schemas"
     ]
+
+
+# -- the shapes a new user hands the planners -----------------------------------
+
+
+@al.tool
+def add(a: int, b: int) -> int:
+    """Adds two numbers."""
+    return a + b
+
+
+ONE_TASK = {"tasks": [{"id": "a", "tool": "add", "args": {"a": 1, "b": 2}}]}
+
+
+def _planner() -> LLMPlanner:
+    return LLMPlanner(FunctionModel(lambda req: tool_call("submit_plan", ONE_TASK)))
+
+
+@pytest.mark.parametrize("tools", [add, {"add": add}], ids=["one tool", "a dict"])
+def test_one_tool_or_a_dict_of_tools_is_taken(tools: Any, ws: al.Workspace) -> None:
+    # Before: "'Tool' object is not iterable" / "@tool needs a function, got str".
+    assert [t.tool for t in _planner().plan("g", tools=tools).tasks] == ["add"]
+    s = ws.new_session(plan=ONE_TASK, tools=tools, name="s")
+    assert s.run().status == "succeeded" and s.result("a") == 3
+    s.close()
+
+
+@pytest.mark.parametrize("tools", ["add", ["add"]])
+def test_a_tool_name_is_not_a_tool(tools: Any, ws: al.Workspace) -> None:
+    with pytest.raises(TypeError) as info:
+        ws.new_session(plan=ONE_TASK, tools=tools)
+    assert str(info.value) == (
+        "tools holds the name 'add'; pass the tool itself (the function decorated "
+        "with @al.tool), e.g. tools=[my_tool]"
+    )
+
+
+def test_one_constraint_as_text_is_one_constraint_not_its_letters() -> None:
+    plan = _planner().plan("g", tools=[add], constraints="be quick")
+    assert plan.constraints == ["be quick"]
+
+
+@pytest.mark.parametrize(
+    ("model", "what"),
+    [(None, "NoneType"), ("claude-opus-5-5", "a model name"), (add, "Tool")],
+)
+def test_the_llm_planner_needs_a_model_object(model: Any, what: str) -> None:
+    with pytest.raises(TypeError) as info:
+        LLMPlanner(model)
+    assert str(info.value) == (
+        f"LLMPlanner needs a model object, got {what}: "
+        "LLMPlanner(al.AnthropicModel('claude-...')), or "
+        "al.llm.testing.FunctionModel(...) offline"
+    )
+
+
+@pytest.mark.parametrize("domain", [None, {"operators": []}, "travel"])
+def test_the_htn_planner_needs_a_domain(domain: Any) -> None:
+    with pytest.raises(TypeError, match=r"^HTNPlanner needs an al.HTNDomain, got "):
+        al.HTNPlanner(domain)

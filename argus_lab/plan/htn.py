@@ -106,6 +106,11 @@ class HTNPlanner(_Repair):
         max_expansions: int = 100_000,
         on_decision: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
+        if not isinstance(domain, HTNDomain):
+            raise TypeError(
+                f"HTNPlanner needs an al.HTNDomain, got {type(domain).__name__}: "
+                "d = al.HTNDomain('name'), then d.operator(...) and @d.method(...)"
+            )
         if max_backtracks < 0:
             raise ValueError(f"max_backtracks must be >= 0, got {max_backtracks}")
         self.domain = domain

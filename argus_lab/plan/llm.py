@@ -87,6 +87,13 @@ class LLMPlanner(_ReplanMixin):
         tool_choice: Literal["force", "auto"] | None = None,
         max_tokens: int | None = None,
     ) -> None:
+        if not callable(getattr(model, "complete", None)):
+            what = "a model name" if isinstance(model, str) else type(model).__name__
+            raise TypeError(
+                f"LLMPlanner needs a model object, got {what}: "
+                "LLMPlanner(al.AnthropicModel('claude-...')), or "
+                "al.llm.testing.FunctionModel(...) offline"
+            )
         if max_rounds < 1:
             raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
         self.model = model
@@ -152,6 +159,8 @@ class LLMPlanner(_ReplanMixin):
                 "was sent to the model"
             )
         toolset = as_toolset(tools)
+        if isinstance(constraints, str):  # one constraint, not its letters
+            constraints = [constraints]
         self.rounds = []
         force = (
             self.tool_choice == "force"
