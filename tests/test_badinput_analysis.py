@@ -109,3 +109,31 @@ def test_a_path_where_a_workspace_was_meant_says_what_to_pass(
         "ws.open(name) for one session"
     ) in str(info.value)
     assert not (tmp_path / "ws").exists()  # nothing was made
+
+
+def test_export_to_a_file_is_refused_and_leaves_it(tmp_path: Path) -> None:
+    ws = al.Workspace(tmp_path / "ws")
+    _finished(ws, "one")
+    f = tmp_path / "frames.parquet"
+    f.write_bytes(b"mine")
+    with pytest.raises(NotADirectoryError) as info:
+        al.analysis.export(ws, f)
+    assert str(info.value) == (
+        f"{f} is a file: export writes a folder of parquet files (one per frame) "
+        "and a manifest; give a folder path"
+    )
+    assert f.read_bytes() == b"mine"
+
+
+@pytest.mark.parametrize("what", ["missing", "empty", "file"])
+def test_load_of_what_holds_no_export_says_how_to_make_one(
+    tmp_path: Path, what: str
+) -> None:
+    """What held: a clear FileNotFoundError naming al.analysis.export."""
+    target = tmp_path / what
+    if what == "empty":
+        target.mkdir()
+    elif what == "file":
+        target.write_text("x")
+    with pytest.raises(FileNotFoundError, match=r"al\.analysis\.export\("):
+        al.analysis.load(target)

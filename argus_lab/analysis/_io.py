@@ -65,8 +65,13 @@ def export(
 
     pa, pq = arrow(), arrow("pyarrow.parquet")
 
-    f = src if isinstance(src, Frames) else frames(src, dtype_backend=dtype_backend)
     out = Path(folder)
+    if out.exists() and not out.is_dir():  # checked before reading any session
+        raise NotADirectoryError(
+            f"{out} is a file: export writes a folder of parquet files (one per "
+            "frame) and a manifest; give a folder path"
+        )
+    f = src if isinstance(src, Frames) else frames(src, dtype_backend=dtype_backend)
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
         "format": FORMAT,
