@@ -1,4 +1,5 @@
-"""Creating a session in a workspace: its plan, its name, its first records.
+"""Creating a session in a workspace: its plan, its name, its first records; and
+the checks on a workspace's own folder before anything is made in it.
 
 ``Workspace.new_session`` and ``Session.fork`` end here. A session is written in one
 transaction (its info, plan, kept records and first events) and only then entered
@@ -7,6 +8,7 @@ in the name index; a create that fails leaves no folder behind.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -14,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ArgusError, PlanError
+from argus_lab.errors import ArgusError, PlanError, StorageError
 from argus_lab.events import (
     EventBase,
     Forked,
@@ -192,3 +194,53 @@ def create_session(
         head=head, meta=meta, plan=plan, records={r.task_id: r for r in kept}
     )
     return Session(ws, store, loaded, tools, opts)
+
+
+def workspace_root(path: str | Path | None) -> Path:
+    """The workspace folder for ``path`` (default $ARGUS_HOME, else ./.argus),
+    made if missing, or an error saying what to give instead."""
+    if isinstance(path, str) and not path.strip():
+        # Path("") is the current folder: an unset variable would quietly
+        # turn a project checkout into a workspace.
+        raise ValueError(
+            f"the workspace path is empty ({path!r}); give a folder, or None "
+            "for the default ($ARGUS_HOME, else ./.argus)"
+        )
+    root = path if path is not None else os.environ.get("ARGUS_HOME") or ".argus"
+    p = Path(root).expanduser().resolve()
+    if p.exists() and not p.is_dir():
+        raise ArgusError(f"workspace path {p} exists and is not a folder")
+    _refuse_a_folder_inside_a_workspace(p)
+    try:
+        (p / "sessions").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ArgusError(
+            f"cannot use {p} as a workspace: {p / 'sessions'} cannot be made a "
+            f"folder ({e.strerror or e}); give a folder you can write to"
+        ) from None
+    if not os.access(p / "sessions", os.W_OK | os.X_OK):
+        # Even reading a session takes a lock file and SQLite's journal:
+        # refused here, rather than listed as empty or as damaged.
+        raise StorageError(
+            f"workspace {p} is read-only here (a read-only mount, or no write "
+            "permission): Argus writes lock files and SQLite journals even to "
+            f"read a session; copy it to a folder you can write to (cp -a {p} "
+            "/tmp/argus-copy) and open the copy"
+        )
+    return p
+
+
+def _refuse_a_folder_inside_a_workspace(path: Path) -> None:
+    """A workspace's sessions/, memory/ or one session's folder, given as the
+    workspace, would become a new empty workspace nested inside it."""
+    parent = path.parent
+    if (path / "cache.db").is_file() and parent.name == "sessions":
+        raise ArgusError(
+            f"{path} is the folder of one session, not a workspace: open it with "
+            f"al.Workspace({str(parent.parent)!r}).open({path.name!r})"
+        )
+    if path.name in ("sessions", "memory") and (parent / "index").exists():
+        raise ArgusError(
+            f"{path} is the {path.name} folder of the workspace at {parent}, not "
+            f"a workspace: use al.Workspace({str(parent)!r})"
+        )

@@ -11,20 +11,14 @@ Layout::
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from argus_lab._workspace_create import create_session, prepare_plan
-from argus_lab.errors import (
-    ArgusError,
-    ConcurrentSessionError,
-    CorruptCheckpointError,
-    StorageError,
-)
+from argus_lab._workspace_create import create_session, prepare_plan, workspace_root
+from argus_lab.errors import ConcurrentSessionError, CorruptCheckpointError
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.plan.static import refuse_literal_secrets
@@ -76,34 +70,7 @@ class Workspace:
             raise ValueError(
                 f"durability must be 'normal' or 'full', got {durability!r}"
             )
-        if isinstance(path, str) and not path.strip():
-            # Path("") is the current folder: an unset variable would quietly
-            # turn a project checkout into a workspace.
-            raise ValueError(
-                f"the workspace path is empty ({path!r}); give a folder, or None "
-                "for the default ($ARGUS_HOME, else ./.argus)"
-            )
-        root = path if path is not None else os.environ.get("ARGUS_HOME") or ".argus"
-        self.path = Path(root).expanduser().resolve()
-        if self.path.exists() and not self.path.is_dir():
-            raise ArgusError(f"workspace path {self.path} exists and is not a folder")
-        try:
-            (self.path / "sessions").mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ArgusError(
-                f"cannot use {self.path} as a workspace: {self.path / 'sessions'} "
-                f"cannot be made a folder ({e.strerror or e}); give a folder you "
-                "can write to"
-            ) from None
-        if not os.access(self.path / "sessions", os.W_OK | os.X_OK):
-            # Even reading a session takes a lock file and SQLite's journal:
-            # refused here, rather than listed as empty or as damaged.
-            raise StorageError(
-                f"workspace {self.path} is read-only here (a read-only mount, or "
-                "no write permission): Argus writes lock files and SQLite "
-                "journals even to read a session; copy it to a folder you can "
-                f"write to (cp -a {self.path} /tmp/argus-copy) and open the copy"
-            )
+        self.path = workspace_root(path)
         self.durability: Durability = durability
         self.artifacts = ArtifactStore(
             self.path / "artifacts", fsync=durability == "full"

@@ -91,3 +91,53 @@ def test_a_workspace_on_a_read_only_mount_is_refused_not_listed_as_empty(
     )
     again = al.Workspace(root)  # writable again outside the child's namespace
     assert [i.status for i in again.sessions()] == ["succeeded"]
+
+
+def _one_session(root: Path) -> str:
+    @al.tool
+    def one() -> int:
+        return 1
+
+    ws = al.Workspace(root)
+    s = ws.new_session(plan={"tasks": [{"id": "a", "tool": "one"}]}, tools=[one])
+    s.run()
+    s.close()
+    ws.close()
+    return s.id
+
+
+@pytest.mark.parametrize("inner", ["sessions", "memory"])
+def test_a_folder_of_a_workspace_is_not_taken_for_a_workspace(
+    tmp_path: Path, inner: str
+) -> None:
+    # Before: a new empty workspace was made inside it; the sessions looked lost.
+    root = tmp_path / "ws"
+    _one_session(root)
+    (root / "memory").mkdir(exist_ok=True)
+    before = sorted(p.name for p in (root / inner).iterdir())
+    with pytest.raises(al.ArgusError) as info:
+        al.Workspace(root / inner)
+    assert info.value.message == (
+        f"{root / inner} is the {inner} folder of the workspace at {root}, not a "
+        f"workspace: use al.Workspace('{root}')"
+    )
+    assert sorted(p.name for p in (root / inner).iterdir()) == before
+
+
+def test_a_session_folder_is_not_taken_for_a_workspace(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    sid = _one_session(root)
+    with pytest.raises(al.ArgusError) as info:
+        al.Workspace(root / "sessions" / sid)
+    assert info.value.message == (
+        f"{root / 'sessions' / sid} is the folder of one session, not a workspace: "
+        f"open it with al.Workspace('{root}').open('{sid}')"
+    )
+    assert not (root / "sessions" / sid / "sessions").exists()
+
+
+def test_a_workspace_a_user_named_sessions_still_opens(tmp_path: Path) -> None:
+    """What holds: a folder called "sessions" that is not inside a workspace."""
+    ws = al.Workspace(tmp_path / "sessions")
+    assert ws.path == tmp_path / "sessions"
+    assert al.Workspace(tmp_path / "sessions").path == ws.path
