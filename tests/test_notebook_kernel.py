@@ -409,6 +409,30 @@ def test_restart_mid_argus_run_then_rerun_the_notebook(kernel: Kernel) -> None:
     assert ledger(k) == dict.fromkeys(["0", "1", "2", "3"], 1)
 
 
+def test_restart_mid_run_of_an_unnamed_cell_then_rerun_resumes_it(
+    kernel: Kernel,
+) -> None:
+    """A cell without a NAME made a new session on each run: after a restart,
+    running the notebook again repeated every side effect of the first run."""
+    k = kernel
+    unnamed = ARGUS_CELL.replace("%%argus chain --run", "%%argus --run")
+    gate(k, 0)
+    k.run(unnamed)
+    k.wait(started(k, 1), "t1 to start")
+    k.restart()
+    for i in (1, 2, 3):
+        gate(k, i)
+    k.run(SETUP)
+    k.run(unnamed)  # the same cell: the newest session with its plan, resumed
+    (w,) = k.widgets()
+    k.wait(ended(k, w, "succeeded"), "the resumed run to end in the widget")
+    assert ledger(k) == dict.fromkeys(["0", "1", "2", "3"], 1)
+    assert k.run("print(len(ws.sessions()))").strip() == "1"
+    # --new asks for another run of the same plan: a second session.
+    k.run(unnamed.replace("--run -o s", "--new -o s2"))
+    assert k.run("print(len(ws.sessions()), s2.id != s.id)").split() == ["2", "True"]
+
+
 def test_restart_while_a_cell_blocks_on_s_run(kernel: Kernel) -> None:
     """Issue 13's kernel test drives s.start(); a cell blocked in s.run() is
     the other way a restart finds a run: nothing may fail either."""

@@ -89,14 +89,23 @@ class LiveSessions:
         tools: dict[str, Tool],
         name: str | None,
         options: Mapping[str, Any],
+        *,
+        new: bool = False,
     ) -> al.Session:
         """The session a ``%%argus`` cell shows: the existing one of that name
         when its plan is the same, else a new one.
+
+        A cell without a name shows the newest session with its plan (made
+        by an earlier run of the cell, in this kernel or one before a
+        restart), so that running the notebook again resumes it rather than
+        repeating its side effects; ``new`` makes a new session anyway.
 
         Raises:
             UsageError: ``name`` exists with another plan, or the session
                 cannot be made (the message says why).
         """
+        if name is None and not new:
+            name = self._same_plan(ws, plan, tools, options)
         try:
             if name is not None and (
                 self.find(ws, name) is not None
@@ -119,6 +128,35 @@ class LiveSessions:
             raise UsageError(f"%%argus: {e}") from None
         self.add(s)
         return s
+
+    def _same_plan(
+        self,
+        ws: al.Workspace,
+        plan: al.Plan,
+        tools: dict[str, Tool],
+        options: Mapping[str, Any],
+    ) -> str | None:
+        """The id of the newest session (not a fork) with ``plan``, if any."""
+        try:
+            want = plan.validate_against(tools).to_dict()
+        except (PlanError, ValueError):
+            return None  # for_plan says what is wrong with it
+        infos = [i for i in ws.sessions() if i.goal == plan.goal and not i.parent]
+        for info in sorted(infos, key=lambda i: i.created, reverse=True):
+            s = self.find(ws, info.id)
+            opened = s is None
+            if s is None:
+                try:
+                    s = ws.open(info.id, tools=tools.values(), **options)
+                except (ArgusError, KeyError):
+                    continue  # damaged, or gone meanwhile: not this cell's
+            if s.plan.to_dict() == want:
+                if opened:
+                    self.add(s)
+                return info.id
+            if opened:
+                s.close()
+        return None
 
 
 def missing_tools(s: al.Session) -> list[str]:

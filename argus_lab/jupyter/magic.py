@@ -43,14 +43,12 @@ _ma: Any = _magic_arguments  # IPython's magic_arguments is untyped
 
 def magic_arguments(name: str) -> Callable[[F], F]:
     """IPython's ``@magic_arguments``, typed."""
-    deco: Callable[[F], F] = _ma.magic_arguments(name=name)
-    return deco
+    return _ma.magic_arguments(name=name)  # type: ignore[no-any-return]
 
 
 def argument(*args: Any, **kwargs: Any) -> Callable[[F], F]:
     """IPython's ``@argument`` (argparse's add_argument), typed."""
-    deco: Callable[[F], F] = _ma.argument(*args, **kwargs)
-    return deco
+    return _ma.argument(*args, **kwargs)  # type: ignore[no-any-return]
 
 
 def _named(marker: Any, name: str) -> Callable[[F], F]:
@@ -133,6 +131,9 @@ class ArgusMagics(Magics):
     )
     @argument("--model", help="Model for the LLM planner.")
     @argument("--run", action="store_true", help="Start running in the background.")
+    @argument(
+        "--new", action="store_true", help="A new session even if one has this plan."
+    )
     @argument("--step", action="store_true", help="Run one step now.")
     @argument(
         "--plan-only",
@@ -157,9 +158,10 @@ class ArgusMagics(Magics):
         The body is a YAML plan (a mapping with ``tasks:``) or goal text;
         ``{var}`` is replaced by the notebook variable ``var``. Returns the
         widget bound to the new Session (the widget's ``.session``); ``-o VAR``
-        binds the Session to VAR. Re-running a cell with the same NAME and plan
-        shows the same session (tools are refreshed, so redefined tools show
-        up as stale); a different plan under an existing NAME is an error.
+        binds the Session to VAR. Re-running a cell shows the same session
+        (by NAME, else the newest with the cell's plan, after a kernel restart
+        too: no side effect repeats; ``--new`` makes another). Tools are
+        refreshed; a different plan under an existing NAME is an error.
 
         Line magics (see ``%argus?``)::
 
@@ -200,7 +202,7 @@ class ArgusMagics(Magics):
                 ns[a.var] = plan
             return PlanView(plan)
         session = self._sessions.for_plan(
-            self._ws(), plan, tools, a.name, self._options()
+            self._ws(), plan, tools, a.name, self._options(), new=a.new
         )
         if a.var:
             ns[a.var] = session

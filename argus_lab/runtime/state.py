@@ -130,12 +130,13 @@ class SessionState:
         return self._plan
 
     def need_task(self, task_id: str) -> None:
-        """KeyError naming the session and some of its tasks, if ``task_id``
+        """KeyError naming the session and (some of) its tasks, if ``task_id``
         is not one of them."""
         if task_id not in self.tasks:
-            some = ", ".join(list(self.tasks)[:15])
+            ids, more = list(self.tasks), f", ... ({len(self.tasks)} in all)"
+            some = ", ".join(ids[:15]) + (more if len(ids) > 15 else "")
             raise KeyError(
-                f"session {self.info.name!r} has no task {task_id!r} (tasks: {some}...)"
+                f"session {self.info.name!r} has no task {task_id!r} (tasks: {some})"
             )
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
