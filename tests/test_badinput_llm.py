@@ -237,3 +237,11 @@ def test_the_llm_planner_needs_a_model_object(model: Any, what: str) -> None:
 def test_the_htn_planner_needs_a_domain(domain: Any) -> None:
     with pytest.raises(TypeError, match=r"^HTNPlanner needs an al.HTNDomain, got "):
         al.HTNPlanner(domain)
+
+
+@pytest.mark.parametrize("name", ["", "  ", None])
+def test_an_anthropic_model_needs_a_name(name: Any) -> None:
+    with pytest.raises(
+        ValueError, match=r"^model must be a model name such as 'claude"
+    ):
+        AnthropicModel(name)

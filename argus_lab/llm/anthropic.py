@@ -270,6 +270,10 @@ class AnthropicModel:
         timeout: float | None = None,
         cache_prompt: bool = True,
     ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(  # else the first request fails, after the key check
+                f"model must be a model name such as {DEFAULT_MODEL!r}, got {model!r}"
+            )
         if not 0 < max_tokens <= _MAX_NONSTREAMING_TOKENS:
             raise ValueError(
                 f"max_tokens must be 1..{_MAX_NONSTREAMING_TOKENS} (the SDK requires "
