@@ -13,6 +13,7 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,6 +195,22 @@ def create_session(
         head=head, meta=meta, plan=plan, records={r.task_id: r for r in kept}
     )
     return Session(ws, store, loaded, tools, opts)
+
+
+def check_models(plan: Plan, models: Any) -> None:
+    """Refuses LLM tasks that name a model the session is not given, now rather
+    than when they come to run (without ``models=``, ``ws.open`` may add them)."""
+    if models is None:
+        return
+    names = sorted(models) if isinstance(models, Mapping) else ["default"]
+    problems = [
+        f"LLM task {t.id!r} asks for model {t.model or 'default'!r}; the session "
+        f"has {', '.join(map(repr, names))} (models={{name: model}} names them)"
+        for t in plan.tasks
+        if t.kind == "llm" and (t.model or "default") not in names
+    ]
+    if problems:
+        raise PlanError("invalid plan:\n- " + "\n- ".join(problems), problems=problems)
 
 
 def workspace_root(path: str | Path | None) -> Path:

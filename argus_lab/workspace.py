@@ -17,7 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from argus_lab._workspace_create import create_session, prepare_plan, workspace_root
+from argus_lab._workspace_create import (
+    check_models,
+    create_session,
+    prepare_plan,
+    workspace_root,
+)
 from argus_lab.errors import ConcurrentSessionError, CorruptCheckpointError
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
@@ -127,6 +132,7 @@ class Workspace:
         toolset = as_toolset(tools)
         p = prepare_plan(goal, plan, toolset, options.get("planner"))
         opts = SessionOptions.of(options)
+        check_models(p, opts.models)
         refuse_literal_secrets(p, Redactor(opts.secrets))
         budgets = {"session": budget} if budget is not None else {}
         return create_session(

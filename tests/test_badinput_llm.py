@@ -245,3 +245,25 @@ def test_an_anthropic_model_needs_a_name(name: Any) -> None:
         ValueError, match=r"^model must be a model name such as 'claude"
     ):
         AnthropicModel(name)
+
+
+def test_an_llm_task_naming_a_model_the_session_lacks_is_refused_at_creation(
+    ws: al.Workspace,
+) -> None:
+    # Before: the session was made and the task failed when it came to run.
+    plan = {
+        "tasks": [
+            {"id": "plan_it", "kind": "llm", "description": "d", "model": "strong"},
+            {"id": "cheap_it", "kind": "llm", "description": "d", "model": "cheep"},
+        ]
+    }
+    m = FunctionModel(lambda req: "ok")
+    with pytest.raises(al.PlanError) as info:
+        ws.new_session(plan=plan, models={"strong": m, "cheap": m}, name="tiers")
+    assert info.value.problems == [
+        "LLM task 'cheap_it' asks for model 'cheep'; the session has 'cheap', "
+        "'strong' (models={name: model} names them)"
+    ]
+    assert [i.name for i in ws.sessions()] == []  # nothing was written
+    s = ws.new_session(plan=plan, name="later")  # models may come with ws.open
+    s.close()
