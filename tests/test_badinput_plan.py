@@ -262,3 +262,23 @@ def test_ids_with_dots_slashes_and_colons_resolve(tmp_path: Path, tid: str) -> N
     assert s.run().status == "succeeded"
     assert s.result("use") == {"k": "base"}
     s.close()
+
+
+def test_replan_without_a_planner_says_why_the_task_just_failed(
+    tmp_path: Path,
+) -> None:
+    # Before: the failure read "a: nope", as if on_failure: replan were not there.
+    @al.tool
+    def boom() -> int:
+        raise al.ToolError("nope")
+
+    ws = al.Workspace(tmp_path / "ws")
+    plan = {"tasks": [{"id": "a", "tool": "boom", "on_failure": "replan"}]}
+    s = ws.new_session(plan=plan, tools=[boom])
+    r = s.run()
+    assert r.status == "failed"
+    assert s.record("a").error == (
+        "nope (on_failure is 'replan', but the session has no planner that "
+        "replans: pass planner=al.LLMPlanner(model) to ws.new_session or ws.open)"
+    )
+    s.close()

@@ -3,6 +3,7 @@ decision out, no session, no store, no clock."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -172,7 +173,15 @@ def test_giving_up_tries_the_remedies_the_task_and_planner_allow(
 ) -> None:
     caps = {k: kw.pop(k) for k in ("can_repair", "can_replan") if k in kw}
     d = decide(ERROR, task(**kw), **caps)
-    assert d == GiveUp(ERROR, remedies, then, ask=ask, counted=True)  # type: ignore[arg-type]
+    out = ERROR
+    if kw.get("on_failure") == "replan" and not caps:  # the error says why not
+        out = dataclasses.replace(
+            ERROR,
+            error="it broke (on_failure is 'replan', but the session has no "
+            "planner that replans: pass planner=al.LLMPlanner(model) to "
+            "ws.new_session or ws.open)",
+        )
+    assert d == GiveUp(out, remedies, then, ask=ask, counted=True)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

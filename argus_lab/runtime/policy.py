@@ -192,6 +192,13 @@ class FailurePolicy:
             remedies.append("fallback")
         if task.on_failure == "replan" and can_replan:
             remedies.append("replan")
+        elif task.on_failure == "replan" and isinstance(out, Failed | TimedOut):
+            out = replace(  # say why the remedy the plan asked for did not run
+                out,
+                error=f"{out.error} (on_failure is 'replan', but the session has "
+                "no planner that replans: pass planner=al.LLMPlanner(model) to "
+                "ws.new_session or ws.open)",
+            )
         return GiveUp(
             out,
             tuple(remedies),
