@@ -282,3 +282,19 @@ def test_replan_without_a_planner_says_why_the_task_just_failed(
         "replans: pass planner=al.LLMPlanner(model) to ws.new_session or ws.open)"
     )
     s.close()
+
+
+def test_a_fallback_to_the_same_tool_is_refused() -> None:
+    # Before: accepted, and the task failed with no fallback tried.
+    with pytest.raises(al.PlanError) as info:
+        al.Plan.from_dict(
+            {
+                "tasks": [
+                    {"id": "a", "tool": "x", "on_failure": "fallback", "fallback": "x"}
+                ]
+            }
+        )
+    assert info.value.problems == [
+        "task 'a' falls back to its own tool 'x', which would fail the same way; "
+        "name another tool as its fallback"
+    ]

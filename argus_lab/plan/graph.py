@@ -184,6 +184,11 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
             new_tasks.append(t)
             continue
         problems += _schema_problems(t)
+        if t.on_failure == "fallback" and t.fallback and t.fallback == t.tool:
+            problems.append(
+                f"task {t.id!r} falls back to its own tool {t.tool!r}, which would "
+                "fail the same way; name another tool as its fallback"
+            )
         deps = list(dict.fromkeys(t.deps))  # a dependency named twice counts once
         for text, ref in iter_references(t.args):
             if ref is None:
