@@ -94,6 +94,21 @@ def _files_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
+def timed_result(
+    n: int, wall: float, cpu: float, root: Path, io0: dict[str, int]
+) -> dict[str, Any]:
+    """A bare child's answer (the floor, the bound): per-step times, bytes."""
+    return {
+        "n_tasks": n,
+        "run_s": wall,
+        "ms_per_step": wall * 1000 / n,
+        "cpu_ms_per_step": cpu * 1000 / n,
+        "disk_bytes": _files_bytes(root),
+        "io_total": _io_delta(io0, _read_io()),
+        "rss_peak_kb": _peak_rss_kb(),
+    }
+
+
 def _plan(al: Any, shape: str, n: int) -> Any:
     """A chain of n tasks, or a fan-out 1 -> n -> 1 (n + 2 tasks)."""
     if shape == "chain":

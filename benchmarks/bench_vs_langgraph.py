@@ -403,16 +403,9 @@ def child_floor(spec: dict[str, Any]) -> dict[str, Any]:
                 cache.set(k, encode(text))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cache.close()
-    io1 = rt._read_io()
     return {
-        "n_tasks": n,
-        "run_s": wall,
-        "ms_per_step": wall * 1000 / n,
-        "cpu_ms_per_step": cpu * 1000 / n,
-        "disk_bytes": rt._files_bytes(root),
-        "io_total": rt._io_delta(io0, io1),
+        **rt.timed_result(n, wall, cpu, root, io0),
         "last_commit_bytes": record_bytes,
-        "rss_peak_kb": rt._peak_rss_kb(),
     }
 
 

@@ -30,7 +30,6 @@ runtime could win.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -158,14 +157,4 @@ def child_bound(spec: dict[str, Any]) -> dict[str, Any]:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     witness.close()
     cache.close()
-    io1 = rt._read_io()
-    return {
-        "n_tasks": n,
-        "run_s": wall,
-        "ms_per_step": wall * 1000 / n,
-        "cpu_ms_per_step": cpu * 1000 / n,
-        "disk_bytes": rt._files_bytes(root),
-        "io_total": rt._io_delta(io0, io1),
-        "rss_peak_kb": rt._peak_rss_kb(),
-        "pid": os.getpid(),
-    }
+    return rt.timed_result(n, wall, cpu, root, io0)

@@ -7,12 +7,17 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
 import argus_lab as al
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 # In CI, property tests draw the same examples every run: a rare example found
 # by chance must not fail an unrelated submission (locally they explore freely,
@@ -142,3 +147,23 @@ def crashed_demo(ws: Path, pub: Path, at: int) -> subprocess.CompletedProcess[st
     )
     assert p.returncode == -signal.SIGKILL, p.stderr
     return p
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[InteractiveShell]:
+    """A real IPython shell with the argus extension loaded (the magics' tests).
+
+    The shell makes its namespace the process's __main__ (one without
+    __spec__ after a reset): the real one is put back, or a later test that
+    starts a process with multiprocessing's spawn fails to prepare it.
+    """
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    main = sys.modules["__main__"]
+    cfg = Config()
+    cfg.HistoryManager.hist_file = ":memory:"
+    ip = InteractiveShell.instance(config=cfg)
+    ip.extension_manager.load_extension("argus_lab.jupyter")
+    yield ip
+    sys.modules["__main__"] = main

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -12,7 +11,6 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 import argus_lab as al
 from argus_lab.jupyter.display import PlanView
@@ -45,20 +43,6 @@ def whisper(text: str) -> str:
     """Lower-cases text."""
     return text.lower()
 '''
-
-
-@pytest.fixture(scope="module")
-def shell() -> Iterator[InteractiveShell]:
-    # The shell makes its namespace the process's __main__ (one without
-    # __spec__ after a reset): put the real one back, or a later test that
-    # starts a process with multiprocessing's spawn fails to prepare it.
-    main = sys.modules["__main__"]
-    cfg = Config()
-    cfg.HistoryManager.hist_file = ":memory:"
-    ip = InteractiveShell.instance(config=cfg)
-    ip.extension_manager.load_extension("argus_lab.jupyter")
-    yield ip
-    sys.modules["__main__"] = main
 
 
 @pytest.fixture

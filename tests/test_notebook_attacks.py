@@ -10,7 +10,6 @@ notebook's output, a widget or magic that keeps handing back a closed session.
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 import argus_lab as al
 from argus_lab.jupyter.widget import GraphWidget
@@ -37,17 +35,6 @@ tasks:
     tool: add
     args: {a: "${a.result.sum}"}
 """
-
-
-@pytest.fixture(scope="module")
-def shell() -> Iterator[InteractiveShell]:
-    main = sys.modules["__main__"]  # the shell replaces it (see test_magic.py)
-    cfg = Config()
-    cfg.HistoryManager.hist_file = ":memory:"
-    ip = InteractiveShell.instance(config=cfg)
-    ip.extension_manager.load_extension("argus_lab.jupyter")
-    yield ip
-    sys.modules["__main__"] = main
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from argus_lab.errors import ArgusError, CorruptCheckpointError, LostCommitsError
 from argus_lab.store.space import full_error, is_damaged, is_disk_full
+from argus_lab.store.witness import lost_versions
 
 if TYPE_CHECKING:
     from argus_lab.langgraph._store import ThreadStore
@@ -44,13 +45,13 @@ def check_lost_checkpoints(st: ThreadStore, *, accept: bool) -> None:
         if st.settled and have == witnessed:
             st.witness.compact()  # one line a commit: keep it short
         return
-    gone = f"{have + 1}-{witnessed}" if witnessed > have + 1 else str(witnessed)
-    what = (
-        f"LangGraph thread {st.thread_id!r} (session {st.session_id}): "
-        f"{witnessed - have} committed write(s) were lost: its store holds version "
-        f"{have} but version {witnessed} had been committed (versions {gone} are "
-        f"gone: the SQLite write-ahead log {st.directory / 'cache.db-wal'} was cut "
-        'short or damaged, or a power cut under durability="normal" dropped it)'
+    what = lost_versions(
+        f"LangGraph thread {st.thread_id!r} (session {st.session_id})",
+        "write(s)",
+        "store",
+        have,
+        witnessed,
+        st.directory,
     )
     if not accept:
         raise LostCommitsError(

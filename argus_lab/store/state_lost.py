@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from argus_lab.errors import LostCommitsError
 from argus_lab.store.state_records import Commit, dumps
+from argus_lab.store.witness import lost_versions
 
 if TYPE_CHECKING:
     from argus_lab.store.state_log import StateLog
@@ -47,13 +48,8 @@ def check_lost_versions(state: StateLog, *, settled: bool, accept: bool) -> None
         if settled and have == witnessed:
             state.witness.compact()
         return
-    gone = f"{have + 1}-{witnessed}" if witnessed > have + 1 else str(witnessed)
-    what = (
-        f"state {state.name!r}: {witnessed - have} committed version(s) were lost: "
-        f"its log holds version {have} but version {witnessed} had been committed "
-        f"(versions {gone} are gone: the SQLite write-ahead log "
-        f"{state.directory / 'cache.db-wal'} was cut short or damaged, or a power "
-        'cut under durability="normal" dropped it)'
+    what = lost_versions(
+        f"state {state.name!r}", "version(s)", "log", have, witnessed, state.directory
     )
     if not accept:
         kept = (

@@ -46,7 +46,7 @@ from argus_lab.errors import LostCommitsError
 if TYPE_CHECKING:
     from argus_lab.store.checkpoints import Loaded, SessionStore
 
-__all__ = ["Witness", "check_witness"]
+__all__ = ["Witness", "check_witness", "lost_versions"]
 
 log = logging.getLogger("argus_lab")
 
@@ -237,6 +237,22 @@ class Witness:
         self._fd = self._jfd = None
 
 
+def lost_versions(
+    subject: str, unit: str, where: str, have: int, witnessed: int, directory: Path
+) -> str:
+    """What a loss is, in the words every store uses: ``subject`` lost its
+    commits past ``have`` up to ``witnessed`` (``unit``: "version(s)", ...;
+    ``where``: what holds the versions, "checkpoint", "log")."""
+    gone = f"{have + 1}-{witnessed}" if witnessed > have + 1 else str(witnessed)
+    return (
+        f"{subject}: {witnessed - have} committed {unit} were lost: its {where} "
+        f"holds version {have} but version {witnessed} had been committed "
+        f"(versions {gone} are gone: the SQLite write-ahead log "
+        f"{directory / 'cache.db-wal'} was cut short or damaged, or a power "
+        'cut under durability="normal" dropped it)'
+    )
+
+
 def check_witness(
     store: SessionStore, loaded: Loaded | None, witnessed: int, *, accept: bool
 ) -> None:
@@ -255,13 +271,13 @@ def check_witness(
     touched = store.witness.touched(head_v, witnessed)
     name = loaded.meta.name if loaded is not None else store.session_id
     label = f"{name!r} ({store.session_id})"
-    gone = f"{head_v + 1}-{witnessed}" if witnessed > head_v + 1 else str(witnessed)
-    what = (
-        f"session {label}: {witnessed - head_v} committed version(s) were lost: "
-        f"its checkpoint holds version {head_v} but version {witnessed} had been "
-        f"committed (versions {gone} are gone: the SQLite write-ahead log "
-        f"{store.directory / 'cache.db-wal'} was cut short or damaged, or a power "
-        'cut under durability="normal" dropped it)'
+    what = lost_versions(
+        f"session {label}",
+        "version(s)",
+        "checkpoint",
+        head_v,
+        witnessed,
+        store.directory,
     )
     if loaded is None:
         raise LostCommitsError(
