@@ -131,7 +131,9 @@ def test_an_answer_off_its_schema_goes_back_to_the_model(ws: al.Workspace) -> No
         eyes = "a hundred" if len(seen) == 1 else 100
         return tool_call("final_answer", {"eyes": eyes}, id=f"t{len(seen)}")
 
-    s = ws.new_session(plan=_llm_plan(), name="s", models=FunctionModel(answer))
+    s = ws.new_session(
+        plan=_llm_plan(), name="s", models=FunctionModel(answer), remember=False
+    )
     assert s.run().status == "succeeded"
     assert s.result("x") == {"eyes": 100}
     (told,) = seen[1].messages[-1].content  # type: ignore[misc]
@@ -146,7 +148,7 @@ def test_an_answer_off_its_schema_goes_back_to_the_model(ws: al.Workspace) -> No
 def test_json_text_off_its_schema_goes_back_too(ws: al.Workspace) -> None:
     replies = iter(['{"eyes": "many"}', '{"eyes": 100}'])
     m = FunctionModel(lambda req: next(replies))
-    s = ws.new_session(plan=_llm_plan(), name="s", models=m)
+    s = ws.new_session(plan=_llm_plan(), name="s", models=m, remember=False)
     assert s.run().status == "succeeded"
     assert s.result("x") == {"eyes": 100}
     s.close()
@@ -156,7 +158,7 @@ def test_an_answer_that_never_matches_fails_naming_the_last_problem(
     ws: al.Workspace,
 ) -> None:
     m = FunctionModel(lambda req: tool_call("final_answer", {"eyes": None}))
-    s = ws.new_session(plan=_llm_plan(max_turns=2), name="s", models=m)
+    s = ws.new_session(plan=_llm_plan(max_turns=2), name="s", models=m, remember=False)
     assert s.run().status == "failed"
     assert s.record("x").error == (
         "LLM task 'x' gave no final answer in 2 model calls (the last one: result "
@@ -265,5 +267,6 @@ def test_an_llm_task_naming_a_model_the_session_lacks_is_refused_at_creation(
         "'strong' (models={name: model} names them)"
     ]
     assert [i.name for i in ws.sessions()] == []  # nothing was written
-    s = ws.new_session(plan=plan, name="later")  # models may come with ws.open
+    # models may come with ws.open
+    s = ws.new_session(plan=plan, name="later", remember=False)
     s.close()
