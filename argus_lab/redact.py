@@ -44,7 +44,9 @@ _SHAPES = re.compile(
     r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
     r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key id (ASIA: temporary, from STS)
     r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}"
-    r"|[A-Za-z][A-Za-z0-9+.\-]*://[^\s:@/]*:[^\s@/]+@"  # scheme://user:password@
+    # scheme://user:password@, the scheme bounded: unbounded, it rescanned a
+    # long word from each of its letters (quadratic time on every step's text).
+    r"|[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:@/]*:[^\s@/]+@"
     r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
 )

@@ -305,3 +305,21 @@ def test_a_secret_shaped_dict_key_is_masked_before_it_is_stored(
     stored = all_bytes(ws.path / "sessions" / s.id)
     for needle in (GH_SHAPE, "sk-ant-api03-QQQQ"):
         assert needle.encode() not in stored, needle
+
+
+@pytest.mark.timeout(60)  # a hang guard, not a speed target (see benchmarks/)
+def test_a_long_word_beside_a_url_and_an_at_sign_is_scanned_in_linear_time() -> None:
+    # The URL-password shape had an unbounded scheme ([A-Za-z][...]*://): from
+    # every letter of a long word it scanned to the word's end and back, so a
+    # sequence, a hex dump or a minified blob beside any URL and any "@" took
+    # quadratic time (16k chars: 0.3 s; 400k: minutes) on every step's text.
+    r = Redactor(environ={})
+    blob = "ACGT" * 100_000
+    text = f"{blob} from https://example.org/seq by me@example.org"
+    assert r.text(text) == text
+    assert not r.needed(text)
+    # A scheme glued to a long word still has its password masked.
+    url = f"see x{blob}postgresql://user:pa55word@db.example.org/x"
+    masked = r.text(url)
+    assert "pa55word" not in masked
+    assert masked.endswith(f"postgresql://user:{MASK}@db.example.org/x")
