@@ -79,6 +79,30 @@ def test_literal_secret_in_a_plan_is_refused_before_anything_is_written(
         ws.new_session(plan=plan, tools=[leak], name="literal")
 
 
+@al.tool
+def connect(auth_mode: str) -> str:
+    """Echoes its mode."""
+    return auth_mode
+
+
+def test_an_argument_secret_only_by_its_name_is_refused_saying_so(
+    ws: al.Workspace,
+) -> None:
+    # auth_mode: "none" is stored masked (its name reads as a secret field),
+    # so it is refused; the error must say the name is why, not call "none"
+    # a secret, and must not repeat the value.
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": "a", "tool": "leak", "args": {"auth_mode": "none-at-all"}}],
+    }
+    plan["tasks"][0]["tool"] = "connect"
+    with pytest.raises(al.PlanError, match="'auth_mode' holds a secret by its name"):
+        ws.new_session(plan=plan, tools=[connect], name="named")
+    assert ws.sessions() == []
+    plan["tasks"][0]["args"] = {"auth_mode": "${env.ARGUS_TEST_MODE}"}
+    ws.new_session(plan=plan, tools=[connect], name="named").close()
+
+
 def test_missing_env_reference_fails_the_task_clearly(ws: al.Workspace) -> None:
     plan = {
         "goal": "g",

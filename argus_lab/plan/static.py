@@ -13,7 +13,7 @@ from argus_lab.errors import PlanError
 from argus_lab.model import Task
 from argus_lab.plan._model import Plan
 from argus_lab.plan._text import check_json, load_yaml, read_text
-from argus_lab.redact import Redactor
+from argus_lab.redact import MASK, Redactor
 
 __all__ = [
     "coerce_plan",
@@ -65,6 +65,15 @@ def refuse_literal_secrets(plan: Plan | Iterable[Task], red: Redactor) -> None:
             # With its name ("password": "x" too); a reference is no secret.
             arg = {k: _literal(v)}
             if red.may_hold_secrets(json.dumps(arg)) and red.value(arg) != arg:
+                if red.value(arg[k]) == arg[k]:  # only its name makes it secret
+                    raise PlanError(
+                        f"task {t.id!r}: argument {k!r} holds a secret by its name: "
+                        "text under a name like a key, token, password or auth "
+                        "field is stored masked, so a resumed task would get "
+                        f"{MASK!r}. Write ${{env.NAME}} instead (read when the "
+                        "task runs, never stored), or rename the tool's parameter "
+                        "if it is no secret"
+                    )
                 raise PlanError(
                     f"task {t.id!r}: argument {k!r} holds a secret (it matches an "
                     "API key, token or password, or a secret environment "
