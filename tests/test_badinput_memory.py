@@ -129,6 +129,23 @@ def test_a_numpy_k_is_a_whole_number(mem: Memory) -> None:
     assert [h.id for h in mem.search("venue", k=np.int64(1))] == ["v1"]
 
 
+def test_numpy_numbers_in_metadata_and_since_are_numbers(mem: Memory) -> None:
+    # Values read from a DataFrame row are numpy scalars: they were stored as
+    # text by default=str ("3"), then refused as "not JSON"; they are numbers.
+    meta = {"page": np.int64(3), "score": np.float32(0.5), "ok": np.bool_(True)}
+    mem.add("the Porto venue costs 3,900 EUR a day", id="v2", metadata=meta)
+    got = mem.get("v2")
+    assert got is not None and got.metadata == {"page": 3, "score": 0.5, "ok": True}
+    assert {k: type(v) for k, v in got.metadata.items()} == {
+        "page": int,
+        "score": float,
+        "ok": bool,
+    }
+    hits = mem.search("venue", k=5, metadata={"page": np.int64(3)})
+    assert [h.id for h in hits] == ["v2"]
+    assert {h.id for h in mem.search("venue", k=5, since=np.int64(0))} == {"v1", "v2"}
+
+
 @pytest.mark.parametrize(
     ("where", "detail"),
     [

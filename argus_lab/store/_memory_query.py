@@ -16,11 +16,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
+from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
 from argus_lab.store import _memory_lance as _lance
-from argus_lab.store._memory_records import KINDS
+from argus_lab.store._memory_records import KINDS, json_scalar
 from argus_lab.store._memory_reembed import NEXT
 
 if TYPE_CHECKING:
@@ -65,8 +66,15 @@ _REEMBEDDING = (
 
 def _canonical(meta: Mapping[str, Any]) -> str:
     return json.dumps(
-        meta, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        meta, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json
     )
+
+
+def _json(o: object) -> Any:
+    try:
+        return json_scalar(o)  # numpy's 3 is stored and matched as 3, not "3"
+    except TypeError:
+        return str(o)
 
 
 @contextlib.contextmanager
@@ -309,7 +317,7 @@ class _MemoryQuery:
                 )
             parts.append(_in("kind", kind))
         if since is not None:
-            if isinstance(since, bool) or not isinstance(since, datetime | int | float):
+            if isinstance(since, bool) or not isinstance(since, datetime | Real):
                 raise TypeError(
                     "since must be epoch seconds or a datetime, got "
                     f"{type(since).__name__} {since!r} (for a date in text: "

@@ -18,6 +18,7 @@ __all__ = [
     "OnMismatch",
     "SearchMode",
     "check_record",
+    "json_scalar",
 ]
 
 MemoryKind = Literal["result", "note", "document", "lesson"]
@@ -134,7 +135,7 @@ def check_record(r: object, i: int) -> MemoryRecord:
                 "s.encode('utf-8', 'replace').decode()"
             ) from None
     try:
-        json.dumps(rec.metadata, allow_nan=False).encode("utf-8")
+        json.dumps(rec.metadata, allow_nan=False, default=json_scalar).encode("utf-8")
     except (TypeError, ValueError) as e:
         why = "NaN and infinity are not JSON" if isinstance(e, ValueError) else e
         raise ValueError(
@@ -143,3 +144,12 @@ def check_record(r: object, i: int) -> MemoryRecord:
             "value.isoformat() for a datetime, None for a missing number)"
         ) from None
     return rec
+
+
+def json_scalar(o: object) -> Any:
+    """``json.dumps``'s ``default``: a numpy number or bool (what a DataFrame's
+    row holds) as the Python one it stands for; anything else is not JSON."""
+    item = getattr(o, "item", None)
+    if type(o).__module__ == "numpy" and getattr(o, "ndim", None) == 0 and item:
+        return item()
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
