@@ -311,6 +311,20 @@ def test_text_with_a_file_like_last_word_and_lines_is_still_text(
     assert len(mem.ingest("Lisbon was cheaper than Porto")) == 1
 
 
+def test_a_one_line_sentence_ending_in_a_file_name_is_text(
+    mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The missing-file rule looked at the suffix alone: a sentence that ends in
+    # a file name ("... in venues.csv") was refused as "no file". A path with
+    # spaces is still one when its folder is there.
+    monkeypatch.chdir(tmp_path)
+    assert len(mem.ingest("The full venue list is in venues.csv")) == 1
+    assert len(mem.ingest("see docs/README.md for the rules")) == 1
+    (tmp_path / "My Notes").mkdir()
+    with pytest.raises(FileNotFoundError, match="no file"):
+        mem.ingest(str(tmp_path / "My Notes" / "plan.md"))
+
+
 # -- search filters that could never match --------------------------------------
 
 

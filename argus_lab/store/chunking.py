@@ -333,7 +333,12 @@ def _refuse_missing_file(text: str) -> None:
     nameable = "\0" not in where and all(
         len(part.encode()) <= 255 for part in where.split(os.sep)
     )  # else no file could have this name: it is text
-    if nameable and os.path.splitext(where)[1].lower() in _DOC_SUFFIXES:
+    # A sentence may end in a file name ("the list is in venues.csv"): with
+    # spaces, it is a path only where its folder is there.
+    pathlike = not any(c.isspace() for c in where) or (
+        os.sep in where and os.path.isdir(os.path.dirname(where) or ".")
+    )
+    if nameable and pathlike and os.path.splitext(where)[1].lower() in _DOC_SUFFIXES:
         raise FileNotFoundError(
             f"no file {text!r} (looked in {os.getcwd()}); check the path, or "
             "store a line of text with memory.add(text)"
