@@ -36,6 +36,8 @@ _SECRET_FIELD = re.compile(
 """Dict keys whose values are secrets, as whole words: "api_key", "github_token",
 "password", but not "author", "keywords" or "primary_key"."""
 
+_URL_PASSWORD = r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:@/]*:[^\s@/]+@"
+_URL_MATCH = re.compile(_URL_PASSWORD)
 _SHAPES = re.compile(
     r"(sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
     r"|sk-[A-Za-z0-9_\-]{32,}"  # OpenAI-style
@@ -43,11 +45,11 @@ _SHAPES = re.compile(
     r"|github_pat_[A-Za-z0-9_]{30,}"  # GitHub fine-grained
     r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
     r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key id (ASIA: temporary, from STS)
-    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}"
+    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}|"
     # scheme://user:password@, the scheme bounded: unbounded, it rescanned a
     # long word from each of its letters (quadratic time on every step's text).
-    r"|[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:@/]*:[^\s@/]+@"
-    r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
+    + _URL_PASSWORD
+    + r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
 )
 _PLAIN = frozenset({int, float, bool})
@@ -316,7 +318,9 @@ class Redactor:
 
 def _mask_shape(m: re.Match[str]) -> str:
     s = m.group(0)
-    if s.endswith("@") and "://" in s:  # a URL's password: the user and host stay
+    # A URL's password: the user and host stay. (A "token=" value can end in
+    # "@" after a scheme too, with no user:password colon: not this branch.)
+    if _URL_MATCH.fullmatch(s):
         return s[: s.index(":", s.index("://") + 3) + 1] + MASK + "@"
     # Keep the "password=" / "Bearer " prefix so the text still reads.
     cut = max(s.rfind("="), s.rfind(":"), s.rfind(" "))

@@ -347,3 +347,22 @@ def test_a_long_word_beside_a_url_and_an_at_sign_is_scanned_in_linear_time() -> 
     masked = r.text(url)
     assert "pa55word" not in masked
     assert masked.endswith(f"postgresql://user:{MASK}@db.example.org/x")
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("token: s3://bucket@ in the log", " in the log"),
+        ("secret=ab://cdef@ x", " x"),
+    ],
+)
+def test_a_key_value_shape_ending_in_at_after_a_scheme_is_masked_not_raised(
+    text: str, kept: str
+) -> None:
+    # _mask_shape took any match ending in "@" with "://" for a URL password
+    # and looked for the user:password colon after the scheme: a token=...
+    # value such as "s3://bucket@" has none, and str.index raised ValueError
+    # out of the redactor (a step's text could not be stored).
+    out = Redactor(environ={}).text(text)
+    assert MASK in out and out.endswith(kept)
+    assert "bucket" not in out and "cdef" not in out
