@@ -107,9 +107,22 @@ _HINTS = ("sk-", "gh", "github", "xox", "akia", "asia", "basic", "://", *_KEY_HI
 _NESTED = frozenset({list, tuple, dict})
 
 
+_REFERENCE = re.compile(r"\$\{[^}]*\}")
+_AUTH_SCHEME = re.compile(r"(?i:bearer|basic|token)?\s*")
+
+
+def _reference_only(s: str) -> bool:
+    """Whether ``s`` is ``${...}`` references alone, but for an auth scheme
+    before them ("Bearer ${env.TOKEN}"): nothing in it is a secret."""
+    if "${" not in s:
+        return False
+    rest = _REFERENCE.sub(" ", s)
+    return "${" not in rest and _AUTH_SCHEME.fullmatch(rest.strip()) is not None
+
+
 def _strings_masked(x: Any) -> Any:
     if isinstance(x, str):
-        return MASK if x else x
+        return MASK if x and not _reference_only(x) else x
     if isinstance(x, dict):
         return {k: _strings_masked(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
@@ -192,8 +205,10 @@ class Redactor:
     def _under_secret_key(self, x: Any) -> Any:
         # Every string under a secret key is the secret or part of it: a list
         # of passwords, a token's {"value": ...}; numbers and shapes stay.
+        # A plan's reference ("${env.API_KEY}", "Bearer ${env.TOKEN}") is no
+        # secret: masked in the stored plan, the task got "[REDACTED]".
         if isinstance(x, str):
-            return MASK
+            return self.text(x) if _reference_only(x) else MASK
         return self.value(_strings_masked(x))
 
     def changes(self, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -366,3 +367,38 @@ def test_a_key_value_shape_ending_in_at_after_a_scheme_is_masked_not_raised(
     out = Redactor(environ={}).text(text)
     assert MASK in out and out.endswith(kept)
     assert "bucket" not in out and "cdef" not in out
+
+
+@al.tool
+def call_api(api_key: str, authorization: str) -> dict[str, bool]:
+    """Says whether it was given the key itself, in the key and the header."""
+    key = os.environ["ARGUS_TEST_API_KEY"]
+    return {"key": api_key == key, "header": authorization == f"Bearer {key}"}
+
+
+def test_an_env_reference_under_a_secret_named_argument_survives_a_reopen(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The way to pass a key is ${env.NAME}, and its argument is named like a
+    # secret: every string under such a name was masked when the plan was
+    # stored, so after ws.open the tool got "[REDACTED]" as its key.
+    monkeypatch.setenv("ARGUS_TEST_API_KEY", SECRET)
+    args = {
+        "api_key": "${env.ARGUS_TEST_API_KEY}",
+        "authorization": "Bearer ${env.ARGUS_TEST_API_KEY}",
+    }
+    plan = {"goal": "g", "tasks": [{"id": "a", "tool": "call_api", "args": args}]}
+    ws.new_session(plan=plan, tools=[call_api], name="ref").close()
+    s = ws.open("ref", tools=[call_api])
+    assert s.plan.task("a").args == args
+    s.run()
+    assert s.status == "succeeded"
+    assert s.result("a") == {"key": True, "header": True}
+    s.close()
+    assert SECRET.encode() not in all_bytes(ws.path / "sessions" / s.id)
+    # A literal under a secret name is still masked, a reference beside it too.
+    r = Redactor(environ={})
+    assert r.value({"api_key": "live-123456", "token": "x ${env.K}"}) == {
+        "api_key": MASK,
+        "token": MASK,
+    }
