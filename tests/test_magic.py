@@ -123,6 +123,24 @@ def test_rerunning_a_cell_shows_the_same_session(ip: InteractiveShell) -> None:
         cell(ip, "same", PLAN.replace("add things", "add other things"))
 
 
+def test_rerunning_a_cell_whose_goal_holds_a_secret_shows_the_same_session(
+    ip: InteractiveShell,
+) -> None:
+    # The goal is stored masked, so the stored plan never equalled the cell's:
+    # a named cell run again said "already exists with another plan", and an
+    # unnamed one made a new session each time (its side effects repeated).
+    secret = PLAN.replace("add things", "add things, password=hunter2hunter2")
+    cell(ip, "masked --step -o s", secret)
+    cell(ip, "masked -o s2", secret)
+    assert ip.user_ns["s2"] is ip.user_ns["s"]
+    cell(ip, "--step -o u", secret)
+    cell(ip, "-o u2", secret)
+    assert ip.user_ns["u2"].id == ip.user_ns["u"].id
+    assert ip.user_ns["u2"].records["a"].status == "succeeded"
+    with pytest.raises(UsageError, match="already exists with another plan"):
+        cell(ip, "masked", secret.replace("add things", "add more things"))
+
+
 def test_tools_from_variables_lists_and_modules(
     ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -112,7 +112,7 @@ class LiveSessions:
                 or any(i.name == name for i in ws.sessions())
             ):
                 s = self.open(ws, name, tools, options)
-                same = plan.validate_against(tools).to_dict() == s.plan.to_dict()
+                same = _as_stored(plan, tools, options) == s.plan.to_dict()
                 if not same:
                     raise UsageError(
                         f"%%argus: a session named {name!r} already exists with "
@@ -138,10 +138,10 @@ class LiveSessions:
     ) -> str | None:
         """The id of the newest session (not a fork) with ``plan``, if any."""
         try:
-            want = plan.validate_against(tools).to_dict()
+            want = _as_stored(plan, tools, options)
         except (PlanError, ValueError):
             return None  # for_plan says what is wrong with it
-        infos = [i for i in ws.sessions() if i.goal == plan.goal and not i.parent]
+        infos = [i for i in ws.sessions() if i.goal == want["goal"] and not i.parent]
         for info in sorted(infos, key=lambda i: i.created, reverse=True):
             s = self.find(ws, info.id)
             opened = s is None
@@ -157,6 +157,18 @@ class LiveSessions:
             if opened:
                 s.close()
         return None
+
+
+def _as_stored(
+    plan: al.Plan, tools: dict[str, Tool], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``plan`` as its session stores it: validated, and masked (a goal
+    quoting a secret is stored [REDACTED]), to compare with ``s.plan``."""
+    from argus_lab.redact import Redactor
+
+    red = Redactor(options.get("secrets") or ())
+    out: dict[str, Any] = red.value(plan.validate_against(tools).to_dict())
+    return out
 
 
 def missing_tools(s: al.Session) -> list[str]:
