@@ -256,7 +256,11 @@ def _refuse_a_folder_inside_a_workspace(path: Path) -> None:
             f"{path} is the folder of one session, not a workspace: open it with "
             f"al.Workspace({str(parent.parent)!r}).open({path.name!r})"
         )
-    if path.name in ("sessions", "memory") and (parent / "index").exists():
+    # The name index's database, not any folder called index (a project's own).
+    if (
+        path.name in ("sessions", "memory")
+        and (parent / "index" / "cache.db").is_file()
+    ):
         raise ArgusError(
             f"{path} is the {path.name} folder of the workspace at {parent}, not "
             f"a workspace: use al.Workspace({str(parent)!r})"

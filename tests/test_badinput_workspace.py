@@ -141,3 +141,16 @@ def test_a_workspace_a_user_named_sessions_still_opens(tmp_path: Path) -> None:
     ws = al.Workspace(tmp_path / "sessions")
     assert ws.path == tmp_path / "sessions"
     assert al.Workspace(tmp_path / "sessions").path == ws.path
+
+
+@pytest.mark.parametrize("name", ["sessions", "memory"])
+def test_a_workspace_beside_a_users_own_index_folder_still_opens(
+    tmp_path: Path, name: str
+) -> None:
+    # The check took any folder named index beside it for a workspace's name
+    # index: a project with its own index/ (a search index, a site) could not
+    # keep its workspace in ./memory or ./sessions.
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "terms.txt").write_text("a\nb\n")
+    ws = al.Workspace(tmp_path / name)
+    assert ws.path == tmp_path / name and ws.sessions() == []
