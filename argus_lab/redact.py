@@ -113,8 +113,16 @@ def _strings_masked(x: Any) -> Any:
     return x
 
 
-_SHAPE_KEYS = ("api_key", "api-key", "apikey", "authorization", "passwd")
-_SHAPE_KEYS += ("password", "secret", "token")
+_SHAPE_KEYS = (
+    "api_key",
+    "api-key",
+    "apikey",
+    "authorization",
+    "passwd",
+    "password",
+    "secret",
+    "token",
+)
 """The key names of the ``name: value`` shape: a key ending in one of them
 ("userPassword", "X-Api-Key", "githubToken") was masked by the shape when rows
 were scrubbed as JSON text, so it is a secret key for ``value()`` too."""
