@@ -167,3 +167,14 @@ def shell() -> Iterator[InteractiveShell]:
     ip.extension_manager.load_extension("argus_lab.jupyter")
     yield ip
     sys.modules["__main__"] = main
+
+
+def fresh_shell(shell: InteractiveShell, ws_dir: Path) -> None:
+    """``shell`` with a fresh namespace, the workspace ``ws_dir`` and the
+    magics' defaults (each magics test module then defines its tools)."""
+    shell.reset(new_session=False)
+    shell.user_ns["ws_dir"] = str(ws_dir)
+    shell.run_line_magic("config", "ArgusMagics.workspace = ws_dir")
+    shell.run_line_magic("config", "ArgusMagics.session_options = {}")
+    shell.run_line_magic("config", "ArgusMagics.tools = ''")
+    shell.run_line_magic("config", "ArgusMagics.mode = 'show'")

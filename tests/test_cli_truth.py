@@ -183,3 +183,27 @@ def test_the_widget_summary_says_interrupted_too(killed: Path, tmp_path: Path) -
         summary = session_summary(s)
         assert summary["status"] == "interrupted"
         assert summary["done"] == K
+
+
+def test_the_server_says_a_dead_run_is_interrupted_too(killed: Path) -> None:
+    # GET /sessions said "running" for good where argus ls says interrupted;
+    # "status" keeps the stored word (clients validate it), "interrupted"
+    # says no live process runs it.
+    from starlette.testclient import TestClient
+
+    from argus_lab.server import create_app
+
+    ws = al.Workspace(killed)
+    auth = {"Authorization": "Bearer tok"}
+    try:
+        with TestClient(create_app(ws, "tok"), base_url="http://127.0.0.1") as c:
+            (item,) = c.get("/sessions", headers=auth).json()["items"]
+            assert (item["status"], item["interrupted"]) == ("running", True)
+            one = c.get("/sessions/ledger", headers=auth).json()
+            assert (one["status"], one["interrupted"], one["running"]) == (
+                "running",
+                True,
+                False,
+            )
+    finally:
+        ws.close()

@@ -16,6 +16,7 @@ import argus_lab as al
 from argus_lab.jupyter.display import PlanView
 from argus_lab.jupyter.magic import interpolate
 from argus_lab.jupyter.widget import GraphWidget
+from tests.conftest import fresh_shell
 
 WAIT = 30.0
 
@@ -48,12 +49,7 @@ def whisper(text: str) -> str:
 @pytest.fixture
 def ip(shell: InteractiveShell, tmp_path: Path) -> Iterator[InteractiveShell]:
     """The shell with a fresh namespace, workspace and magic defaults."""
-    shell.reset(new_session=False)
-    shell.user_ns["ws_dir"] = str(tmp_path / "ws")
-    shell.run_line_magic("config", "ArgusMagics.workspace = ws_dir")
-    shell.run_line_magic("config", "ArgusMagics.session_options = {}")
-    shell.run_line_magic("config", "ArgusMagics.tools = ''")
-    shell.run_line_magic("config", "ArgusMagics.mode = 'show'")
+    fresh_shell(shell, tmp_path / "ws")
     run(
         shell,
         """

@@ -21,6 +21,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import argus_lab as al
 from argus_lab.jupyter.widget import GraphWidget
+from tests.conftest import fresh_shell
 from tests.waiting import wait_until
 
 WAIT = 30.0
@@ -39,12 +40,7 @@ tasks:
 
 @pytest.fixture
 def ip(shell: InteractiveShell, tmp_path: Path) -> Iterator[InteractiveShell]:
-    shell.reset(new_session=False)
-    shell.user_ns["ws_dir"] = str(tmp_path / "ws")
-    shell.run_line_magic("config", "ArgusMagics.workspace = ws_dir")
-    shell.run_line_magic("config", "ArgusMagics.session_options = {}")
-    shell.run_line_magic("config", "ArgusMagics.tools = ''")
-    shell.run_line_magic("config", "ArgusMagics.mode = 'show'")
+    fresh_shell(shell, tmp_path / "ws")
     shell.run_cell(
         textwrap.dedent(
             """

@@ -24,6 +24,44 @@ __all__ = ["MemoryFeed", "Rememberer"]
 log = logging.getLogger("argus_lab")
 
 
+_writing: set[Rememberer] = set()
+"""Rememberers whose thread runs, held strongly until closed (see _close_all)."""
+_writing_lock = threading.Lock()
+_hooked = False
+
+
+def _close_all() -> None:
+    """At interpreter exit: writes what every session queued, then stops.
+
+    A session dropped without ``close()`` is gone from the shutdown's list
+    (it holds sessions weakly), but its writer thread may still be embedding:
+    a daemon thread that comes back from native code while the interpreter
+    finalizes is unwound by force, which a C++ library's catch-all turns into
+    an abort (exit 134, "exception not rethrown"), and its memories are lost.
+    """
+    with _writing_lock:
+        left = list(_writing)
+    for r in left:
+        try:
+            r.close()
+        except Exception:  # the process is going: close the rest
+            log.exception("could not write the queued memories at exit")
+
+
+def _hook() -> None:
+    global _hooked
+    with _writing_lock:
+        if _hooked:
+            return
+        _hooked = True
+    try:  # before daemon threads are left to the interpreter's finalization
+        threading._register_atexit(_close_all)  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # not CPython, or exiting already
+        import atexit
+
+        atexit.register(_close_all)
+
+
 class Rememberer:
     """A queue of memory writes and the thread that drains it."""
 
@@ -35,6 +73,9 @@ class Rememberer:
     def put(self, kind: str, **fields: Any) -> None:
         """Queues a ``result`` or ``lesson`` memory (fields as remember_*)."""
         if self._thread is None:
+            _hook()
+            with _writing_lock:
+                _writing.add(self)
             self._thread = threading.Thread(
                 target=self._drain, name="argus-memory", daemon=True
             )
@@ -68,6 +109,8 @@ class Rememberer:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        with _writing_lock:
+            _writing.discard(self)
 
 
 class MemoryFeed:

@@ -5,6 +5,7 @@ control, and typed states with JSON Patch and ETags. ``/docs`` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import re
@@ -20,6 +21,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 
+from argus_lab.errors import ArgusError
 from argus_lab.events import event_adapter
 from argus_lab.runtime.session import Session
 from argus_lab.server._errors import add_error_handlers
@@ -155,6 +157,17 @@ def _page(items: list[Any], offset: int, limit: int) -> dict[str, Any]:
     }
 
 
+def _interrupted(ws: Workspace, d: dict[str, Any], here: bool = False) -> None:
+    """Adds ``interrupted``: stored as running, but no live process runs it
+    (it died mid-run; ``argus ls`` says "interrupted"). ``status`` keeps the
+    stored word, which clients validate; a resume is what ends it."""
+    gone = False
+    if d.get("status") == "running" and not here:
+        with contextlib.suppress(ArgusError, KeyError, OSError):
+            gone = ws.progress(d["id"])["status"] == "interrupted"
+    d["interrupted"] = gone
+
+
 def _session_view(s: Session) -> dict[str, Any]:
     d = s.info.model_dump(mode="json")
     d.update(
@@ -166,6 +179,7 @@ def _session_view(s: Session) -> dict[str, Any]:
         stale=s.stale(),
         usage=s.usage,
     )
+    _interrupted(s.workspace, d, here=s.running)
     return d
 
 
@@ -208,6 +222,8 @@ def create_app(
         offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000)
     ) -> dict[str, Any]:
         infos = [i.model_dump(mode="json") for i in ws.sessions()]
+        for d in infos:
+            _interrupted(ws, d)
         return _page(infos, offset, limit)
 
     @app.get("/sessions/{name}", summary="One session: info, status, counts")
