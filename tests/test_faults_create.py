@@ -132,3 +132,16 @@ def test_a_create_committing_while_sessions_are_listed_is_not_lost(
     monkeypatch.setattr(Witness, "read", read)
     assert damaged == {}
     assert [i.name for i in ws.sessions()] == ["made"]
+
+
+def test_a_create_undone_and_killed_midway_is_not_a_lost_session(
+    tmp_path: Path,
+) -> None:
+    # Its name was taken meanwhile, so the create removes the folder it had
+    # committed; killed once cache.db is gone, its witness must not remain,
+    # or the folder is listed as a session whose commits were all lost.
+    ws_path = tmp_path / "ws"
+    kill_when_inside(ws_path, "unclaimed")
+    ws = al.Workspace(ws_path)
+    assert ws.sessions() == []
+    assert ws.damaged_sessions() == {}
