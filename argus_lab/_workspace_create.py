@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 import uuid
 from collections.abc import Mapping
@@ -32,6 +31,7 @@ from argus_lab.plan.static import coerce_plan
 from argus_lab.redact import Redactor, count_secrets
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store.checkpoints import Loaded, SessionStore
+from argus_lab.store.folders import remove_session_folders
 from argus_lab.store.names import NAME, SessionNames
 from argus_lab.tools.approval import policies_to_data
 from argus_lab.tools.registry import Tool
@@ -189,7 +189,9 @@ def create_session(
             raise ArgusError(f"a session named {name!r} was just created elsewhere")
     except BaseException:
         store.close()
-        shutil.rmtree(folder, ignore_errors=True)
+        # Moved aside first (one rename): a removal cut short must not leave
+        # a folder listed as a damaged or lost session.
+        remove_session_folders(names.root, sid)
         raise
     loaded = Loaded(
         head=head, meta=meta, plan=plan, records={r.task_id: r for r in kept}

@@ -130,11 +130,26 @@ def _strings_masked(x: Any) -> Any:
     return x
 
 
+_SHAPE_KEYS = (
+    "api_key",
+    "api-key",
+    "apikey",
+    "authorization",
+    "passwd",
+    "password",
+    "secret",
+    "token",
+)
+"""The key names of the ``name: value`` shape: a key ending in one of them
+("userPassword", "X-Api-Key", "githubToken") was masked by the shape when rows
+were scrubbed as JSON text, so it is a secret key for ``value()`` too."""
+
+
 @functools.lru_cache(maxsize=4096)
 def _secret_field(key: str) -> bool:
     # Keys repeat (field names, the same dicts step after step): the regex
     # runs once per distinct key.
-    return _SECRET_FIELD.search(key) is not None
+    return _SECRET_FIELD.search(key) is not None or key.lower().endswith(_SHAPE_KEYS)
 
 
 class Redactor:

@@ -10,6 +10,10 @@ sector would.
 forks session "base" (made first), and is held inside the create's SQLite
 transaction: it touches ``inside`` beside WS and waits to be killed.
 
+``python tests/faults_worker.py unclaimed WS``: creates session "made" but finds
+its name claimed by another process, and is held while removing the folder
+it committed, once its cache.db files are gone (touches ``inside``).
+
 ``python tests/faults_worker.py session WS``: runs a session of PLAN to its end,
 then SIGKILLs itself (its commits still in the WAL).
 
@@ -139,6 +143,27 @@ def main() -> None:
 
         shutil.rmtree = held  # type: ignore[assignment]
         saver.delete_thread("t1")  # type: ignore[attr-defined]
+    elif what == "unclaimed":
+        # A create whose name another process claimed first: its committed
+        # folder is removed, and the removal is killed once cache.db is gone.
+        from argus_lab.store.names import SessionNames
+        from tests.conftest import BASIC_TOOLS
+
+        real = shutil.rmtree
+
+        def held_rm(path: Any, *args: Any, **kwargs: Any) -> None:
+            found = list(Path(path).glob("cache.db*"))
+            if not found:  # not the committed folder
+                return real(path, *args, **kwargs)
+            for p in found:
+                p.unlink()
+            (ws.parent / "inside").touch()
+            threading.Event().wait()  # until SIGKILL
+            real(path, *args, **kwargs)
+
+        SessionNames.claim = lambda self, name, sid: False  # type: ignore[method-assign]
+        shutil.rmtree = held_rm  # type: ignore[assignment]
+        al.Workspace(ws).new_session(plan=PLAN, tools=BASIC_TOOLS, name="made")
     elif what == "session":
         from tests.conftest import BASIC_TOOLS
 

@@ -164,3 +164,26 @@ def test_approve_during_a_background_run(ws: al.Workspace) -> None:
     gate.set()
     assert fut.result(30).status == "succeeded"
     assert SENT == [{"to": "z", "amount": 1}]
+
+
+WHO = "alice.smith-7@example.org"
+
+
+def test_an_approval_holds_when_a_reopen_knows_more_secrets(ws: al.Workspace) -> None:
+    # The approval is bound to the call's input_hash, masked by the session's
+    # redactor; reopened with secrets=[...] holding a value the call's
+    # arguments carry in clear, the same call must not be asked about again.
+    plan = {
+        "goal": "pay",
+        "tasks": [
+            {"id": "who", "tool": "echo", "args": {"value": WHO}},
+            {"id": "pay", "tool": "send", "args": {"to": "${who.result}"}},
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=TOOLS, name="more")
+    assert s.run().status == "paused"
+    s.close()
+    with ws.open("more", tools=TOOLS, secrets=[WHO]) as again:
+        again.approve("pay")
+        assert again.run().status == "succeeded"
+    assert len(SENT) == 1

@@ -84,3 +84,64 @@ def test_a_session_whose_whole_wal_was_lost_is_listed_as_lost(tmp_path: Path) ->
     assert "committed version(s) were lost" in why and "damaged (" not in why
     with pytest.raises(al.LostCommitsError):
         ws.open(d.name, tools=BASIC_TOOLS)
+
+
+def test_a_create_committing_while_sessions_are_listed_is_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The listing found the new folder's cache.db with no session in it yet;
+    # the create committed (and wrote its witness) before the listing read
+    # the witness. That witness must not make it "lost with its WAL".
+    import threading
+
+    from argus_lab.store.checkpoints import SessionStore
+    from argus_lab.store.witness import Witness
+
+    ws = al.Workspace(tmp_path / "ws")
+    go, made = threading.Event(), threading.Event()
+    create, read = SessionStore.create, Witness.read
+
+    def held_create(self: SessionStore, *args: object, **kwargs: object) -> object:
+        assert go.wait(30), "the listing never reached the witness"
+        return create(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def read_after_the_commit(self: Witness) -> int | None:
+        go.set()  # the create commits now, between the head check and here
+        assert made.wait(30), "the create never finished"
+        return read(self)
+
+    monkeypatch.setattr(SessionStore, "create", held_create)
+
+    def make() -> None:
+        ws.new_session(plan=fw.PLAN, tools=BASIC_TOOLS, name="made").close()
+        made.set()
+
+    maker = threading.Thread(target=make)
+    maker.start()
+    try:
+        sessions = ws.path / "sessions"
+        wait_until(
+            lambda: any((d / "cache.db").exists() for d in sessions.iterdir()),
+            "the create to make its cache.db",
+        )
+        monkeypatch.setattr(Witness, "read", read_after_the_commit)
+        damaged = ws.damaged_sessions()
+    finally:
+        go.set()
+        maker.join(30)
+    monkeypatch.setattr(Witness, "read", read)
+    assert damaged == {}
+    assert [i.name for i in ws.sessions()] == ["made"]
+
+
+def test_a_create_undone_and_killed_midway_is_not_a_lost_session(
+    tmp_path: Path,
+) -> None:
+    # Its name was taken meanwhile, so the create removes the folder it had
+    # committed; killed once cache.db is gone, its witness must not remain,
+    # or the folder is listed as a session whose commits were all lost.
+    ws_path = tmp_path / "ws"
+    kill_when_inside(ws_path, "unclaimed")
+    ws = al.Workspace(ws_path)
+    assert ws.sessions() == []
+    assert ws.damaged_sessions() == {}

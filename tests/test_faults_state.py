@@ -144,3 +144,35 @@ def test_a_fork_killed_before_its_commit_is_not_a_state(tmp_path: Path) -> None:
     assert ws.states() == ["copy", "tally"]
     copy.close()
     st.close()
+
+
+def test_events_after_accepting_a_loss_are_numbered_past_every_lost_one(
+    tmp_path: Path,
+) -> None:
+    # growth_window=1: every growing commit writes a state_size_warning event,
+    # so the versions the damaged WAL loses had events a reader (the server's
+    # GET /states/NAME/events?since=) may have seen.
+    st = al.Workspace(tmp_path / "a").state("tally", model=fw.Tally, growth_window=1)
+    for i in range(20):
+        with st.transaction() as s:
+            s.n += 1
+            s.seen.append(i)
+    seen = max(ev["seq"] for ev in st.events())
+    assert seen >= 20
+    # A bad copy taken while the state is open: its versions are WAL frames.
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    st.close()
+    wal = tmp_path / "b" / "states" / "tally" / "cache.db-wal"
+    os.truncate(wal, wal.stat().st_size // 2)
+    ws = al.Workspace(tmp_path / "b")
+    with pytest.raises(al.LostCommitsError):
+        ws.state("tally", model=fw.Tally, growth_window=1)
+    st = ws.state("tally", model=fw.Tally, growth_window=1, accept_lost_commits=True)
+    with st.transaction() as s:
+        s.n += 1
+        s.seen.append(99)
+    kept = [ev for ev in st.events() if ev["version"] >= st.version - 1]
+    assert {ev["kind"] for ev in kept} >= {"lost_commits", "state_size_warning"}
+    # A reader resuming after the last seq it saw finds every new event.
+    assert kept == st.events(since=seen), [ev["seq"] for ev in kept]
+    st.close()

@@ -538,3 +538,34 @@ def test_the_hint_scan_for_hashes_misses_no_shape_and_no_secret_key() -> None:
         assert red.value({k: "abcdefgh"}) != {k: "abcdefgh"}, k
         assert red.may_hold_secrets('{"' + k + '": "abcdefgh"}'), k
     assert not red.may_hold_secrets('["noop", {"i": 0}]')
+
+
+@al.tool
+def oauth_reply(headers: dict[str, str]) -> dict[str, Any]:
+    """Returns what a JS-style API replies: camelCase secret keys."""
+    return {"accessToken": "ya29-reply-" + "q7Rt2XkZ", "expiresIn": 3600}
+
+
+def test_camel_case_and_hyphenated_secret_keys_never_land(ws: al.Workspace) -> None:
+    # A row's text once went through the shapes, which catch any key ending
+    # in token/secret/password/api-key (``"accessToken":"..."``); rows are
+    # now masked as data, so the secret-key rule has to see those keys too.
+    red = Redactor(environ={})
+    for k in ("accessToken", "clientSecret", "userPassword", "X-Api-Key"):
+        assert red.value({k: "abcdefgh1"}) == {k: MASK}, k
+    for k in ("max_tokens", "tokens_used", "keywords", "author", "primary_key"):
+        assert red.value({k: "abcdefgh1"}) == {k: "abcdefgh1"}, k
+    literal = {"accessToken": "ya29-plan-" + "Lm4WnB8c", "X-Api-Key": "k3y-" + "9dF2"}
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": "a", "tool": "oauth_reply", "args": {"headers": literal}}],
+    }
+    with pytest.raises(al.PlanError, match="holds a secret"):
+        ws.new_session(plan=plan, tools=[oauth_reply], name="literal")
+    plan["tasks"][0]["args"] = {"headers": {"x": "${env.HOME}"}}
+    s = ws.new_session(plan=plan, tools=[oauth_reply], name="reply")
+    s.run()
+    assert s.result("a") == {"accessToken": MASK, "expiresIn": 3600}
+    s.close()
+    ws.close()
+    assert scan(ws.path, {"plan": "Lm4WnB8c", "reply": "q7Rt2XkZ"}) == []

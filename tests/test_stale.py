@@ -68,3 +68,65 @@ def compile_cell(src: str) -> object:
     ns: dict[str, object] = {}
     exec(compile(src, "<ipython-input-7>", "exec"), ns)
     return ns["scale"]
+
+
+ADDR = "alice.smith-7@example.org"
+
+
+@al.tool
+def signer() -> str:
+    """Returns text holding a value a later process knows as a secret."""
+    return f"signed by {ADDR}"
+
+
+@al.tool
+def send(to: str) -> str:
+    """Sends (a side effect a needless rerun would repeat)."""
+    CALLS.append(f"send({to})")
+    return "sent"
+
+
+def test_a_secret_known_only_after_the_run_makes_nothing_stale(
+    ws: al.Workspace,
+) -> None:
+    # input_hash masks secrets in resolved arguments with the session's
+    # redactor, which differs between processes (secrets=[...], secret-named
+    # env vars such as GIT_AUTHOR_EMAIL): the same call must not turn stale.
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "a", "tool": "signer"},
+            {"id": "b", "tool": "send", "args": {"to": "${a.result}"}},
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[signer, send], name="later")
+    assert s.run().status == "succeeded"
+    s.close()
+    with ws.open("later", tools=[signer, send], secrets=[ADDR]) as o:
+        assert o.stale() == []
+        CALLS.clear()
+        assert o.rerun_stale().status == "succeeded"
+        assert CALLS == []
+
+
+def test_a_fork_knowing_more_secrets_replays_instead_of_sending_again(
+    ws: al.Workspace,
+) -> None:
+    # Invariant 9: a fork re-running "b" is served the parent's recorded
+    # result, found by the parent's input_hash, which was taken in clear.
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "a", "tool": "signer"},
+            {"id": "b", "tool": "send", "args": {"to": "${a.result}"}},
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[signer, send], name="parent")
+    assert s.run().status == "succeeded"
+    s.close()
+    with ws.open("parent", tools=[signer, send], secrets=[ADDR]) as o:
+        CALLS.clear()
+        f = o.fork(at="b")
+        assert f.run().status == "succeeded"
+        assert CALLS == [] and f.result("b") == "sent"
+        f.close()

@@ -182,16 +182,26 @@ class AttemptRunner:
                 self._settler.settle(tid, rec, failed)
                 return None
         in_hash = input_hash(tool.name, args, None if plain else st.redactor)
-        cached = (
-            st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
-            if st.tool_replays
-            else None
-        )
+        # The redactor differs between processes (secrets=[...] handed in on
+        # reopen, secret-named env vars): a hash taken where a value was not
+        # yet a secret is the same call's hash in clear (``clear``).
+        clear = in_hash if plain else None
+        cached = None
+        if st.tool_replays:
+            cached = st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
+            if cached is None and clear is None:
+                clear = input_hash(tool.name, args)
+                if clear != in_hash:
+                    cached = st.get_replay(tool_replay_key(tid, clear, tool.code_hash))
         if cached is not None:  # a fork re-running what its parent already did
             serve_replay(st, tid, rec, cached, in_hash, tool)
             return None
         approval = rec.approval or {}
-        if approved(rec, tool, in_hash):
+        if approved(rec, tool, in_hash) or (
+            clear != in_hash
+            and approval.get("state") == "approved"
+            and approved(rec, tool, clear or input_hash(tool.name, args))
+        ):
             if approval.get("edited_args") is not None:
                 try:  # a person's edits: ${env.NAME} is read now, as in a plan
                     args = edited_args(st, approval["edited_args"])

@@ -160,7 +160,9 @@ def _uncommitted(store: SessionStore) -> str | None:
     versions were committed and the write-ahead log that held them is gone.
     """
     witnessed = store.witness.read()
-    if not witnessed:
+    if not witnessed or store.cache.get("head") is not None:
+        # The head again, after the witness: a create that committed since
+        # the first look wrote its witness after its head (as load() reads).
         return None
     return (
         f"session {store.session_id}: {witnessed} committed version(s) were lost "

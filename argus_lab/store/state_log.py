@@ -241,7 +241,7 @@ class StateLog:
             head.version = 0
             head.created = head.created or time.time()
             self._write(head, c, snapshot=True)
-        self.witness.record(head.version, [])
+        self.witness.record(head.version, [], last_seq=head.last_seq)
         return head
 
     def commit(
@@ -280,7 +280,8 @@ class StateLog:
                     ("v:", vkey(head.version + 1)),
                 )
             self._write(head, c, snapshot=snapshot, patch_len=patch_len)
-        self.witness.record(head.version, [])
+        # The seq too: after a loss, events are numbered past the lost ones.
+        self.witness.record(head.version, [], last_seq=head.last_seq)
         return head
 
     def _watch(

@@ -67,7 +67,7 @@ def check_lost_versions(state: StateLog, *, settled: bool, accept: bool) -> None
             witness_version=witnessed,
         )
     log.warning("%s; going on from version %d as asked", what, have)
-    now = have
+    now, seq = have, head.last_seq if head is not None else None
     if head is not None:
         # The surviving document again, as a snapshot at version witnessed + 1:
         # versions never repeat, so an ETag or version a reader saw before the
@@ -82,11 +82,15 @@ def check_lost_versions(state: StateLog, *, settled: bool, accept: bool) -> None
                 "payload": {"head_version": have, "witness_version": witnessed},
             }
         )
+        # Events the lost versions wrote had numbers a reader may have seen
+        # (GET /states/NAME/events?since=): new ones are numbered past them.
+        lost_seq = state.witness.lost_seq(have, witnessed)
         with state._transaction():
             cur = state.head()
             if cur is not None and cur.version == have:  # nobody else did it
                 cur.version = witnessed  # _write makes it witnessed + 1
+                cur.last_seq = max(cur.last_seq, lost_seq or 0)
                 state._write(cur, c, snapshot=True)
-                now = cur.version
+                now, seq = cur.version, cur.last_seq
     state.witness.compact(limit=0)  # its lines name versions that are gone
-    state.witness.record(now, [])
+    state.witness.record(now, [], last_seq=seq)
