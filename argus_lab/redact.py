@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from argus_lab._redact_forms import encoded_forms
+
 __all__ = ["MASK", "SECRET_NAME", "Redactor", "count_secrets", "known_secrets"]
 
 MASK = "[REDACTED]"
@@ -171,13 +173,15 @@ class Redactor:
         _KNOWN.update(v for v in secrets if v and len(v) >= _MIN_LEN)
         kept = {v for v in values if v and len(v) >= _MIN_LEN}
         # Longest first, so a secret containing another is masked whole.
-        self.values = sorted(kept | _encoded(kept), key=len, reverse=True)
+        self.values = sorted(
+            kept | encoded_forms(kept, _MIN_LEN), key=len, reverse=True
+        )
 
     def add(self, value: str) -> None:
         """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
         if value and len(value) >= _MIN_LEN and value not in self.values:
             _KNOWN.add(value)
-            more = {*self.values, value, *_encoded([value])}
+            more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
             self.values = sorted(more, key=len, reverse=True)
 
     def text(self, s: str) -> str:
@@ -375,35 +379,3 @@ def known_secrets() -> tuple[str, ...]:
     writes outside a session and holds no session's redactor: a recording of
     model requests and replies sees the prompts those values went into."""
     return tuple(_KNOWN.copy())  # copy(): atomic while another thread adds
-
-
-def _encoded(values: Iterable[str]) -> set[str]:
-    """The forms libraries write a secret value in by themselves, so that a
-    value is masked in them too: URL-encoded (an HTTP client's error names the
-    URL with its query string), JSON-escaped (a quote, a backslash, non-ASCII),
-    and base64 (an HTTP Basic header is base64 of "user:password"; a blob of
-    JSON or a data URL). Base64 can start the value at any of three byte
-    alignments; each gives the run of characters that depends on the value's
-    bytes alone. What code transforms on purpose (split, hex, compressed,
-    encrypted) stays out of reach: see docs/sandbox.md."""
-    import base64
-    import json
-    from urllib.parse import quote, quote_plus
-
-    out: set[str] = set()
-    for v in values:
-        out.update((quote(v, safe=""), quote(v), quote_plus(v)))
-        out.update((json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1]))
-        raw = v.encode("utf-8")
-        for pad in range(3):
-            n = pad + len(raw)
-            enc = base64.b64encode(b"\0" * pad + raw).decode("ascii").rstrip("=")
-            # The first characters carry bits of what came before the value,
-            # the last one (of a partial group) bits of what comes after it.
-            core = enc[(0, 2, 3)[pad] : len(enc) - (1 if n % 3 else 0)]
-            out.update((core, core.translate(_URLSAFE)))
-        out.discard(v)
-    return {e for e in out if len(e) >= _MIN_LEN}
-
-
-_URLSAFE = str.maketrans("+/", "-_")

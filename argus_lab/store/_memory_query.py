@@ -65,16 +65,11 @@ _REEMBEDDING = (
 
 
 def _canonical(meta: Mapping[str, Any]) -> str:
+    # numpy's 3 is stored and matched as 3, not "3"; anything else as text
     return json.dumps(
-        meta, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json
-    )
-
-
-def _json(o: object) -> Any:
-    try:
-        return json_scalar(o)  # numpy's 3 is stored and matched as 3, not "3"
-    except TypeError:
-        return str(o)
+        meta, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        default=lambda o: json_scalar(o, or_text=True),
+    )  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -146,10 +146,13 @@ def check_record(r: object, i: int) -> MemoryRecord:
     return rec
 
 
-def json_scalar(o: object) -> Any:
+def json_scalar(o: object, *, or_text: bool = False) -> Any:
     """``json.dumps``'s ``default``: a numpy number or bool (what a DataFrame's
-    row holds) as the Python one it stands for; anything else is not JSON."""
+    row holds) as the Python one it stands for; anything else is not JSON
+    (TypeError), or, with ``or_text``, its ``str``."""
     item = getattr(o, "item", None)
     if type(o).__module__ == "numpy" and getattr(o, "ndim", None) == 0 and item:
         return item()
+    if or_text:
+        return str(o)
     raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
