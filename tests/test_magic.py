@@ -141,6 +141,19 @@ def test_rerunning_a_cell_whose_goal_holds_a_secret_shows_the_same_session(
         cell(ip, "masked", secret.replace("add things", "add more things"))
 
 
+def test_rerunning_an_unnamed_cell_shows_its_session_goal_or_not(
+    ip: InteractiveShell,
+) -> None:
+    # Without a NAME, the newest session with the cell's plan; --new makes
+    # another. A YAML plan without a goal stores none (it was a KeyError).
+    for body in (PLAN, PLAN.replace("goal: add things\n", "")):
+        cell(ip, "-o s", body)
+        cell(ip, "-o s2", body)
+        assert ip.user_ns["s2"] is ip.user_ns["s"]
+        cell(ip, "--new -o s3", body)
+        assert ip.user_ns["s3"].id != ip.user_ns["s"].id
+
+
 def test_tools_from_variables_lists_and_modules(
     ip: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -141,7 +141,8 @@ class LiveSessions:
             want = _as_stored(plan, tools, options)
         except (PlanError, ValueError):
             return None  # for_plan says what is wrong with it
-        infos = [i for i in ws.sessions() if i.goal == want["goal"] and not i.parent]
+        goal = want.get("goal", "")  # left out when empty
+        infos = [i for i in ws.sessions() if i.goal == goal and not i.parent]
         for info in sorted(infos, key=lambda i: i.created, reverse=True):
             s = self.find(ws, info.id)
             opened = s is None
