@@ -21,7 +21,14 @@ from typing import Any, Literal
 
 from argus_lab._redact_forms import encoded_forms
 
-__all__ = ["MASK", "SECRET_NAME", "Redactor", "count_secrets", "known_secrets"]
+__all__ = [
+    "MASK",
+    "SECRET_NAME",
+    "Redactor",
+    "count_secrets",
+    "known_secrets",
+    "reference_only",
+]
 
 MASK = "[REDACTED]"
 SECRET_NAME = re.compile(
@@ -113,7 +120,7 @@ _REFERENCE = re.compile(r"\$\{[^}]*\}")
 _AUTH_SCHEME = re.compile(r"(?i:bearer|basic|token)?\s*")
 
 
-def _reference_only(s: str) -> bool:
+def reference_only(s: str) -> bool:
     """Whether ``s`` is ``${...}`` references alone, but for an auth scheme
     before them ("Bearer ${env.TOKEN}"): nothing in it is a secret."""
     if "${" not in s:
@@ -124,7 +131,7 @@ def _reference_only(s: str) -> bool:
 
 def _strings_masked(x: Any) -> Any:
     if isinstance(x, str):
-        return MASK if x and not _reference_only(x) else x
+        return MASK if x and not reference_only(x) else x
     if isinstance(x, dict):
         return {k: _strings_masked(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
@@ -227,7 +234,7 @@ class Redactor:
         # A plan's reference ("${env.API_KEY}", "Bearer ${env.TOKEN}") is no
         # secret: masked in the stored plan, the task got "[REDACTED]".
         if isinstance(x, str):
-            return self.text(x) if _reference_only(x) else MASK
+            return self.text(x) if reference_only(x) else MASK
         return self.value(_strings_masked(x))
 
     def changes(self, data: Mapping[str, Any]) -> dict[str, Any]:

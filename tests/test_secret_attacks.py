@@ -478,6 +478,31 @@ def test_a_literal_password_in_a_plan_is_refused_before_anything_is_stored(
     assert [i.name for i in ws.sessions()] == []
 
 
+def test_text_beside_a_reference_under_a_secret_name_is_refused(
+    ws: al.Workspace,
+) -> None:
+    # Stored masked, reference and all, it reached the tool as [REDACTED]
+    # once the session was reopened. A reference alone, or after an auth
+    # scheme, is no secret and passes.
+    for value in ("x ${env.HOME}", "pre${env.HOME}post"):
+        plan = {
+            "goal": "g",
+            "tasks": [
+                {"id": "a", "tool": "login", "args": {"user": "u", "password": value}}
+            ],
+        }
+        with pytest.raises(al.PlanError, match="by its name"):
+            ws.new_session(plan=plan, tools=[login], name="beside")
+    for value in ("${env.HOME}", "Bearer ${env.HOME}"):
+        plan = {
+            "goal": "g",
+            "tasks": [
+                {"id": "a", "tool": "login", "args": {"user": "u", "password": value}}
+            ],
+        }
+        ws.new_session(plan=plan, tools=[login], name=f"ok{len(value)}").close()
+
+
 def test_rows_whose_text_holds_a_secret_shape_stay_json_and_masked(
     ws: al.Workspace,
 ) -> None:

@@ -22,7 +22,7 @@ from argus_lab.plan._subtask import (
     short_repr,
 )
 from argus_lab.plan.domain import NAME, HTNContext, HTNDomain, Phase
-from argus_lab.plan.graph import _REF, _parse_ref, iter_references
+from argus_lab.plan.graph import REFERENCE, _parse_ref, iter_references
 
 _MAX_ID: Final = 200
 Decision: TypeAlias = Literal["tried", "chosen", "rejected", "backtracked"]
@@ -383,7 +383,7 @@ def _rewrite(value: Any, mapping: dict[str, str]) -> Any:
             path = "".join("." + p for p in ref.path)
             return "${" + mapping[ref.task_id] + ".result" + path + "}"
 
-        return _REF.sub(sub, value)
+        return REFERENCE.sub(sub, value)
     if isinstance(value, dict):
         return {k: _rewrite(v, mapping) for k, v in value.items()}
     if isinstance(value, list | tuple):

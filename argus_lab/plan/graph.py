@@ -22,6 +22,7 @@ EXPAND_TOOL = "htn:expand"
 
 __all__ = [
     "EXPAND_TOOL",
+    "REFERENCE",
     "Reference",
     "descendants",
     "find_cycle",
@@ -31,7 +32,8 @@ __all__ = [
     "validate_plan",
 ]
 
-_REF = re.compile(r"\$\{([^}]*)\}")
+REFERENCE = re.compile(r"\$\{([^}]*)\}")
+"""A ``${...}`` reference in a string (group 1: what is between the braces)."""
 _REF_BODY = re.compile(r"^(?P<task>[^\s{}]+?)\.result(?P<path>(?:\.[^.\s{}]+)*)$")
 
 
@@ -83,11 +85,11 @@ def iter_references(value: Any) -> Iterator[tuple[str, Reference | None]]:
     while stack:
         v = stack.pop()
         if isinstance(v, str):
-            for m in _REF.finditer(v):
+            for m in REFERENCE.finditer(v):
                 yield m.group(0), _parse_ref(m.group(1))
-            open_at = _REF.sub("", v).find("${")
+            open_at = REFERENCE.sub("", v).find("${")
             if open_at >= 0:  # never closed: it would reach the tool as text
-                yield _REF.sub("", v)[open_at:][:60], None
+                yield REFERENCE.sub("", v)[open_at:][:60], None
         elif isinstance(v, dict | list | tuple):
             if id(v) in seen:
                 continue
@@ -332,7 +334,7 @@ def resolve_args(args: Any, result_of: Callable[[str], Any]) -> Any:
     if isinstance(args, str):
         if "${" not in args:
             return args
-        whole = _REF.fullmatch(args)
+        whole = REFERENCE.fullmatch(args)
         if whole is not None:
             ref = _parse_ref(whole.group(1))
             if ref is not None:
@@ -345,7 +347,7 @@ def resolve_args(args: Any, result_of: Callable[[str], Any]) -> Any:
             v = _walk(None if ref.is_env else result_of(ref.task_id), ref)
             return v if isinstance(v, str) else _json_text(v)
 
-        return _REF.sub(sub, args)
+        return REFERENCE.sub(sub, args)
     if isinstance(args, dict):
         return {k: resolve_args(v, result_of) for k, v in args.items()}
     if isinstance(args, list):

@@ -51,8 +51,8 @@ from argus_lab.plan._repair import _Repair, _replace, _results_of
 from argus_lab.plan._subtask import NotApplicable, Subtask, SubtaskLike, call_text
 from argus_lab.plan.domain import HTNContext, HTNDomain
 from argus_lab.plan.graph import (
-    _REF,
     EXPAND_TOOL,
+    REFERENCE,
     _parse_ref,
     _walk,
     validate_plan,
@@ -264,7 +264,7 @@ def _resolve(value: Any, results: Mapping[str, Any], task_id: str) -> Any:
         return results[tid]
 
     if isinstance(value, str):
-        whole = _REF.fullmatch(value)
+        whole = REFERENCE.fullmatch(value)
         ref = _parse_ref(whole.group(1)) if whole else None
         if ref is not None and not ref.is_env:
             return _walk(result_of(ref.task_id), ref)
@@ -276,7 +276,7 @@ def _resolve(value: Any, results: Mapping[str, Any], task_id: str) -> Any:
             v = _walk(result_of(r.task_id), r)
             return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
-        return _REF.sub(sub, value)
+        return REFERENCE.sub(sub, value)
     if isinstance(value, dict):
         return {k: _resolve(v, results, task_id) for k, v in value.items()}
     if isinstance(value, list | tuple):

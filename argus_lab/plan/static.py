@@ -13,7 +13,8 @@ from argus_lab.errors import PlanError
 from argus_lab.model import Task
 from argus_lab.plan._model import Plan
 from argus_lab.plan._text import check_json, load_yaml, read_text
-from argus_lab.redact import MASK, Redactor
+from argus_lab.plan.graph import REFERENCE
+from argus_lab.redact import MASK, Redactor, reference_only
 
 __all__ = [
     "coerce_plan",
@@ -84,10 +85,15 @@ def refuse_literal_secrets(plan: Plan | Iterable[Task], red: Redactor) -> None:
 
 
 def _literal(v: Any) -> Any:
-    """``v`` with every string holding a ``${...}`` reference emptied: what
-    the plan states literally, which is what is stored."""
+    """``v`` with its ``${...}`` references taken out: what the plan states
+    literally, which is what is stored. A string of references alone (an auth
+    scheme before them allowed, "Bearer ${env.T}") is empty; the text beside
+    a reference stays ("x${env.K}" under a secret name would be stored masked,
+    reference and all, and break when the session is reopened)."""
     if isinstance(v, str):
-        return "" if "${" in v else v
+        if "${" not in v:
+            return v
+        return "" if reference_only(v) else REFERENCE.sub("", v)
     if isinstance(v, dict):
         return {k: _literal(x) for k, x in v.items()}
     if isinstance(v, list):
