@@ -14,7 +14,7 @@ from argus_lab.model import Budget, Status, TaskRecord
 from argus_lab.plan.graph import resolve_args
 from argus_lab.plan.static import refuse_literal_secrets
 from argus_lab.runtime.gates import edited_args, watch_env
-from argus_lab.runtime.options import input_hash, plain_args
+from argus_lab.runtime.options import input_hashes, plain_args
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.scheduler import DONE
 from argus_lab.runtime.settle import Settler
@@ -69,14 +69,7 @@ class Actions:
                 stale.add(tid)
                 continue
             h = rec.input_hash
-            if (
-                h is not None
-                and input_hash(tool.name, args, red) != h
-                # The redactor differs between processes (secrets=[...] handed
-                # in on reopen, secret-named env vars): what it masks now may
-                # have been hashed in clear when the task ran. Same call.
-                and (red is None or input_hash(tool.name, args) != h)
-            ):
+            if h is not None and h not in input_hashes(tool.name, args, red):
                 stale.add(tid)
         return [t for t in st.tasks if t in stale]
 

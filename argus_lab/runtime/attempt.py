@@ -34,7 +34,7 @@ from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.options import (
     SessionOptions,
     idempotency_key,
-    input_hash,
+    input_hashes,
     plain_args,
     tool_replay_key,
 )
@@ -181,27 +181,17 @@ class AttemptRunner:
                 failed = Failed("bad_reference", str(e), "PlanError")
                 self._settler.settle(tid, rec, failed)
                 return None
-        in_hash = input_hash(tool.name, args, None if plain else st.redactor)
-        # The redactor differs between processes (secrets=[...] handed in on
-        # reopen, secret-named env vars): a hash taken where a value was not
-        # yet a secret is the same call's hash in clear (``clear``).
-        clear = in_hash if plain else None
-        cached = None
-        if st.tool_replays:
-            cached = st.get_replay(tool_replay_key(tid, in_hash, tool.code_hash))
-            if cached is None and clear is None:
-                clear = input_hash(tool.name, args)
-                if clear != in_hash:
-                    cached = st.get_replay(tool_replay_key(tid, clear, tool.code_hash))
-        if cached is not None:  # a fork re-running what its parent already did
-            serve_replay(st, tid, rec, cached, in_hash, tool)
-            return None
+        # The stored hash first, then the same call's in clear (input_hashes).
+        hashes = input_hashes(tool.name, args, None if plain else st.redactor)
+        in_hash = hashes[0]
+        if st.tool_replays:  # a fork re-running what its parent already did
+            for h in hashes:
+                cached = st.get_replay(tool_replay_key(tid, h, tool.code_hash))
+                if cached is not None:
+                    serve_replay(st, tid, rec, cached, in_hash, tool)
+                    return None
         approval = rec.approval or {}
-        if approved(rec, tool, in_hash) or (
-            clear != in_hash
-            and approval.get("state") == "approved"
-            and approved(rec, tool, clear or input_hash(tool.name, args))
-        ):
+        if approved(rec, tool, hashes):
             if approval.get("edited_args") is not None:
                 try:  # a person's edits: ${env.NAME} is read now, as in a plan
                     args = edited_args(st, approval["edited_args"])

@@ -29,7 +29,7 @@ __all__ = [
 _CHANGED = "the call changed since it was approved (its tool's code or arguments)"
 
 
-def approved(rec: TaskRecord, tool: Tool, in_hash: str) -> bool:
+def approved(rec: TaskRecord, tool: Tool, hashes: tuple[str, ...]) -> bool:
     """Whether a person's approval covers this call: the one they were shown.
 
     An approval is for a call, not a task id: a tool redefined after the ask
@@ -37,13 +37,14 @@ def approved(rec: TaskRecord, tool: Tool, in_hash: str) -> bool:
     differently now (an upstream task rerun) make another call, which is asked
     about again. Edited arguments are the person's own and run as given.
     Approvals recorded before the hashes were kept hold as they did.
+    ``hashes``: the call's ``input_hashes`` (stored, then in clear).
     """
     a = rec.approval
     if not a or a.get("state") != "approved":
         return False
     if a.get("tool_hash", tool.code_hash) != tool.code_hash:
         return False
-    return a.get("edited_args") is not None or a.get("input_hash", in_hash) == in_hash
+    return a.get("edited_args") is not None or a.get("input_hash", hashes[0]) in hashes
 
 
 def serve_replay(

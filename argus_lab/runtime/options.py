@@ -32,6 +32,7 @@ __all__ = [
     "failed_reason",
     "idempotency_key",
     "input_hash",
+    "input_hashes",
     "plain_args",
     "tool_replay_key",
 ]
@@ -300,13 +301,30 @@ def input_hash(tool_name: str, args: Any, redactor: Redactor | None = None) -> s
     hashes the same (it is not stale). Callers pass one for arguments that are
     not ``plain_args`` (what references resolved to may hold a secret).
     """
+    return input_hashes(tool_name, args, redactor)[0]
+
+
+def input_hashes(
+    tool_name: str, args: Any, redactor: Redactor | None = None
+) -> tuple[str, ...]:
+    """``input_hash`` (stored), then, when masking changed the text, the same
+    call's hash in clear: the redactor differs between processes (``secrets=``
+    handed in on a reopen, secret-named env vars), so a hash taken where a
+    value was not yet a secret is this call's too. The clear one is only
+    compared, never stored (nothing to guess from)."""
     # json.dumps(..., sort_keys=True, default=str) would build this encoder
     # on every call: the same text from one made once, or, for the usual
     # flat dict of plain values, written here (stored hashes depend on it).
     text = _flat_json(tool_name, args) or _HASH_JSON.encode([tool_name, args])
     if redactor is not None and redactor.may_hold_secrets(text):
-        args = redactor.value(args)
-        text = _flat_json(tool_name, args) or _HASH_JSON.encode([tool_name, args])
+        masked = redactor.value(args)
+        hidden = _flat_json(tool_name, masked) or _HASH_JSON.encode([tool_name, masked])
+        if hidden != text:
+            return (_digest(hidden), _digest(text))
+    return (hashlib.sha256(text.encode()).hexdigest()[:16],)  # _digest, inline
+
+
+def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
