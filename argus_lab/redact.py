@@ -161,6 +161,20 @@ def _secret_field(key: str) -> bool:
     return _SECRET_FIELD.search(key) is not None or key.lower().endswith(_SHAPE_KEYS)
 
 
+def _secret_entry(k: Any, x: Any) -> bool:
+    """Whether ``x`` is text, or data holding text, under a secret-named key.
+
+    The class test comes first: an array's truth value raises, and a number
+    has none to mask.
+    """
+    return (
+        (isinstance(x, str) or x.__class__ in _NESTED)
+        and bool(x)
+        and isinstance(k, str)
+        and _secret_field(k)
+    )
+
+
 class Redactor:
     """Masks secrets in values and text.
 
@@ -207,12 +221,7 @@ class Redactor:
         if isinstance(v, dict):
             out = {}
             for k, x in v.items():
-                if (
-                    (isinstance(x, str) or x.__class__ in _NESTED)
-                    and x
-                    and isinstance(k, str)
-                    and _secret_field(k)
-                ):
+                if _secret_entry(k, x):
                     out[k] = self._under_secret_key(x)
                 else:
                     out[k] = self.value(x)
@@ -244,14 +253,7 @@ class Redactor:
         for k, x in data.items():
             if x is None or x.__class__ in _PLAIN:
                 continue  # nothing to mask in a number
-            # Text, or data holding text, under a secret-named key: the class
-            # test first (an array's truth value raises; a number has none).
-            if (
-                (isinstance(x, str) or x.__class__ in _NESTED)
-                and x
-                and isinstance(k, str)
-                and _secret_field(k)
-            ):
+            if _secret_entry(k, x):
                 out[k] = self._under_secret_key(x)
             else:
                 nx = self.value(x)
