@@ -114,15 +114,30 @@ class Witness:
         a loss, which is conservative, never silent.
         """
         try:
-            data = self.journal_path.read_bytes()
+            entries = self._entries()
         except OSError:
             return None
-        last = None
+        return max((v for v, _, _ in entries), default=None) if entries else None
+
+    def _entries(self) -> list[tuple[int, int | None, list[str]]] | None:
+        """The journal's lines as (version, last seq or None, task ids); None
+        when there is no journal. A torn or damaged line is skipped."""
+        try:
+            data = self.journal_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        out = []
         for raw in data.split(b"\n"):
-            head = raw.split(b" ", 1)[0]
-            if head.isdigit() and len(head) < 19:  # a torn or damaged line: skip
-                last = max(last or 0, int(head))
-        return last
+            parts = raw.split(b" ")
+            if not parts[0].isdigit() or len(parts[0]) > 18:  # bytes: ASCII only
+                continue
+            seq = None
+            if len(parts) > 1 and parts[1][:1] == b"@":
+                n = parts.pop(1)[1:]
+                seq = int(n) if n.isdigit() and len(n) < 19 else None
+            tids = [p.decode("utf-8", "replace") for p in parts[1:] if p]
+            out.append((int(parts[0]), seq, tids))
+        return out
 
     def record(
         self,
@@ -186,41 +201,20 @@ class Witness:
         None when the journal does not cover every one of those versions (it
         was lost or cut short): then any task may have been touched.
         """
-        try:
-            data = self.journal_path.read_bytes()
-        except FileNotFoundError:
+        entries = self._entries()
+        if entries is None:
             return None
-        seen: set[int] = set()
-        tasks: set[str] = set()
-        for raw in data.split(b"\n"):
-            parts = raw.decode("utf-8", "replace").split(" ")
-            if not parts[0].isdigit():
-                continue  # a torn last line
-            v = int(parts[0])
-            if after < v <= upto:
-                seen.add(v)
-                tasks.update(p for p in parts[1:] if p and p[0] != "@")
-        if len(seen) < upto - after:
+        lines = [e for e in entries if after < e[0] <= upto]
+        if len({v for v, _, _ in lines}) < upto - after:
             return None
-        return tasks
+        return {t for _, _, tids in lines for t in tids}
 
     def lost_seq(self, after: int, upto: int) -> int | None:
         """The highest event seq the commits ``after < version <= upto`` had
         reached (their ``@N``), or None if the journal names none."""
-        try:
-            data = self.journal_path.read_bytes()
-        except FileNotFoundError:
-            return None
-        best = None
-        for raw in data.split(b"\n"):
-            parts = raw.split(b" ", 2)
-            if len(parts) < 2 or not parts[0].isdigit() or len(parts[0]) > 18:
-                continue
-            if after < int(parts[0]) <= upto and parts[1][:1] == b"@":
-                n = parts[1][1:]
-                if n.isdigit() and len(n) < 19:
-                    best = max(best or 0, int(n))
-        return best
+        entries = self._entries() or ()
+        seqs = [q for v, q, _ in entries if after < v <= upto and q is not None]
+        return max(seqs, default=None)
 
     def close(self) -> None:
         """Flushes (under "full") and closes the files (the data stays on disk)."""
