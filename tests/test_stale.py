@@ -86,12 +86,8 @@ def send(to: str) -> str:
     return "sent"
 
 
-def test_a_secret_known_only_after_the_run_makes_nothing_stale(
-    ws: al.Workspace,
-) -> None:
-    # input_hash masks secrets in resolved arguments with the session's
-    # redactor, which differs between processes (secrets=[...], secret-named
-    # env vars such as GIT_AUTHOR_EMAIL): the same call must not turn stale.
+def ran_in_clear(ws: al.Workspace, name: str) -> None:
+    """A run whose "b" hashed ADDR in clear: no secret was known then."""
     plan = {
         "goal": "g",
         "tasks": [
@@ -99,9 +95,18 @@ def test_a_secret_known_only_after_the_run_makes_nothing_stale(
             {"id": "b", "tool": "send", "args": {"to": "${a.result}"}},
         ],
     }
-    s = ws.new_session(plan=plan, tools=[signer, send], name="later")
+    s = ws.new_session(plan=plan, tools=[signer, send], name=name)
     assert s.run().status == "succeeded"
     s.close()
+
+
+def test_a_secret_known_only_after_the_run_makes_nothing_stale(
+    ws: al.Workspace,
+) -> None:
+    # input_hash masks secrets in resolved arguments with the session's
+    # redactor, which differs between processes (secrets=[...], secret-named
+    # env vars such as GIT_AUTHOR_EMAIL): the same call must not turn stale.
+    ran_in_clear(ws, "later")
     with ws.open("later", tools=[signer, send], secrets=[ADDR]) as o:
         assert o.stale() == []
         CALLS.clear()
@@ -114,16 +119,7 @@ def test_a_fork_knowing_more_secrets_replays_instead_of_sending_again(
 ) -> None:
     # Invariant 9: a fork re-running "b" is served the parent's recorded
     # result, found by the parent's input_hash, which was taken in clear.
-    plan = {
-        "goal": "g",
-        "tasks": [
-            {"id": "a", "tool": "signer"},
-            {"id": "b", "tool": "send", "args": {"to": "${a.result}"}},
-        ],
-    }
-    s = ws.new_session(plan=plan, tools=[signer, send], name="parent")
-    assert s.run().status == "succeeded"
-    s.close()
+    ran_in_clear(ws, "parent")
     with ws.open("parent", tools=[signer, send], secrets=[ADDR]) as o:
         CALLS.clear()
         f = o.fork(at="b")
