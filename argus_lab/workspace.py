@@ -35,7 +35,13 @@ from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.store.envelope import Durability
 from argus_lab.store.folders import delete_session, session_folder_ids
-from argus_lab.store.index import mismatch, read_progress, scan_sessions, session_store
+from argus_lab.store.index import (
+    live_runner,
+    mismatch,
+    read_progress,
+    scan_sessions,
+    session_store,
+)
 from argus_lab.store.names import SessionNames
 from argus_lab.tools.approval import policies_from_data, policies_to_data
 from argus_lab.tools.registry import Tool, as_toolset
@@ -297,6 +303,23 @@ class Workspace:
         store = self._store(sid)
         try:
             return read_progress(store)
+        finally:
+            store.close()
+
+    def runner(self, name_or_id: str) -> dict[str, Any] | None:
+        """The live process running a session (``{"pid", "host"}``), or None:
+        nobody runs it, or its runner died (``progress`` says "interrupted").
+        Reads the head alone, not the records.
+
+        Raises:
+            KeyError: no such session.
+        """
+        sid = self._names.lookup(name_or_id)
+        if sid is None:
+            raise KeyError(f"no session {name_or_id!r} in {self.path}")
+        store = self._store(sid)
+        try:
+            return live_runner(store.read_head())
         finally:
             store.close()
 

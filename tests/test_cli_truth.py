@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -194,6 +196,7 @@ def test_the_server_says_a_dead_run_is_interrupted_too(killed: Path) -> None:
     from argus_lab.server import create_app
 
     ws = al.Workspace(killed)
+    assert ws.runner("ledger") is None
     auth = {"Authorization": "Bearer tok"}
     try:
         with TestClient(create_app(ws, "tok"), base_url="http://127.0.0.1") as c:
@@ -207,3 +210,32 @@ def test_the_server_says_a_dead_run_is_interrupted_too(killed: Path) -> None:
             )
     finally:
         ws.close()
+
+
+def test_runner_names_the_live_process_while_a_run_goes_on(ws: al.Workspace) -> None:
+    go = threading.Event()
+    inside = threading.Event()
+
+    @al.tool
+    def wait_for_go() -> str:
+        inside.set()
+        assert go.wait(60)
+        return "done"
+
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "a", "tool": "wait_for_go"}]},
+        tools=[wait_for_go],
+        name="live",
+    )
+    assert ws.runner("live") is None  # never run: nobody holds it
+    fut = s.start()
+    try:
+        assert inside.wait(60)
+        assert ws.runner("live") == {"pid": os.getpid(), "host": socket.gethostname()}
+    finally:
+        go.set()
+        assert fut.result(60).status == "succeeded"
+    assert ws.runner("live") is None
+    s.close()
+    with pytest.raises(KeyError, match="no session 'ghost'"):
+        ws.runner("ghost")

@@ -164,7 +164,7 @@ def _interrupted(ws: Workspace, d: dict[str, Any], here: bool = False) -> None:
     gone = False
     if d.get("status") == "running" and not here:
         with contextlib.suppress(ArgusError, KeyError, OSError):
-            gone = ws.progress(d["id"])["status"] == "interrupted"
+            gone = ws.runner(d["id"]) is None  # the head alone, not the records
     d["interrupted"] = gone
 
 

@@ -26,7 +26,7 @@ from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionEr
 from argus_lab.model import SessionInfo
 from argus_lab.store.checkpoints import SessionStore
 from argus_lab.store.envelope import Durability, open_cache
-from argus_lab.store.head import lease_is_live
+from argus_lab.store.head import Head, lease_is_live
 from argus_lab.store.records import TaskRecords
 from argus_lab.store.space import full_error, is_disk_full
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IndexRebuiltWarning",
     "folder_problem",
+    "live_runner",
     "mismatch",
     "open_index",
     "read_progress",
@@ -326,16 +327,22 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
         counts[st] = counts.get(st, 0) + 1
         tasks[tid] = st
     status: str = loaded.meta.status
-    lease = loaded.head.lease
-    live = lease_is_live(lease, time.time())
-    if status == "running" and not live:
+    runner = live_runner(loaded.head)
+    if status == "running" and runner is None:
         status = "interrupted"
     return {
         "status": status,
         "counts": counts,
         "tasks": tasks,
         "reason": loaded.meta.reason,
-        "runner": {"pid": lease.get("pid"), "host": lease.get("host")}
-        if lease and live
-        else None,
+        "runner": runner,
     }
+
+
+def live_runner(head: Head | None) -> dict[str, Any] | None:
+    """The pid and host of the live process holding ``head``'s lease, or None
+    (no lease, or its holder is gone)."""
+    lease = head.lease if head is not None else None
+    if lease and lease_is_live(lease, time.time()):
+        return {"pid": lease.get("pid"), "host": lease.get("host")}
+    return None
