@@ -291,4 +291,28 @@ def test_head_json_follows_every_change_of_its_lease_and_usage() -> None:
     head.lease = make_lease("holder-b", 30)
     assert json.loads(head.to_json()) == expect()
     head.lease = None
-    assert head.to_json() == json.dumps(expect())
+    assert json.loads(head.to_json()) == expect()
+
+
+def test_head_row_reads_back_every_usage_value() -> None:
+    """The head's JSON comes from pydantic-core (store/head.py): what
+    ``json.loads`` reads back is what was written, NaN and infinities too, and
+    a value pydantic-core cannot serialize goes through ``json.dumps``."""
+    import numpy as np
+
+    usage = {"steps": 3, "wall_s": 1e-05, "cost_usd": 0.1 + 0.2, "big": 1e22}
+    for extra in ({}, {"nan": float("nan")}, {"inf": float("-inf")}):
+        head = Head(7, 12, make_lease("h", 30), {**usage, **extra})
+        row = head.row()
+        assert row == encode(head.to_json())  # the same envelope, its checksum
+        back = json.loads(head.to_json())
+        assert back["version"] == 7 and back["last_seq"] == 12
+        assert back["lease"] == head.lease
+        assert json.dumps(back["usage"]) == json.dumps(head.usage)  # NaN == NaN
+    head = Head(1, 0, None, {"wall_s": np.float64(0.25)})
+    assert json.loads(head.to_json()) == {
+        "version": 1,
+        "last_seq": 0,
+        "lease": None,
+        "usage": {"wall_s": 0.25},
+    }

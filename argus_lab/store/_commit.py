@@ -134,7 +134,7 @@ class HeadRow:
 
     def put(self, con: sqlite3.Connection, head: Head) -> None:
         """Writes ``head`` in the open transaction."""
-        text = encode(head.to_json())
+        text = head.row()
         self._rows.update(con, "head", text)
         # Remembered only as what the transaction wrote: if it rolls back, the
         # stored text differs and the next commit reads the head afresh.
@@ -156,7 +156,7 @@ class HeadRow:
         if last is None or last.version != expected or self.text is None:
             return None
         head = successor(last, lease, usage, n_events)
-        text = encode(head.to_json())
+        text = head.row()
         if not self._rows.update_if(con, "head", self.text, text):
             return None
         self.text, self.head = text, head
