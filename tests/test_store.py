@@ -316,3 +316,68 @@ def test_head_row_reads_back_every_usage_value() -> None:
         "lease": None,
         "usage": {"wall_s": 0.25},
     }
+
+
+def test_field_masker_scans_a_text_again_once_a_secret_is_added() -> None:
+    """An event's own text found clean is not scanned again (store/_commit.py,
+    FieldMasker), until the redactor learns a secret: then it is."""
+    from argus_lab.events import make_event
+    from argus_lab.redact import MASK, Redactor
+    from argus_lab.store._commit import FieldMasker
+
+    red, masker = Redactor(environ={}), FieldMasker()
+    scans: list[dict[str, Any]] = []
+    changes = red.changes
+
+    def counted(data: Any) -> dict[str, Any]:
+        scans.append(dict(data))
+        return changes(data)
+
+    red.changes = counted  # type: ignore[method-assign]
+
+    def started() -> Any:
+        return make_event(
+            "task_started", session_id="s", ts=1.0, task_id="t", tool="fetch-k3y9x7q2"
+        )
+
+    for _ in range(3):
+        ev = started()
+        masker.events(red, [ev])
+        assert ev.tool == "fetch-k3y9x7q2"
+    assert scans == [{"tool": "fetch-k3y9x7q2"}]  # once, then remembered
+    red.add("k3y9x7q2")  # read through ${env.NAME} mid-run, say
+    ev = started()
+    masker.events(red, [ev])
+    assert ev.tool == f"fetch-{MASK}"
+    assert len(scans) == 2
+
+
+def test_field_masker_masks_as_the_redactor_does() -> None:
+    """Remembering clean texts changes nothing the redactor would mask: a
+    secret-named field, a secret shape, a known value, nested data, the same
+    events twice (the second time partly from memory)."""
+    from argus_lab.events import EventBase
+    from argus_lab.redact import Redactor
+    from argus_lab.store._commit import FieldMasker
+
+    red, masker = Redactor(["s3cr3t-value"], environ={}), FieldMasker()
+
+    def events() -> list[EventBase]:
+        fields: list[dict[str, Any]] = [
+            {"tool": "noop", "bytes": 12, "cached": False},
+            {"tool": "noop", "token": "abcdefgh"},
+            {"note": "password=hunter22!", "tool": "noop"},
+            {"note": "uses s3cr3t-value here", "n": 1.5},
+            {"args": {"api_key": "zzzzzzzz", "q": ["x", "s3cr3t-value"]}},
+            {"tool": "", "why": "plain text"},
+        ]
+        return [EventBase(kind="x", session_id="s", ts=1.0, **f) for f in fields]
+
+    for _ in range(2):
+        got, want = events(), events()
+        masker.events(red, got)
+        for ev in want:
+            for k, v in red.changes(ev.own_fields()).items():
+                setattr(ev, k, v)
+        assert [e.own_fields() for e in got] == [e.own_fields() for e in want]
+        assert "hunter22" not in str([e.own_fields() for e in got])
