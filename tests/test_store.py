@@ -381,3 +381,41 @@ def test_field_masker_masks_as_the_redactor_does() -> None:
                 setattr(ev, k, v)
         assert [e.own_fields() for e in got] == [e.own_fields() for e in want]
         assert "hunter22" not in str([e.own_fields() for e in got])
+
+
+def test_rows_hold_what_model_dump_json_writes(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``write_rows`` dumps records and events through their pydantic-core
+    serializers and sets each event's seq past pydantic's ``__setattr__``
+    (store/_commit.py): the rows hold exactly what ``model_dump_json``
+    writes, and every seq is set, numbered and marked set."""
+    s = ws.new_session(plan=CHAIN, tools=BASIC_TOOLS, name="dumps")
+    events: list[str] = []
+    records: dict[str, str] = {}
+    real_commit = SessionStore.commit
+
+    def spy_commit(store: SessionStore, *a: Any, **k: Any) -> Any:
+        head = real_commit(store, *a, **k)
+        for ev in k.get("events") or []:
+            assert "seq" in ev.model_fields_set
+            events.append(ev.model_dump_json())
+        for rec in k.get("records") or []:
+            records[rec.task_id] = rec.model_dump_json(exclude_defaults=True)
+        return head
+
+    monkeypatch.setattr(SessionStore, "commit", spy_commit)
+    assert s.run().status == "succeeded"
+    s.close()
+    store = SessionStore(s.path, s.id)
+    try:
+        stored = list(store.iter_event_json())
+        assert stored[-len(events) :] == events
+        seqs = [json.loads(e)["seq"] for e in stored]
+        assert seqs == list(range(1, len(stored) + 1))
+        assert set(records) == {"a", "b", "c"}
+        for tid, text in records.items():
+            row = store.cache.get("t:" + tid)
+            assert store.decode("t:" + tid, row, "task") == (SCHEMA_VERSION, text)
+    finally:
+        store.close()
