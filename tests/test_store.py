@@ -419,3 +419,42 @@ def test_rows_hold_what_model_dump_json_writes(
             assert store.decode("t:" + tid, row, "task") == (SCHEMA_VERSION, text)
     finally:
         store.close()
+
+
+def test_a_forked_child_gets_its_own_connection(tmp_path: Path) -> None:
+    """Transactions take the thread's connection from its thread-local and
+    notice a fork by counting forks, not by asking for the pid (_rows.py,
+    _thread_con): a child never writes through its parent's."""
+    import os
+
+    from argus_lab.store._rows import Transaction
+    from argus_lab.store.envelope import open_cache
+
+    cache = open_cache(tmp_path, "normal")
+    try:
+        with Transaction(cache) as con:
+            con.execute("UPDATE Settings SET value = value WHERE key = 'count'")
+        with Transaction(cache) as again:
+            assert again is con  # the same thread: the kept connection
+        parent = id(con)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without pytest's cleanup
+            code = 1
+            try:
+                with Transaction(cache) as child:
+                    fresh = id(child) != parent and child is not con
+                cache.set("from-child", "1")
+                code = 0 if fresh else 2
+            finally:
+                os.write(w, bytes([code]))
+                os._exit(code)
+        os.close(w)
+        assert os.read(r, 1) == b"\x00"
+        os.close(r)
+        assert os.waitpid(pid, 0)[1] == 0
+        with Transaction(cache) as after:
+            assert after is con  # the parent's own stays its own
+        assert cache.get("from-child") == "1"
+    finally:
+        cache.close()

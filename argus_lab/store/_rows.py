@@ -75,10 +75,6 @@ class RowWriter:
         self._cache = cache
         self._max_inline = int(cache.disk_min_file_size)
 
-    def _con(self) -> sqlite3.Connection:
-        con: sqlite3.Connection = self._cache._con  # this thread's connection
-        return con
-
     def update(self, con: sqlite3.Connection, key: str, value: str) -> None:
         """Replaces or adds row ``key``."""
         if len(value) < self._max_inline:
@@ -113,6 +109,33 @@ class RowWriter:
         self._cache.set(key, value)
 
 
+_forks = 0
+"""Forks this process is the child of (a connection held before: the parent's)."""
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):  # (no fork where it is missing)
+    os.register_at_fork(after_in_child=_forked)
+
+
+def _thread_con(cache: Any) -> sqlite3.Connection:
+    """``cache._con`` (this thread's connection) from its thread-local: that
+    property asks the kernel for the pid on every call to notice a fork (~4k
+    instructions and a syscall a commit); counting forks notices it too. A
+    thread without one, or forked since, goes through ``_con``, which closes
+    the parent's and connects anew."""
+    local = cache._local
+    con: sqlite3.Connection | None = getattr(local, "con", None)
+    if con is None or getattr(local, "forks", -1) != _forks:
+        con = cache._con
+        local.forks = _forks
+    return con
+
+
 class Transaction:
     """``cache.transact(retry=True)`` without its two generator context managers.
 
@@ -133,7 +156,7 @@ class Transaction:
         tid = threading.get_ident()
         if cache._txn_id == tid:
             raise RuntimeError("checkpoint transactions do not nest")
-        con: sqlite3.Connection = cache._con
+        con = _thread_con(cache)
         while True:
             try:
                 con.execute("BEGIN IMMEDIATE")
