@@ -458,3 +458,53 @@ def test_a_forked_child_gets_its_own_connection(tmp_path: Path) -> None:
         assert cache.get("from-child") == "1"
     finally:
         cache.close()
+
+
+def _triggers(cache: Any) -> dict[str, str]:
+    rows = cache._con.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
+    ).fetchall()
+    return dict(rows)
+
+
+def test_size_triggers_run_only_when_a_size_changes(tmp_path: Path) -> None:
+    """The caches Argus opens keep diskcache's size triggers with a WHEN
+    clause (store/_opening.py): new databases and old ones alike, and
+    diskcache's own size and count bookkeeping stays exact."""
+    from argus_lab.store.envelope import open_cache
+
+    old = diskcache.Cache(str(tmp_path / "old"), disk=JsonOnlyDisk)  # diskcache's
+    assert "WHEN" not in _triggers(old)["Settings_size_insert"]
+    old.set("kept", "before")
+    old.close()
+    for folder in ("new", "old"):
+        cache = open_cache(tmp_path / folder, "normal")
+        try:
+            trig = _triggers(cache)
+            assert "WHEN NEW.size IS NOT 0 " in trig["Settings_size_insert"]
+            assert "WHEN NEW.size IS NOT OLD.size " in trig["Settings_size_update"]
+            assert "WHEN" not in trig["Settings_count_insert"]
+            size0, count0 = _size(cache), len(cache)
+            big = "y" * (cache.disk_min_file_size + 10)  # kept in a file
+            cache.set("big", big)
+            cache.set("small", "z")
+            assert len(cache) == count0 + 2
+            assert _size(cache) == size0 + len(big)
+            cache.set("big", big + "more")  # an update that changes the size
+            assert _size(cache) == size0 + len(big) + 4
+            cache.set("big", "now small")  # and back inside SQLite
+            assert _size(cache) == size0
+            cache.delete("small")
+            assert len(cache) == count0 + 1
+        finally:
+            cache.close()
+    again = diskcache.Cache(str(tmp_path / "old"), disk=JsonOnlyDisk)
+    try:  # diskcache creates its triggers only if missing: it keeps these
+        assert "WHEN" in _triggers(again)["Settings_size_update"]
+        assert again.get("kept") == "before"
+    finally:
+        again.close()
+
+
+def _size(cache: Any) -> int:
+    return int(cache.reset("size", update=False))

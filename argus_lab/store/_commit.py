@@ -181,17 +181,18 @@ def write_rows(
     for rec in records:
         # Fields at their defaults (most are None on a plain success) are
         # left out: ~150 bytes a step; loading fills them back in.
-        text = rec.__pydantic_serializer__.to_json(rec, exclude_defaults=True)
-        text = encoded(redactor, text.decode(), shapes=shapes)
-        rows.update(con, "t:" + rec.task_id, text)
+        data = rec.__pydantic_serializer__.to_json(rec, exclude_defaults=True)
+        rows.update(
+            con, "t:" + rec.task_id, encoded(redactor, data.decode(), shapes=shapes)
+        )
     texts = []
     for ev in events:
         seq += 1
         set_seq(ev, seq)
         # Masked one by one (a secret can never match across two events);
         # JSON text holds no raw newline, so a line is exactly one event.
-        text = ev.__pydantic_serializer__.to_json(ev).decode()
-        texts.append(scrubbed(redactor, text, shapes=shapes))
+        data = ev.__pydantic_serializer__.to_json(ev)
+        texts.append(scrubbed(redactor, data.decode(), shapes=shapes))
     first = seq - len(texts) + 1
     for i in range(0, len(texts), EVENTS_PER_ROW):
         body = "\n".join(texts[i : i + EVENTS_PER_ROW])

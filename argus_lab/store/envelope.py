@@ -19,7 +19,7 @@ import diskcache
 
 from argus_lab.errors import CorruptCheckpointError
 from argus_lab.events import COMMON_FIELDS, EVENT_KINDS, payload_to_fields
-from argus_lab.store._rows import PAGE_SIZE, OneCommitOpenCache, prepare_database
+from argus_lab.store._opening import PAGE_SIZE, OneCommitOpenCache, prepare_database
 
 __all__ = [
     "EVENTS_PER_ROW",
@@ -153,7 +153,7 @@ def open_cache(
 ) -> diskcache.Cache:
     """Opens a diskcache Cache configured for checkpoints (never evicts, no pickle).
 
-    ``page_size`` applies only to a database created here (``_rows.py``).
+    ``page_size`` applies only to a database created here (``_opening.py``).
     """
     # Small pages: a WAL commit writes each page it touched whole.
     prepare_database(str(directory), page_size)
