@@ -131,16 +131,18 @@ these the next time it is opened here (in the opening's one transaction);
 diskcache itself creates them only if missing, so it keeps these."""
 
 
-def _guard(run: Callable[..., Any], name: str, guarded: str) -> Any:
-    """Creates trigger ``name`` as ``guarded``, replacing any other version."""
-    row = run(
-        "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)
-    ).fetchone()
-    if row is not None and row[0] == guarded:
+_SQL_RETRY = diskcache.Cache._sql_retry.fget
+
+
+def _guard(run: Callable[..., Any], found: dict[str, str], name: str, sql: str) -> Any:
+    """Creates trigger ``name`` as ``sql`` unless ``found`` (the database's
+    triggers) holds it so, replacing any other version."""
+    old = found.get(name)
+    if old == sql:
         return None
-    if row is not None:
+    if old is not None:
         run(f"DROP TRIGGER {name}")
-    return run(guarded)
+    return run(sql)
 
 
 class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
@@ -168,6 +170,8 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
 
     _opening = False
     _connecting = False
+    _guarded = 0
+    """Size triggers put in place by this opening (``_GUARDED``)."""
     _spare: tuple[int, sqlite3.Connection] | None = None
     """A connection no thread uses, with the pid that opened it."""
     _spare_lock = threading.Lock()
@@ -227,15 +231,21 @@ class OneCommitOpenCache(diskcache.Cache):  # type: ignore[misc]
 
     @property
     def _sql_retry(self) -> Callable[..., Any]:
-        run: Callable[..., Any] = diskcache.Cache._sql_retry.fget(self)
-        if not self._opening:
+        run: Callable[..., Any] = _SQL_RETRY(self)
+        if not self._opening or self._guarded >= len(_GUARDED):
             return run
+        # While diskcache's __init__ creates its tables and triggers.
+        found: list[dict[str, str]] = []  # the database's triggers, read once
 
-        def guarded(statement: str, *args: Any, **kwargs: Any) -> Any:
+        def guarded(statement: str, *args: Any) -> Any:
             trigger = _GUARDED.get(statement)
             if trigger is None:
-                return run(statement, *args, **kwargs)
-            return _guard(run, *trigger)
+                return run(statement, *args)
+            if not found:
+                sql = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
+                found.append(dict(run(sql).fetchall()))
+            self._guarded += 1
+            return _guard(run, found[0], *trigger)
 
         return guarded
 
