@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import argus_lab as al
 
 CELL_V1 = "def scale(x: int) -> int:\n    return x * 2\n"
@@ -126,3 +128,52 @@ def test_a_fork_knowing_more_secrets_replays_instead_of_sending_again(
         assert f.run().status == "succeeded"
         assert CALLS == [] and f.result("b") == "sent"
         f.close()
+
+
+@al.tool(side_effect="write")
+def deliver(to: str) -> str:
+    """Sends, once a person approved it."""
+    CALLS.append(f"deliver({to})")
+    return "sent"
+
+
+@al.tool
+def login(token: str) -> str:
+    """Reads a value through ${env.NAME}: the run masks it from then on."""
+    return "ok" if token else "no"
+
+
+def test_a_task_checked_before_the_one_whose_env_secret_it_hashed_is_not_stale(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "b" hashed a's result with ADDR masked: "e" had read ADDR through
+    # ${env.NAME} before "b" ran (b waited for approval). stale() after a
+    # reopen walks dependencies first, "b" before "e": ADDR must be known then.
+    monkeypatch.setenv("SIGNER_ADDR", ADDR)
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "a", "tool": "signer"},
+            {"id": "b", "tool": "deliver", "args": {"to": "${a.result}"}},
+            # After "a": a's result is stored in clear (ADDR no secret yet).
+            {
+                "id": "e",
+                "tool": "login",
+                "deps": ["a"],
+                "args": {"token": "${env.SIGNER_ADDR}"},
+            },
+        ],
+    }
+    tools = [signer, deliver, login]
+    with ws.new_session(plan=plan, tools=tools, name="envlate") as s:
+        assert s.run().status == "paused"
+        assert s.record("e").status == "succeeded"
+        assert ADDR in s.result("a")
+        s.approve("b", by="me")
+        assert s.run().status == "succeeded"
+        assert s.stale() == []
+    with ws.open("envlate", tools=tools) as o:
+        assert o.stale() == []
+        CALLS.clear()
+        assert o.rerun_stale().status == "succeeded"
+        assert CALLS == []
