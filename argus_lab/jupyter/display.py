@@ -73,6 +73,11 @@ STATUS_GLYPHS: dict[str, str] = {
 
 assert set(STATUS_COLORS) == set(STATUSES) == set(STATUS_CODES) == set(STATUS_GLYPHS)
 
+_SHOWN_COLORS = {**STATUS_COLORS, "interrupted": "#d6e9f3"}
+_SHOWN_GLYPHS = {**STATUS_GLYPHS, "interrupted": "‖"}
+"""With "interrupted", drawn only (no stored status): a task stored as running
+while nobody runs the session (``session_summary``); widgets/graph.css too."""
+
 MAX_STATIC_NODES = 1500
 """Above this many tasks the static view shows the table only (the SVG would be
 megabytes of markup nobody can read at that scale)."""
@@ -85,6 +90,9 @@ def session_summary(
 ) -> dict[str, Any]:
     """The numbers of the summary bar: done/total, running, failed, cost, tokens,
     elapsed, budget left, the session's status and why it stopped.
+
+    While nobody runs the session, its tasks stored as running are counted as
+    ``interrupted`` instead: intents a closed, paused or dead run left.
 
     Cost and tokens add up the task records; budget left is the session budget
     (``s.set_budget``, ``%%argus --max-cost``) minus what the session counted
@@ -124,6 +132,10 @@ def session_summary(
         # one that died mid-run ("interrupted", as argus ls says).
         with contextlib.suppress(ArgusError, KeyError, OSError):
             status = session.workspace.progress(session.id)["status"]
+    if not (session.running or status == "running"):
+        # Nobody runs it: those are intents a closed, paused or dead run left,
+        # decided by the next run (the widget marks them "interrupted").
+        counts["interrupted"] = counts.pop("running")
     return {
         "name": session.name,
         "status": status,
@@ -131,7 +143,8 @@ def session_summary(
         "total": total,
         "done": sum(counts[s] for s in _DONE),
         "counts": {k: v for k, v in counts.items() if v},
-        "running": counts["running"],
+        "running": counts.get("running", 0),
+        "interrupted": counts.get("interrupted", 0),
         "failed": counts["failed"],
         "cost": round(cost, 6),
         "tokens": tokens,
@@ -199,10 +212,10 @@ def graph_svg(
             )
         else:
             status = statuses.get(n["id"], "pending")
-        fill = STATUS_COLORS.get(status, STATUS_COLORS["pending"])
+        fill = _SHOWN_COLORS.get(status, STATUS_COLORS["pending"])
         extra = ' stroke-dasharray="3 2"' if n["id"] in stale else ""
         label = n["label"] if len(n["label"]) <= 20 else n["label"][:19] + "…"
-        label = f"{STATUS_GLYPHS.get(status, '')} {label}"
+        label = f"{_SHOWN_GLYPHS.get(status, '')} {label}"
         out.append(
             f'<g data-id="{esc(n["id"])}" data-status="{status}">'
             f"<title>{esc(n['id'])}: {status}</title>"
@@ -287,7 +300,7 @@ def _legend(counts: Mapping[str, int]) -> str:
             parts.append(
                 f'<span style="display:inline-block;margin-right:1em">'
                 f'<span style="display:inline-block;width:.9em;height:.9em;'
-                f"background:{STATUS_COLORS[s]};border:1px solid #57606a;"
+                f"background:{_SHOWN_COLORS[s]};border:1px solid #57606a;"
                 f'vertical-align:middle"></span> {html.escape(s)} {n}</span>'
             )
     return "".join(parts)
@@ -307,12 +320,18 @@ def session_html(session: Session) -> str:
         rows.append(("reason", summ["reason"]))
     if tokens or cost:
         rows.append(("cost / tokens", f"${cost:.4f} / {tokens}"))
-    statuses = {t: r.status for t, r in session.records.items()}
+    statuses: dict[str, str] = {t: r.status for t, r in session.records.items()}
+    if summ["interrupted"]:  # nobody runs it (session_summary)
+        statuses = {t: _interrupted(st) for t, st in statuses.items()}
     body = _graph_or_note(session.plan, statuses)
     return (
         '<div class="argus-static" style="font-family:system-ui,sans-serif">'
         f"{_table(rows)}<div>{_legend(summ['counts'])}</div>{body}</div>"
     )
+
+
+def _interrupted(status: str) -> str:
+    return "interrupted" if status == "running" else status
 
 
 def plan_html(plan: Plan) -> str:
