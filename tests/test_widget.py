@@ -882,3 +882,53 @@ def test_a_task_in_flight_when_the_session_closed_is_drawn_interrupted(
     finally:
         w2.close()
         again.close()
+
+
+def test_following_another_run_reads_the_store_once_then_what_changed(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A widget following a run elsewhere looks every second: it must not load
+    the whole session each time, only the head, then the records that changed."""
+    from argus_lab.jupyter._elsewhere import run_elsewhere
+    from argus_lab.store.checkpoints import SessionStore
+
+    loads: list[str] = []
+    real = SessionStore.load
+
+    def counted(self: SessionStore, **kw: Any) -> Any:
+        loads.append(self.session_id)
+        return real(self, **kw)
+
+    plan = {
+        "goal": "followed",
+        "tasks": [
+            {"id": "slow", "tool": "gated", "args": {"value": 1}},
+            {"id": "after", "tool": "add", "args": {"a": 1}, "deps": ["slow"]},
+        ],
+    }
+    runner = ws.new_session(plan=plan, tools=TOOLS, name="far")
+    try:
+        runner.start()
+        assert STARTED.wait(WAIT)
+        viewer = ws.open("far", tools=TOOLS)  # as a second kernel would
+        monkeypatch.setattr(SessionStore, "load", counted)
+        first = run_elsewhere(viewer)
+        assert first is not None and first["tasks"] == {
+            "slow": "running",
+            "after": "pending",
+        }
+        assert "being run by process" in first["reason"]
+        for _ in range(3):  # nothing committed: the head alone
+            assert run_elsewhere(viewer) == first
+        assert len(loads) == 1
+        GATE.set()
+        assert runner.wait(WAIT).status == "succeeded"
+        last = run_elsewhere(viewer)
+        assert len(loads) == 1  # the records the commits touched, no more
+        monkeypatch.setattr(SessionStore, "load", real)
+        assert last == ws.progress("far")
+        assert last["tasks"] == {"slow": "succeeded", "after": "succeeded"}
+        viewer.close()
+    finally:
+        GATE.set()
+        runner.close()
