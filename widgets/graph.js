@@ -768,7 +768,8 @@ function render({ model, el }) {
       return;
     }
     const rejected = d.status === "failed" && d.error_type === "Rejected";
-    const shown = rejected ? "rejected" : d.status;
+    const cut = d.status === "running" && interruptedSet.has(d.id);
+    const shown = rejected ? "rejected" : cut ? "interrupted" : d.status;
     const badge = h("span", { class: `argus-badge argus-st-${shown}` }, `${GLYPHS[shown] || ""} ${label(shown)}`);
     parts.push(h("h4", {}, d.title), close, badge);
     if (d.stale) parts.push(h("span", { class: "argus-badge argus-stale-badge" }, "stale"));
