@@ -46,13 +46,6 @@ class Actions:
         upstream result changed), or when a dependency is stale or not done.
         """
         st = self._state
-        # Every ${env.NAME} the run read first: a task may have hashed, masked,
-        # a value another task read before it ran, one that comes after it in
-        # dependency order (unordered with it). Read late, the value was in
-        # clear when that task was checked, and it showed as stale.
-        for tid, task in st.tasks.items():
-            if st.records[tid].status not in ("pending", "blocked", "skipped"):
-                watch_env(st, task.args)
         stale: set[str] = set()
         for tid in st.sched.topo:
             rec = st.records[tid]
@@ -69,6 +62,9 @@ class Actions:
                 stale.add(tid)
                 continue
             red = None if plain_args(task.args) else st.redactor  # as begin()
+            # The first call also watches every ${env.NAME} the run read: a task
+            # may have hashed, masked, a value a task after it in this order read.
+            watch_env(st, task.args)  # hashed masked, as when it ran
             try:
                 args = resolve_args(task.args, st.result_of)
             except UnresolvedReferenceError:
