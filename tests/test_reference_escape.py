@@ -69,8 +69,9 @@ def test_an_escaped_reference_is_no_dependency_and_no_environment_read(
 
 
 def test_an_unescaped_bad_reference_is_still_refused() -> None:
-    with pytest.raises(PlanError, match=r"bad reference \$\{HOME\}"):
+    with pytest.raises(PlanError, match=r"bad reference \$\{HOME\}") as e:
         validate_plan(al.Plan.from_dict(_plan({"value": "echo ${HOME}"})))
+    assert "or $${ for a literal ${ (as in 'echo $${HOME}')" in e.value.message
     with pytest.raises(PlanError, match=r"close it with '\}'"):
         validate_plan(al.Plan.from_dict(_plan({"value": "echo $$${HOME"})))
 

@@ -144,7 +144,8 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
                 problems.append(
                     f"task {t.id!r} has a bad reference {text}: "
                     + ("close it with '}'; " if not text.endswith("}") else "")
-                    + "write ${TASK.result}, ${TASK.result.key.path} or ${env.NAME}"
+                    + "write ${TASK.result}, ${TASK.result.key.path} or "
+                    + "${env.NAME}, or $${ for a literal ${ (as in 'echo $${HOME}')"
                 )
             elif any("[" in p or "]" in p for p in ref.path):
                 dotted = re.sub(r"\[\s*(-?\w+)\s*\]", r".\1", text)
