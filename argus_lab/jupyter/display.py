@@ -8,13 +8,11 @@ the live widget uses, so both views agree.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ArgusError
 from argus_lab.layout import Layout, layout_plan
 from argus_lab.model import STATUSES
 
@@ -100,6 +98,12 @@ def session_summary(
     ``committed`` (``Workspace.progress``, for a session another process runs)
     gives the status, counts and reason instead of this object's records.
     """
+    if committed is None and session.status == "running" and not session.running:
+        # Stored as running, not run by this object: another live process, or
+        # one that died mid-run ("interrupted", as argus ls says).
+        from argus_lab.jupyter._elsewhere import run_elsewhere
+
+        committed = run_elsewhere(session)  # head first, then what changed
     counts = session.counts()
     if committed is not None:
         counts = dict.fromkeys(counts, 0) | dict(committed["counts"])
@@ -127,11 +131,6 @@ def session_summary(
     reason = session.reason or ""
     if committed is not None:
         status, reason = committed["status"], committed["reason"] or ""
-    elif status == "running" and not session.running:
-        # Stored as running, not run by this object: another live process, or
-        # one that died mid-run ("interrupted", as argus ls says).
-        with contextlib.suppress(ArgusError, KeyError, OSError):
-            status = session.workspace.progress(session.id)["status"]
     if not (session.running or status == "running"):
         # Nobody runs it: those are intents a closed, paused or dead run left,
         # decided by the next run (the widget marks them "interrupted").
