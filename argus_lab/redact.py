@@ -205,6 +205,16 @@ class Redactor:
             more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
             self.values = sorted(more, key=len, reverse=True)
 
+    def learn_env(self, environ: Mapping[str, str] | None = None) -> None:
+        """Masks from now on the values of secret-named env vars set after
+        this redactor was made: a notebook's ``%env API_KEY=...`` run after
+        the session was opened (a session's redactor learns them at each
+        run). A value once known stays masked, even once unset."""
+        env = os.environ if environ is None else environ
+        for k, v in env.items():
+            if SECRET_NAME.search(k):
+                self.add(v)
+
     def text(self, s: str) -> str:
         """Masks known secret values and secret shapes in a string."""
         for v in self.values:

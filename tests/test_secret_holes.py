@@ -8,11 +8,13 @@ and what was stored still opens.
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
 import pytest
 
+import argus_lab as al
 from argus_lab.store.memory import Memory
 
 SECRET = "hole-" + uuid.uuid4().hex  # random from its 6th character
@@ -53,3 +55,24 @@ def test_memory_added_or_ingested_directly_holds_no_secret(
     assert hit.metadata == {"key": "[REDACTED]", "n": 3}
     assert list((tmp_path / "memory").rglob("*.lance"))  # the scan reads LanceDB
     assert scan(tmp_path / "memory", SECRET, ANTHROPIC) == []
+
+
+@al.tool
+def read_late_env() -> dict[str, str]:
+    """Returns an env var set after the session was opened."""
+    return {"v": "the key is " + os.environ["ARGUS_LATE_API_KEY"]}
+
+
+def test_an_env_secret_set_after_the_session_opened_never_lands(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A notebook opens the session in one cell and runs `%env KEY=...` in the
+    # next: the redactor read the environment once, when the session opened.
+    plan = {"goal": "g", "tasks": [{"id": "a", "tool": "read_late_env"}]}
+    s = ws.new_session(plan=plan, tools=[read_late_env])
+    monkeypatch.setenv("ARGUS_LATE_API_KEY", SECRET)
+    s.run()
+    assert s.result("a") == {"v": "the key is [REDACTED]"}
+    s.tasks_df()
+    s.close()
+    assert scan(ws.path, SECRET) == []
