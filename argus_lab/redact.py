@@ -15,16 +15,20 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from argus_lab._redact_forms import encoded_forms
+from argus_lab._redact_given import KNOWN as _KNOWN
+from argus_lab._redact_given import MIN_LEN as _MIN_LEN
+from argus_lab._redact_given import check_secrets, count_secrets, known_secrets
 
 __all__ = [
     "MASK",
     "SECRET_NAME",
     "Redactor",
+    "check_secrets",
     "count_secrets",
     "known_secrets",
     "reference_only",
@@ -62,9 +66,6 @@ _SHAPES = re.compile(
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
 )
 _PLAIN = frozenset({int, float, bool})
-_KNOWN: set[str] = set()
-"""Secret values handed to any redactor of this process (see known_secrets)."""
-_MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
 # Every shape above but a URL's password contains one of these (lower-cased): a
 # substring test first lets text that holds none skip the regex, which has no
 # literal to seek to.
@@ -187,9 +188,16 @@ class Redactor:
         self,
         secrets: Iterable[str] = (),
         environ: Mapping[str, str] | None = None,
+        *,
+        reserved: Collection[str] = (),
     ) -> None:
         env = os.environ if environ is None else environ
-        values = {v for k, v in env.items() if SECRET_NAME.search(k)}
+        # An env value that is one of the rows' words (AUTH_MODE=session) is no
+        # secret: masked, it made the session unreadable (see check_secrets).
+        self._reserved = tuple(reserved)
+        values = {
+            v for k, v in env.items() if SECRET_NAME.search(k) and not self._is_word(v)
+        }
         values.update(secrets)
         _KNOWN.update(v for v in secrets if v and len(v) >= _MIN_LEN)
         kept = {v for v in values if v and len(v) >= _MIN_LEN}
@@ -200,16 +208,21 @@ class Redactor:
 
     def add(self, value: str) -> None:
         """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
-        if value and len(value) >= _MIN_LEN and value not in self.values:
+        if (
+            len(value) >= _MIN_LEN
+            and value not in self.values
+            and not self._is_word(value)
+        ):
             _KNOWN.add(value)
             more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
             self.values = sorted(more, key=len, reverse=True)
 
+    def _is_word(self, value: str) -> bool:
+        return any(value in w for w in self._reserved)
+
     def learn_env(self, environ: Mapping[str, str] | None = None) -> None:
-        """Masks from now on the values of secret-named env vars set after
-        this redactor was made: a notebook's ``%env API_KEY=...`` run after
-        the session was opened (a session's redactor learns them at each
-        run). A value once known stays masked, even once unset."""
+        """Masks from now on the values of secret-named env vars set since
+        (``%env API_KEY=...`` after a session opened: learnt at each run)."""
         env = os.environ if environ is None else environ
         for k, v in env.items():
             if SECRET_NAME.search(k):
@@ -385,16 +398,3 @@ def _mask_shape(m: re.Match[str]) -> str:
         if lead < len(rest):
             return s[: cut + 1] + rest[:lead] + MASK
     return MASK
-
-
-def count_secrets(secrets: Iterable[str]) -> int:
-    """How many distinct values of ``secrets`` a redactor would mask."""
-    return len({v for v in secrets if v and len(v) >= _MIN_LEN})
-
-
-def known_secrets() -> tuple[str, ...]:
-    """Every secret value handed to a redactor of this process so far (a
-    session's ``secrets=``, values read through ``${env.NAME}``), for code that
-    writes outside a session and holds no session's redactor: a recording of
-    model requests and replies sees the prompts those values went into."""
-    return tuple(_KNOWN.copy())  # copy(): atomic while another thread adds

@@ -31,6 +31,7 @@ from argus_lab.redact import Redactor, count_secrets
 from argus_lab.runtime.options import SessionArgs
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.runtime.shutdown import track
+from argus_lab.store._vocabulary import row_words
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.store.envelope import Durability
@@ -139,7 +140,7 @@ class Workspace:
         p = prepare_plan(goal, plan, toolset, options.get("planner"))
         opts = SessionOptions.of(options)
         check_models(p, opts.models)
-        refuse_literal_secrets(p, Redactor(opts.secrets))
+        refuse_literal_secrets(p, Redactor(opts.secrets, reserved=row_words()))
         budgets = {"session": budget} if budget is not None else {}
         return create_session(
             self, self._names, p, toolset, opts, name=name, budgets=budgets

@@ -76,3 +76,152 @@ def test_an_env_secret_set_after_the_session_opened_never_lands(
     s.tasks_df()
     s.close()
     assert scan(ws.path, SECRET) == []
+
+
+@al.tool
+def echo(value: str) -> dict[str, str]:
+    """Returns its argument."""
+    return {"value": value}
+
+
+ECHO_PLAN = {
+    "goal": "g",
+    "tasks": [
+        {"id": "a", "tool": "echo", "args": {"value": "x"}},
+        {
+            "id": "b",
+            "tool": "echo",
+            "deps": ["a"],
+            "args": {"value": "${a.result.value}"},
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("word", ["succeeded", "status", "task_id", "session"])
+def test_a_secret_that_is_a_word_of_the_rows_is_refused_before_anything_is_stored(
+    ws: al.Workspace, word: str
+) -> None:
+    # Masked in the rows, "succeeded" made the meta unreadable, "status" lost
+    # task a's status (it ran again after a reopen), "task_id" its record.
+    with pytest.raises(ValueError, match="words Argus's own records are made of"):
+        ws.new_session(plan=ECHO_PLAN, tools=[echo], secrets=[word], name="w")
+    assert ws.sessions() == []
+    s = ws.new_session(plan=ECHO_PLAN, tools=[echo], name="w")
+    s.run()
+    s.close()
+    with pytest.raises(ValueError, match="words Argus's own records are made of"):
+        ws.open("w", tools=[echo], secrets=[word])
+
+
+@pytest.mark.parametrize(
+    ("secrets", "error", "match"),
+    [
+        (["pw123"], ValueError, "value 1 has 5 characters"),
+        ("a-whole-password", TypeError, "not one string"),
+        (["long-enough-value", 12345678], TypeError, "value 2 is a int"),
+    ],
+)
+def test_secrets_that_could_not_be_masked_as_asked_are_refused(
+    ws: al.Workspace, secrets: object, error: type[Exception], match: str
+) -> None:
+    # "pw123" was silently not masked (shorter than 6); one string was taken
+    # as its characters, each too short to mask: nothing was masked at all.
+    with pytest.raises(error, match=match) as e:
+        ws.new_session(plan=ECHO_PLAN, tools=[echo], secrets=secrets)
+    assert "pw123" not in str(e.value) and "a-whole" not in str(e.value)
+    assert ws.sessions() == []
+
+
+def test_an_env_value_that_is_a_word_of_the_rows_leaves_the_session_readable(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Configuration under a secret-like name (AUTH, KEY, TOKEN...) is no secret.
+    monkeypatch.setenv("ARGUS_HOLES_AUTH_MODE", "succeeded")
+    monkeypatch.setenv("ARGUS_HOLES_KEY_FIELD", "status")
+    s = ws.new_session(plan=ECHO_PLAN, tools=[echo], name="env-words")
+    s.run()
+    s.close()
+    with ws.open("env-words", tools=[echo]) as again:
+        assert {t: again.record(t).status for t in "ab"} == {
+            "a": "succeeded",
+            "b": "succeeded",
+        }
+        assert again.info.status == "succeeded"
+
+
+@al.tool(side_effect="write")
+def send(to: str) -> str:
+    """A write: asks for approval first."""
+    return f"sent to {to}"
+
+
+@al.tool
+def fails() -> None:
+    """Fails every time."""
+    raise RuntimeError("no")
+
+
+_USER_DATA = {"result", "args", "edited_args", "input", "problems", "output_schema"}
+"""Fields whose keys are a user's (a result's, a tool's arguments)."""
+
+
+def row_keys(root: Path) -> set[str]:
+    """Every dict key of every stored row under ``root`` but the user's."""
+    import json
+    import sqlite3
+
+    keys: set[str] = set()
+
+    def walk(x: object) -> None:
+        if isinstance(x, dict):
+            keys.update(k for k in x if isinstance(k, str))
+            for k, v in x.items():
+                if k not in _USER_DATA:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    for db in root.rglob("cache.db"):
+        with sqlite3.connect(db) as con:
+            for (value,) in con.execute("select value from Cache"):
+                if isinstance(value, str) and value.count("|") >= 2:
+                    for line in value.split("|", 2)[2].split("\n"):
+                        walk(json.loads(line))
+    return keys
+
+
+def test_every_key_of_the_stored_rows_is_a_word_a_secret_cannot_be(
+    ws: al.Workspace,
+) -> None:
+    # row_words() lists the words a secret must not be: the models' own, and
+    # the keys the runtime writes into free dicts. A key it missed could be
+    # masked in every row by a secret that happens to be that word.
+    from argus_lab.llm.testing import FunctionModel
+    from argus_lab.store._vocabulary import row_words
+
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "a", "tool": "echo", "args": {"value": "x"}},
+            {"id": "w", "tool": "send", "args": {"to": "${a.result.value}"}},
+            {"id": "f", "tool": "fails", "retries": 1},
+            {"id": "q", "kind": "llm", "description": "Say hi.", "deps": ["a"]},
+        ],
+    }
+    s = ws.new_session(
+        plan=plan,
+        tools=[echo, send, fails],
+        models=FunctionModel(lambda req: "hi", name="m"),
+        max_consecutive_failures=None,
+    )
+    s.run()
+    s.approve("w", {"to": "y"})
+    s.run()
+    s.retry("f")
+    s.run()
+    s.fork(name="fork", at="a").close()
+    s.close()
+    tasks = {"a", "w", "f", "q"}
+    assert row_keys(ws.path) - row_words() - tasks == set()

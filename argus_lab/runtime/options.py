@@ -176,6 +176,11 @@ class SessionOptions:
     def __post_init__(self) -> None:
         if self.approvals is not None:
             object.__setattr__(self, "approvals", tuple(self.approvals))
+        if self.secrets:
+            from argus_lab.redact import check_secrets
+            from argus_lab.store._vocabulary import row_words
+
+            check_secrets(self.secrets, row_words())
         object.__setattr__(self, "secrets", tuple(self.secrets))
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")

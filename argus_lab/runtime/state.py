@@ -32,6 +32,7 @@ from argus_lab.runtime.options import (
 )
 from argus_lab.runtime.scheduler import Scheduler
 from argus_lab.store._bulk import paused_gc
+from argus_lab.store._vocabulary import row_words
 from argus_lab.store.artifacts import ArtifactStore, from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.store.records import TaskRecords
@@ -80,7 +81,7 @@ class SessionState:
         self.lease = lease
         self.artifacts = artifacts
         self.clock = clock
-        self.redactor = Redactor(options.secrets)
+        self.redactor = Redactor(options.secrets, reserved=row_words())
         self.subscribers: list[Subscriber] = []
         self.timers: dict[str, asyncio.TimerHandle] = {}
         """Tasks waiting out a retry delay -> the timer that makes them ready."""
