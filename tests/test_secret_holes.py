@@ -225,3 +225,43 @@ def test_every_key_of_the_stored_rows_is_a_word_a_secret_cannot_be(
     s.close()
     tasks = {"a", "w", "f", "q"}
     assert row_keys(ws.path) - row_words() - tasks == set()
+
+
+@al.tool
+def named_file(value: str, *, ctx: al.ToolContext) -> Path:
+    """Writes a file named after its argument and returns it."""
+    p = Path(ctx.workdir) / f"report-{value}.txt"
+    p.write_text("body\n")
+    return p
+
+
+def test_a_file_named_by_a_secret_never_lands_under_that_name(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The text of a returned file and of write_file was masked, and the
+    # sandbox renamed its files; a returned file's name, and write_file's
+    # path, were kept as they were: the secret lay in the workspace's tree.
+    from argus_lab.tools.builtin import builtin_tools
+
+    monkeypatch.setenv(ENV, SECRET)
+    ref = "${env." + ENV + "}"
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "named", "tool": "named_file", "args": {"value": ref}},
+            {"id": "w", "tool": "write_file", "args": {"path": ref, "content": "x"}},
+        ],
+    }
+    tools = [named_file, *builtin_tools("write_file")]
+    s = ws.new_session(plan=plan, tools=tools, max_consecutive_failures=None)
+    s.run()
+    s.approve("w")
+    s.run()
+    assert s.record("named").status == "succeeded"
+    assert s.result("named").read_text() == "body\n"
+    folder = ws.path / "files" / s.id
+    assert [p.name for p in folder.rglob("report-*")] == ["report-[REDACTED].txt"]
+    assert s.record("w").status == "failed"
+    assert "the path holds a secret" in (s.record("w").error or "")
+    s.close()
+    assert scan(ws.path, SECRET) == []

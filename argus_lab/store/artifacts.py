@@ -181,6 +181,8 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
         # The file itself is masked too: it lies in the workspace as well.
         if red is not None and red.scrub_file(p) == "removed":
             _refuse(store, f"file {p.name!r} is binary and held a secret (deleted)")
+        if red is not None and red.needed(p.name):  # its name too, as the sandbox's
+            p = _renamed(p, red.text(p.name), store)
         data, name = p.read_bytes(), p.name
     elif kind == "dataframe":
         buf = io.BytesIO()
@@ -199,6 +201,18 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
     if name is not None:
         marker["name"] = name
     return marker
+
+
+def _renamed(p: Path, name: str, store: ArtifactStore) -> Path:
+    """``p`` renamed to ``name`` (its name with the secrets masked), never
+    over another file."""
+    new = p.with_name(name)
+    try:
+        os.link(p, new)  # fails if ``new`` exists, where a rename would replace it
+    except FileExistsError:
+        _refuse(store, f"a file's name holds a secret, and {name!r} is taken")
+    p.unlink()
+    return new
 
 
 def _refuse(store: ArtifactStore, why: str) -> NoReturn:
