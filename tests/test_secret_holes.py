@@ -265,3 +265,27 @@ def test_a_file_named_by_a_secret_never_lands_under_that_name(
     assert "the path holds a secret" in (s.record("w").error or "")
     s.close()
     assert scan(ws.path, SECRET) == []
+
+
+@al.tool
+def binary_with_secret(value: str) -> bytes:
+    """Binary data holding its argument: refused, never masked."""
+    return b"\x89PNG\r\n\x1a\n\xff" + value.encode() + b"\x00"
+
+
+def test_the_refusal_of_binary_data_reads_whole_once_stored(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "... holds a secret: masking it would ..." has the shape of a secret
+    # ("secret: <value>"): the stored error read "[REDACTED] it would ...".
+    monkeypatch.setenv(ENV, SECRET)
+    args = {"value": "${env." + ENV + "}"}
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": "b", "tool": "binary_with_secret", "args": args}],
+    }
+    s = ws.new_session(plan=plan, tools=[binary_with_secret])
+    s.run()
+    error = s.record("b").error or ""
+    assert "masking it would corrupt it" in error and "[REDACTED]" not in error, error
+    s.close()

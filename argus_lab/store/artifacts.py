@@ -217,7 +217,9 @@ def _renamed(p: Path, name: str, store: ArtifactStore) -> Path:
 
 def _refuse(store: ArtifactStore, why: str) -> NoReturn:
     raise ToolError(
-        f"task {store.task!r}: {why}: masking it would corrupt it, so it is "
+        # Not "{why}: masking": "a secret: masking" is a secret's shape
+        # ("secret: <value>"), and the stored error read "[REDACTED] it would".
+        f"task {store.task!r}: {why}, and masking it would corrupt it, so it is "
         "refused and never stored. Return text, or keep secrets out of binary data",
         task_id=store.task,
     )
