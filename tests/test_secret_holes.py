@@ -16,6 +16,7 @@ import pytest
 
 import argus_lab as al
 from argus_lab.store.memory import Memory
+from tests.fixtures.llm.fake_api import FakeAPI, error
 
 SECRET = "hole-" + uuid.uuid4().hex  # random from its 6th character
 ENV = "ARGUS_HOLES_TOKEN"  # named like a secret: the redactor knows its value
@@ -289,3 +290,60 @@ def test_the_refusal_of_binary_data_reads_whole_once_stored(
     error = s.record("b").error or ""
     assert "masking it would corrupt it" in error and "[REDACTED]" not in error, error
     s.close()
+
+
+def test_a_key_echoed_by_the_api_never_reaches_a_log(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # count_tokens failing logged the SDK's error as it was, and an error body
+    # may echo the key it was sent with (ANTHROPIC_API_KEY: not key-shaped).
+    from argus_lab.runtime.context import AnthropicTokenCounter
+
+    plain = "plain-" + uuid.uuid4().hex
+    monkeypatch.setenv("ANTHROPIC_API_KEY", plain)
+    api = FakeAPI(error(401, f"invalid x-api-key {plain}"))
+    client = api.client(max_retries=0).with_options(api_key=plain)
+    count = AnthropicTokenCounter(client)
+    with caplog.at_level("WARNING", logger="argus_lab"):
+        assert count("some text") > 0  # estimated instead
+    assert "count_tokens failed" in caplog.text
+    assert plain not in caplog.text and "[REDACTED]" in caplog.text
+
+
+def test_every_logger_of_argus_masks_secrets() -> None:
+    # A logger's filters see only what is logged through it: a module logging
+    # through a name outside LOGGERS would log in clear.
+    import ast
+    import logging
+
+    from argus_lab._redact_log import LOGGERS
+
+    used = set()
+    for path in Path(al.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "getLogger"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                used.add(node.args[0].value)
+    assert used and used <= set(LOGGERS), used - set(LOGGERS)
+    for name in LOGGERS:
+        assert logging.getLogger(name).filters, name
+
+
+def test_a_secret_in_a_logged_traceback_is_masked(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    monkeypatch.setenv(ENV, SECRET)
+    log = logging.getLogger("argus_lab.state")
+    with caplog.at_level("ERROR", logger="argus_lab.state"):
+        try:
+            raise RuntimeError(f"renewal refused for {SECRET}")
+        except RuntimeError:
+            log.exception("state %s: renewing the lease failed", "s")
+    assert "RuntimeError: renewal refused for [REDACTED]" in caplog.text
+    assert SECRET[:12] not in caplog.text
