@@ -347,3 +347,33 @@ def test_a_secret_in_a_logged_traceback_is_masked(
             log.exception("state %s: renewing the lease failed", "s")
     assert "RuntimeError: renewal refused for [REDACTED]" in caplog.text
     assert SECRET[:12] not in caplog.text
+
+
+def test_a_replanning_prompt_never_carries_the_failed_tasks_secret(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The failed task's error went to the planner's model as it was raised:
+    # the secret left the machine in a prompt no one meant it for.
+    from argus_lab.llm import ModelRequest
+    from argus_lab.llm.testing import FunctionModel, tool_call
+    from tests.conftest import BASIC_TOOLS
+
+    monkeypatch.setenv(ENV, SECRET)
+    prompts: list[str] = []
+
+    def replacement(req: ModelRequest) -> object:
+        prompts.append(req.messages[0].text)
+        new = [{"id": "b2", "tool": "echo", "args": {"value": "again"}}]
+        return tool_call("submit_plan", {"goal": "x", "tasks": new})
+
+    args = {"message": "${env." + ENV + "}"}
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": "b", "tool": "boom", "args": args, "on_failure": "replan"}],
+    }
+    planner = al.LLMPlanner(FunctionModel(replacement))
+    s = ws.new_session(plan=plan, tools=BASIC_TOOLS, planner=planner)
+    assert s.run().status == "succeeded"
+    assert len(prompts) == 1 and "Task 'b' failed for good" in prompts[0]
+    assert SECRET not in prompts[0] and "[REDACTED]" in prompts[0]
+    s.close()

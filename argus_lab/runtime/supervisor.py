@@ -257,7 +257,9 @@ class Supervisor:
             patch = planner.replan(
                 st.plan,
                 tid,
-                error=out.error or "",
+                # Masked: the planner's prompt goes to a model (and its
+                # recording), and a model may copy what it read into a task.
+                error=st.redactor.text(out.error or ""),
                 finished=self._finished(),
                 tools=st.tools,
             )
@@ -290,7 +292,7 @@ class Supervisor:
                 lambda: planner.repair(
                     st.plan,
                     tid,
-                    reason=out.error or "",
+                    reason=st.redactor.text(out.error or ""),  # as for replan
                     dep_results=_Results(st),
                     protected=self._untouchable(but={tid}),
                     reserved=self._ever_ids(),
