@@ -377,3 +377,40 @@ def test_a_replanning_prompt_never_carries_the_failed_tasks_secret(
     assert len(prompts) == 1 and "Task 'b' failed for good" in prompts[0]
     assert SECRET not in prompts[0] and "[REDACTED]" in prompts[0]
     s.close()
+
+
+class Unprintable(Exception):
+    """An exception whose message cannot be read (its ``__str__`` raises)."""
+
+    def __str__(self) -> str:
+        raise ValueError(f"no message for {self.args[0]}")
+
+
+@al.tool
+def raises_unprintable(value: str) -> None:
+    """Raises an exception whose ``__str__`` raises, quoting the argument."""
+    raise Unprintable(value)
+
+
+def test_an_exception_whose_message_cannot_be_read_fails_its_task(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reading the failed task's error raised again, out of run(): the run
+    # ended with the session "running", and the caller (a notebook's output)
+    # got a message quoting the secret that no redactor had seen.
+    monkeypatch.setenv(ENV, SECRET)
+    args = {"value": "${env." + ENV + "}"}
+    tasks = [{"id": t, "tool": "raises_unprintable", "args": args} for t in "ab"]
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": tasks},
+        tools=[raises_unprintable],
+        max_consecutive_failures=None,
+    )
+    assert s.run().status == "failed"
+    for t in "ab":  # the second may run inline, on the event loop
+        rec = s.record(t)
+        assert rec.status == "failed" and rec.error_type == "Unprintable"
+        assert rec.error == "Unprintable (its message could not be read)"
+        assert "Unprintable: <exception str() failed>" in (rec.traceback or "")
+    s.close()
+    assert scan(ws.path, SECRET) == []

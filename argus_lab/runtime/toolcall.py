@@ -3,14 +3,15 @@
 SystemExit is not an Exception: ``except Exception`` lets it through, and
 asyncio re-raises it out of the event loop, which stops the session's loop
 (``run()`` never returns). Every call of a tool's function goes through these
-(the executor's, inline, on a thread or awaited, and an LLM task's tool calls).
+(the executor's, inline, on a thread or awaited, and an LLM task's tool calls),
+and the text of what it raised is read through ``error_text``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ToolExit", "await_tool", "call_tool"]
+__all__ = ["ToolExit", "await_tool", "call_tool", "error_text"]
 
 
 class ToolExit(Exception):
@@ -45,3 +46,13 @@ async def await_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
         return await fn(**kwargs)
     except SystemExit as e:
         raise ToolExit(e) from e
+
+
+def error_text(e: BaseException) -> str:
+    """``str(e)``, or the class name when that is empty or raises: a tool's
+    exception whose ``__str__`` fails must fail its task, not end the run
+    (raising to the caller a message no redactor had seen)."""
+    try:
+        return str(e) or type(e).__name__
+    except Exception:
+        return f"{type(e).__name__} (its message could not be read)"
