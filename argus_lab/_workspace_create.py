@@ -27,7 +27,7 @@ from argus_lab.events import (
 )
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
-from argus_lab.plan.static import coerce_plan
+from argus_lab.plan.static import coerce_plan, masked_plan
 from argus_lab.redact import Redactor, count_secrets
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store._vocabulary import row_words
@@ -154,11 +154,11 @@ def create_session(
     now = time.time()
     sid = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + uuid.uuid4().hex[:8]
     red = Redactor(opts.secrets, reserved=row_words())
-    if red.needed(plan.goal):
-        # The store keeps the goal masked; the live session must show it the
-        # same way, or the secret reaches a notebook's saved output (widget
-        # HTML, repr) though reopening shows [REDACTED].
-        plan = plan.model_copy(update={"goal": red.text(plan.goal)})
+    # The store keeps the plan masked; the live session must show it the same
+    # way, or a secret in its goal or a title reaches tasks_df and a
+    # notebook's saved output (widget HTML, repr) though reopening shows
+    # [REDACTED].
+    plan = masked_plan(plan, red)
     if name is None:
         masked = red.text(plan.goal)  # a name is a key: no secret in it
         base = f"{parent.name}-fork" if parent else _slug(masked)

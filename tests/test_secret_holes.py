@@ -414,3 +414,53 @@ def test_an_exception_whose_message_cannot_be_read_fails_its_task(
         assert "Unprintable: <exception str() failed>" in (rec.traceback or "")
     s.close()
     assert scan(ws.path, SECRET) == []
+
+
+def test_a_secret_in_a_plans_texts_never_reaches_what_a_notebook_shows(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store kept the plan masked, and the live session masked its goal;
+    # a task's title or description, and the constraints, were shown as
+    # written: in tasks_df (a DataFrame), the HTML and SVG a notebook saves,
+    # the widget's traits and s.plan, though the reopened session showed
+    # [REDACTED].
+    import json
+
+    from argus_lab.jupyter.widget import GraphWidget
+
+    monkeypatch.setenv(ENV, SECRET)
+    plan = {
+        "goal": "g",
+        "constraints": [f"never print {ANTHROPIC}"],
+        "tasks": [
+            {
+                "id": "a",
+                "tool": "echo",
+                "title": f"use {SECRET}",
+                "description": f"with the key {ANTHROPIC}",
+                "args": {"value": "x"},
+            }
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=[echo], name="texts")
+    s.run()
+    task = s.plan.tasks[0]
+    assert (task.title, task.description) == (
+        "use [REDACTED]",
+        "with the key [REDACTED]",
+    )
+    assert s.plan.constraints == ["never print [REDACTED]"]
+    widget = GraphWidget(s, update_interval=0.0)
+    shown = {
+        "tasks_df": s.tasks_df().to_csv(),
+        "html": s._repr_html_(),
+        "svg": s.graph_svg(),
+        "plan": repr(s.plan),
+        "widget": json.dumps(widget.get_state(), default=str),
+    }
+    widget.close()
+    leaks = [k for k, v in shown.items() for n in (SECRET, ANTHROPIC) if n[:12] in v]
+    assert leaks == [], leaks
+    s.close()
+    with ws.open("texts", tools=[echo]) as again:
+        assert again.plan == s.plan  # as stored, as shown

@@ -18,6 +18,7 @@ from argus_lab.redact import MASK, Redactor, reference_only
 
 __all__ = [
     "coerce_plan",
+    "masked_plan",
     "plan_from_dict",
     "plan_from_yaml",
     "plan_to_yaml",
@@ -37,6 +38,23 @@ def coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
         "plan must be a Plan, a dict, YAML text or a file path, "
         f"not {type(plan).__name__}"
     )
+
+
+def masked_plan(plan: Plan, red: Redactor) -> Plan:
+    """``plan`` as the store keeps it: secrets in its texts (the goal, the
+    constraints, a task's title, description or expected output) masked.
+
+    A live session shows its plan this way: shown as written, a secret in a
+    title reached ``tasks_df``, the widget and a notebook's saved output,
+    though the session reopened showed ``[REDACTED]``. References are kept,
+    and literal secrets in arguments are refused (``refuse_literal_secrets``).
+    """
+    text = plan.model_dump_json(exclude_defaults=True)
+    if "\\" not in text and not red.needed(text):  # as the store's scrubbed()
+        return plan
+    data = json.loads(text)
+    masked = red.value(data)
+    return plan if masked == data else Plan.model_validate(masked)
 
 
 def refuse_literal_secrets(plan: Plan | Iterable[Task], red: Redactor) -> None:
