@@ -23,10 +23,10 @@ from argus_lab._workspace_create import (
     prepare_plan,
     workspace_root,
 )
-from argus_lab.errors import ConcurrentSessionError, CorruptCheckpointError
+from argus_lab.errors import ConcurrentSessionError, CorruptCheckpointError, PlanError
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
-from argus_lab.plan.static import refuse_literal_secrets
+from argus_lab.plan.static import masked_error, refuse_literal_secrets
 from argus_lab.redact import Redactor, count_secrets
 from argus_lab.runtime.options import SessionArgs
 from argus_lab.runtime.session import Session, SessionOptions
@@ -137,10 +137,14 @@ class Workspace:
             PlanError: when the plan is invalid for these tools (nothing written).
         """
         toolset = as_toolset(tools)
-        p = prepare_plan(goal, plan, toolset, options.get("planner"))
         opts = SessionOptions.of(options)
+        red = Redactor(opts.secrets, reserved=row_words())
+        try:
+            p = prepare_plan(goal, plan, toolset, options.get("planner"))
+        except PlanError as e:
+            raise masked_error(e, red) from e.__cause__  # it quotes the plan
         check_models(p, opts.models)
-        refuse_literal_secrets(p, Redactor(opts.secrets, reserved=row_words()))
+        refuse_literal_secrets(p, red)
         budgets = {"session": budget} if budget is not None else {}
         return create_session(
             self, self._names, p, toolset, opts, name=name, budgets=budgets

@@ -464,3 +464,24 @@ def test_a_secret_in_a_plans_texts_never_reaches_what_a_notebook_shows(
     s.close()
     with ws.open("texts", tools=[echo]) as again:
         assert again.plan == s.plan  # as stored, as shown
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"id": "a", "tool": "echo", "deps": [ANTHROPIC], "args": {"value": "x"}},
+        {"id": "a", "tool": SECRET, "args": {"value": "x"}},
+    ],
+)
+def test_a_plan_error_quoting_a_secret_shows_it_masked(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch, task: dict[str, object]
+) -> None:
+    # The error names the dependency or tool as written; a notebook saves it.
+    from argus_lab.errors import PlanError
+
+    monkeypatch.setenv(ENV, SECRET)
+    with pytest.raises(PlanError) as e:
+        ws.new_session(plan={"goal": "g", "tasks": [task]}, tools=[echo])
+    shown = str(e.value) + "".join(e.value.problems)
+    assert "[REDACTED]" in shown and ANTHROPIC[:12] not in shown
+    assert SECRET[:12] not in shown

@@ -18,6 +18,7 @@ from argus_lab.redact import MASK, Redactor, reference_only
 
 __all__ = [
     "coerce_plan",
+    "masked_error",
     "masked_plan",
     "plan_from_dict",
     "plan_from_yaml",
@@ -55,6 +56,17 @@ def masked_plan(plan: Plan, red: Redactor) -> Plan:
     data = json.loads(text)
     masked = red.value(data)
     return plan if masked == data else Plan.model_validate(masked)
+
+
+def masked_error(e: PlanError, red: Redactor) -> PlanError:
+    """``e`` with secrets masked in its message and problems, in place: a
+    plan's error quotes it (a dependency, a tool, a reference), and a
+    notebook saves the error with its output."""
+    if red.needed(e.message) or any(map(red.needed, e.problems)):
+        e.message = red.text(e.message)
+        e.args = (e.message,)
+        e.problems = [red.text(x) for x in e.problems]
+    return e
 
 
 def refuse_literal_secrets(plan: Plan | Iterable[Task], red: Redactor) -> None:
