@@ -485,3 +485,12 @@ def test_a_plan_error_quoting_a_secret_shows_it_masked(
     shown = str(e.value) + "".join(e.value.problems)
     assert "[REDACTED]" in shown and ANTHROPIC[:12] not in shown
     assert SECRET[:12] not in shown
+
+
+def test_the_sessions_options_shown_hold_no_secret(ws: al.Workspace) -> None:
+    # s.options evaluated in a cell showed secrets=('...',) in its repr.
+    given = "given-" + uuid.uuid4().hex
+    s = ws.new_session(plan=ECHO_PLAN, tools=[echo], secrets=[given])
+    assert s.options.secrets == (given,)  # still there, for the redactor
+    assert given not in repr(s.options) and given not in str(s.options)
+    s.close()

@@ -137,7 +137,7 @@ class SessionOptions:
     """Results larger than this (as JSON) go to content-addressed artifacts."""
     approvals: tuple[ApprovalPolicy, ...] | None = None
     """Approval policies, first match decides; None: ask before write tools."""
-    secrets: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # s.options shown
     """Values to redact besides env vars named like KEY/TOKEN/SECRET/PASSWORD."""
     max_consecutive_failures: int | None = 5
     """Pause (an anomaly) after this many tasks in a row failed for good."""
