@@ -153,7 +153,7 @@ def create_session(
     """
     now = time.time()
     sid = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + uuid.uuid4().hex[:8]
-    red = Redactor(opts.secrets, reserved=row_words())
+    red = Redactor(opts.secrets, reserved=row_words)
     # The store keeps the plan masked; the live session must show it the same
     # way, or a secret in its goal or a title reaches tasks_df and a
     # notebook's saved output (widget HTML, repr) though reopening shows
@@ -183,7 +183,7 @@ def create_session(
     ev = _first_events(meta, plan, opts, parent, kept)
     folder = names.folder(sid)
     store = SessionStore(folder, sid, durability=ws.durability)
-    store.redactor = Redactor(opts.secrets, reserved=row_words())
+    store.redactor = Redactor(opts.secrets, reserved=row_words)
     try:
         head = store.create(meta, plan, kept, ev, replays)
         if not names.claim(name, sid):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -162,6 +162,11 @@ def _secret_field(key: str) -> bool:
     return _SECRET_FIELD.search(key) is not None or key.lower().endswith(_SHAPE_KEYS)
 
 
+@functools.lru_cache(maxsize=1024)
+def _secret_env_name(name: str) -> bool:
+    return SECRET_NAME.search(name) is not None  # once a name: learn_env runs often
+
+
 def _secret_entry(k: Any, x: Any) -> bool:
     """Whether ``x`` is text, or data holding text, under a secret-named key.
 
@@ -189,15 +194,13 @@ class Redactor:
         secrets: Iterable[str] = (),
         environ: Mapping[str, str] | None = None,
         *,
-        reserved: Collection[str] = (),
+        reserved: Callable[[], Collection[str]] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
-        # An env value that is one of the rows' words (AUTH_MODE=session) is no
-        # secret: masked, it made the session unreadable (see check_secrets).
-        self._reserved = tuple(reserved)
-        values = {
-            v for k, v in env.items() if SECRET_NAME.search(k) and not self._is_word(v)
-        }
+        self._reserved = reserved  # called only when there is a value to check
+        # An env value that is a word of the rows (AUTH_MODE=session) is no secret.
+        named = (v for k, v in env.items() if _secret_env_name(k))
+        values = {v for v in named if len(v) >= _MIN_LEN and not self._is_word(v)}
         values.update(secrets)
         _KNOWN.update(v for v in secrets if v and len(v) >= _MIN_LEN)
         kept = {v for v in values if v and len(v) >= _MIN_LEN}
@@ -208,25 +211,22 @@ class Redactor:
 
     def add(self, value: str) -> None:
         """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
-        if (
-            len(value) >= _MIN_LEN
-            and value not in self.values
-            and not self._is_word(value)
-        ):
-            _KNOWN.add(value)
-            more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
-            self.values = sorted(more, key=len, reverse=True)
+        if len(value) < _MIN_LEN or value in self.values or self._is_word(value):
+            return
+        _KNOWN.add(value)
+        more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
+        self.values = sorted(more, key=len, reverse=True)
 
     def _is_word(self, value: str) -> bool:
-        return any(value in w for w in self._reserved)
+        words = () if self._reserved is None else self._reserved()
+        return any(value in w for w in words)
 
     def learn_env(self, environ: Mapping[str, str] | None = None) -> None:
         """Masks from now on the values of secret-named env vars set since
         (``%env API_KEY=...`` after a session opened: learnt at each run)."""
         env = os.environ if environ is None else environ
-        for k, v in env.items():
-            if SECRET_NAME.search(k):
-                self.add(v)
+        for k in filter(_secret_env_name, env):  # each public call: kept cheap
+            self.add(env[k])
 
     def text(self, s: str) -> str:
         """Masks known secret values and secret shapes in a string."""

@@ -138,7 +138,7 @@ class Workspace:
         """
         toolset = as_toolset(tools)
         opts = SessionOptions.of(options)
-        red = Redactor(opts.secrets, reserved=row_words())
+        red = Redactor(opts.secrets, reserved=row_words)
         try:
             p = prepare_plan(goal, plan, toolset, options.get("planner"))
         except PlanError as e:

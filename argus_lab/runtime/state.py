@@ -81,7 +81,7 @@ class SessionState:
         self.lease = lease
         self.artifacts = artifacts
         self.clock = clock
-        self.redactor = Redactor(options.secrets, reserved=row_words())
+        self.redactor = Redactor(options.secrets, reserved=row_words)
         self.subscribers: list[Subscriber] = []
         self.timers: dict[str, asyncio.TimerHandle] = {}
         """Tasks waiting out a retry delay -> the timer that makes them ready."""
