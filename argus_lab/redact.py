@@ -337,34 +337,12 @@ class Redactor:
         return self.text(text).encode("utf-8") if self.needed(text) else data
 
     def frame(self, df: Any) -> Any:
-        """A pandas DataFrame with secrets masked in its column names, index
-        and text cells (a copy, or ``df`` itself when nothing needs masking)."""
+        """A pandas DataFrame with secrets masked in everything that can hold
+        text: names, index, cells, nested cells, attrs (a copy, or ``df``
+        itself when nothing needs masking; see ``_redact_frame``)."""
+        from argus_lab._redact_frame import masked_frame
 
-        def cell(x: Any) -> Any:
-            return self.text(x) if isinstance(x, str) else x
-
-        from pandas.api.types import is_object_dtype, is_string_dtype
-
-        def texts(values: Any) -> bool:
-            if not (is_object_dtype(values) or is_string_dtype(values)):
-                return False
-            return any(isinstance(x, str) and self.needed(x) for x in values)
-
-        out = df
-        if any(isinstance(c, str) and self.needed(c) for c in df.columns):
-            out = out.rename(columns=cell)
-        if texts(df.index):
-            out = out.rename(index=cell)
-        for axis in ("index", "columns"):
-            names = list(getattr(out, axis).names)
-            if any(isinstance(n, str) and self.needed(n) for n in names):
-                out = out.rename_axis(**{axis: [cell(n) for n in names]})
-        for i in range(len(out.columns)):
-            series = out.iloc[:, i]
-            if texts(series):
-                out = out.copy() if out is df else out
-                out.isetitem(i, series.map(cell))
-        return out
+        return masked_frame(self, df)
 
     def scrub_file(self, path: Path) -> Literal["clean", "masked", "removed"]:
         """Masks secrets in a file in place (atomically); a binary file holding

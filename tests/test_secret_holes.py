@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -494,3 +495,55 @@ def test_the_sessions_options_shown_hold_no_secret(ws: al.Workspace) -> None:
     assert s.options.secrets == (given,)  # still there, for the redactor
     assert given not in repr(s.options) and given not in str(s.options)
     s.close()
+
+
+@al.tool
+def frames_of_every_shape(value: str) -> dict[str, Any]:
+    """DataFrames holding the value outside plain text cells."""
+    import pandas as pd
+
+    nested = pd.DataFrame(
+        {
+            "tags": [["ok", value]],
+            "json": [{"auth": "x", "note": f"via {value}"}],
+            "pair": [("a", value)],
+            "raw": [f"b {value}".encode()],
+        }
+    )
+    multi = pd.DataFrame(
+        [[1, 2]],
+        columns=pd.MultiIndex.from_tuples([("a", value), ("b", "x")]),
+        index=pd.MultiIndex.from_tuples([(value, 1)]),
+    )
+    with_attrs = pd.DataFrame({"x": [1]})
+    with_attrs.attrs["source"] = f"pulled with {value}"
+    return {"nested": nested, "multi": multi, "attrs": with_attrs}
+
+
+def test_a_secret_anywhere_in_a_dataframe_is_masked_not_refused(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only text cells, flat column names and the index were masked: a list,
+    # dict, tuple or bytes cell, a MultiIndex or df.attrs holding a secret
+    # reached the parquet, which then refused the whole result (the task
+    # failed; its data was lost).
+    monkeypatch.setenv(ENV, SECRET)
+    args = {"value": "${env." + ENV + "}"}
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": "f", "tool": "frames_of_every_shape", "args": args}],
+    }
+    s = ws.new_session(plan=plan, tools=[frames_of_every_shape])
+    s.run()
+    assert s.record("f").status == "succeeded", s.record("f").error
+    out = s.result("f")
+    nested = out["nested"].iloc[0]
+    assert list(nested["tags"]) == ["ok", "[REDACTED]"]
+    assert nested["json"] == {"auth": "[REDACTED]", "note": "via [REDACTED]"}
+    assert list(nested["pair"]) == ["a", "[REDACTED]"]
+    assert nested["raw"] == b"b [REDACTED]"
+    assert list(out["multi"].columns) == [("a", "[REDACTED]"), ("b", "x")]
+    assert list(out["multi"].index) == [("[REDACTED]", 1)]
+    assert out["attrs"].attrs == {"source": "pulled with [REDACTED]"}
+    s.close()
+    assert scan(ws.path, SECRET) == []
