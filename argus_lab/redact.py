@@ -198,6 +198,7 @@ class Redactor:
     ) -> None:
         env = os.environ if environ is None else environ
         self._reserved = reserved  # called only when there is a value to check
+        self._env_len = len(env) if env is os.environ else -1  # -1: never learn
         # An env value that is a word of the rows (AUTH_MODE=session) is no secret.
         named = (v for k, v in env.items() if _secret_env_name(k))
         values = {v for v in named if len(v) >= _MIN_LEN and not self._is_word(v)}
@@ -221,10 +222,19 @@ class Redactor:
         words = () if self._reserved is None else self._reserved()
         return any(value in w for w in words)
 
+    def learn_new_env(self) -> None:
+        """``learn_env`` if variables were added to os.environ since it last
+        ran: a tool that sets a secret env var mid-run (a login) and returns
+        it. One ``len()``, at every step."""
+        if self._env_len != len(os.environ) and self._env_len >= 0:
+            self.learn_env()
+
     def learn_env(self, environ: Mapping[str, str] | None = None) -> None:
         """Masks from now on the values of secret-named env vars set since
         (``%env API_KEY=...`` after a session opened: learnt at each run)."""
         env = os.environ if environ is None else environ
+        if env is os.environ and self._env_len >= 0:
+            self._env_len = len(env)
         for k in filter(_secret_env_name, env):  # each public call: kept cheap
             self.add(env[k])
 

@@ -27,11 +27,11 @@ from argus_lab.errors import ConcurrentSessionError, CorruptCheckpointError, Pla
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.plan.static import masked_error, refuse_literal_secrets
-from argus_lab.redact import Redactor, count_secrets
+from argus_lab.redact import count_secrets
 from argus_lab.runtime.options import SessionArgs
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.runtime.shutdown import track
-from argus_lab.store._vocabulary import row_words
+from argus_lab.store._vocabulary import session_redactor
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.store.envelope import Durability
@@ -138,7 +138,7 @@ class Workspace:
         """
         toolset = as_toolset(tools)
         opts = SessionOptions.of(options)
-        red = Redactor(opts.secrets, reserved=row_words)
+        red = session_redactor(opts.secrets)
         try:
             p = prepare_plan(goal, plan, toolset, options.get("planner"))
         except PlanError as e:

@@ -547,3 +547,58 @@ def test_a_secret_anywhere_in_a_dataframe_is_masked_not_refused(
     assert out["attrs"].attrs == {"source": "pulled with [REDACTED]"}
     s.close()
     assert scan(ws.path, SECRET) == []
+
+
+@al.tool
+def logs_in() -> dict[str, str]:
+    """Sets a secret env var mid-run (a login), then returns it."""
+    os.environ["ARGUS_MIDRUN_TOKEN"] = SECRET
+    return {"session": f"logged in with {SECRET}"}
+
+
+@al.tool
+def fails_with_env() -> None:
+    """Fails quoting a secret env var set by an earlier task."""
+    raise RuntimeError("refused: " + os.environ["ARGUS_MIDRUN_TOKEN"])
+
+
+@al.tool
+def big_with_env() -> str:
+    """A result too large to sit inline, quoting the env secret."""
+    return "x" * 100_000 + os.environ["ARGUS_MIDRUN_TOKEN"]
+
+
+@al.tool
+def logs_in_and_returns_bytes() -> bytes:
+    """Sets a secret env var and returns it in bytes (an artifact), at once."""
+    os.environ["ARGUS_MIDRUN_TOKEN"] = SECRET
+    return f"raw {SECRET}".encode()
+
+
+def test_an_env_secret_a_tool_sets_mid_run_never_lands(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The redactor learnt the environment when a run began: a token a tool
+    # put in os.environ (a login) was stored in clear by every later step.
+    monkeypatch.delenv("ARGUS_MIDRUN_TOKEN", raising=False)
+    tasks = [
+        {"id": "login", "tool": "logs_in"},
+        {"id": "fail", "tool": "fails_with_env", "deps": ["login"]},
+        {"id": "big", "tool": "big_with_env", "deps": ["login"]},
+        {"id": "raw", "tool": "logs_in_and_returns_bytes"},
+    ]
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": tasks},
+        tools=[logs_in, fails_with_env, big_with_env, logs_in_and_returns_bytes],
+        max_consecutive_failures=None,
+    )
+    try:
+        s.run()
+    finally:
+        os.environ.pop("ARGUS_MIDRUN_TOKEN", None)
+    assert s.result("login") == {"session": "logged in with [REDACTED]"}
+    assert s.record("fail").error == "refused: [REDACTED]"
+    assert s.result("big").endswith("x[REDACTED]")
+    assert s.result("raw") == b"raw [REDACTED]"
+    s.close()
+    assert scan(ws.path, SECRET) == []

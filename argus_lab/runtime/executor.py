@@ -117,9 +117,7 @@ def _refused_the_loop(e: BaseException) -> bool:
     """Whether a call failed only because it ran inside an event loop: asyncio's
     own words for it ("cannot be called from a running event loop", "This event
     loop is already running"). Any other failure is the tool's and is counted."""
-    if not isinstance(e, RuntimeError):
-        return False
-    text = error_text(e).lower()
+    text = error_text(e).lower() if isinstance(e, RuntimeError) else ""
     return "event loop" in text or "running loop" in text
 
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import functools
 import typing
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["row_words"]
+from argus_lab.redact import Redactor
+
+__all__ = ["row_words", "session_redactor"]
 
 _WRITTEN = (
     # Keys and values the runtime writes into fields typed as free dicts or
@@ -68,3 +71,9 @@ def row_words() -> frozenset[str]:
         if isinstance(m, type) and issubclass(m, BaseModel):
             model(m)  # ModelRequest/Response: the LLM recordings
     return frozenset(words)
+
+
+def session_redactor(secrets: Iterable[str]) -> Redactor:
+    """The redactor of a session's rows: ``secrets`` and the env's, never one
+    of the rows' own words."""
+    return Redactor(secrets, reserved=row_words)

@@ -171,6 +171,8 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
     if kind is None:
         return value
     red = store.redactor
+    if red is not None:  # a secret the tool put in os.environ: before the bytes
+        red.learn_new_env()
     name = None
     if kind == "bytes":
         data = bytes(value)
