@@ -602,3 +602,45 @@ def test_an_env_secret_a_tool_sets_mid_run_never_lands(
     assert s.result("raw") == b"raw [REDACTED]"
     s.close()
     assert scan(ws.path, SECRET) == []
+
+
+def test_a_replanned_tasks_texts_are_held_masked_as_stored(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A plan patch's new tasks were adopted as the planner wrote them: a title
+    # quoting a secret showed in tasks_df though the stored plan masked it.
+    from argus_lab.llm import ModelRequest
+    from argus_lab.llm.testing import FunctionModel, tool_call
+    from tests.conftest import BASIC_TOOLS
+
+    monkeypatch.setenv(ENV, SECRET)
+
+    def replacement(req: ModelRequest) -> object:
+        new = {
+            "id": "b2",
+            "tool": "echo",
+            "title": f"retry with {ANTHROPIC}",
+            "args": {"value": "again"},
+        }
+        return tool_call("submit_plan", {"goal": "x", "tasks": [new]})
+
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {
+                "id": "b",
+                "tool": "boom",
+                "args": {"message": "no"},
+                "on_failure": "replan",
+            }
+        ],
+    }
+    planner = al.LLMPlanner(FunctionModel(replacement))
+    s = ws.new_session(plan=plan, tools=BASIC_TOOLS, planner=planner, name="rp")
+    assert s.run().status == "succeeded"
+    assert [t.title for t in s.plan.tasks] == ["retry with [REDACTED]"]
+    assert ANTHROPIC[:12] not in s.tasks_df().to_csv()
+    s.close()
+    with ws.open("rp", tools=BASIC_TOOLS) as again:
+        assert again.plan == s.plan
+    assert scan(ws.path, ANTHROPIC) == []

@@ -20,7 +20,7 @@ from argus_lab.errors import PlanError, UnresolvedReferenceError
 from argus_lab.events import EventBase, HtnDecision
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.patch import PlanPatch
-from argus_lab.plan.static import refuse_literal_secrets
+from argus_lab.plan.static import masked_plan, refuse_literal_secrets
 from argus_lab.runtime.options import HTNPlanning, Replanning
 from argus_lab.runtime.outcome import (
     Failed,
@@ -340,6 +340,9 @@ class Supervisor:
         except PlanError as e:
             log.warning("argus: a plan patch was refused: %s", e.message)
             raise
+        # Held as it is stored: a new task's title or description quoting a
+        # secret showed in tasks_df and the widget (see masked_plan).
+        new_plan = masked_plan(new_plan, st.redactor)
         version = st.info.plan_version + 1
         deps = {t.id: t.deps for t in new_plan.tasks}
         order = Scheduler(deps, dict.fromkeys(deps, "pending")).topo
