@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from argus_lab._redact_forms import encoded_forms
+from argus_lab._redact_forms import encoded_forms, text_codec
 from argus_lab._redact_given import KNOWN as _KNOWN
 from argus_lab._redact_given import MIN_LEN as _MIN_LEN
 from argus_lab._redact_given import check_secrets, count_secrets, known_secrets
@@ -115,6 +115,7 @@ _HINTS = ("sk-", "gh", "github", "xox", "akia", "asia", "basic", "://", *_KEY_HI
 """Every shape (``_TRIGGERS``) and every secret key holds one of these."""
 
 _NESTED = frozenset({list, tuple, dict})
+_CODECS = ("utf-8", "utf-16-le", "utf-16-be")  # how a secret sits in binary data
 
 
 _REFERENCE = re.compile(r"\$\{[^}]*\}")
@@ -334,17 +335,22 @@ class Redactor:
     def mask_bytes(self, data: bytes) -> bytes | None:
         """``data`` with secrets masked; None when it is binary (not UTF-8) and
         holds a secret, since masking would corrupt it: refuse it then."""
+        codec, start = text_codec(data)  # UTF-16 too: a Windows export
         try:
-            text = data.decode("utf-8")
+            text = data[start:].decode(codec)
         except UnicodeDecodeError:
-            # Shapes are ASCII, and latin-1 maps every byte to one character.
+            # Shapes are ASCII, and latin-1 maps every byte to one character;
+            # ASCII in UTF-16 has a NUL beside each byte: dropped, it reads.
             binary = data.decode("latin-1")
-            if any(v.encode("utf-8") in data for v in self.values) or (
-                _may_have_shape(binary) and _SHAPES.search(binary) is not None
+            if any(v.encode(c) in data for v in self.values for c in _CODECS) or any(
+                _may_have_shape(b) and _SHAPES.search(b) is not None
+                for b in (binary, binary.replace("\0", ""))
             ):
                 return None
             return data
-        return self.text(text).encode("utf-8") if self.needed(text) else data
+        if not self.needed(text):
+            return data
+        return data[:start] + self.text(text).encode(codec)
 
     def frame(self, df: Any) -> Any:
         """A pandas DataFrame with secrets masked in everything that can hold

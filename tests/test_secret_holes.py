@@ -644,3 +644,57 @@ def test_a_replanned_tasks_texts_are_held_masked_as_stored(
     with ws.open("rp", tools=BASIC_TOOLS) as again:
         assert again.plan == s.plan
     assert scan(ws.path, ANTHROPIC) == []
+
+
+@al.tool
+def utf16_file(value: str, *, ctx: al.ToolContext) -> Path:
+    """A UTF-16 text file with its byte-order mark (a Windows export)."""
+    p = Path(ctx.workdir) / "export.txt"
+    p.write_text(f"token={value}\nkey={ANTHROPIC}\n", encoding="utf-16")
+    return p
+
+
+@al.tool
+def utf16_bytes(value: str) -> bytes:
+    """Text as UTF-16-LE bytes, without a byte-order mark."""
+    return f"token={value} key={ANTHROPIC}".encode("utf-16-le")
+
+
+def test_a_secret_in_utf16_text_never_lands(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # UTF-16 with a BOM is not UTF-8: read as binary, where a secret was looked
+    # for in UTF-8 only. Without a BOM, ASCII in UTF-16 is valid UTF-8 with a
+    # NUL between the letters: read as text, where no secret was seen.
+    monkeypatch.setenv(ENV, SECRET)
+    args = {"value": "${env." + ENV + "}"}
+    tasks = [{"id": t, "tool": t, "args": args} for t in ("utf16_file", "utf16_bytes")]
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": tasks}, tools=[utf16_file, utf16_bytes]
+    )
+    s.run()
+    masked = "token=[REDACTED]\nkey=[REDACTED]\n"
+    assert s.result("utf16_file").read_text(encoding="utf-16") == masked
+    raw = s.result("utf16_bytes")
+    assert raw.decode("utf-16-le") == "token=[REDACTED] key=[REDACTED]"
+    s.close()
+    needles = [
+        n.encode(c) for n in (SECRET, ANTHROPIC) for c in ("utf-16-le", "utf-16-be")
+    ]
+    hits = [
+        p
+        for p in ws.path.rglob("*")
+        if p.is_file()
+        for n in needles
+        if n in p.read_bytes()
+    ]
+    assert hits == [] and scan(ws.path, SECRET, ANTHROPIC) == []
+
+
+def test_binary_data_holding_a_secret_in_utf16_is_refused() -> None:
+    from argus_lab.redact import Redactor
+
+    red = Redactor([SECRET], environ={})
+    assert red.mask_bytes(b"\x89PNG\xff\x00" + SECRET.encode("utf-16-le")) is None
+    assert red.mask_bytes(b"\x89PNG\xff\x00" + ANTHROPIC.encode("utf-16-be")) is None
+    assert red.mask_bytes(b"\x89PNG\xff\x00plain") == b"\x89PNG\xff\x00plain"
