@@ -43,8 +43,9 @@ def check_secrets(secrets: Iterable[object], reserved: Collection[str] = ()) -> 
             raise ValueError(
                 f"{where} ({len(v)} characters) is one of the words Argus's own "
                 "records are made of, or part of one (a task status, a field "
-                "name, an event kind): masking it there would make the session "
-                "unreadable. A word like this is no secret; pass the secret itself"
+                "name, an event kind, the mask [REDACTED]): masking it there "
+                "would make the session unreadable. A word like this is no "
+                "secret; pass the secret itself"
             )
 
 

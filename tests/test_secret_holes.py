@@ -100,12 +100,15 @@ ECHO_PLAN = {
 }
 
 
-@pytest.mark.parametrize("word", ["succeeded", "status", "task_id", "session"])
+@pytest.mark.parametrize(
+    "word", ["succeeded", "status", "task_id", "session", "REDACTED"]
+)
 def test_a_secret_that_is_a_word_of_the_rows_is_refused_before_anything_is_stored(
     ws: al.Workspace, word: str
 ) -> None:
     # Masked in the rows, "succeeded" made the meta unreadable, "status" lost
-    # task a's status (it ran again after a reopen), "task_id" its record.
+    # task a's status (it ran again after a reopen), "task_id" its record;
+    # "REDACTED" masked the mask again at every commit ("[[REDACTED]]").
     with pytest.raises(ValueError, match="words Argus's own records are made of"):
         ws.new_session(plan=ECHO_PLAN, tools=[echo], secrets=[word], name="w")
     assert ws.sessions() == []
