@@ -24,7 +24,7 @@ from argus_lab.model import Task
 from argus_lab.runtime.budget import BudgetChecker, BudgetHit
 from argus_lab.runtime.options import SessionOptions
 from argus_lab.runtime.state import SessionState
-from argus_lab.runtime.toolcall import await_tool, call_tool
+from argus_lab.runtime.toolcall import await_tool, call_tool, error_text
 from argus_lab.tools.approval import require_approval
 from argus_lab.tools.registry import Tool, ToolContext
 
@@ -263,7 +263,7 @@ class LlmTaskRunner:
                             )
                         content, ok = json.dumps(out, default=str)[:20000], True
                     except Exception as e:  # the model reads the error and adapts
-                        content, ok = f"{type(e).__name__}: {e}", False
+                        content, ok = f"{type(e).__name__}: {error_text(e)}", False
                         error_type = type(e).__name__
                     if once:
                         st.put_replay(done_key, {"content": content, "ok": ok})

@@ -171,6 +171,8 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
     if kind is None:
         return value
     red = store.redactor
+    if red is not None:  # a secret the tool put in os.environ: before the bytes
+        red.learn_new_env()
     name = None
     if kind == "bytes":
         data = bytes(value)
@@ -181,6 +183,8 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
         # The file itself is masked too: it lies in the workspace as well.
         if red is not None and red.scrub_file(p) == "removed":
             _refuse(store, f"file {p.name!r} is binary and held a secret (deleted)")
+        if red is not None and red.needed(p.name):  # its name too, as the sandbox's
+            p = _renamed(p, red.text(p.name), store)
         data, name = p.read_bytes(), p.name
     elif kind == "dataframe":
         buf = io.BytesIO()
@@ -201,9 +205,23 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
     return marker
 
 
+def _renamed(p: Path, name: str, store: ArtifactStore) -> Path:
+    """``p`` renamed to ``name`` (its name with the secrets masked), never
+    over another file."""
+    new = p.with_name(name)
+    try:
+        os.link(p, new)  # fails if ``new`` exists, where a rename would replace it
+    except FileExistsError:
+        _refuse(store, f"a file's name holds a secret, and {name!r} is taken")
+    p.unlink()
+    return new
+
+
 def _refuse(store: ArtifactStore, why: str) -> NoReturn:
     raise ToolError(
-        f"task {store.task!r}: {why}: masking it would corrupt it, so it is "
+        # Not "{why}: masking": "a secret: masking" is a secret's shape
+        # ("secret: <value>"), and the stored error read "[REDACTED] it would".
+        f"task {store.task!r}: {why}, and masking it would corrupt it, so it is "
         "refused and never stored. Return text, or keep secrets out of binary data",
         task_id=store.task,
     )
