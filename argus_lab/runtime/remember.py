@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from argus_lab.events import EventBase
     from argus_lab.runtime.state import SessionState
     from argus_lab.store.memory import Memory
     from argus_lab.store.stored_plan import StoredPlan
@@ -88,6 +89,9 @@ class Rememberer:
         while (item := self._queue.get()) is not None:
             kind, fields = item
             try:
+                if kind == "owed":
+                    _write_owed(self._memory(), **fields)
+                    continue
                 write = remember_result if kind == "result" else remember_lesson
                 write(self._memory(), **fields)
             except Exception:  # a memory is never worth failing a task over
@@ -111,6 +115,42 @@ class Rememberer:
             self._thread = None
         with _writing_lock:
             _writing.discard(self)
+
+
+def _write_owed(
+    memory: Memory,
+    *,
+    session_id: str,
+    owed: list[tuple[str, dict[str, Any]]],
+    read_events: Callable[[], list[EventBase]],
+) -> None:
+    """Writes the memories in ``owed`` that ``memory`` does not hold yet, each
+    with the seq of the event that finished its task (see MemoryFeed.recover)."""
+    from argus_lab.store._memory_query import _sql
+    from argus_lab.store.memory import remember_lesson, remember_result
+    from argus_lab.store.memory_provenance import memory_id
+
+    have = memory._ids(f"session_id = {_sql(session_id)}")
+    missing = [
+        (kind, fields)
+        for kind, fields in owed
+        if memory_id(kind, session_id=session_id, task_id=fields["task_id"]) not in have
+    ]
+    if not missing:
+        return
+    ended = {"task_succeeded": "result", "task_failed": "lesson"}
+    seqs = {(ended[e.kind], e.task_id): e.seq for e in read_events() if e.kind in ended}
+    for kind, fields in missing:
+        seq = seqs.get((kind, fields["task_id"]))
+        if seq is None:  # no event to lead back to (a kept fork result)
+            continue
+        write = remember_result if kind == "result" else remember_lesson
+        write(memory, session_id=session_id, seq=seq, **fields)
+    log.info(
+        "session %s: wrote %d memories a crash had kept from being written",
+        session_id,
+        len(missing),
+    )
 
 
 class MemoryFeed:
@@ -153,22 +193,68 @@ class MemoryFeed:
 
             import argus_lab.store.memory  # noqa: F401
 
+    def recover(self) -> None:
+        """Queues again the memories of the tasks that are done (called when
+        the session is opened); the writer thread writes those missing.
+
+        A memory is written by a thread after its step commits: a process
+        killed in between kept the step and lost the memory, so the next
+        session's LLM task did not see what an uninterrupted run showed it.
+        Only what is missing is written (one query of the session's ids).
+        """
+        if not self.wanted():
+            return
+        st = self._state
+        owed: list[tuple[str, dict[str, Any]]] = []
+        for tid, status in st.records.status.items():
+            if status == "succeeded":
+                owed.append(("result", self._result_fields(tid)))
+            elif status == "failed" and tid in st.tasks:
+                rec = st.records[tid]
+                if (rec.approval or {}).get("state") != "rejected":  # no lesson
+                    owed.append(("lesson", self._lesson_fields(tid, rec.attempts)))
+        if owed:
+            self._rememberer.put(
+                "owed",
+                session_id=st.info.id,
+                owed=owed,
+                read_events=st.read_events,
+            )
+
+    def _result_fields(self, task_id: str) -> dict[str, Any]:
+        st = self._state
+        done = st.records[task_id]
+        task = st.tasks.get(task_id)
+        return {
+            "task_id": task_id,
+            "result": done.result
+            if done.result_ref is None
+            else f"(a large result, stored as {done.result_ref})",
+            "title": (task.title if task is not None else None) or task_id,
+        }
+
+    def _lesson_fields(self, task_id: str, attempts: int) -> dict[str, Any]:
+        st = self._state
+        task = st.tasks[task_id]
+        return {
+            "task_id": task_id,
+            "error": st.records[task_id].error or "",
+            "attempts": attempts,
+            "tool": task.tool,
+            "title": task.title or None,
+        }
+
     def result(self, task_id: str, seq: int | None = None) -> None:
         """Remembers a task's result, just committed by the event ``seq``
         (default: the last event committed)."""
         if not self.wanted():
             return
         st = self._state
-        done = st.records[task_id]
         self._rememberer.put(
             "result",
             session_id=st.info.id,
-            task_id=task_id,
             seq=st.last_seq if seq is None else seq,
-            result=done.result
-            if done.result_ref is None
-            else f"(a large result, stored as {done.result_ref})",
-            title=st.tasks[task_id].title or task_id,
+            **self._result_fields(task_id),
         )
 
     def lesson(self, task_id: str, attempts: int, seq: int) -> None:
@@ -176,14 +262,9 @@ class MemoryFeed:
         if not self.wanted():
             return
         st = self._state
-        task = st.tasks[task_id]
         self._rememberer.put(
             "lesson",
             session_id=st.info.id,
-            task_id=task_id,
             seq=seq,
-            error=st.records[task_id].error or "",
-            attempts=attempts,
-            tool=task.tool,
-            title=task.title or None,
+            **self._lesson_fields(task_id, attempts),
         )
