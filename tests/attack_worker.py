@@ -5,6 +5,11 @@ whose results are remembered, ``remember=True``) to its end while the memory
 writer thread is held before its first LanceDB write; prints the run's status,
 then SIGKILLs itself: every step is committed, no memory was written.
 
+``python tests/attack_worker.py paid WS``: runs session "llm" (one LLM task,
+a FunctionModel) and is held right after the model's reply was recorded in the
+replay cache, before the step that counts its tokens commits (touches
+``inside`` beside WS, waits to be killed).
+
 The tests import this module for the same tools and plans.
 """
 
@@ -50,10 +55,42 @@ def remember(ws: Path) -> None:
     print(s.run().status, flush=True)
 
 
+LLM_PLAN = {
+    "goal": "explain",
+    "tasks": [{"id": "explain", "kind": "llm", "description": "Explain Argus."}],
+}
+
+
+def llm_model() -> Any:
+    """A model that answers at once (its tokens estimated from the text)."""
+    from argus_lab.llm.testing import FunctionModel
+
+    return FunctionModel(lambda req: "A hundred-eyed giant.", name="giant")
+
+
+def paid(ws: Path) -> None:
+    """Runs "llm" and stops between recording the reply and counting it."""
+    from argus_lab.store.checkpoints import SessionStore
+
+    put = SessionStore.put_replay
+
+    def held(self: SessionStore, key: str, data: dict[str, Any]) -> None:
+        put(self, key, data)
+        if key.startswith("model:"):
+            (ws.parent / "inside").touch()
+            threading.Event().wait()  # until SIGKILL
+
+    SessionStore.put_replay = held  # type: ignore[method-assign]
+    s = al.Workspace(ws).new_session(plan=LLM_PLAN, name="llm", models=llm_model())
+    s.run()
+
+
 def main() -> None:
     what, ws = sys.argv[1], Path(sys.argv[2])
     if what == "remember":
         remember(ws)
+    elif what == "paid":
+        paid(ws)
     os.kill(os.getpid(), signal.SIGKILL)
 
 

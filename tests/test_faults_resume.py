@@ -15,6 +15,7 @@ import pytest
 
 import argus_lab as al
 from tests import attack_worker as aw
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,6 +31,26 @@ def killed(what: str, ws: Path, *args: str) -> str:
     )
     assert p.returncode == -9, p.stderr
     return p.stdout
+
+
+def held(what: str, ws: Path, *args: str) -> None:
+    """Runs the worker until it touches ``inside`` beside ``ws``; SIGKILLs it."""
+    p = subprocess.Popen(
+        [sys.executable, aw.__file__, what, str(ws), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        wait_until(
+            (ws.parent / "inside").exists,
+            f"the {what} worker to be held",
+            gone=lambda: None if p.poll() is None else f"exit {p.returncode}",
+        )
+    finally:
+        p.kill()
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == -9, err
 
 
 @pytest.mark.slow
@@ -55,3 +76,32 @@ def test_memories_a_crash_kept_from_being_written_are_written_on_reopen(
         done = {e.seq: e.task_id for e in s.events() if e.kind == "task_succeeded"}
     assert {done[h.seq or 0] for h in hits} == {"lisbon", "porto"}
     assert len(ws.memory.search("Fabrica venue", k=10, mode="fts")) == 2
+
+
+@pytest.mark.slow
+def test_a_model_reply_paid_before_a_crash_is_counted_once_on_resume(
+    tmp_path: Path,
+) -> None:
+    # The reply is recorded (so a resume never pays for it twice) before the
+    # step counting its tokens and cost commits: a SIGKILL in between made the
+    # resume serve it from the cache at no cost, so usage and budgets never
+    # saw a call that was paid for.
+    ws_dir = tmp_path / "ws"
+    held("paid", ws_dir)
+    ws = al.Workspace(ws_dir)
+    model = aw.llm_model()
+    with ws.open("llm", models=model) as s:
+        assert s.usage["tokens"] == 0  # nothing was committed
+        assert s.run().status == "succeeded"
+        assert model.requests == []  # not paid again
+        tokens = s.usage["tokens"]
+        assert tokens > 0
+        assert s.record("explain").tokens == tokens
+        (call,) = [e for e in s.events() if e.kind == "llm_call"]
+        assert call.input_tokens + call.output_tokens == tokens
+    with ws.open("llm", models=model) as s:  # counted once, for good
+        assert s.usage["tokens"] == tokens
+        f = s.fork(at="explain")
+        assert f.run().status == "succeeded"
+        assert f.usage["tokens"] == 0  # a replay in a fork costs nothing
+        f.close()

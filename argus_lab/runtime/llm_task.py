@@ -37,6 +37,8 @@ __all__ = ["FINAL_ANSWER", "LlmTaskRunner"]
 log = logging.getLogger("argus_lab")
 
 FINAL_ANSWER = "final_answer"
+_COUNTED = "counted:"
+"""Prefix of the replay key saying a recorded reply's cost was committed."""
 SYSTEM = (
     "You are one step of a larger plan run by Argus Lab. Do exactly the task "
     "described, using the tools offered when they help, then give the final "
@@ -293,7 +295,15 @@ class LlmTaskRunner:
         key = f"model:{model.name}:{req.hash()}"
         cached = st.get_replay(key)
         t0 = time.perf_counter()
-        if cached is not None:
+        # The reply is recorded before the step that counts it commits, so a
+        # crash never pays for it twice; ``counted`` follows that commit. A
+        # reply without it was paid for and never counted: count it now.
+        uncounted = cached is not None and st.get_replay(_COUNTED + key) is None
+        if cached is not None and uncounted:
+            resp = ModelResponse.model_validate(cached).model_copy(
+                update={"cost_note": "paid before a crash, counted on resume"}
+            )
+        elif cached is not None:
             resp = ModelResponse.model_validate(cached).model_copy(
                 update={
                     "cached": True,
@@ -344,6 +354,8 @@ class LlmTaskRunner:
             **resp.event_payload("llm_task"),
         )
         st.commit([rec], [ev])
+        if not resp.cached:
+            st.put_replay(_COUNTED + key, {})
         return resp
 
     def _expected_cost(self, model: Model) -> tuple[float, float]:
