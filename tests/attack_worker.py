@@ -10,6 +10,10 @@ a FunctionModel) and is held right after the model's reply was recorded in the
 replay cache, before the step that counts its tokens commits (touches
 ``inside`` beside WS, waits to be killed).
 
+``python tests/attack_worker.py llm-write WS``: runs session "send", whose LLM
+task has its model call ``send`` (a write that is not idempotent); ``send``
+appends to ``sent.log`` beside WS, touches ``inside`` and waits to be killed.
+
 The tests import this module for the same tools and plans.
 """
 
@@ -85,12 +89,61 @@ def paid(ws: Path) -> None:
     s.run()
 
 
+SEND_PLAN = {
+    "goal": "tell everyone",
+    "tasks": [
+        {
+            "id": "think",
+            "kind": "llm",
+            "description": "Send the news, then say done.",
+            "llm_tools": ["send"],
+        }
+    ],
+}
+
+
+def send_model() -> Any:
+    """Calls ``send`` once, then answers."""
+    from argus_lab.llm.testing import FunctionModel, tool_call
+
+    def answer(req: Any) -> Any:
+        if not any(m.role == "assistant" for m in req.messages):
+            return tool_call("send", {"to": "all"}, id="toolu_send")
+        return "done"
+
+    return FunctionModel(answer, name="sender")
+
+
+def sent_log(ws: Path) -> Path:
+    return ws.parent / "sent.log"
+
+
+@al.tool(side_effect="write", idempotent=False)
+def send(to: str, *, ctx: al.ToolContext) -> str:
+    """Sends the news (not idempotent), then is held until killed."""
+    from tests.crash_worker import append_line
+
+    append_line(sent_log(ctx.workspace), f"{to} {ctx.idempotency_key}")
+    (ctx.workspace.parent / "inside").touch()
+    threading.Event().wait()  # until SIGKILL
+    return "sent"
+
+
 def main() -> None:
     what, ws = sys.argv[1], Path(sys.argv[2])
     if what == "remember":
         remember(ws)
     elif what == "paid":
         paid(ws)
+    elif what == "llm-write":
+        s = al.Workspace(ws).new_session(
+            plan=SEND_PLAN,
+            tools=[send],
+            name="send",
+            models=send_model(),
+            approvals=(),
+        )
+        s.run()
     os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import argus_lab as al
 from tests import attack_worker as aw
+from tests.crash_worker import append_line, read_lines
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,3 +106,30 @@ def test_a_model_reply_paid_before_a_crash_is_counted_once_on_resume(
         assert f.run().status == "succeeded"
         assert f.usage["tokens"] == 0  # a replay in a fork costs nothing
         f.close()
+
+
+@pytest.mark.slow
+def test_an_llm_task_whose_write_tool_was_redefined_as_safe_is_still_in_doubt(
+    tmp_path: Path,
+) -> None:
+    # Recovery judged an LLM task by the tools handed in after the crash: with
+    # its model's non-idempotent write redefined as idempotent, the task was
+    # rerun, the model's turn replayed, and the write made a second time.
+    ws_dir = tmp_path / "ws"
+    held("llm-write", ws_dir)
+    assert len(read_lines(aw.sent_log(ws_dir))) == 1
+
+    @al.tool(side_effect="write", idempotent=True)
+    def send(to: str, *, ctx: al.ToolContext) -> str:
+        """Sends the news (now said to be idempotent)."""
+        append_line(aw.sent_log(ctx.workspace), f"{to} {ctx.idempotency_key}")
+        return "sent"
+
+    ws = al.Workspace(ws_dir)
+    with ws.open("send", tools=[send], models=aw.send_model(), approvals=()) as s:
+        res = s.run()
+        assert s.record("think").status == "in_doubt", res
+        assert "not idempotent when that attempt started" in (
+            s.record("think").reason or ""
+        )
+    assert len(read_lines(aw.sent_log(ws_dir))) == 1  # sent once
