@@ -14,6 +14,10 @@ replay cache, before the step that counts its tokens commits (touches
 task has its model call ``send`` (a write that is not idempotent); ``send``
 appends to ``sent.log`` beside WS, touches ``inside`` and waits to be killed.
 
+``python tests/attack_worker.py replan WS``: runs session "rp", whose task "b"
+fails for good and is replanned by an LLMPlanner; held once the planner's
+model answered, before the patch commits (touches ``inside``).
+
 The tests import this module for the same tools and plans.
 """
 
@@ -129,12 +133,64 @@ def send(to: str, *, ctx: al.ToolContext) -> str:
     return "sent"
 
 
+RP_PLAN = {
+    "goal": "g",
+    "tasks": [
+        {"id": "a", "tool": "add", "args": {"a": 1}},
+        {
+            "id": "b",
+            "tool": "boom",
+            "args": {"message": "venue closed"},
+            "deps": ["a"],
+            "on_failure": "replan",
+        },
+        {"id": "c", "tool": "echo", "args": {"value": "${b.result}"}},
+    ],
+}
+
+
+def replacement(req: Any) -> Any:
+    """The replanner's answer: b2 and c2 instead of b and c."""
+    from argus_lab.llm.testing import tool_call
+
+    return tool_call(
+        "submit_plan",
+        {
+            "goal": "ignored",
+            "tasks": [
+                {"id": "b2", "tool": "add", "args": {"a": "${a.result.sum}", "b": 9}},
+                {"id": "c2", "tool": "echo", "args": {"value": "${b2.result.sum}"}},
+            ],
+        },
+    )
+
+
+def replan(ws: Path) -> None:
+    """Runs "rp" and stops between the replanner's answer and its patch."""
+    from argus_lab.llm.testing import FunctionModel
+    from argus_lab.runtime.supervisor import Supervisor
+    from tests.conftest import BASIC_TOOLS
+
+    def held(self: Supervisor, *args: Any, **kwargs: Any) -> None:
+        (ws.parent / "inside").touch()
+        threading.Event().wait()  # until SIGKILL
+
+    Supervisor._apply_patch = held  # type: ignore[method-assign]
+    planner = al.LLMPlanner(FunctionModel(replacement))
+    s = al.Workspace(ws).new_session(
+        plan=RP_PLAN, tools=BASIC_TOOLS, name="rp", planner=planner
+    )
+    s.run()
+
+
 def main() -> None:
     what, ws = sys.argv[1], Path(sys.argv[2])
     if what == "remember":
         remember(ws)
     elif what == "paid":
         paid(ws)
+    elif what == "replan":
+        replan(ws)
     elif what == "llm-write":
         s = al.Workspace(ws).new_session(
             plan=SEND_PLAN,

@@ -133,3 +133,62 @@ def test_an_llm_task_whose_write_tool_was_redefined_as_safe_is_still_in_doubt(
             s.record("think").reason or ""
         )
     assert len(read_lines(aw.sent_log(ws_dir))) == 1  # sent once
+
+
+@pytest.mark.slow
+def test_a_replan_answered_before_a_crash_is_not_asked_again(tmp_path: Path) -> None:
+    # The replanner's model calls went around the session's replay cache: a
+    # crash before the patch committed asked (and paid) the model again on
+    # resume, and a model that answers differently changed the plan.
+    from argus_lab.llm.testing import FunctionModel
+    from tests.conftest import BASIC_TOOLS
+
+    ws_dir = tmp_path / "ws"
+    held("replan", ws_dir)
+    model = FunctionModel(aw.replacement)
+    planner = al.LLMPlanner(model)
+    ws = al.Workspace(ws_dir)
+    with ws.open("rp", tools=BASIC_TOOLS, planner=planner) as s:
+        assert s.run().status == "succeeded"
+        assert [t.id for t in s.plan.tasks] == ["a", "b2", "c2"]
+        assert s.result("c2") == 11
+        assert model.requests == []  # served from what was recorded
+        (call,) = [e for e in s.events() if e.kind == "llm_call"]
+        assert call.purpose == "plan" and call.cached
+
+
+def test_a_decomposer_inside_a_sessions_recording_is_asked_once() -> None:
+    # The same rule for an HTN decomposer's model: the supervisor expands and
+    # repairs inside recording(state), so a resumed or forked expansion is
+    # answered from the session's cache.
+    from typing import Any
+
+    from argus_lab.llm.recording import recording
+    from tests.test_hybrid import domain
+
+    def reply(req: Any) -> Any:
+        from argus_lab.llm.testing import tool_call
+
+        return tool_call(
+            "submit_subtasks", {"subtasks": [{"task": "search", "args": ["x"]}]}
+        )
+
+    class Store(dict[str, dict[str, Any]]):
+        def get_replay(self, key: str) -> dict[str, Any] | None:
+            return self.get(key)
+
+        def put_replay(self, key: str, data: dict[str, Any]) -> None:
+            self[key] = data
+
+    dom, llm = domain(reply)
+    model = llm.model
+    store = Store()
+    plans = []
+    for _ in range(2):
+        with recording(store):
+            plans.append(al.HTNPlanner(dom).plan("study", "agents"))
+    assert plans[0].to_dict() == plans[1].to_dict()
+    assert len(model.requests) == 1  # type: ignore[attr-defined]
+    assert [c["cached"] for c in llm.calls] == [False, True]
+    al.HTNPlanner(dom).plan("study", "agents")  # outside: the model itself
+    assert len(model.requests) == 2  # type: ignore[attr-defined]
