@@ -18,6 +18,12 @@ appends to ``sent.log`` beside WS, touches ``inside`` and waits to be killed.
 fails for good and is replanned by an LLMPlanner; held once the planner's
 model answered, before the patch commits (touches ``inside``).
 
+``python tests/attack_worker.py fsize WS``: runs session "big" under a file
+size limit (RLIMIT_FSIZE, SIGXFSZ ignored) that the session's small files fit
+in but not the artifact of ``bulk`` (a write that is not idempotent; it logs
+each call to ``bulk.log`` beside WS); prints the error ``run()`` raised as
+``<type>: <message>`` and exits 0.
+
 The tests import this module for the same tools and plans.
 """
 
@@ -183,12 +189,46 @@ def replan(ws: Path) -> None:
     s.run()
 
 
+@al.tool(side_effect="write", idempotent=False)
+def bulk(n: int, *, ctx: al.ToolContext) -> bytes:
+    """Makes a big file elsewhere (logged), and returns its bytes."""
+    from tests.crash_worker import append_line
+
+    append_line(ctx.workspace.parent / "bulk.log", f"{ctx.idempotency_key} {n}")
+    return b"%d" % n * 300_000
+
+
+BIG_PLAN = {
+    "goal": "g",
+    "tasks": [{"id": f"b{i}", "tool": "bulk", "args": {"n": i}} for i in range(2)],
+}
+
+
+def fsize(ws: Path) -> None:
+    """Runs "big" until its artifact exceeds the file size limit."""
+    import resource
+
+    s = al.Workspace(ws).new_session(
+        plan=BIG_PLAN, tools=[bulk], name="big", approvals=(), concurrency=1
+    )
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+    try:
+        s.run()
+    except Exception as e:
+        print(f"{type(e).__name__}: {e}", flush=True)
+    s.close()
+    sys.exit(0)
+
+
 def main() -> None:
     what, ws = sys.argv[1], Path(sys.argv[2])
     if what == "remember":
         remember(ws)
     elif what == "paid":
         paid(ws)
+    elif what == "fsize":
+        fsize(ws)
     elif what == "replan":
         replan(ws)
     elif what == "llm-write":

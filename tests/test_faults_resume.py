@@ -192,3 +192,33 @@ def test_a_decomposer_inside_a_sessions_recording_is_asked_once() -> None:
     assert [c["cached"] for c in llm.calls] == [False, True]
     al.HTNPlanner(dom).plan("study", "agents")  # outside: the model itself
     assert len(model.requests) == 2  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_an_artifact_that_cannot_be_written_stops_the_run_and_says_why(
+    tmp_path: Path,
+) -> None:
+    # A file size limit (or a read-only folder, no permission) made the
+    # artifact write raise a bare OSError out of run(); a StorageError raised
+    # there was taken for the result's fault and failed the task for good
+    # although its write had taken effect.
+    ws_dir = tmp_path / "ws"
+    p = subprocess.run(
+        [sys.executable, aw.__file__, "fsize", str(ws_dir)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    kind, _, message = p.stdout.strip().partition(": ")
+    assert kind == "StorageError", p.stdout
+    assert "could not write a 300,000-byte artifact for task 'b0'" in message
+    assert "File too large" in message and "Nothing committed was lost" in message
+    ws = al.Workspace(ws_dir)
+    with ws.open("big", tools=[aw.bulk], approvals=()) as s:
+        res = s.run()
+        assert s.record("b0").status == "in_doubt", res  # it had run: a person checks
+        s.skip("b0", "it took effect")
+        assert s.run().status == "succeeded"
+    assert len(read_lines(tmp_path / "bulk.log")) == 2  # each write once

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from argus_lab.errors import CorruptCheckpointError, ToolError
+from argus_lab.errors import CorruptCheckpointError, StorageError, ToolError
 from argus_lab.redact import Redactor
 from argus_lab.store.space import full_error, is_disk_full
 
@@ -82,8 +82,24 @@ class ArtifactStore:
                 raise full_error(
                     dest, e.strerror or e, what=f"writing a {len(data):,}-byte artifact"
                 ) from None
+            if isinstance(e, OSError):  # read-only, no permission, size limit
+                raise self._write_error(dest, len(data), e) from None
             raise
         return ref
+
+    def _write_error(self, dest: Path, size: int, e: OSError) -> StorageError:
+        """Why an artifact could not be written, and what to do (the run stops:
+        a result that cannot be stored is not the tool's failure)."""
+        task = f" for task {self.task!r}" if self.task else ""
+        return StorageError(
+            f"could not write a {size:,}-byte artifact{task} to {dest} "
+            f"({e.strerror or e}). Nothing committed was lost: this write was "
+            "not committed and everything before it is intact. Make "
+            f"{self.root} writable (its permissions, a read-only mount, a file "
+            "size limit), then reopen the session to go on; a write tool that "
+            "had already run is then held in doubt, for you to check.",
+            task_id=self.task,
+        )
 
     def get_bytes(self, ref: str, *, session_id: str | None = None) -> bytes:
         """Reads an artifact back, checking its hash.
