@@ -230,3 +230,27 @@ def test_a_database_another_process_is_creating_right_now_opens(
         assert con.execute("PRAGMA page_size").fetchone()[0] == SESSION_PAGE_SIZE
     finally:
         con.close()
+
+
+def test_an_artifact_and_its_new_folders_are_flushed_before_the_commit(
+    full_ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under "full" the commit pointing to an artifact is fsynced; the file's
+    bytes were, but not its name in its folder (nor a new folder's name): a
+    power cut could keep the commit and lose the file."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    ref = full_ws.artifacts.put_bytes(b"x" * 1000)  # the workspace's first
+    path, root = full_ws.artifacts.path(ref), full_ws.artifacts.root
+    assert synced[0].startswith(str(path.parent) + "/.tmp-")  # the bytes, first
+    assert sorted(synced[1:]) == sorted(map(str, (path.parent, root, root.parent)))
+    synced.clear()
+    again = full_ws.artifacts.path(full_ws.artifacts.put_bytes(b"y" * 1000))
+    assert synced[0].startswith(str(again.parent) + "/.tmp-")
+    assert str(again.parent) in synced[1:] and str(root.parent) not in synced

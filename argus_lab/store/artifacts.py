@@ -66,6 +66,7 @@ class ArtifactStore:
             return ref
         tmp = None
         try:
+            made = [d for d in (dest.parent, self.root) if not d.is_dir()]
             dest.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as f:
@@ -74,6 +75,12 @@ class ArtifactStore:
                     f.flush()
                     os.fsync(f.fileno())
             os.replace(tmp, dest)
+            if self.fsync:
+                # A file's name lives in its folder (a new folder's in its
+                # parent): flushed too before the commit that points to it, or
+                # a power cut may keep the commit and lose the file.
+                for d in {dest.parent, *(m.parent for m in made)}:
+                    _fsync_dir(d)
         except BaseException as e:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
@@ -269,3 +276,12 @@ def _figure_from_png(data: bytes) -> Any:
     fig = Figure(figsize=(w / dpi, h / dpi), dpi=dpi)
     fig.figimage(img, resize=False)
     return fig
+
+
+def _fsync_dir(path: Path) -> None:
+    """Flushes a folder's entries (the names of the files in it) to disk."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
