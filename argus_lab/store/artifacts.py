@@ -66,7 +66,9 @@ class ArtifactStore:
             return ref
         tmp = None
         try:
-            made = [d for d in (dest.parent, self.root) if not d.is_dir()]
+            made = [
+                d for d in (dest.parent, self.root) if self.fsync and not d.is_dir()
+            ]
             dest.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as f:
