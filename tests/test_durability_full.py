@@ -254,3 +254,30 @@ def test_an_artifact_and_its_new_folders_are_flushed_before_the_commit(
     again = full_ws.artifacts.path(full_ws.artifacts.put_bytes(b"y" * 1000))
     assert synced[0].startswith(str(again.parent) + "/.tmp-")
     assert str(again.parent) in synced[1:] and str(root.parent) not in synced
+
+
+def test_a_new_sessions_folder_is_flushed_before_its_name_is_claimed(
+    full_ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's commit is fsynced inside its new folder; the folder's own
+    name in sessions/ was not, before the name index (fsynced) pointed to it:
+    a power cut could leave a claimed name and no session."""
+    from argus_lab.store.names import SessionNames
+
+    order: list[str] = []
+    real_fsync, real_claim = os.fsync, SessionNames.claim
+
+    def spy(fd: int) -> None:
+        order.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def claim(self: SessionNames, name: str, sid: str) -> bool:
+        order.append(f"claim {name}")
+        return real_claim(self, name, sid)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    monkeypatch.setattr(SessionNames, "claim", claim)
+    s = full_ws.new_session(plan=CHAIN, tools=BASIC_TOOLS, name="chain")
+    s.close()
+    sessions = str(full_ws.path / "sessions")
+    assert sessions in order and order.index(sessions) < order.index("claim chain")

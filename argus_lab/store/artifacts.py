@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from argus_lab.errors import CorruptCheckpointError, StorageError, ToolError
 from argus_lab.redact import Redactor
+from argus_lab.store.folders import fsync_dir
 from argus_lab.store.space import full_error, is_disk_full
 
 __all__ = ["ARTIFACT", "ArtifactStore", "from_stored", "to_stored"]
@@ -82,7 +83,7 @@ class ArtifactStore:
                 # parent): flushed too before the commit that points to it, or
                 # a power cut may keep the commit and lose the file.
                 for d in {dest.parent, *(m.parent for m in made)}:
-                    _fsync_dir(d)
+                    fsync_dir(d)
         except BaseException as e:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
@@ -278,12 +279,3 @@ def _figure_from_png(data: bytes) -> Any:
     fig = Figure(figsize=(w / dpi, h / dpi), dpi=dpi)
     fig.figimage(img, resize=False)
     return fig
-
-
-def _fsync_dir(path: Path) -> None:
-    """Flushes a folder's entries (the names of the files in it) to disk."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
