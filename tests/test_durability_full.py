@@ -281,3 +281,30 @@ def test_a_new_sessions_folder_is_flushed_before_its_name_is_claimed(
     s.close()
     sessions = str(full_ws.path / "sessions")
     assert sessions in order and order.index(sessions) < order.index("claim chain")
+
+
+@pytest.mark.parametrize("kind", ["state", "thread"])
+def test_a_new_state_or_threads_folder_is_flushed_in_its_parent(
+    full_ws: al.Workspace, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A state's or LangGraph thread's folder whose name a power cut dropped
+    was not reported anywhere: the state was made again from its defaults,
+    the thread started over and reran its nodes."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    if kind == "state":
+        full_ws.state("tally").close()
+        assert str(full_ws.path / "states") in synced
+    else:
+        from tests.test_faults_full import CFG, _app
+
+        saver, app = _app(full_ws, 1)
+        app.invoke({"log": []}, CFG)
+        saver.close()
+        assert str(full_ws.path / "sessions") in synced
