@@ -165,9 +165,12 @@ def open_or_create(ws: al.Workspace) -> al.Session:
 
 
 def took_effect(ws: Path, key: str) -> bool:
-    """Whether effects.log has a call made with ``key`` (an LLM task's nested
-    calls carry its key too)."""
-    return any(ln.split(" ")[1] == key for ln in read_lines(effects(ws)))
+    """Whether effects.log has a call made with ``key`` (an LLM task's calls
+    carry ``<key>:<tool_use id>``)."""
+    return any(
+        k == key or k.startswith(key + ":")
+        for k in (ln.split(" ")[1] for ln in read_lines(effects(ws)))
+    )
 
 
 def drive(s: al.Session, ws: Path) -> al.RunResult:

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,3 +223,41 @@ def test_an_artifact_that_cannot_be_written_stops_the_run_and_says_why(
         s.skip("b0", "it took effect")
         assert s.run().status == "succeeded"
     assert len(read_lines(tmp_path / "bulk.log")) == 2  # each write once
+
+
+def test_each_tool_call_of_an_llm_task_has_its_own_idempotency_key(
+    tmp_path: Path,
+) -> None:
+    # Every call an LLM task's model made got the task's own key: a remote
+    # that deduplicates by key (what the key is for) took the second, different
+    # call for a repeat of the first and dropped it.
+    from argus_lab.llm.testing import FunctionModel, tool_call
+
+    log = tmp_path / "stamped.log"
+
+    @al.tool(side_effect="write", idempotent=True)
+    def stamp(to: str, *, ctx: al.ToolContext) -> str:
+        """Takes effect once per idempotency key."""
+        if ctx.idempotency_key not in {ln.split()[0] for ln in read_lines(log)}:
+            append_line(log, f"{ctx.idempotency_key} {to}")
+        return "stamped"
+
+    def answer(req: Any) -> Any:
+        if not any(m.role == "assistant" for m in req.messages):
+            return [
+                tool_call("stamp", {"to": "alice"}, id="toolu_a"),
+                tool_call("stamp", {"to": "bob"}, id="toolu_b"),
+            ]
+        return "done"
+
+    plan = {"tasks": [{"id": "t", "kind": "llm", "llm_tools": ["stamp"]}]}
+    ws = al.Workspace(tmp_path / "ws")
+    with ws.new_session(
+        plan=plan, tools=[stamp], name="k", models=FunctionModel(answer), approvals=()
+    ) as s:
+        assert s.run().status == "succeeded"
+        key = s.record("t").idempotency_key
+    lines = [ln.split() for ln in read_lines(log)]
+    assert [to for _, to in lines] == ["alice", "bob"]  # both took effect
+    # stable across a replay of the model's turn: the task's key and the call's
+    assert [k for k, _ in lines] == [f"{key}:toolu_a", f"{key}:toolu_b"]

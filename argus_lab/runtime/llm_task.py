@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ApprovalRequired, BudgetExceeded, ToolError
@@ -256,7 +257,12 @@ class LlmTaskRunner:
                     try:
                         kwargs = tool.validate(args)
                         if tool.takes_ctx:
-                            kwargs["ctx"] = ctx
+                            # A key per call, stable as the turn is replayed:
+                            # the task's key alone made a remote that dedupes
+                            # by key drop the model's second, different call.
+                            kwargs["ctx"] = replace(
+                                ctx, idempotency_key=f"{ctx.idempotency_key}:{use.id}"
+                            )
                         if tool.is_async:
                             out = await await_tool(tool.fn, kwargs)
                         else:

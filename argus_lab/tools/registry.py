@@ -40,7 +40,9 @@ class ToolContext:
     """1 for the first attempt, 2 for the first retry, and so on."""
     idempotency_key: str
     """Stable across crash-retries and transient retries of the same task;
-    hand it to remote APIs so a repeated request takes effect once."""
+    hand it to remote APIs so a repeated request takes effect once. A tool an
+    LLM task's model calls gets the task's key and the call's id
+    (``<key>:<tool_use id>``), so each call has its own."""
     workspace: Path
     """The workspace folder."""
     workdir: Path
