@@ -121,35 +121,40 @@ def _write_owed(
     memory: Memory,
     *,
     session_id: str,
-    owed: list[tuple[str, dict[str, Any]]],
+    owed: list[tuple[str, str]],
+    fields: Callable[[str, str], dict[str, Any] | None],
     read_events: Callable[[], list[EventBase]],
 ) -> None:
-    """Writes the memories in ``owed`` that ``memory`` does not hold yet, each
-    with the seq of the event that finished its task (see MemoryFeed.recover)."""
+    """Writes the memories in ``owed`` ((kind, task id)) that ``memory`` does
+    not hold yet, each with the seq of the event that finished its task (see
+    MemoryFeed.recover); ``fields`` says what each holds (None: nothing)."""
     from argus_lab.store._memory_query import _sql
     from argus_lab.store.memory import remember_lesson, remember_result
     from argus_lab.store.memory_provenance import memory_id
 
     have = memory._ids(f"session_id = {_sql(session_id)}")
     missing = [
-        (kind, fields)
-        for kind, fields in owed
-        if memory_id(kind, session_id=session_id, task_id=fields["task_id"]) not in have
+        (kind, tid)
+        for kind, tid in owed
+        if memory_id(kind, session_id=session_id, task_id=tid) not in have
     ]
     if not missing:
         return
     ended = {"task_succeeded": "result", "task_failed": "lesson"}
     seqs = {(ended[e.kind], e.task_id): e.seq for e in read_events() if e.kind in ended}
-    for kind, fields in missing:
-        seq = seqs.get((kind, fields["task_id"]))
-        if seq is None:  # no event to lead back to (a kept fork result)
+    n = 0
+    for kind, tid in missing:
+        seq = seqs.get((kind, tid))
+        what = fields(kind, tid)
+        if seq is None or what is None:  # no event to lead back to (a fork's)
             continue
         write = remember_result if kind == "result" else remember_lesson
-        write(memory, session_id=session_id, seq=seq, **fields)
+        write(memory, session_id=session_id, seq=seq, **what)
+        n += 1
     log.info(
         "session %s: wrote %d memories a crash had kept from being written",
         session_id,
-        len(missing),
+        n,
     )
 
 
@@ -205,21 +210,29 @@ class MemoryFeed:
         if not self.wanted():
             return
         st = self._state
-        owed: list[tuple[str, dict[str, Any]]] = []
-        for tid, status in st.records.status.items():
-            if status == "succeeded":
-                owed.append(("result", self._result_fields(tid)))
-            elif status == "failed" and tid in st.tasks:
-                rec = st.records[tid]
-                if (rec.approval or {}).get("state") != "rejected":  # no lesson
-                    owed.append(("lesson", self._lesson_fields(tid, rec.attempts)))
-        if owed:
+        done = {"succeeded": "result", "failed": "lesson"}
+        owed = [(done[s], t) for t, s in st.records.status.items() if s in done]
+        if owed:  # read in the writer thread, for the missing ones only
             self._rememberer.put(
                 "owed",
                 session_id=st.info.id,
                 owed=owed,
+                fields=self._owed_fields,
                 read_events=st.read_events,
             )
+
+    def _owed_fields(self, kind: str, task_id: str) -> dict[str, Any] | None:
+        """What the memory ``kind`` of ``task_id`` holds, or None if it has
+        none (a task the plan no longer has, a rejection: no lesson)."""
+        st = self._state
+        if task_id not in st.tasks:
+            return None
+        if kind == "result":
+            return self._result_fields(task_id)
+        rec = st.records[task_id]
+        if rec.status != "failed" or (rec.approval or {}).get("state") == "rejected":
+            return None
+        return self._lesson_fields(task_id, rec.attempts)
 
     def _result_fields(self, task_id: str) -> dict[str, Any]:
         st = self._state
