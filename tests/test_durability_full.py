@@ -308,3 +308,40 @@ def test_a_new_state_or_threads_folder_is_flushed_in_its_parent(
         app.invoke({"log": []}, CFG)
         saver.close()
         assert str(full_ws.path / "sessions") in synced
+
+
+def test_the_intent_of_an_llm_task_that_may_write_is_fsynced(
+    full_ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An intent of a tool without side effects skips its fsync (a power cut
+    that drops it only reruns the task). An LLM task's tool has none, but its
+    model may call a write that is not idempotent: a dropped intent made that
+    write run again, unseen."""
+    from argus_lab.llm.testing import FunctionModel
+
+    intents: list[bool] = []
+    real = SessionStore.commit
+
+    def spy(self: SessionStore, *args: object, **kw: object) -> object:
+        events = kw.get("events") or ()
+        if any(e.kind == "task_started" for e in events):  # type: ignore[attr-defined]
+            intents.append(bool(kw.get("relaxed")))
+        return real(self, *args, **kw)  # type: ignore[arg-type]
+
+    @al.tool(side_effect="write", idempotent=False)
+    def send(to: str) -> str:
+        """Sends (not idempotent)."""
+        return "sent"
+
+    monkeypatch.setattr(SessionStore, "commit", spy)
+    plan = {"tasks": [{"id": "think", "kind": "llm", "llm_tools": ["send"]}]}
+    model = FunctionModel(lambda req: "nothing to send", name="m")
+    with full_ws.new_session(
+        plan=plan, tools=[send], name="w", models=model, approvals=()
+    ) as s:
+        assert s.run().status == "succeeded"
+    assert intents == [False]
+    plain = {"tasks": [{"id": "think", "kind": "llm"}]}  # no tools: relaxed
+    with full_ws.new_session(plan=plain, name="r", models=model) as s:
+        assert s.run().status == "succeeded"
+    assert intents == [False, True]

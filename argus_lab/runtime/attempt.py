@@ -285,9 +285,12 @@ class AttemptRunner:
         # Committed with the intents of the tasks starting beside it (one
         # transaction). A tool without side effects loses nothing if its
         # intent is lost to a power cut (it runs again): no fsync under "full".
+        # An LLM task's model may make a write that is not idempotent: fsynced.
         try:
             written = await self._intents.commit(
-                rec, started, relaxed=tool.side_effect != "write"
+                rec,
+                started,
+                relaxed=tool.side_effect != "write" and not rec.unsafe_intent,
             )
         except asyncio.CancelledError:
             if not self._signals.absorbed_shutdown():
