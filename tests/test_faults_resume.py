@@ -261,3 +261,45 @@ def test_each_tool_call_of_an_llm_task_has_its_own_idempotency_key(
     assert [to for _, to in lines] == ["alice", "bob"]  # both took effect
     # stable across a replay of the model's turn: the task's key and the call's
     assert [k for k, _ in lines] == [f"{key}:toolu_a", f"{key}:toolu_b"]
+
+
+def test_an_llm_task_timing_out_during_its_models_write_is_in_doubt(
+    tmp_path: Path,
+) -> None:
+    # The task's timeout cancelled the model loop while a write that is not
+    # idempotent ran; the LLM task (a tool without side effects) was retried,
+    # its turn replayed, and the write made again: 4 times in all.
+    import threading
+
+    from argus_lab.llm.testing import FunctionModel, tool_call
+
+    sent: list[str] = []
+    release = threading.Event()
+
+    @al.tool(side_effect="write", idempotent=False)
+    def send(to: str) -> str:
+        """Sends (not idempotent); slower than the task's timeout."""
+        sent.append(to)
+        release.wait(60)
+        return "sent"
+
+    def answer(req: Any) -> Any:
+        if not any(m.role == "assistant" for m in req.messages):
+            return tool_call("send", {"to": "all"}, id="toolu_1")
+        return "done"
+
+    plan = {"tasks": [{"id": "t", "kind": "llm", "llm_tools": ["send"]}]}
+    plan["tasks"][0]["timeout"] = 0.2
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=plan, tools=[send], name="tmo", models=FunctionModel(answer), approvals=()
+    )
+    try:
+        res = s.run()
+        assert s.record("t").status == "in_doubt", res
+        assert "'send'" in (s.record("t").error or "")
+        assert sent == ["all"]
+    finally:
+        release.set()
+        s.close()
+    assert sent == ["all"]

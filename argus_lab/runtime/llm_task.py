@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ApprovalRequired, BudgetExceeded, ToolError
+from argus_lab.errors import ApprovalRequired, BudgetExceeded, InDoubtError, ToolError
 from argus_lab.model import Task
 from argus_lab.runtime.budget import BudgetChecker, BudgetHit
 from argus_lab.runtime.options import SessionOptions
@@ -270,6 +270,18 @@ class LlmTaskRunner:
                                 None, call_tool, tool.fn, kwargs
                             )
                         content, ok = json.dumps(out, default=str)[:20000], True
+                    except asyncio.CancelledError:
+                        if not once:
+                            raise
+                        # Abandoned mid-call (the task's timeout, a shutdown):
+                        # it may still take effect; a retry would make it again.
+                        raise InDoubtError(
+                            f"LLM task {task.id!r} was stopped while its model's "
+                            f"call of {use.name!r} (a write that is not "
+                            "idempotent) ran: it may or may not have taken effect",
+                            session_id=st.info.id,
+                            task_id=task.id,
+                        ) from None
                     except Exception as e:  # the model reads the error and adapts
                         content, ok = f"{type(e).__name__}: {e}", False
                         error_type = type(e).__name__
