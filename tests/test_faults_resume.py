@@ -65,9 +65,11 @@ def test_memories_a_crash_kept_from_being_written_are_written_on_reopen(
     ws_dir = tmp_path / "ws"
     assert killed("remember", ws_dir).split() == ["succeeded"]
     ws = al.Workspace(ws_dir)
+    (marker,) = (ws_dir / "sessions").glob("*/remembering.*")  # the dead one's
     with ws.open("mem", tools=aw.MEM_TOOLS, remember=True) as s:
         sid = s.id
         assert s.status == "succeeded"
+    assert not list(marker.parent.glob("remembering.*"))  # owed, then written
     hits = ws.memory.search("Fabrica venue", k=5, mode="fts", kind="result")
     assert sorted(str(h.task_id) for h in hits if h.session_id == sid) == [
         "lisbon",
@@ -78,6 +80,26 @@ def test_memories_a_crash_kept_from_being_written_are_written_on_reopen(
         done = {e.seq: e.task_id for e in s.events() if e.kind == "task_succeeded"}
     assert {done[h.seq or 0] for h in hits} == {"lisbon", "porto"}
     assert len(ws.memory.search("Fabrica venue", k=10, mode="fts")) == 2
+
+
+def test_a_session_whose_memories_were_all_written_opens_without_checking(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The check reads the memory's ids: only after a process that owed some
+    # died, never on every open (argus serve opens a session per request).
+    from argus_lab.store.memory import Memory
+
+    s = ws.new_session(plan=aw.MEM_PLAN, tools=aw.MEM_TOOLS, name="m", remember=True)
+    assert s.run().status == "succeeded"
+    s.close()
+
+    asked: list[str] = []
+    monkeypatch.setattr(Memory, "_ids", lambda self, where: asked.append(where))
+    for _ in range(2):
+        with ws.open("m", tools=aw.MEM_TOOLS, remember=True) as again:
+            assert again.status == "succeeded"
+    assert asked == []
+    assert not list((ws.path / "sessions").glob("*/remembering.*"))
 
 
 @pytest.mark.slow

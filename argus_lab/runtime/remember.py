@@ -8,10 +8,14 @@ resumed or retried task never duplicates a memory.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,6 +27,11 @@ if TYPE_CHECKING:
 __all__ = ["MemoryFeed", "Rememberer"]
 
 log = logging.getLogger("argus_lab")
+
+_MARK = "remembering"
+"""``remembering.<pid>.<n>.<host>`` in a session's folder: that process may
+still owe memories of the session (MemoryFeed.recover)."""
+_marks = itertools.count()
 
 
 _writing: set[Rememberer] = set()
@@ -70,6 +79,9 @@ class Rememberer:
         self._memory = memory
         self._queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self.marker: Path | None = None
+        """Says this process may owe memories (MemoryFeed.recover); removed
+        once all it queued is written."""
 
     def put(self, kind: str, **fields: Any) -> None:
         """Queues a ``result`` or ``lesson`` memory (fields as remember_*)."""
@@ -113,6 +125,9 @@ class Rememberer:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        if self.marker is not None:
+            self.marker.unlink(missing_ok=True)
+            self.marker = None
         with _writing_lock:
             _writing.discard(self)
 
@@ -124,6 +139,7 @@ def _write_owed(
     owed: list[tuple[str, str]],
     fields: Callable[[str, str], dict[str, Any] | None],
     read_events: Callable[[], list[EventBase]],
+    stale: list[Path],
 ) -> None:
     """Writes the memories in ``owed`` ((kind, task id)) that ``memory`` does
     not hold yet, each with the seq of the event that finished its task (see
@@ -139,6 +155,7 @@ def _write_owed(
         if memory_id(kind, session_id=session_id, task_id=tid) not in have
     ]
     if not missing:
+        _forget(stale)
         return
     ended = {"task_succeeded": "result", "task_failed": "lesson"}
     seqs = {(ended[e.kind], e.task_id): e.seq for e in read_events() if e.kind in ended}
@@ -156,6 +173,13 @@ def _write_owed(
         session_id,
         n,
     )
+    _forget(stale)
+
+
+def _forget(markers: list[Path]) -> None:
+    for m in markers:
+        with contextlib.suppress(OSError):
+            m.unlink()
 
 
 class MemoryFeed:
@@ -199,27 +223,45 @@ class MemoryFeed:
             import argus_lab.store.memory  # noqa: F401
 
     def recover(self) -> None:
-        """Queues again the memories of the tasks that are done (called when
-        the session is opened); the writer thread writes those missing.
+        """Called when the session is opened: leaves a marker that this
+        process may owe memories (removed once it wrote them all), and if
+        the marker of a process that died is there, queues the memories of
+        the tasks that are done; the writer thread writes those missing.
 
         A memory is written by a thread after its step commits: a process
         killed in between kept the step and lost the memory, so the next
         session's LLM task did not see what an uninterrupted run showed it.
-        Only what is missing is written (one query of the session's ids).
         """
         if not self.wanted():
             return
         st = self._state
+        from argus_lab.store.head import HOST, _pid_alive
+
+        stale = []
+        for m in st.path.glob(f"{_MARK}.*"):
+            _, pid, _, host = [*m.name.split(".", 3), "", "", ""][:4]
+            if host == HOST and pid.isdigit() and not _pid_alive(int(pid)):
+                stale.append(m)
+        mine = st.path / f"{_MARK}.{os.getpid()}.{next(_marks)}.{HOST}"
+        with contextlib.suppress(OSError):  # a read-only folder: nothing to mark
+            mine.touch()
+            self._rememberer.marker = mine
+        if not stale:
+            return
         done = {"succeeded": "result", "failed": "lesson"}
         owed = [(done[s], t) for t, s in st.records.status.items() if s in done]
-        if owed:  # read in the writer thread, for the missing ones only
-            self._rememberer.put(
-                "owed",
-                session_id=st.info.id,
-                owed=owed,
-                fields=self._owed_fields,
-                read_events=st.read_events,
-            )
+        if not owed:
+            _forget(stale)
+            return
+        # Read in the writer thread, for the missing ones only.
+        self._rememberer.put(
+            "owed",
+            session_id=st.info.id,
+            owed=owed,
+            fields=self._owed_fields,
+            read_events=st.read_events,
+            stale=stale,
+        )
 
     def _owed_fields(self, kind: str, task_id: str) -> dict[str, Any] | None:
         """What the memory ``kind`` of ``task_id`` holds, or None if it has
