@@ -41,8 +41,7 @@ class ToolContext:
     idempotency_key: str
     """Stable across crash-retries and transient retries of the same task;
     hand it to remote APIs so a repeated request takes effect once. A tool an
-    LLM task's model calls gets the task's key and the call's id
-    (``<key>:<tool_use id>``), so each call has its own."""
+    LLM task's model calls gets its own: ``<task key>:<tool_use id>``."""
     workspace: Path
     """The workspace folder."""
     workdir: Path
