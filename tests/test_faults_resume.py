@@ -82,6 +82,7 @@ def test_memories_a_crash_kept_from_being_written_are_written_on_reopen(
     assert len(ws.memory.search("Fabrica venue", k=10, mode="fts")) == 2
 
 
+@pytest.mark.slow
 def test_a_session_whose_memories_were_all_written_opens_without_checking(
     ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
