@@ -1,7 +1,10 @@
-"""Crashes at moments earlier crash tests did not try, and what a resume owes.
+"""Crashes at moments earlier crash tests did not try, and what a resume owes:
+memories, paid model replies, an LLM task's writes, a planner's answers, an
+artifact that cannot be written.
 
-Each runner is ``tests/attack_worker.py`` in a real subprocess that dies by
-SIGKILL; the tests wait on its exit and files, never on sleeps.
+A crash is ``tests/attack_worker.py`` in a real subprocess that dies by
+SIGKILL (held at the moment with a file, never a sleep); the rest of the same
+classes (a timeout, per-call keys, a decomposer) run in this process.
 """
 
 from __future__ import annotations
