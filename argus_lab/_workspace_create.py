@@ -32,7 +32,7 @@ from argus_lab.redact import Redactor, count_secrets
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store._vocabulary import session_redactor
 from argus_lab.store.checkpoints import Loaded, SessionStore
-from argus_lab.store.folders import remove_session_folders
+from argus_lab.store.folders import fsync_dir, remove_session_folders
 from argus_lab.store.names import NAME, SessionNames
 from argus_lab.tools.approval import policies_to_data
 from argus_lab.tools.registry import Tool
@@ -186,6 +186,8 @@ def create_session(
     store.redactor = session_redactor(opts.secrets)
     try:
         head = store.create(meta, plan, kept, ev, replays)
+        if ws.durability == "full":  # the new folder's name, before the index's
+            fsync_dir(folder.parent)
         if not names.claim(name, sid):
             raise ArgusError(f"a session named {name!r} was just created elsewhere")
     except BaseException:

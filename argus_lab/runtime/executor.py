@@ -17,7 +17,7 @@ from argus_lab.errors import (
     ArgusError,
     BudgetExceeded,
     InDoubtError,
-    StorageFullError,
+    StorageError,
     TransientError,
 )
 from argus_lab.runtime.options import RemoteExecutor
@@ -379,7 +379,7 @@ def _result_outcome(
             else to_jsonable_python(to_stored(result, artifacts))
         )
         text = json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
-    except StorageFullError:  # not the result's fault: the run stops, says so
+    except StorageError:  # not the result's fault: the run stops, says so
         raise
     except ArgusError as e:  # e.g. binary data holding a secret: refused
         return _failed(e, "bad_result", tb=False)

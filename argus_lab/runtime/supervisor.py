@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from argus_lab.errors import PlanError, UnresolvedReferenceError
 from argus_lab.events import EventBase, HtnDecision
+from argus_lab.llm.recording import recording
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.patch import PlanPatch
 from argus_lab.plan.static import masked_plan, refuse_literal_secrets
@@ -122,7 +123,8 @@ class Supervisor:
         before = planner.on_decision
         planner.on_decision = seen.append
         try:
-            out = fn()
+            with recording(self._state):  # a decomposer's answers kept
+                out = fn()
         finally:
             planner.on_decision = before
         return out, [
@@ -254,15 +256,16 @@ class Supervisor:
         if planner is None:
             return False
         try:
-            patch = planner.replan(
-                st.plan,
-                tid,
-                # Masked: the planner's prompt goes to a model (and its
-                # recording), and a model may copy what it read into a task.
-                error=st.redactor.text(out.error or ""),
-                finished=self._finished(),
-                tools=st.tools,
-            )
+            with recording(st):  # its answers kept (llm/recording.py)
+                patch = planner.replan(
+                    st.plan,
+                    tid,
+                    # Masked: the planner's prompt goes to a model (and its
+                    # recording), and a model may copy what it read into a task.
+                    error=st.redactor.text(out.error or ""),
+                    finished=self._finished(),
+                    tools=st.tools,
+                )
         except PlanError:
             return False
         if patch is None or tid not in patch.removed:

@@ -15,8 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from argus_lab.errors import CorruptCheckpointError, ToolError
+from argus_lab.errors import CorruptCheckpointError, StorageError, ToolError
 from argus_lab.redact import Redactor
+from argus_lab.store.folders import fsync_dir
 from argus_lab.store.space import full_error, is_disk_full
 
 __all__ = ["ARTIFACT", "ArtifactStore", "from_stored", "to_stored"]
@@ -66,6 +67,9 @@ class ArtifactStore:
             return ref
         tmp = None
         try:
+            made = [
+                d for d in (dest.parent, self.root) if self.fsync and not d.is_dir()
+            ]
             dest.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as f:
@@ -74,6 +78,12 @@ class ArtifactStore:
                     f.flush()
                     os.fsync(f.fileno())
             os.replace(tmp, dest)
+            if self.fsync:
+                # A file's name lives in its folder (a new folder's in its
+                # parent): flushed too before the commit that points to it, or
+                # a power cut may keep the commit and lose the file.
+                for d in {dest.parent, *(m.parent for m in made)}:
+                    fsync_dir(d)
         except BaseException as e:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
@@ -82,8 +92,24 @@ class ArtifactStore:
                 raise full_error(
                     dest, e.strerror or e, what=f"writing a {len(data):,}-byte artifact"
                 ) from None
+            if isinstance(e, OSError):  # read-only, no permission, size limit
+                raise self._write_error(dest, len(data), e) from None
             raise
         return ref
+
+    def _write_error(self, dest: Path, size: int, e: OSError) -> StorageError:
+        """Why an artifact could not be written, and what to do (the run stops:
+        a result that cannot be stored is not the tool's failure)."""
+        task = f" for task {self.task!r}" if self.task else ""
+        return StorageError(
+            f"could not write a {size:,}-byte artifact{task} to {dest} "
+            f"({e.strerror or e}). Nothing committed was lost: this write was "
+            "not committed and everything before it is intact. Make "
+            f"{self.root} writable (its permissions, a read-only mount, a file "
+            "size limit), then reopen the session to go on; a write tool that "
+            "had already run is then held in doubt, for you to check.",
+            task_id=self.task,
+        )
 
     def get_bytes(self, ref: str, *, session_id: str | None = None) -> bytes:
         """Reads an artifact back, checking its hash.

@@ -335,6 +335,17 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
         with _filter_errors(where):
             return 0 if t is None else int(t.count_rows(where))
 
+    def _ids(self, where: str) -> set[str]:
+        """The ids of the memories matching a SQL filter."""
+        t = self._open()
+        if t is None:
+            return set()
+        n = int(t.count_rows(where))
+        if not n:
+            return set()
+        rows = t.search().where(where).select(["id"]).limit(n).to_arrow()
+        return set(rows.column("id").to_pylist())
+
     def get(self, id: str) -> MemoryRecord | None:
         """The memory with this id, or None."""
         t = self._open()
