@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["encoded_forms"]
+__all__ = ["encoded_forms", "text_codec"]
 
 
 def encoded_forms(values: Iterable[str], min_len: int) -> set[str]:
@@ -37,3 +37,19 @@ def encoded_forms(values: Iterable[str], min_len: int) -> set[str]:
 
 
 _URLSAFE = str.maketrans("+/", "-_")
+
+
+def text_codec(data: bytes) -> tuple[str, int]:
+    """(codec, where the text starts) of bytes that may be text: UTF-16 by its
+    byte-order mark, or without one when every other byte is NUL (ASCII text
+    in UTF-16, which also decodes as UTF-8 with a NUL between the letters, so
+    that no secret in it was seen), else UTF-8."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return ("utf-16-le" if data[0] == 0xFF else "utf-16-be"), 2
+    if len(data) % 2 == 0 and b"\0" in data:
+        half = len(data) // 2
+        if data[1::2].count(0) == half:
+            return "utf-16-le", 0
+        if data[0::2].count(0) == half:
+            return "utf-16-be", 0
+    return "utf-8", 0
