@@ -508,3 +508,43 @@ def test_size_triggers_run_only_when_a_size_changes(tmp_path: Path) -> None:
 
 def _size(cache: Any) -> int:
     return int(cache.reset("size", update=False))
+
+
+def test_an_event_row_is_scanned_once_and_masked_event_by_event(
+    ws: al.Workspace,
+) -> None:
+    """A commit's events row is scanned for secret values as a whole
+    (store/_commit.py): without one it is the events' JSON in the envelope,
+    checksummed from the bytes already made; with one, each event is masked
+    on its own and the row still parses line by line."""
+    from argus_lab.events import EventBase
+    from argus_lab.redact import MASK, Redactor
+
+    s = finished(ws, "evrow")
+    store = SessionStore(s.path, s.id)
+    try:
+        store.redactor = Redactor(["s3cr3t-value-1"], environ={})
+        head = store.read_head()
+        assert head is not None
+
+        def events(note: str) -> list[EventBase]:
+            return [
+                EventBase(kind="x", session_id=s.id, ts=1.0, note="plain"),
+                EventBase(kind="x", session_id=s.id, ts=2.0, note=note),
+            ]
+
+        clean = events("nothing to hide")
+        head = store.commit(head.version, "h", events=clean, fields_redacted=True)
+        row = store.cache.get("e:" + str(head.last_seq - 1).zfill(12))
+        assert row == encode("\n".join(e.model_dump_json() for e in clean), 3)
+        head = store.commit(
+            head.version,
+            "h",
+            events=events("uses s3cr3t-value-1 here"),
+            fields_redacted=True,
+        )
+        got = [json.loads(t) for t in store.iter_event_json(head.last_seq - 2)]
+        assert [e["note"] for e in got] == ["plain", f"uses {MASK} here"]
+        assert [e["seq"] for e in got] == [head.last_seq - 1, head.last_seq]
+    finally:
+        store.close()

@@ -236,6 +236,8 @@ class SessionState:
 
     def notify(self, events: list[EventBase]) -> None:
         """Hands committed events to the subscribers (after the state is updated)."""
+        if not self.subscribers:
+            return
         for ev in events:
             for cb in list(self.subscribers):
                 try:

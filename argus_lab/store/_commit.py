@@ -17,7 +17,12 @@ from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
 from argus_lab.store._rows import RowWriter
-from argus_lab.store.envelope import EVENT_VERSION, EVENTS_PER_ROW, encode
+from argus_lab.store.envelope import (
+    EVENT_VERSION,
+    EVENTS_PER_ROW,
+    encode,
+    encode_bytes,
+)
 from argus_lab.store.head import Head
 
 __all__ = ["FieldMasker", "HeadRow", "encoded", "successor", "write_rows"]
@@ -185,20 +190,25 @@ def write_rows(
         rows.update(
             con, "t:" + rec.task_id, encoded(redactor, data.decode(), shapes=shapes)
         )
-    texts = []
+    datas = []
     for ev in events:
         seq += 1
         set_seq(ev, seq)
-        # Masked one by one (a secret can never match across two events);
+        datas.append(ev.__pydantic_serializer__.to_json(ev))
+    first = seq - len(datas) + 1
+    for i in range(0, len(datas), EVENTS_PER_ROW):
         # JSON text holds no raw newline, so a line is exactly one event.
-        data = ev.__pydantic_serializer__.to_json(ev)
-        texts.append(scrubbed(redactor, data.decode(), shapes=shapes))
-    first = seq - len(texts) + 1
-    for i in range(0, len(texts), EVENTS_PER_ROW):
-        body = "\n".join(texts[i : i + EVENTS_PER_ROW])
+        part = datas[i : i + EVENTS_PER_ROW]
+        chunk = b"\n".join(part)
+        body = chunk.decode()
+        if redactor is not None and (shapes or redactor.has_value(body)):
+            # Masked one by one (a secret can never match across two events).
+            texts = [scrubbed(redactor, d.decode(), shapes=shapes) for d in part]
+            text = encode("\n".join(texts), EVENT_VERSION)
+        else:  # no secret value in the row, so in none of its events
+            text = encode_bytes(chunk, body, EVENT_VERSION)
         # (str.zfill: a ``:012d`` format spec costs twice as much)
-        key = "e:" + str(first + i).zfill(12)
-        rows.insert(con, key, encode(body, EVENT_VERSION))
+        rows.insert(con, "e:" + str(first + i).zfill(12), text)
     if meta is not None:
         rows.update(con, "meta", encoded(redactor, meta.model_dump_json()))
     if plan is not None:

@@ -30,6 +30,7 @@ __all__ = [
     "JsonOnlyDisk",
     "RecordKind",
     "encode",
+    "encode_bytes",
     "intact_bodies",
     "intact_event_bodies",
     "migration",
@@ -179,6 +180,12 @@ def encode(data_json: str, version: int = SCHEMA_VERSION) -> str:
     # machinery, ~2k instructions of every row a step writes (three a step).
     prefix = _PREFIXES.get(version) or f"{version}|"
     return f"{prefix}{zlib.crc32(data_json.encode()).to_bytes(4).hex()}|{data_json}"
+
+
+def encode_bytes(data: bytes, data_json: str, version: int = SCHEMA_VERSION) -> str:
+    """``encode(data_json, version)`` where ``data`` is its UTF-8 already."""
+    prefix = _PREFIXES.get(version) or f"{version}|"
+    return f"{prefix}{zlib.crc32(data).to_bytes(4).hex()}|{data_json}"
 
 
 _PREFIXES = {v: f"{v}|" for v in range(max(SCHEMA_VERSION, EVENT_VERSION) + 1)}
