@@ -467,15 +467,21 @@ def _triggers(cache: Any) -> dict[str, str]:
     return dict(rows)
 
 
-def test_size_triggers_run_only_when_a_size_changes(tmp_path: Path) -> None:
+def test_size_triggers_and_expiry_index_skip_rows_that_never_expire(
+    tmp_path: Path,
+) -> None:
     """The caches Argus opens keep diskcache's size triggers with a WHEN
-    clause (store/_opening.py): new databases and old ones alike, and
-    diskcache's own size and count bookkeeping stays exact."""
+    clause and its expiry index partial (store/_opening.py): new databases
+    and old ones alike; diskcache's size and count bookkeeping stays exact
+    and expired values still expire."""
+    import time
+
     from argus_lab.store.envelope import open_cache
 
     old = diskcache.Cache(str(tmp_path / "old"), disk=JsonOnlyDisk)  # diskcache's
     assert "WHEN" not in _triggers(old)["Settings_size_insert"]
     old.set("kept", "before")
+    old.set("brief", "gone soon", expire=0.001)
     old.close()
     for folder in ("new", "old"):
         cache = open_cache(tmp_path / folder, "normal")
@@ -496,11 +502,25 @@ def test_size_triggers_run_only_when_a_size_changes(tmp_path: Path) -> None:
             assert _size(cache) == size0
             cache.delete("small")
             assert len(cache) == count0 + 1
+            ((index,),) = cache._con.execute(
+                "SELECT sql FROM sqlite_master WHERE name = 'Cache_expire_time'"
+            ).fetchall()
+            assert index.endswith("WHERE expire_time IS NOT NULL")
+            cache.set("brief2", "gone soon too", expire=0.001)
+            assert cache.expire(time.time() + 60) == (folder == "old") + 1
+            assert cache.get("brief") is None and cache.get("brief2") is None
+            assert len(cache) == count0 + 1 - (folder == "old")
         finally:
             cache.close()
     again = diskcache.Cache(str(tmp_path / "old"), disk=JsonOnlyDisk)
     try:  # diskcache creates its triggers only if missing: it keeps these
         assert "WHEN" in _triggers(again)["Settings_size_update"]
+        plan = again._con.execute(
+            "EXPLAIN QUERY PLAN SELECT rowid FROM Cache"
+            " WHERE ? < expire_time AND expire_time < ? ORDER BY expire_time",
+            (0, 1),
+        ).fetchall()
+        assert "Cache_expire_time" in str(plan)  # the partial index serves it
         assert again.get("kept") == "before"
     finally:
         again.close()
