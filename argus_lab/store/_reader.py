@@ -24,7 +24,7 @@ from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionEr
 from argus_lab.events import EventBase, event_adapter
 from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
-from argus_lab.store._opening import SESSION_PAGE_SIZE
+from argus_lab.store._rows import SESSION_PAGE_SIZE
 from argus_lab.store.envelope import (
     EVENT_VERSION,
     MIGRATIONS,
