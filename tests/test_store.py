@@ -291,4 +291,280 @@ def test_head_json_follows_every_change_of_its_lease_and_usage() -> None:
     head.lease = make_lease("holder-b", 30)
     assert json.loads(head.to_json()) == expect()
     head.lease = None
-    assert head.to_json() == json.dumps(expect())
+    assert json.loads(head.to_json()) == expect()
+
+
+def test_head_row_reads_back_every_usage_value() -> None:
+    """The head's JSON comes from pydantic-core (store/head.py): what
+    ``json.loads`` reads back is what was written, NaN and infinities too, and
+    a value pydantic-core cannot serialize goes through ``json.dumps``."""
+    import numpy as np
+
+    usage = {"steps": 3, "wall_s": 1e-05, "cost_usd": 0.1 + 0.2, "big": 1e22}
+    for extra in ({}, {"nan": float("nan")}, {"inf": float("-inf")}):
+        head = Head(7, 12, make_lease("h", 30), {**usage, **extra})
+        row = head.row()
+        assert row == encode(head.to_json())  # the same envelope, its checksum
+        back = json.loads(head.to_json())
+        assert back["version"] == 7 and back["last_seq"] == 12
+        assert back["lease"] == head.lease
+        assert json.dumps(back["usage"]) == json.dumps(head.usage)  # NaN == NaN
+    head = Head(1, 0, None, {"wall_s": np.float64(0.25)})
+    assert json.loads(head.to_json()) == {
+        "version": 1,
+        "last_seq": 0,
+        "lease": None,
+        "usage": {"wall_s": 0.25},
+    }
+
+
+def test_field_masker_scans_a_text_again_once_a_secret_is_added() -> None:
+    """An event's own text found clean is not scanned again (store/_commit.py,
+    FieldMasker), until the redactor learns a secret: then it is."""
+    from argus_lab.events import make_event
+    from argus_lab.redact import MASK, Redactor
+    from argus_lab.store._commit import FieldMasker
+
+    red, masker = Redactor(environ={}), FieldMasker()
+    scans: list[dict[str, Any]] = []
+    changes = red.changes
+
+    def counted(data: Any) -> dict[str, Any]:
+        scans.append(dict(data))
+        return changes(data)
+
+    red.changes = counted  # type: ignore[method-assign]
+
+    def started() -> Any:
+        return make_event(
+            "task_started", session_id="s", ts=1.0, task_id="t", tool="fetch-k3y9x7q2"
+        )
+
+    for _ in range(3):
+        ev = started()
+        masker.events(red, [ev])
+        assert ev.tool == "fetch-k3y9x7q2"
+    assert scans == [{"tool": "fetch-k3y9x7q2"}]  # once, then remembered
+    red.add("k3y9x7q2")  # read through ${env.NAME} mid-run, say
+    ev = started()
+    masker.events(red, [ev])
+    assert ev.tool == f"fetch-{MASK}"
+    assert len(scans) == 2
+
+
+def test_field_masker_masks_as_the_redactor_does() -> None:
+    """Remembering clean texts changes nothing the redactor would mask: a
+    secret-named field, a secret shape, a known value, nested data, the same
+    events twice (the second time partly from memory)."""
+    from argus_lab.events import EventBase
+    from argus_lab.redact import Redactor
+    from argus_lab.store._commit import FieldMasker
+
+    red, masker = Redactor(["s3cr3t-value"], environ={}), FieldMasker()
+
+    def events() -> list[EventBase]:
+        fields: list[dict[str, Any]] = [
+            {"tool": "noop", "bytes": 12, "cached": False},
+            {"tool": "noop", "token": "abcdefgh"},
+            {"note": "password=hunter22!", "tool": "noop"},
+            {"note": "uses s3cr3t-value here", "n": 1.5},
+            {"args": {"api_key": "zzzzzzzz", "q": ["x", "s3cr3t-value"]}},
+            {"tool": "", "why": "plain text"},
+        ]
+        return [EventBase(kind="x", session_id="s", ts=1.0, **f) for f in fields]
+
+    for _ in range(2):
+        got, want = events(), events()
+        masker.events(red, got)
+        for ev in want:
+            for k, v in red.changes(ev.own_fields()).items():
+                setattr(ev, k, v)
+        assert [e.own_fields() for e in got] == [e.own_fields() for e in want]
+        assert "hunter22" not in str([e.own_fields() for e in got])
+
+
+def test_rows_hold_what_model_dump_json_writes(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``write_rows`` dumps records and events through their pydantic-core
+    serializers and sets each event's seq past pydantic's ``__setattr__``
+    (store/_commit.py): the rows hold exactly what ``model_dump_json``
+    writes, and every seq is set, numbered and marked set."""
+    s = ws.new_session(plan=CHAIN, tools=BASIC_TOOLS, name="dumps")
+    events: list[str] = []
+    records: dict[str, str] = {}
+    real_commit = SessionStore.commit
+
+    def spy_commit(store: SessionStore, *a: Any, **k: Any) -> Any:
+        head = real_commit(store, *a, **k)
+        for ev in k.get("events") or []:
+            assert "seq" in ev.model_fields_set
+            events.append(ev.model_dump_json())
+        for rec in k.get("records") or []:
+            records[rec.task_id] = rec.model_dump_json(exclude_defaults=True)
+        return head
+
+    monkeypatch.setattr(SessionStore, "commit", spy_commit)
+    assert s.run().status == "succeeded"
+    s.close()
+    store = SessionStore(s.path, s.id)
+    try:
+        stored = list(store.iter_event_json())
+        assert stored[-len(events) :] == events
+        seqs = [json.loads(e)["seq"] for e in stored]
+        assert seqs == list(range(1, len(stored) + 1))
+        assert set(records) == {"a", "b", "c"}
+        for tid, text in records.items():
+            row = store.cache.get("t:" + tid)
+            assert store.decode("t:" + tid, row, "task") == (SCHEMA_VERSION, text)
+    finally:
+        store.close()
+
+
+def test_a_forked_child_gets_its_own_connection(tmp_path: Path) -> None:
+    """Transactions take the thread's connection from its thread-local and
+    notice a fork by counting forks, not by asking for the pid (_rows.py,
+    _thread_con): a child never writes through its parent's."""
+    import os
+
+    from argus_lab.store._rows import Transaction
+    from argus_lab.store.envelope import open_cache
+
+    cache = open_cache(tmp_path, "normal")
+    try:
+        with Transaction(cache) as con:
+            con.execute("UPDATE Settings SET value = value WHERE key = 'count'")
+        with Transaction(cache) as again:
+            assert again is con  # the same thread: the kept connection
+        parent = id(con)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without pytest's cleanup
+            code = 1
+            try:
+                with Transaction(cache) as child:
+                    fresh = id(child) != parent and child is not con
+                cache.set("from-child", "1")
+                code = 0 if fresh else 2
+            finally:
+                os.write(w, bytes([code]))
+                os._exit(code)
+        os.close(w)
+        assert os.read(r, 1) == b"\x00"
+        os.close(r)
+        assert os.waitpid(pid, 0)[1] == 0
+        with Transaction(cache) as after:
+            assert after is con  # the parent's own stays its own
+        assert cache.get("from-child") == "1"
+    finally:
+        cache.close()
+
+
+def _triggers(cache: Any) -> dict[str, str]:
+    rows = cache._con.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
+    ).fetchall()
+    return dict(rows)
+
+
+def test_size_triggers_and_expiry_index_skip_rows_that_never_expire(
+    tmp_path: Path,
+) -> None:
+    """The caches Argus opens keep diskcache's size triggers with a WHEN
+    clause and its expiry index partial (store/_opening.py): new databases
+    and old ones alike; diskcache's size and count bookkeeping stays exact
+    and expired values still expire."""
+    import time
+
+    from argus_lab.store.envelope import open_cache
+
+    old = diskcache.Cache(str(tmp_path / "old"), disk=JsonOnlyDisk)  # diskcache's
+    assert "WHEN" not in _triggers(old)["Settings_size_insert"]
+    old.set("kept", "before")
+    old.set("brief", "gone soon", expire=0.001)
+    old.close()
+    for folder in ("new", "old"):
+        cache = open_cache(tmp_path / folder, "normal")
+        try:
+            trig = _triggers(cache)
+            assert "WHEN NEW.size IS NOT 0 " in trig["Settings_size_insert"]
+            assert "WHEN NEW.size IS NOT OLD.size " in trig["Settings_size_update"]
+            assert "WHEN" not in trig["Settings_count_insert"]
+            size0, count0 = _size(cache), len(cache)
+            big = "y" * (cache.disk_min_file_size + 10)  # kept in a file
+            cache.set("big", big)
+            cache.set("small", "z")
+            assert len(cache) == count0 + 2
+            assert _size(cache) == size0 + len(big)
+            cache.set("big", big + "more")  # an update that changes the size
+            assert _size(cache) == size0 + len(big) + 4
+            cache.set("big", "now small")  # and back inside SQLite
+            assert _size(cache) == size0
+            cache.delete("small")
+            assert len(cache) == count0 + 1
+            ((index,),) = cache._con.execute(
+                "SELECT sql FROM sqlite_master WHERE name = 'Cache_expire_time'"
+            ).fetchall()
+            assert index.endswith("WHERE expire_time IS NOT NULL")
+            cache.set("brief2", "gone soon too", expire=0.001)
+            assert cache.expire(time.time() + 60) == (folder == "old") + 1
+            assert cache.get("brief") is None and cache.get("brief2") is None
+            assert len(cache) == count0 + 1 - (folder == "old")
+        finally:
+            cache.close()
+    again = diskcache.Cache(str(tmp_path / "old"), disk=JsonOnlyDisk)
+    try:  # diskcache creates its triggers only if missing: it keeps these
+        assert "WHEN" in _triggers(again)["Settings_size_update"]
+        plan = again._con.execute(
+            "EXPLAIN QUERY PLAN SELECT rowid FROM Cache"
+            " WHERE ? < expire_time AND expire_time < ? ORDER BY expire_time",
+            (0, 1),
+        ).fetchall()
+        assert "Cache_expire_time" in str(plan)  # the partial index serves it
+        assert again.get("kept") == "before"
+    finally:
+        again.close()
+
+
+def _size(cache: Any) -> int:
+    return int(cache.reset("size", update=False))
+
+
+def test_an_event_row_is_scanned_once_and_masked_event_by_event(
+    ws: al.Workspace,
+) -> None:
+    """A commit's events row is scanned for secret values as a whole
+    (store/_commit.py): without one it is the events' JSON in the envelope,
+    checksummed from the bytes already made; with one, each event is masked
+    on its own and the row still parses line by line."""
+    from argus_lab.events import EventBase
+    from argus_lab.redact import MASK, Redactor
+
+    s = finished(ws, "evrow")
+    store = SessionStore(s.path, s.id)
+    try:
+        store.redactor = Redactor(["s3cr3t-value-1"], environ={})
+        head = store.read_head()
+        assert head is not None
+
+        def events(note: str) -> list[EventBase]:
+            return [
+                EventBase(kind="x", session_id=s.id, ts=1.0, note="plain"),
+                EventBase(kind="x", session_id=s.id, ts=2.0, note=note),
+            ]
+
+        clean = events("nothing to hide")
+        head = store.commit(head.version, "h", events=clean, fields_redacted=True)
+        row = store.cache.get("e:" + str(head.last_seq - 1).zfill(12))
+        assert row == encode("\n".join(e.model_dump_json() for e in clean), 3)
+        head = store.commit(
+            head.version,
+            "h",
+            events=events("uses s3cr3t-value-1 here"),
+            fields_redacted=True,
+        )
+        got = [json.loads(t) for t in store.iter_event_json(head.last_seq - 2)]
+        assert [e["note"] for e in got] == ["plain", f"uses {MASK} here"]
+        assert [e["seq"] for e in got] == [head.last_seq - 1, head.last_seq]
+    finally:
+        store.close()

@@ -27,6 +27,7 @@ from argus_lab.runtime.lease import Lease
 from argus_lab.runtime.options import SessionOptions, Subscriber, log
 from argus_lab.runtime.scheduler import Scheduler
 from argus_lab.store._bulk import paused_gc
+from argus_lab.store._commit import FieldMasker
 from argus_lab.store._vocabulary import session_redactor
 from argus_lab.store.artifacts import ArtifactStore, from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore
@@ -38,9 +39,6 @@ if TYPE_CHECKING:
     import networkx as nx
 
 __all__ = ["SessionState"]
-
-_OUTSIDE_TEXT = ("result", "error", "error_type", "traceback", "reason", "approval")
-"""A TaskRecord's fields that can hold outside text (the rest: ids, numbers)."""
 
 LeaseArg = dict[str, Any] | Literal["keep"] | None
 """A lease to write, "keep" (renew only if due) or None (release it)."""
@@ -85,6 +83,7 @@ class SessionState:
         store.label = f"{loaded.meta.name!r} ({loaded.meta.id})"
         self._artifact_cache: dict[str, Any] = {}
         self._deferred: list[EventBase] = []
+        self._mask = FieldMasker()
         self.apply(loaded)
 
     def apply(self, loaded: Loaded) -> None:
@@ -177,18 +176,14 @@ class SessionState:
         ``notify=False`` leaves telling subscribers to the caller (who must
         first finish updating the state they will look at).
         """
-        self.redactor.learn_new_env()  # an env secret a tool set mid-run
-        records = [self._redact(r) for r in records]
+        red, mask = self.redactor, self._mask
+        red.learn_new_env()  # an env secret a tool set mid-run
+        records = [mask.record(red, r) for r in records]
         events = events or []
         if self._deferred:
             events = [*self._deferred, *events]
             self._deferred = []
-        changes = self.redactor.changes
-        for ev in events:
-            # Every string of the kind's own fields, nested ones too; a field
-            # is only written back when the redactor replaced it.
-            for k, v in changes(ev.own_fields()).items():
-                setattr(ev, k, v)
+        mask.events(red, events)
         if lease == "keep":
             lease = self.lease.renewal(self.now()) or "keep"
         if self.lease.active:  # running time counts against max_wall_s
@@ -241,24 +236,14 @@ class SessionState:
 
     def notify(self, events: list[EventBase]) -> None:
         """Hands committed events to the subscribers (after the state is updated)."""
+        if not self.subscribers:
+            return
         for ev in events:
             for cb in list(self.subscribers):
                 try:
                     cb(ev)
                 except Exception:
                     log.exception("argus subscriber %r failed on %s", cb, ev.kind)
-
-    def _redact(self, rec: TaskRecord) -> TaskRecord:
-        """Invariant 7: secrets leave a record before it is stored or kept."""
-        red = self.redactor
-        upd: dict[str, Any] = {}
-        for name in _OUTSIDE_TEXT:
-            v = getattr(rec, name)
-            if v is not None:
-                nv = red.value(v)
-                if nv is not v and nv != v:
-                    upd[name] = nv
-        return rec.model_copy(update=upd) if upd else rec
 
     def take_lease(self) -> None:
         """Takes the runner lease; reloads first if someone else wrote since.

@@ -17,10 +17,85 @@ from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
 from argus_lab.store._rows import RowWriter
-from argus_lab.store.envelope import EVENT_VERSION, EVENTS_PER_ROW, encode
+from argus_lab.store.envelope import (
+    EVENT_VERSION,
+    EVENTS_PER_ROW,
+    encode,
+    encode_bytes,
+)
 from argus_lab.store.head import Head
 
-__all__ = ["HeadRow", "encoded", "successor", "write_rows"]
+__all__ = ["FieldMasker", "HeadRow", "encoded", "successor", "write_rows"]
+
+_OUTSIDE_TEXT = ("result", "error", "error_type", "traceback", "reason", "approval")
+"""A TaskRecord's fields that can hold outside text (the rest: ids, numbers)."""
+_PLAIN = frozenset({int, float, bool})
+_CLEAN_MAX = 4096
+"""At most this many (field, text) pairs are remembered as needing no mask."""
+_CLEAN_LEN = 256
+"""Texts longer than this are not remembered (they rarely repeat)."""
+
+
+class FieldMasker:
+    """Masks the fields of a commit's records and events that can hold
+    outside text, value by value (invariant 7), before they are kept or
+    stored: ``SessionState.commit`` runs every commit through it, and the
+    store then scans the rows for secret values only (``scrubbed``).
+
+    An event's own fields repeat step after step (a ``task_started``'s tool
+    name): a (field, text) pair found to need no mask is remembered and not
+    scanned again while the redactor and its secret values are the ones it
+    was scanned with (``Redactor.add`` replaces the list: everything is
+    scanned afresh). Records are scanned every time: their texts (results,
+    errors) rarely repeat.
+    """
+
+    __slots__ = ("_clean", "_red", "_values")
+
+    def __init__(self) -> None:
+        self._clean: set[tuple[str, str]] = set()
+        self._red: Redactor | None = None
+        self._values: tuple[list[str], int] | None = None
+
+    def record(self, red: Redactor, rec: TaskRecord) -> TaskRecord:
+        """``rec``, or a copy with its outside text masked."""
+        upd: dict[str, Any] = {}
+        for name in _OUTSIDE_TEXT:
+            v = getattr(rec, name)
+            if v is not None:
+                nv = red.value(v)
+                if nv is not v and nv != v:
+                    upd[name] = nv
+        return rec.model_copy(update=upd) if upd else rec
+
+    def events(self, red: Redactor, events: list[EventBase]) -> None:
+        """Masks every string of each event's own fields, nested ones too, in
+        place (a field is only written back when the redactor replaced it)."""
+        values = red.values
+        if red is not self._red or self._values != (values, len(values)):
+            self._clean = set()  # (a new list, or one changed in place)
+            self._red, self._values = red, (values, len(values))
+        clean = self._clean
+        for ev in events:
+            own = ev.own_fields()
+            for k, v in own.items():
+                c = v.__class__
+                if c is str:
+                    if (k, v) not in clean:
+                        break
+                elif c not in _PLAIN:
+                    break
+            else:
+                continue  # numbers and texts known to need no mask
+            masked = red.changes(own)
+            for k, v in masked.items():
+                setattr(ev, k, v)
+            if len(clean) < _CLEAN_MAX:
+                clean.update(
+                    (k, v)
+                    for k, v in own.items()
+                    if v.__class__ is str and len(v) <= _CLEAN_LEN and k not in masked
+                )
 
 
 def scrubbed(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str:
@@ -55,6 +130,30 @@ def scrubbed(redactor: Redactor | None, text: str, *, shapes: bool = True) -> st
     return json.dumps(masked, ensure_ascii=False, separators=(",", ":"))
 
 
+_PLAIN_SET: dict[type[EventBase], bool] = {}
+"""Event classes whose attributes pydantic sets without validating them."""
+
+
+def set_seq(ev: EventBase, seq: int) -> None:
+    """``ev.seq = seq``, what pydantic's ``__setattr__`` does for a plain
+    field (the value in ``__dict__``, the name marked set) in a quarter of
+    its ~3k instructions, for classes that neither validate assignments nor
+    are frozen (the others get ``setattr``)."""
+    cls = ev.__class__
+    plain = _PLAIN_SET.get(cls)
+    if plain is None:
+        cfg = cls.model_config
+        plain = _PLAIN_SET[cls] = (
+            not (cfg.get("validate_assignment") or cfg.get("frozen"))
+            and "seq" in cls.model_fields
+        )
+    if plain:
+        ev.__dict__["seq"] = seq
+        ev.__pydantic_fields_set__.add("seq")
+    else:
+        ev.seq = seq
+
+
 def encoded(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str:
     """``text`` in its envelope, secrets masked first (see ``scrubbed``)."""
     return encode(scrubbed(redactor, text, shapes=shapes))
@@ -80,23 +179,36 @@ def write_rows(
     intent and outcome are one row, not two (a statement, a table cell and an
     index entry fewer per step: ~8 µs of a step's ~130, BENCHMARKS.md).
     """
+    # Records and events are dumped by their pydantic-core serializer, what
+    # ``model_dump_json`` calls with the same (default) options: passing its
+    # sixteen keywords on cost ~7k instructions a call, three calls a step.
     shapes = not fields_redacted
     for rec in records:
         # Fields at their defaults (most are None on a plain success) are
         # left out: ~150 bytes a step; loading fills them back in.
-        text = rec.model_dump_json(exclude_defaults=True)
-        rows.update(con, "t:" + rec.task_id, encoded(redactor, text, shapes=shapes))
-    texts = []
+        data = rec.__pydantic_serializer__.to_json(rec, exclude_defaults=True)
+        rows.update(
+            con, "t:" + rec.task_id, encoded(redactor, data.decode(), shapes=shapes)
+        )
+    datas = []
     for ev in events:
         seq += 1
-        ev.seq = seq
-        # Masked one by one (a secret can never match across two events);
+        set_seq(ev, seq)
+        datas.append(ev.__pydantic_serializer__.to_json(ev))
+    first = seq - len(datas) + 1
+    for i in range(0, len(datas), EVENTS_PER_ROW):
         # JSON text holds no raw newline, so a line is exactly one event.
-        texts.append(scrubbed(redactor, ev.model_dump_json(), shapes=shapes))
-    first = seq - len(texts) + 1
-    for i in range(0, len(texts), EVENTS_PER_ROW):
-        body = "\n".join(texts[i : i + EVENTS_PER_ROW])
-        rows.insert(con, f"e:{first + i:012d}", encode(body, EVENT_VERSION))
+        part = datas[i : i + EVENTS_PER_ROW]
+        chunk = b"\n".join(part)
+        body = chunk.decode()
+        if redactor is not None and (shapes or redactor.has_value(body)):
+            # Masked one by one (a secret can never match across two events).
+            texts = [scrubbed(redactor, d.decode(), shapes=shapes) for d in part]
+            text = encode("\n".join(texts), EVENT_VERSION)
+        else:  # no secret value in the row, so in none of its events
+            text = encode_bytes(chunk, body, EVENT_VERSION)
+        # (str.zfill: a ``:012d`` format spec costs twice as much)
+        rows.insert(con, "e:" + str(first + i).zfill(12), text)
     if meta is not None:
         rows.update(con, "meta", encoded(redactor, meta.model_dump_json()))
     if plan is not None:
@@ -134,7 +246,7 @@ class HeadRow:
 
     def put(self, con: sqlite3.Connection, head: Head) -> None:
         """Writes ``head`` in the open transaction."""
-        text = encode(head.to_json())
+        text = head.row()
         self._rows.update(con, "head", text)
         # Remembered only as what the transaction wrote: if it rolls back, the
         # stored text differs and the next commit reads the head afresh.
@@ -156,7 +268,7 @@ class HeadRow:
         if last is None or last.version != expected or self.text is None:
             return None
         head = successor(last, lease, usage, n_events)
-        text = encode(head.to_json())
+        text = head.row()
         if not self._rows.update_if(con, "head", self.text, text):
             return None
         self.text, self.head = text, head

@@ -297,6 +297,7 @@ class SessionStore:
         """
         relax = relaxed and self.durability == "full"
         records = list(records)
+        tids = [r.task_id for r in records]
         if relax:
             self.cache._sql("PRAGMA synchronous=1")
         try:
@@ -320,13 +321,11 @@ class SessionStore:
                         fields_redacted=fields_redacted,
                     )
             except sqlite3.DatabaseError as e:
-                tids = [r.task_id for r in records]
                 raise self._read.db_error("cache.db", e, tids) from None
         finally:
             if relax:
                 self.cache._sql("PRAGMA synchronous=2")
         release_abandoned(holder)
-        tids = [r.task_id for r in records]
         self.witness.record(
             head.version, tids, durable=not relax, last_seq=head.last_seq
         )
