@@ -212,7 +212,7 @@ def check_success(result: Any, schema: dict[str, Any]) -> str | None:
 async def run_attempt(
     tool: Tool,
     args: dict[str, Any],
-    ctx: ToolContext,
+    ctx: ToolContext | None,
     *,
     timeout: float | None,
     success: dict[str, Any] | None,
@@ -227,7 +227,8 @@ async def run_attempt(
     ``gate``: decides which sync calls run on the event loop (None: only tools
     declared ``inline=True``). ``on_thread``: awaited before a call that was
     to run inline goes to a thread after all (it commits a deferred intent;
-    False: it could not, and the call does not start)."""
+    False: it could not, and the call does not start). ``ctx``: None only
+    for a tool that takes none, run without a ``remote`` executor."""
     t0 = time.perf_counter()
     out = await _attempt(
         tool,
@@ -247,7 +248,7 @@ async def run_attempt(
 def call_inline(
     tool: Tool,
     args: dict[str, Any],
-    ctx: ToolContext,
+    ctx: ToolContext | None,
     *,
     success: dict[str, Any] | None,
     artifacts: ArtifactStore,
@@ -281,7 +282,7 @@ def _stamped(out: Outcome, t0: float) -> Outcome:
     return out
 
 
-def _kwargs(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Any:
+def _kwargs(tool: Tool, args: dict[str, Any], ctx: ToolContext | None) -> Any:
     """The call's keyword arguments, or the Failed outcome of bad ones."""
     try:
         kwargs = tool.validate(args)
@@ -295,7 +296,7 @@ def _kwargs(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Any:
 async def _attempt(
     tool: Tool,
     args: dict[str, Any],
-    ctx: ToolContext,
+    ctx: ToolContext | None,
     *,
     timeout: float | None,
     success: dict[str, Any] | None,
@@ -314,6 +315,7 @@ async def _attempt(
         elif remote is not None:
             # Shipped to a cluster: the executor owns timeouts and cancellation
             # there, and turns a lost worker into a TransientError.
+            assert ctx is not None  # made for every remote call (AttemptRunner)
             result = await remote.call(
                 tool.fn,
                 kwargs,
