@@ -53,6 +53,9 @@ more quick calls first protect the loop no better (a tool that turns slow goes
 back to threads after two slow inline calls, whatever came before)."""
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Result types that are JSON as they are (exactly these: no subclasses)."""
+_RESULT_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+"""What ``json.dumps(..., ensure_ascii=False, allow_nan=False)`` would build
+on every call (only the default arguments share an encoder); stateless."""
 
 
 def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
@@ -382,7 +385,7 @@ def _result_outcome(
             if result.__class__ in _SCALARS
             else to_jsonable_python(to_stored(result, artifacts))
         )
-        text = json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
+        text = _RESULT_JSON.encode(jsonable)
     except StorageFullError:  # not the result's fault: the run stops, says so
         raise
     except ArgusError as e:  # e.g. binary data holding a secret: refused
