@@ -257,7 +257,7 @@ class AttemptRunner:
                     args,
                     call.ctx,
                     success=task.success,
-                    artifacts=st.artifacts.redacting(st.redactor, tid),
+                    artifacts=partial(st.artifacts.redacting, st.redactor, tid),
                     gate=self._inline,
                 )
             except BaseException:
@@ -319,7 +319,7 @@ class AttemptRunner:
                 timeout=call.timeout,
                 success=call.task.success,
                 pool=self._thread_pool(),
-                artifacts=st.artifacts.redacting(st.redactor, tid),
+                artifacts=partial(st.artifacts.redacting, st.redactor, tid),
                 remote=self._options.executor,
                 gate=self._inline,
             )

@@ -220,7 +220,7 @@ async def run_attempt(
     timeout: float | None,
     success: dict[str, Any] | None,
     pool: Executor,
-    artifacts: ArtifactStore,
+    artifacts: Callable[[], ArtifactStore],
     remote: RemoteExecutor | None = None,
     gate: InlineGate | None = None,
     on_thread: Callable[[], Awaitable[bool]] | None = None,
@@ -231,7 +231,9 @@ async def run_attempt(
     declared ``inline=True``). ``on_thread``: awaited before a call that was
     to run inline goes to a thread after all (it commits a deferred intent;
     False: it could not, and the call does not start). ``ctx``: None only
-    for a tool that takes none, run without a ``remote`` executor."""
+    for a tool that takes none, run without a ``remote`` executor.
+    ``artifacts``: makes the store a result's DataFrames, bytes or files go
+    to (called only for such a result, not for plain JSON)."""
     t0 = time.perf_counter()
     out = await _attempt(
         tool,
@@ -254,7 +256,7 @@ def call_inline(
     ctx: ToolContext | None,
     *,
     success: dict[str, Any] | None,
-    artifacts: ArtifactStore,
+    artifacts: Callable[[], ArtifactStore],
     gate: InlineGate,
 ) -> Outcome | None:
     """One attempt of a sync tool on the event loop, now, without awaiting
@@ -304,7 +306,7 @@ async def _attempt(
     timeout: float | None,
     success: dict[str, Any] | None,
     pool: Executor,
-    artifacts: ArtifactStore,
+    artifacts: Callable[[], ArtifactStore],
     remote: RemoteExecutor | None = None,
     gate: InlineGate | None = None,
     on_thread: Callable[[], Awaitable[bool]] | None = None,
@@ -374,7 +376,7 @@ def _result_outcome(
     tool: Tool,
     result: Any,
     success: dict[str, Any] | None,
-    artifacts: ArtifactStore,
+    artifacts: Callable[[], ArtifactStore],
 ) -> Outcome:
     """How an attempt whose call returned ``result`` ended (checked, as JSON)."""
     try:
@@ -383,7 +385,7 @@ def _result_outcome(
         jsonable = (
             result
             if result.__class__ in _SCALARS
-            else to_jsonable_python(to_stored(result, artifacts))
+            else to_jsonable_python(to_stored(result, artifacts()))
         )
         text = _RESULT_JSON.encode(jsonable)
     except StorageFullError:  # not the result's fault: the run stops, says so
