@@ -65,6 +65,8 @@ _PLAIN = frozenset({int, float, bool})
 _KNOWN: set[str] = set()
 """Secret values handed to any redactor of this process (see known_secrets)."""
 _MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
+_MEMO_LEN = 200  # ``changes`` remembers clean entries this short (names, ids)
+_MEMO_SIZE = 4096  # ... this many at most, forgotten together
 # Every shape above but a URL's password contains one of these (lower-cased): a
 # substring test first lets text that holds none skip the regex, which has no
 # literal to seek to.
@@ -197,6 +199,9 @@ class Redactor:
         self.values = sorted(
             kept | encoded_forms(kept, _MIN_LEN), key=len, reverse=True
         )
+        self._clean: set[tuple[Any, str]] = set()
+        """(key, short text) entries ``changes`` found nothing to mask in, with
+        these ``values``: event fields repeat (a tool's name every step)."""
 
     def add(self, value: str) -> None:
         """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
@@ -204,6 +209,7 @@ class Redactor:
             _KNOWN.add(value)
             more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
             self.values = sorted(more, key=len, reverse=True)
+            self._clean = set()  # a text clean before may hold this one
 
     def text(self, s: str) -> str:
         """Masks known secret values and secret shapes in a string."""
@@ -250,15 +256,23 @@ class Redactor:
         """What ``value(data)`` changes in a dict: only the entries it masks,
         masked (empty when nothing needs masking; no copy of the rest)."""
         out: dict[str, Any] = {}
+        clean = self._clean
         for k, x in data.items():
             if x is None or x.__class__ in _PLAIN:
                 continue  # nothing to mask in a number
+            short = x.__class__ is str and len(x) <= _MEMO_LEN
+            if short and (k, x) in clean:
+                continue  # scanned before, with the same secrets
             if _secret_entry(k, x):
                 out[k] = self._under_secret_key(x)
             else:
                 nx = self.value(x)
                 if nx is not x and nx != x:
                     out[k] = nx
+                elif short:
+                    if len(clean) >= _MEMO_SIZE:
+                        clean.clear()
+                    clean.add((k, x))
         return out
 
     def spans(self, text: str) -> list[tuple[int, int]]:

@@ -310,6 +310,21 @@ def test_changes_are_what_value_would_change(data: dict[str, object]) -> None:
     assert all(data[k] != v for k, v in changed.items())
 
 
+def test_changes_remembers_clean_text_only_while_the_secrets_stay_the_same() -> None:
+    """``changes`` skips a short entry it found clean before (a tool's name in
+    every step's event), but a secret added since is masked in it all the
+    same, and an entry under a secret-named key is never taken for clean."""
+    r = Redactor(environ={})
+    entry = {"tool": "deploy-with-s3cr3t-Value-7f9a"}
+    assert r.changes(entry) == {} and r.changes(entry) == {}  # scanned, remembered
+    r.add("s3cr3t-Value-7f9a")
+    assert r.changes(entry) == {"tool": f"deploy-with-{MASK}"}
+    assert r.changes(entry) == {"tool": f"deploy-with-{MASK}"}  # not remembered
+    keyed = {"token": "abcdefgh"}
+    assert r.changes(keyed) == {"token": MASK} == r.changes(keyed)
+    assert r.changes({"note": "abcdefgh"}) == {}  # the same text, another key
+
+
 @al.tool
 def keyed_by_token() -> dict[str, object]:
     """A result keyed by secret-shaped strings, at the top and nested."""
