@@ -208,10 +208,11 @@ class AttemptRunner:
                 return None
         key = idempotency_key(st.info.id, tid, rec.generation)
         attempt = rec.attempts + 1
-        hit = self._budget.check(tid, {"steps": 1})
-        if hit is not None:
-            self._settler.budget_stop(tid, hit)
-            return None
+        if st.info.budgets or task.budget is not None:  # else no limit to cross
+            hit = self._budget.check(tid, {"steps": 1})
+            if hit is not None:
+                self._settler.budget_stop(tid, hit)
+                return None
         if self._signals.stopping is not None:  # shutting down: start nothing
             st.sched.set(tid, "pending")
             return None
