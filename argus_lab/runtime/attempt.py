@@ -67,13 +67,10 @@ class _Call:
     ctx: ToolContext | None  # None: the tool takes none, no remote executor
     timeout: float | None
 
-    def settle_args(self) -> dict[str, Any]:
-        """What the settler needs to know of the call besides its outcome."""
+    def retries(self) -> int:
+        """How many transient failures the call's task may retry."""
         retries = self.task.retries
-        return {
-            "tool_hash": self.tool.code_hash,
-            "retries": self.tool.retries if retries is None else retries,
-        }
+        return self.tool.retries if retries is None else retries
 
 
 class AttemptRunner:
@@ -218,20 +215,20 @@ class AttemptRunner:
             return None
         st.usage["steps"] = st.usage.get("steps", 0) + 1
         # Invariant 2: the intent is durable before the side effect can happen.
-        rec = updated(
-            rec,
-            {
-                "status": "running",
-                "attempts": attempt,
-                "started": st.now(),
-                "ended": None,
-                "idempotency_key": key,
-                "input_hash": in_hash,
-                "next_attempt_at": None,
-                # Recovery must judge the code that ran, not a redefinition.
-                "unsafe_intent": tool.side_effect == "write" and not tool.idempotent,
-            },
-        )
+        # Its record is ``updated(rec, running)``, made below only where it is
+        # written on its own (a call that awaits): a quick call inline hands
+        # the fields to its outcome's record instead (one copy, not two).
+        running: dict[str, Any] = {
+            "status": "running",
+            "attempts": attempt,
+            "started": st.now(),
+            "ended": None,
+            "idempotency_key": key,
+            "input_hash": in_hash,
+            "next_attempt_at": None,
+            # Recovery must judge the code that ran, not a redefinition.
+            "unsafe_intent": tool.side_effect == "write" and not tool.idempotent,
+        }
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
         timeout = task.timeout or tool.timeout
         # A frozen dataclass of seven fields costs ~2% of a step: made only
@@ -273,15 +270,15 @@ class AttemptRunner:
                 # their group commit, with its intent (taken now: only this
                 # attempt deferred it).
                 intent = st.take_deferred()
-                return partial(self._settle_later, tid, rec, call, out, intent)
+                return partial(self._settle_later, tid, rec, running, call, out, intent)
             else:
-                self._settle(tid, rec, call, out)  # alone: committed now
+                self._settle(tid, rec, running, call, out)  # alone: now
                 return None
             # Refused inside the loop, the call goes to a thread and the loop
             # runs on (other commits, a skip, a pause): its intent is
             # committed first, as for any call on a thread.
             st.drop_deferred()  # only ours: deferred while the loop was held
-        return partial(self._call, tid, rec, started, call)
+        return partial(self._call, tid, updated(rec, running), started, call)
 
     async def _call(
         self, tid: str, rec: TaskRecord, started: EventBase, call: _Call
@@ -333,28 +330,57 @@ class AttemptRunner:
         # An LLM task's calls added their cost to the committed record.
         await self._settled(tid, st.records[tid], call, out)
 
-    def _settle(self, tid: str, rec: TaskRecord, call: _Call, out: Outcome) -> None:
-        """Settles ``out`` now: whatever it means is committed at once."""
-        self._settler.settle(tid, rec, self._budget_hit(tid, out), **call.settle_args())
+    def _settle(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        running: dict[str, Any],
+        call: _Call,
+        out: Outcome,
+    ) -> None:
+        """Settles ``out`` of an inline call now: whatever it means is
+        committed at once (``rec`` before its intent's fields ``running``)."""
+        out = self._budget_hit(tid, out)
+        self._settler.settle(
+            tid,
+            rec,
+            out,
+            tool_hash=call.tool.code_hash,
+            retries=call.retries(),
+            intent=running,
+        )
 
     async def _settled(
-        self, tid: str, rec: TaskRecord, call: _Call, out: Outcome
-    ) -> None:
-        """Settles ``out``; a success joins the group commit of the successes
-        settling beside it (``Settler.settled``, outcomes.py)."""
-        out = self._budget_hit(tid, out)
-        await self._settler.settled(tid, rec, out, **call.settle_args())
-
-    async def _settle_later(
         self,
         tid: str,
         rec: TaskRecord,
         call: _Call,
         out: Outcome,
+        running: dict[str, Any] | None = None,
+    ) -> None:
+        """Settles ``out``; a success joins the group commit of the successes
+        settling beside it (``Settler.settled``, outcomes.py)."""
+        out = self._budget_hit(tid, out)
+        await self._settler.settled(
+            tid,
+            rec,
+            out,
+            tool_hash=call.tool.code_hash,
+            retries=call.retries(),
+            intent=running,
+        )
+
+    async def _settle_later(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        running: dict[str, Any],
+        call: _Call,
+        out: Outcome,
         intent: list[EventBase],
     ) -> None:
         self._state.defer(intent)  # its own intent goes into its outcome's batch
-        await self._settled(tid, rec, call, out)
+        await self._settled(tid, rec, call, out, running)
 
     def _budget_hit(self, tid: str, out: Outcome) -> Outcome:
         hit = self._llm.take_budget_hit(tid)

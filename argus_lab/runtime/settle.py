@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from argus_lab.events import EventBase
-from argus_lab.model import TaskRecord
+from argus_lab.model import TaskRecord, updated
 from argus_lab.runtime.budget import BudgetHit
 from argus_lab.runtime.outcome import (
     Failure,
@@ -92,6 +92,7 @@ class Settler:
         tool_hash: str | None = None,
         retries: int = 0,
         extra: list[EventBase] | None = None,
+        intent: dict[str, Any] | None = None,
     ) -> None:
         """Decides about ``out`` (attempt ``rec.attempts`` of ``tid``), writes it.
 
@@ -102,9 +103,14 @@ class Settler:
             tool_hash: The code hash of the tool that ran (kept on success).
             retries: How many transient failures the task may retry.
             extra: Events that belong in the same commit (e.g. a rejection).
+            intent: The fields of the attempt's intent, not yet in ``rec`` (a
+                quick call inline, whose intent was never written on its own):
+                a success's record takes them with its own, in one copy.
         """
+        if intent is not None and out.__class__ is not Succeeded:
+            rec, intent = updated(rec, intent), None
         decision = self._decide(tid, rec, out, retries)
-        self._carry_out(tid, rec, out, decision, tool_hash, extra)
+        self._carry_out(tid, rec, out, decision, tool_hash, extra, intent)
 
     async def settled(
         self,
@@ -114,11 +120,14 @@ class Settler:
         *,
         tool_hash: str | None = None,
         retries: int = 0,
+        intent: dict[str, Any] | None = None,
     ) -> None:
         """``settle`` for an attempt that can wait: a success joins the
         outcomes settling beside it, all written in one transaction
         (outcomes.py), and this returns once it is durable; any other
         decision is carried out at once, as by ``settle``."""
+        if intent is not None and out.__class__ is not Succeeded:
+            rec, intent = updated(rec, intent), None
         decision = self._decide(tid, rec, out, retries)
         if not isinstance(decision, Accept):
             self._carry_out(tid, rec, out, decision, tool_hash, None)
@@ -127,7 +136,7 @@ class Settler:
         st = self._state
         self.failures_in_a_row = 0
         done, ev = success_of(
-            st, tid, rec, out, tool_hash, self._options.inline_result_bytes
+            st, tid, rec, out, tool_hash, self._options.inline_result_bytes, intent
         )
         # An intent deferred into this commit (a quick call on the loop, which
         # nothing else ran beside) goes with the outcome, in the same batch.
@@ -189,11 +198,12 @@ class Settler:
         decision: Decision,
         tool_hash: str | None,
         extra: list[EventBase] | None,
+        intent: dict[str, Any] | None = None,
     ) -> None:
         match decision:
             case Accept():
                 assert isinstance(out, Succeeded)
-                self._succeed(tid, rec, out, tool_hash)
+                self._succeed(tid, rec, out, tool_hash, intent)
             case RetryLater(delay):
                 assert not isinstance(out, Succeeded | ShutDown)
                 self._retry_later(tid, rec, out, delay)
@@ -232,12 +242,17 @@ class Settler:
         st.sched.set(tid, "pending")
 
     def _succeed(
-        self, tid: str, rec: TaskRecord, out: Succeeded, tool_hash: str | None
+        self,
+        tid: str,
+        rec: TaskRecord,
+        out: Succeeded,
+        tool_hash: str | None,
+        intent: dict[str, Any] | None,
     ) -> None:
         st = self._state
         self.failures_in_a_row = 0
         rec, ev = success_of(
-            st, tid, rec, out, tool_hash, self._options.inline_result_bytes
+            st, tid, rec, out, tool_hash, self._options.inline_result_bytes, intent
         )
         st.commit([rec], [ev])
         st.sched.set(tid, "succeeded")
