@@ -111,7 +111,8 @@ NOTEBOOKS = {
     ],
     "big.ipynb": [SETUP, "%%argus big -o b\n" + _chains("300 tasks", 30, 10)],
     "restart.ipynb": [
-        SETUP,
+        # No grace at exit: the restart cuts the task in flight (its intent).
+        SETUP.replace('{"concurrency": 1}', '{"concurrency": 1, "shutdown_grace": 0}'),
         "%%argus gone -o g --run\n" + _chains("cut short", 1, 40),
         "n_done = g.counts()['succeeded']",
         "%argus open gone",
@@ -698,6 +699,12 @@ print(json.dumps({t: r.status for t, r in s2.records.items()}))""",
     )
     _check_statuses(reopened, committed)
     assert "succeeded" in committed.values()  # what ran before the restart
+    # A task in flight at the restart is stored as running, but nothing runs
+    # it: drawn interrupted (its intent, decided by the next run), never running.
+    assert reopened.locator("rect.argus-st-running").count() == 0
+    for t in (t for t, st in committed.items() if st == "running"):
+        box = reopened.locator(f'g.argus-node[data-id="{t}"] rect')
+        assert box.get_attribute("class") == "argus-node-box argus-st-interrupted"
     reopened.screenshot(path=str(SHOTS / "restart-reopened.png"))
 
     # Save, restart the kernel (no models left), reload: the static view shows.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import argus_lab as al
 
 CELL_V1 = "def scale(x: int) -> int:\n    return x * 2\n"
@@ -126,3 +128,78 @@ def test_a_fork_knowing_more_secrets_replays_instead_of_sending_again(
         assert f.run().status == "succeeded"
         assert CALLS == [] and f.result("b") == "sent"
         f.close()
+
+
+@al.tool(side_effect="write")
+def deliver(to: str) -> str:
+    """Sends, once a person approved it."""
+    CALLS.append(f"deliver({to})")
+    return "sent"
+
+
+@al.tool
+def login(token: str) -> str:
+    """Reads a value through ${env.NAME}: the run masks it from then on."""
+    return "ok" if token else "no"
+
+
+ENV_TOOLS = [signer, deliver, login]
+
+
+def ran_with_env_read_late(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A run whose "b" hashed a's result with ADDR masked: "e" had read ADDR
+    through ${env.NAME} before "b" ran (b waited for approval), though "b"
+    comes before "e" in dependency order (they are unordered)."""
+    monkeypatch.setenv("SIGNER_ADDR", ADDR)
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "a", "tool": "signer"},
+            {"id": "b", "tool": "deliver", "args": {"to": "${a.result}"}},
+            # After "a": a's result is stored in clear (ADDR no secret yet).
+            {
+                "id": "e",
+                "tool": "login",
+                "deps": ["a"],
+                "args": {"token": "${env.SIGNER_ADDR}"},
+            },
+        ],
+    }
+    with ws.new_session(plan=plan, tools=ENV_TOOLS, name=name) as s:
+        assert s.run().status == "paused"
+        assert s.record("e").status == "succeeded"
+        assert ADDR in s.result("a")
+        s.approve("b", by="me")
+        assert s.run().status == "succeeded"
+        assert s.stale() == []
+
+
+def test_a_task_checked_before_the_one_whose_env_secret_it_hashed_is_not_stale(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # stale() after a reopen walks dependencies first, "b" before "e": ADDR
+    # must be known by then.
+    ran_with_env_read_late(ws, monkeypatch, "envlate")
+    with ws.open("envlate", tools=ENV_TOOLS) as o:
+        assert o.stale() == []
+        CALLS.clear()
+        assert o.rerun_stale().status == "succeeded"
+        assert CALLS == []
+
+
+def test_a_fork_of_it_replays_the_write_instead_of_sending_again(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fork reruns "b" first: its recorded result is found by the hash
+    # taken with ADDR masked, which "e" (kept, not rerun) made a secret.
+    ran_with_env_read_late(ws, monkeypatch, "envfork")
+    with ws.open("envfork", tools=ENV_TOOLS) as o:
+        CALLS.clear()
+        f = o.fork(at="b")
+        try:
+            assert f.run().status == "succeeded"
+            assert CALLS == [] and f.result("b") == "sent"
+        finally:
+            f.close()

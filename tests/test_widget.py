@@ -838,3 +838,97 @@ def test_report_counts_attempts_the_same_way_everywhere(
     assert "Attempts: 2 (" in text
     (row,) = [line for line in text.splitlines() if line.startswith("| x | flaky |")]
     assert row.split("|")[4].strip() == "2", row  # task | tool | status | attempts
+
+
+def test_a_task_in_flight_when_the_session_closed_is_drawn_interrupted(
+    ws: al.Workspace,
+) -> None:
+    """Closed mid-run (or its kernel restarted), the session keeps the task's
+    intent ("running") until the next run decides it; nothing runs it, so the
+    widget must not draw it running, neither on this object nor on a reopen."""
+    plan = {
+        "goal": "interrupted",
+        "tasks": [
+            {"id": "slow", "tool": "gated", "args": {"value": 1}},
+            {"id": "after", "tool": "add", "args": {"a": 1}, "deps": ["slow"]},
+        ],
+    }
+    s = ws.new_session(plan=plan, tools=TOOLS, name="cut", shutdown_grace=0.0)
+    w = GraphWidget(s)
+    try:
+        s.start()
+        assert STARTED.wait(WAIT)
+        w.refresh()  # a live run: running is running
+        assert w.marks["interrupted"] == [] and w.summary["running"] == 1
+        s.close()  # the attempt is left as its intent (it still blocks)
+        w.refresh()  # what the widget does after the cell that closed it
+        assert w.statuses["slow"] == "running"  # the record, unchanged
+        assert w.marks["interrupted"] == ["slow"]
+        assert w.summary["running"] == 0 and w.summary["interrupted"] == 1
+        static = session_html(s)  # the view shown where no widget runs
+        assert '<g data-id="slow" data-status="interrupted">' in static
+        assert "interrupted 1" in static
+    finally:
+        w.close()
+        GATE.set()
+    again = ws.open("cut", tools=TOOLS)  # as after a kernel restart
+    w2 = GraphWidget(again)
+    try:
+        assert w2.marks["interrupted"] == ["slow"]
+        assert w2.summary["running"] == 0 and w2.summary["interrupted"] == 1
+        assert again.run().status == "succeeded"  # gated has no side effect
+        w2.refresh()
+        assert w2.marks["interrupted"] == [] and w2.summary["interrupted"] == 0
+    finally:
+        w2.close()
+        again.close()
+
+
+def test_following_another_run_reads_the_store_once_then_what_changed(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A widget following a run elsewhere looks every second: it must not load
+    the whole session each time, only the head, then the records that changed."""
+    from argus_lab.jupyter._elsewhere import run_elsewhere
+    from argus_lab.store.checkpoints import SessionStore
+
+    loads: list[str] = []
+    real = SessionStore.load
+
+    def counted(self: SessionStore, **kw: Any) -> Any:
+        loads.append(self.session_id)
+        return real(self, **kw)
+
+    plan = {
+        "goal": "followed",
+        "tasks": [
+            {"id": "slow", "tool": "gated", "args": {"value": 1}},
+            {"id": "after", "tool": "add", "args": {"a": 1}, "deps": ["slow"]},
+        ],
+    }
+    runner = ws.new_session(plan=plan, tools=TOOLS, name="far")
+    try:
+        runner.start()
+        assert STARTED.wait(WAIT)
+        viewer = ws.open("far", tools=TOOLS)  # as a second kernel would
+        monkeypatch.setattr(SessionStore, "load", counted)
+        first = run_elsewhere(viewer)
+        assert first is not None and first["tasks"] == {
+            "slow": "running",
+            "after": "pending",
+        }
+        assert "being run by process" in first["reason"]
+        for _ in range(3):  # nothing committed: the head alone
+            assert run_elsewhere(viewer) == first
+        assert len(loads) == 1
+        GATE.set()
+        assert runner.wait(WAIT).status == "succeeded"
+        last = run_elsewhere(viewer)
+        assert len(loads) == 1  # the records the commits touched, no more
+        monkeypatch.setattr(SessionStore, "load", real)
+        assert last == ws.progress("far")
+        assert last["tasks"] == {"slow": "succeeded", "after": "succeeded"}
+        viewer.close()
+    finally:
+        GATE.set()
+        runner.close()

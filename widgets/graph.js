@@ -16,6 +16,7 @@ const EXPANDED = 0.8; // expanded canvas: this share of the window's height
 const GLYPHS = {
   pending: "○",
   running: "▶",
+  interrupted: "‖",
   awaiting_approval: "?",
   succeeded: "✓",
   failed: "✕",
@@ -27,6 +28,7 @@ const GLYPHS = {
 const LEGEND = [
   "pending",
   "running",
+  "interrupted",
   "awaiting_approval",
   "succeeded",
   "failed",
@@ -272,7 +274,8 @@ function render({ model, el }) {
     for (const st of LEGEND) colour[st] = cs.getPropertyValue(`--argus-st-${st}`).trim() || "#ccc";
     for (const ref of nodeEls.values()) {
       const n = ref.node;
-      const st = ref.g.classList.contains("argus-rejected") ? "rejected" : ref.g.getAttribute("data-status");
+      const cl = ref.g.classList;
+      const st = cl.contains("argus-rejected") ? "rejected" : cl.contains("argus-interrupted") ? "interrupted" : ref.g.getAttribute("data-status");
       ctx.fillStyle = colour[st] || colour.pending;
       ctx.fillRect(mini0.ox + n.x * k, mini0.oy + n.y * k, Math.max(1.5, n.w * k), Math.max(1.5, n.h * k));
     }
@@ -499,16 +502,20 @@ function render({ model, el }) {
 
   function setStatus(ref, st, name, extra = "") {
     const rejected = st === "failed" && rejectedSet.has(name);
-    const shown = rejected ? "rejected" : st;
+    // Stored as running while nobody runs the session: an intent left behind.
+    const cut = st === "running" && interruptedSet.has(name);
+    const shown = rejected ? "rejected" : cut ? "interrupted" : st;
     ref.rect.setAttribute("class", `argus-node-box argus-st-${shown}`);
     ref.g.setAttribute("data-status", st);
     ref.g.classList.toggle("argus-rejected", rejected);
+    ref.g.classList.toggle("argus-interrupted", cut);
     ref.glyph.textContent = GLYPHS[shown] || "";
     ref.title.textContent = `${name}: ${label(shown)}${extra}`;
     ref.g.setAttribute("aria-label", `${ref.node.label}: ${label(shown)}${extra}`);
   }
 
   let rejectedSet = new Set();
+  let interruptedSet = new Set();
   function paint() {
     const codes = model.get("status_codes");
     const legendCodes = model.get("codes");
@@ -550,8 +557,11 @@ function render({ model, el }) {
     const cached = new Set(m.cached || []);
     const differs = new Set(model.get("differs"));
     const rej = new Set(m.rejected || []);
-    const changed = rej.size !== rejectedSet.size || [...rej].some((t) => !rejectedSet.has(t));
+    const cut = new Set(m.interrupted || []);
+    const differ = (a, b) => a.size !== b.size || [...a].some((t) => !b.has(t));
+    const changed = differ(rej, rejectedSet) || differ(cut, interruptedSet);
     rejectedSet = rej;
+    interruptedSet = cut;
     if (changed) {
       lastCodes = "";
       paint();
@@ -605,6 +615,7 @@ function render({ model, el }) {
     const parts = [
       `${m.done}/${m.total} done`,
       `${m.running} running`,
+      ...(m.interrupted ? [`${m.interrupted} interrupted`] : []),
       `${m.failed} failed`,
       `$${Number(m.cost || 0).toFixed(4)}`,
       `${m.tokens || 0} tok`,
@@ -757,7 +768,8 @@ function render({ model, el }) {
       return;
     }
     const rejected = d.status === "failed" && d.error_type === "Rejected";
-    const shown = rejected ? "rejected" : d.status;
+    const cut = d.status === "running" && interruptedSet.has(d.id);
+    const shown = rejected ? "rejected" : cut ? "interrupted" : d.status;
     const badge = h("span", { class: `argus-badge argus-st-${shown}` }, `${GLYPHS[shown] || ""} ${label(shown)}`);
     parts.push(h("h4", {}, d.title), close, badge);
     if (d.stale) parts.push(h("span", { class: "argus-badge argus-stale-badge" }, "stale"));

@@ -26,6 +26,7 @@ __all__ = [
     "node_detail",
     "preview",
     "resolved_args",
+    "run_live",
     "status_marks",
 ]
 
@@ -140,17 +141,44 @@ def _group_detail(s: Session, key: str, node: str) -> dict[str, Any]:
             "counts": counts}  # fmt: skip
 
 
-def status_marks(s: Session) -> dict[str, list[str]]:
+def status_marks(
+    s: Session, elsewhere: dict[str, Any] | None = None
+) -> dict[str, list[str]]:
     """Tasks drawn apart from their status: rejected ones (failed by a person's
-    or a policy's refusal) and, in a fork, results kept from the parent."""
+    or a policy's refusal), in a fork results kept from the parent, and
+    interrupted ones (``interrupted``).
+
+    ``elsewhere``: the store's progress when another process runs (or ran) the
+    session (``run_elsewhere``); its statuses are the ones drawn.
+    """
     created = s.info.created if s.info.parent else None
-    rejected, cached = [], []
+    rejected, cached, in_flight = [], [], []
     for t, r in s.records.items():
         if r.status == "failed" and r.error_type == "Rejected":
             rejected.append(t)
         elif r.status == "succeeded" and created and (r.started or created) < created:
             cached.append(t)  # finished in the parent, before the fork
-    return {"rejected": rejected, "cached": cached}
+        elif r.status == "running":
+            in_flight.append(t)
+    if elsewhere is not None:
+        in_flight = [t for t, st in elsewhere["tasks"].items() if st == "running"]
+    return {
+        "rejected": rejected,
+        "cached": cached,
+        "interrupted": [] if run_live(s, elsewhere) else in_flight,
+    }
+
+
+def run_live(s: Session, elsewhere: dict[str, Any] | None = None) -> bool:
+    """Whether a run of ``s`` goes on: this object's, or a live process's.
+
+    Else a task stored as running is an intent a run left when it was closed,
+    paused past its grace, or its process died: nothing runs it, and the next
+    run reruns it (no side effect, or idempotent) or holds it in doubt.
+    """
+    if s.running:
+        return True
+    return elsewhere is not None and elsewhere["status"] == "running"
 
 
 def node_detail(

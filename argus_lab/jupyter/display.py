@@ -8,13 +8,11 @@ the live widget uses, so both views agree.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ArgusError
 from argus_lab.layout import Layout, layout_plan
 from argus_lab.model import STATUSES
 
@@ -73,6 +71,11 @@ STATUS_GLYPHS: dict[str, str] = {
 
 assert set(STATUS_COLORS) == set(STATUSES) == set(STATUS_CODES) == set(STATUS_GLYPHS)
 
+_SHOWN_COLORS = {**STATUS_COLORS, "interrupted": "#d6e9f3"}
+_SHOWN_GLYPHS = {**STATUS_GLYPHS, "interrupted": "‖"}
+"""With "interrupted", drawn only (no stored status): a task stored as running
+while nobody runs the session (``session_summary``); widgets/graph.css too."""
+
 MAX_STATIC_NODES = 1500
 """Above this many tasks the static view shows the table only (the SVG would be
 megabytes of markup nobody can read at that scale)."""
@@ -86,12 +89,21 @@ def session_summary(
     """The numbers of the summary bar: done/total, running, failed, cost, tokens,
     elapsed, budget left, the session's status and why it stopped.
 
+    While nobody runs the session, its tasks stored as running are counted as
+    ``interrupted`` instead: intents a closed, paused or dead run left.
+
     Cost and tokens add up the task records; budget left is the session budget
     (``s.set_budget``, ``%%argus --max-cost``) minus what the session counted
     against it, per limit set: ``cost``, ``tokens``, ``wall_s``, ``steps``.
     ``committed`` (``Workspace.progress``, for a session another process runs)
     gives the status, counts and reason instead of this object's records.
     """
+    if committed is None and session.status == "running" and not session.running:
+        # Stored as running, not run by this object: another live process, or
+        # one that died mid-run ("interrupted", as argus ls says).
+        from argus_lab.jupyter._elsewhere import run_elsewhere
+
+        committed = run_elsewhere(session)  # head first, then what changed
     counts = session.counts()
     if committed is not None:
         counts = dict.fromkeys(counts, 0) | dict(committed["counts"])
@@ -119,11 +131,10 @@ def session_summary(
     reason = session.reason or ""
     if committed is not None:
         status, reason = committed["status"], committed["reason"] or ""
-    elif status == "running" and not session.running:
-        # Stored as running, not run by this object: another live process, or
-        # one that died mid-run ("interrupted", as argus ls says).
-        with contextlib.suppress(ArgusError, KeyError, OSError):
-            status = session.workspace.progress(session.id)["status"]
+    if not (session.running or status == "running"):
+        # Nobody runs it: those are intents a closed, paused or dead run left,
+        # decided by the next run (the widget marks them "interrupted").
+        counts["interrupted"] = counts.pop("running")
     return {
         "name": session.name,
         "status": status,
@@ -131,7 +142,8 @@ def session_summary(
         "total": total,
         "done": sum(counts[s] for s in _DONE),
         "counts": {k: v for k, v in counts.items() if v},
-        "running": counts["running"],
+        "running": counts.get("running", 0),
+        "interrupted": counts.get("interrupted", 0),
         "failed": counts["failed"],
         "cost": round(cost, 6),
         "tokens": tokens,
@@ -199,10 +211,10 @@ def graph_svg(
             )
         else:
             status = statuses.get(n["id"], "pending")
-        fill = STATUS_COLORS.get(status, STATUS_COLORS["pending"])
+        fill = _SHOWN_COLORS.get(status, STATUS_COLORS["pending"])
         extra = ' stroke-dasharray="3 2"' if n["id"] in stale else ""
         label = n["label"] if len(n["label"]) <= 20 else n["label"][:19] + "…"
-        label = f"{STATUS_GLYPHS.get(status, '')} {label}"
+        label = f"{_SHOWN_GLYPHS.get(status, '')} {label}"
         out.append(
             f'<g data-id="{esc(n["id"])}" data-status="{status}">'
             f"<title>{esc(n['id'])}: {status}</title>"
@@ -287,7 +299,7 @@ def _legend(counts: Mapping[str, int]) -> str:
             parts.append(
                 f'<span style="display:inline-block;margin-right:1em">'
                 f'<span style="display:inline-block;width:.9em;height:.9em;'
-                f"background:{STATUS_COLORS[s]};border:1px solid #57606a;"
+                f"background:{_SHOWN_COLORS[s]};border:1px solid #57606a;"
                 f'vertical-align:middle"></span> {html.escape(s)} {n}</span>'
             )
     return "".join(parts)
@@ -307,12 +319,18 @@ def session_html(session: Session) -> str:
         rows.append(("reason", summ["reason"]))
     if tokens or cost:
         rows.append(("cost / tokens", f"${cost:.4f} / {tokens}"))
-    statuses = {t: r.status for t, r in session.records.items()}
+    statuses: dict[str, str] = {t: r.status for t, r in session.records.items()}
+    if summ["interrupted"]:  # nobody runs it (session_summary)
+        statuses = {t: _interrupted(st) for t, st in statuses.items()}
     body = _graph_or_note(session.plan, statuses)
     return (
         '<div class="argus-static" style="font-family:system-ui,sans-serif">'
         f"{_table(rows)}<div>{_legend(summ['counts'])}</div>{body}</div>"
     )
+
+
+def _interrupted(status: str) -> str:
+    return "interrupted" if status == "running" else status
 
 
 def plan_html(plan: Plan) -> str:

@@ -243,7 +243,7 @@ class GraphWidget(WidgetActions, anywidget.AnyWidget):
             self.breakpoints = s.breakpoints
             self.approvals = s.pending_approvals()
             self.summary = self._summary(other)
-            self.marks = status_marks(s)
+            self.marks = status_marks(s, other)
             self.cell_running = s.blocking_run and not self.busy
             self._update_detail()
         if other is not None and other["status"] == "running":

@@ -66,7 +66,7 @@ def check_lost_checkpoints(st: ThreadStore, *, accept: bool) -> None:
         )
     log.warning("%s; going on from the latest surviving checkpoint as asked", what)
     st.witness.compact(limit=0)  # its lines name versions that are gone
-    st.witness.record(have, [])
+    st.witness.record(have, [], backwards=True)  # LangGraph writes them again
 
 
 def storage_error(st: ThreadStore, e: sqlite3.DatabaseError) -> ArgusError:

@@ -22,7 +22,7 @@ from argus_lab.plan._subtask import (
     short_repr,
 )
 from argus_lab.plan.domain import NAME, HTNContext, HTNDomain, Phase
-from argus_lab.plan.graph import REFERENCE, _parse_ref, iter_references
+from argus_lab.plan.graph import Reference, iter_references, sub_references
 
 _MAX_ID: Final = 200
 Decision: TypeAlias = Literal["tried", "chosen", "rejected", "backtracked"]
@@ -376,14 +376,13 @@ def _rewrite(value: Any, mapping: dict[str, str]) -> Any:
         return value
     if isinstance(value, str):
 
-        def sub(m: Any) -> str:
-            ref = _parse_ref(m.group(1))
+        def sub(ref: Reference | None, _: str) -> str | None:
             if ref is None or ref.is_env or ref.task_id not in mapping:
-                return str(m.group(0))
+                return None
             path = "".join("." + p for p in ref.path)
             return "${" + mapping[ref.task_id] + ".result" + path + "}"
 
-        return REFERENCE.sub(sub, value)
+        return sub_references(value, sub, unescape=False)
     if isinstance(value, dict):
         return {k: _rewrite(v, mapping) for k, v in value.items()}
     if isinstance(value, list | tuple):

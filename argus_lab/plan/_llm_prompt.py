@@ -36,7 +36,8 @@ _FIELD_HELP = {
     "id": "Unique task id: letters, digits and _ . / : - (no spaces).",
     "tool": "Name of one of the available tools.",
     "args": "Arguments matching the tool's input schema; a string may be "
-    '"${other_task.result}" or "${other_task.result.key}" to use a result.',
+    '"${other_task.result}" or "${other_task.result.key}" to use a result; '
+    'write "$${" for a literal "${" (e.g. "echo $${HOME}").',
     "deps": "Ids of tasks that must finish before this one.",
     "expected_output": "What a good result looks like, in words.",
 }
@@ -95,7 +96,8 @@ list, and args that match that tool's input schema.
 - deps lists the ids of tasks that must finish first. The plan must have no cycle.
 - An argument may use an earlier task's result: "${task_id.result}" or \
 "${task_id.result.key.path}"; a reference implies the dependency. A string that \
-is exactly one reference takes the referenced value with its type.
+is exactly one reference takes the referenced value with its type. Write "$${" \
+for a literal "${" that is no reference (a shell command's "echo $${HOME}").
 - Keep the plan as small as the goal allows; tasks without a dependency between \
 them run concurrently.
 - A step that needs judgement rather than a tool can be an LLM task: \

@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.errors import PlanError, UnresolvedReferenceError
 from argus_lab.model import Task
 from argus_lab.plan._model import Plan
+from argus_lab.plan._refs import (
+    REFERENCE,
+    Reference,
+    iter_references,
+    sub_references,
+    whole_reference,
+)
 from argus_lab.plan._text import check_json
 
 if TYPE_CHECKING:
@@ -29,73 +36,13 @@ __all__ = [
     "iter_references",
     "plan_graph",
     "resolve_args",
+    "sub_references",
     "validate_plan",
+    "whole_reference",
 ]
-
-REFERENCE = re.compile(r"\$\{([^}]*)\}")
-"""A ``${...}`` reference in a string (group 1: what is between the braces)."""
-_REF_BODY = re.compile(r"^(?P<task>[^\s{}]+?)\.result(?P<path>(?:\.[^.\s{}]+)*)$")
-
 
 _UNREFERABLE = re.compile(r"\.result(?:\.|$)")
 """An id that holds ``.result.`` or ends in ``.result``: references split there."""
-_ENV_BODY = re.compile(r"^env\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
-
-
-class Reference:
-    """One ``${task.result.a.b}`` or ``${env.NAME}`` reference in a task's args.
-
-    ``${env.NAME}`` is read from the environment when the task runs and is never
-    stored: the way to hand a tool a secret.
-    """
-
-    __slots__ = ("path", "task_id", "text")
-
-    def __init__(self, text: str, task_id: str, path: tuple[str, ...]) -> None:
-        self.text = text
-        self.task_id = task_id
-        self.path = path
-
-    @property
-    def is_env(self) -> bool:
-        """Whether this reads an environment variable rather than a result."""
-        return self.task_id == ""
-
-
-def _parse_ref(body: str) -> Reference | None:
-    env = _ENV_BODY.match(body.strip())
-    if env is not None:
-        return Reference("${" + body + "}", "", (env.group("name"),))
-    m = _REF_BODY.match(body.strip())
-    if m is None:
-        return None
-    path = tuple(p for p in m.group("path").split(".") if p)
-    return Reference("${" + body + "}", m.group("task"), path)
-
-
-def iter_references(value: Any) -> Iterator[tuple[str, Reference | None]]:
-    """Yields (text, reference or None when malformed) for every ``${...}`` in value.
-
-    Walks without recursion and visits each container once, so deep nesting or
-    a container inside itself (an HTN method's Python arguments) cannot blow
-    the stack; such values are refused elsewhere before they are stored.
-    """
-    stack = [value]
-    seen: set[int] = set()
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            for m in REFERENCE.finditer(v):
-                yield m.group(0), _parse_ref(m.group(1))
-            open_at = REFERENCE.sub("", v).find("${")
-            if open_at >= 0:  # never closed: it would reach the tool as text
-                yield REFERENCE.sub("", v)[open_at:][:60], None
-        elif isinstance(v, dict | list | tuple):
-            if id(v) in seen:
-                continue
-            seen.add(id(v))
-            items = list(v.values()) if isinstance(v, dict) else list(v)
-            stack.extend(reversed(items))  # keep document order
 
 
 def _arg_names_with_refs(args: dict[str, Any]) -> set[str]:
@@ -197,7 +144,8 @@ def validate_plan(plan: Plan, tools: dict[str, Tool] | None = None) -> Plan:
                 problems.append(
                     f"task {t.id!r} has a bad reference {text}: "
                     + ("close it with '}'; " if not text.endswith("}") else "")
-                    + "write ${TASK.result}, ${TASK.result.key.path} or ${env.NAME}"
+                    + "write ${TASK.result}, ${TASK.result.key.path} or "
+                    + "${env.NAME}, or $${ for a literal ${ (as in 'echo $${HOME}')"
                 )
             elif any("[" in p or "]" in p for p in ref.path):
                 dotted = re.sub(r"\[\s*(-?\w+)\s*\]", r".\1", text)
@@ -326,7 +274,8 @@ def resolve_args(args: Any, result_of: Callable[[str], Any]) -> Any:
     """Replaces references with dependency results.
 
     A string that is exactly one reference becomes the referenced value with its
-    type; references inside longer strings are interpolated as text.
+    type; references inside longer strings are interpolated as text. ``$${``
+    becomes a literal ``${`` (``plan/_refs.py``).
 
     Raises:
         UnresolvedReferenceError: naming the reference and what was missing.
@@ -334,20 +283,17 @@ def resolve_args(args: Any, result_of: Callable[[str], Any]) -> Any:
     if isinstance(args, str):
         if "${" not in args:
             return args
-        whole = REFERENCE.fullmatch(args)
-        if whole is not None:
-            ref = _parse_ref(whole.group(1))
-            if ref is not None:
-                return _walk(None if ref.is_env else result_of(ref.task_id), ref)
+        ref = whole_reference(args)
+        if ref is not None:
+            return _walk(None if ref.is_env else result_of(ref.task_id), ref)
 
-        def sub(m: re.Match[str]) -> str:
-            ref = _parse_ref(m.group(1))
+        def sub(ref: Reference | None, _: str) -> str | None:
             if ref is None:
-                return m.group(0)
+                return None
             v = _walk(None if ref.is_env else result_of(ref.task_id), ref)
             return v if isinstance(v, str) else _json_text(v)
 
-        return REFERENCE.sub(sub, args)
+        return sub_references(args, sub, unescape=True)
     if isinstance(args, dict):
         return {k: resolve_args(v, result_of) for k, v in args.items()}
     if isinstance(args, list):

@@ -52,10 +52,11 @@ from argus_lab.plan._subtask import NotApplicable, Subtask, SubtaskLike, call_te
 from argus_lab.plan.domain import HTNContext, HTNDomain
 from argus_lab.plan.graph import (
     EXPAND_TOOL,
-    REFERENCE,
-    _parse_ref,
+    Reference,
     _walk,
+    sub_references,
     validate_plan,
+    whole_reference,
 )
 from argus_lab.plan.patch import PlanPatch, apply_patch
 
@@ -264,19 +265,18 @@ def _resolve(value: Any, results: Mapping[str, Any], task_id: str) -> Any:
         return results[tid]
 
     if isinstance(value, str):
-        whole = REFERENCE.fullmatch(value)
-        ref = _parse_ref(whole.group(1)) if whole else None
+        ref = whole_reference(value)
         if ref is not None and not ref.is_env:
             return _walk(result_of(ref.task_id), ref)
 
-        def sub(m: Any) -> str:
-            r = _parse_ref(m.group(1))
+        def sub(r: Reference | None, _: str) -> str | None:
             if r is None or r.is_env:
-                return str(m.group(0))
+                return None
             v = _walk(result_of(r.task_id), r)
             return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
-        return REFERENCE.sub(sub, value)
+        # Escapes stay as written: the task's args are resolved again to run.
+        return sub_references(value, sub, unescape=False)
     if isinstance(value, dict):
         return {k: _resolve(v, results, task_id) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -13,7 +13,7 @@ from argus_lab.errors import PlanError
 from argus_lab.model import Task
 from argus_lab.plan._model import Plan
 from argus_lab.plan._text import check_json, load_yaml, read_text
-from argus_lab.plan.graph import REFERENCE
+from argus_lab.plan.graph import sub_references
 from argus_lab.redact import MASK, Redactor, reference_only
 
 __all__ = [
@@ -93,7 +93,9 @@ def _literal(v: Any) -> Any:
     if isinstance(v, str):
         if "${" not in v:
             return v
-        return "" if reference_only(v) else REFERENCE.sub("", v)
+        if reference_only(v):
+            return ""
+        return sub_references(v, lambda _r, _t: "", unescape=False)
     if isinstance(v, dict):
         return {k: _literal(x) for k, x in v.items()}
     if isinstance(v, list):

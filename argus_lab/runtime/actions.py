@@ -62,6 +62,8 @@ class Actions:
                 stale.add(tid)
                 continue
             red = None if plain_args(task.args) else st.redactor  # as begin()
+            # The first call also watches every ${env.NAME} the run read: a task
+            # may have hashed, masked, a value a task after it in this order read.
             watch_env(st, task.args)  # hashed masked, as when it ran
             try:
                 args = resolve_args(task.args, st.result_of)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from typing import Any, Literal
 
 from argus_lab.model import TaskRecord
@@ -95,9 +96,31 @@ def edited_args(st: SessionState, args: dict[str, Any]) -> dict[str, Any]:
     return dict(resolve_args(args, st.result_of))
 
 
+_BEGUN_WATCHED: weakref.WeakSet[SessionState] = weakref.WeakSet()
+_NOT_BEGUN = frozenset({"pending", "blocked", "skipped"})
+
+
 def watch_env(st: SessionState, args: Any) -> None:
     """Masks from now on the values of the ``${env.NAME}`` that ``args`` read:
-    they are never stored, nor hashed (``input_hash``)."""
+    they are never stored, nor hashed (``input_hash``).
+
+    The first call for ``st`` also watches those of every task that began
+    before it was opened (a reopen, a fork): a task that ran after one of them
+    hashed its arguments with those values masked, and its hash is compared
+    again (``stale()``, a fork's replay lookup) in an order that may visit it
+    first, such as dependency order for a task unordered with that one.
+    """
+    if st not in _BEGUN_WATCHED:
+        _BEGUN_WATCHED.add(st)
+        tasks = st.tasks
+        for tid, status in list(st.records.status.items()):
+            task = tasks.get(tid) if status not in _NOT_BEGUN else None
+            if task is not None:
+                _watch(st, task.args)
+    _watch(st, args)
+
+
+def _watch(st: SessionState, args: Any) -> None:
     for _, ref in iter_references(args):
         if ref is not None and ref.is_env and ref.path[0] in os.environ:
             st.redactor.add(os.environ[ref.path[0]])

@@ -33,6 +33,8 @@ from argus_lab.store.space import full_error, is_disk_full
 if TYPE_CHECKING:
     import diskcache
 
+    from argus_lab.store.records import Loaded
+
 __all__ = [
     "IndexRebuiltWarning",
     "folder_problem",
@@ -44,6 +46,8 @@ __all__ = [
     "rebuild_or_raise",
     "scan_sessions",
     "session_store",
+    "stored_progress",
+    "with_runner",
 ]
 
 
@@ -313,6 +317,12 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
     records (a run's progress, a fork's kept results), never from the summary.
     """
     loaded = store.load()
+    return with_runner(stored_progress(loaded), loaded.head)
+
+
+def stored_progress(loaded: Loaded) -> dict[str, Any]:
+    """``read_progress`` without the runner: the stored status, the counts and
+    each task's status of ``loaded``, and the reason."""
     counts: dict[str, int] = {}
     tasks: dict[str, str] = {}  # for a widget following a run elsewhere
     recs = loaded.records
@@ -326,17 +336,22 @@ def read_progress(store: SessionStore) -> dict[str, Any]:
             st = rec.status if rec is not None else "pending"
         counts[st] = counts.get(st, 0) + 1
         tasks[tid] = st
-    status: str = loaded.meta.status
-    runner = live_runner(loaded.head)
-    if status == "running" and runner is None:
-        status = "interrupted"
     return {
-        "status": status,
+        "status": loaded.meta.status,
         "counts": counts,
         "tasks": tasks,
         "reason": loaded.meta.reason,
-        "runner": runner,
     }
+
+
+def with_runner(stored: dict[str, Any], head: Head | None) -> dict[str, Any]:
+    """``stored`` (``stored_progress``) with the live runner of ``head``, and
+    "interrupted" for a status of "running" that no live runner holds."""
+    status: str = stored["status"]
+    runner = live_runner(head)
+    if status == "running" and runner is None:
+        status = "interrupted"
+    return {**stored, "status": status, "runner": runner}
 
 
 def live_runner(head: Head | None) -> dict[str, Any] | None:

@@ -93,4 +93,6 @@ def check_lost_versions(state: StateLog, *, settled: bool, accept: bool) -> None
                 state._write(cur, c, snapshot=True)
                 now, seq = cur.version, cur.last_seq
     state.witness.compact(limit=0)  # its lines name versions that are gone
-    state.witness.record(now, [], last_seq=seq)
+    # Nothing survived: the first version is written again, so the witness
+    # goes back to 0 (otherwise only forward: another opener may be ahead).
+    state.witness.record(now, [], last_seq=seq, backwards=head is None)

@@ -28,11 +28,19 @@ files once.
 
 If the journal does not cover a lost version, every unfinished task counts as
 possibly lost: the fallback is conservative, never silent.
+
+The witness never moves backwards. Two writers of one folder (two processes, or
+two stores in one) each write after their own commit: A commits v10 and is
+descheduled, B commits v11 and witnesses it, then A's late write of 10 would
+hide a later loss of v11. Each write therefore holds an exclusive ``flock`` on
+the witness, reads it back (one ``pread``), and writes only a greater version.
+Only an accepted loss sets it lower, on purpose (``backwards=True``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import shlex
@@ -59,6 +67,18 @@ def _line(version: int) -> bytes:
     return f"{body} {zlib.crc32(body.encode()):08x}".ljust(_SIZE - 1).encode() + b"\n"
 
 
+def _parse(data: bytes) -> int | None:
+    """The version a witness line names; None if it is not a whole, good one."""
+    text = data[:_SIZE].decode("ascii", "replace").rstrip()
+    parts = text.split(" ")
+    if len(parts) != 3 or parts[0] != "AW1":
+        return None
+    body = f"{parts[0]} {parts[1]}"
+    if f"{zlib.crc32(body.encode()):08x}" != parts[2] or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
 class Witness:
     """The witness and journal files of one session folder."""
 
@@ -70,6 +90,9 @@ class Witness:
         self._fd: int | None = None
         self._jfd: int | None = None
         self._warned = False
+        self._mine = b""
+        """The line this object wrote last: read back unchanged, it needs no
+        parse (the common case of one writer)."""
 
     def read(self) -> int | None:
         """The version last witnessed, or None (neither witness nor journal).
@@ -97,14 +120,37 @@ class Witness:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return None
-        text = data[:_SIZE].decode("ascii", "replace").rstrip()
-        parts = text.split(" ")
-        if len(parts) != 3 or parts[0] != "AW1":
-            return None
-        body = f"{parts[0]} {parts[1]}"
-        if f"{zlib.crc32(body.encode()):08x}" != parts[2] or not parts[1].isdigit():
-            return None
-        return int(parts[1])
+        return _parse(data)
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._jfd = os.open(
+                self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+            )
+        return self._fd
+
+    def _witness(self, fd: int, version: int, backwards: bool) -> None:
+        """Writes ``version`` unless the witness already names a greater one
+        (another writer's later commit) and ``backwards`` is False."""
+        line = _line(version)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if not backwards:
+                data = os.pread(fd, _SIZE, 0)
+                if data != self._mine:
+                    # Another writer's line (or damage: then ours replaces it).
+                    cur = _parse(data)
+                    if cur is not None and cur > version:
+                        return
+                elif data > line:
+                    # Our own line, so well-formed: the zero-padded digits
+                    # compare as bytes as they do as numbers.
+                    return
+            os.pwrite(fd, line, 0)
+            self._mine = line
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _journal_last(self) -> int | None:
         """The highest version the journal names (None: no journal, or empty).
@@ -146,6 +192,7 @@ class Witness:
         *,
         durable: bool = True,
         last_seq: int | None = None,
+        backwards: bool = False,
     ) -> None:
         """Journals that ``version`` touched ``task_ids`` and witnesses it.
 
@@ -158,13 +205,11 @@ class Witness:
             last_seq: The last event seq as of this commit, journaled as
                 ``@N`` (a task id never starts with "@"): after a loss, new
                 events are numbered past every lost one (``lost_seq``).
+            backwards: Witness ``version`` even if an older one: only after an
+                accepted loss whose versions will be written again.
         """
         try:
-            if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-                self._jfd = os.open(
-                    self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
-                )
+            fd = self._fd if self._fd is not None else self._open()
             assert self._jfd is not None
             if last_seq is None:
                 line = " ".join([str(version), *task_ids]) + "\n"
@@ -172,7 +217,7 @@ class Witness:
                 line = f"{version:d} @{last_seq:d} {' '.join(task_ids)}\n"
             os.write(self._jfd, line.encode())
             if durable:
-                os.pwrite(self._fd, _line(version), 0)
+                self._witness(fd, version, backwards)
         except OSError as e:
             # The commit itself is already in SQLite: a witness left behind the
             # head is safe (it can only miss a loss, never invent one), so a
