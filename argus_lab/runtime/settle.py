@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Settler"]
 
-_ACCEPT = Accept()
-
 
 class Settler:
     """Writes the consequences of an attempt's outcome.
@@ -103,14 +101,21 @@ class Settler:
             tool_hash: The code hash of the tool that ran (kept on success).
             retries: How many transient failures the task may retry.
             extra: Events that belong in the same commit (e.g. a rejection).
-            intent: The fields of the attempt's intent, not yet in ``rec`` (a
-                quick call inline, whose intent was never written on its own):
-                a success's record takes them with its own, in one copy.
+            intent: The attempt's intent fields, not in ``rec`` yet (a quick
+                call inline, whose intent record is never written on its own).
         """
-        if intent is not None and out.__class__ is not Succeeded:
-            rec, intent = updated(rec, intent), None
+        if isinstance(out, Succeeded):  # the policy accepts every success
+            st = self._state
+            self.failures_in_a_row = 0
+            limit = self._options.inline_result_bytes
+            done, ev = success_of(st, tid, rec, out, tool_hash, limit, intent)
+            st.commit([done], [ev])
+            st.sched.set(tid, "succeeded")
+            self._memory.result(tid)
+            return
+        rec = rec if intent is None else updated(rec, intent)
         decision = self._decide(tid, rec, out, retries)
-        self._carry_out(tid, rec, out, decision, tool_hash, extra, intent)
+        self._carry_out(tid, rec, out, decision, tool_hash, extra)
 
     async def settled(
         self,
@@ -126,13 +131,11 @@ class Settler:
         outcomes settling beside it, all written in one transaction
         (outcomes.py), and this returns once it is durable; any other
         decision is carried out at once, as by ``settle``."""
-        if intent is not None and out.__class__ is not Succeeded:
-            rec, intent = updated(rec, intent), None
-        decision = self._decide(tid, rec, out, retries)
-        if not isinstance(decision, Accept):
+        if not isinstance(out, Succeeded):  # the policy accepts every success
+            rec = rec if intent is None else updated(rec, intent)
+            decision = self._decide(tid, rec, out, retries)
             self._carry_out(tid, rec, out, decision, tool_hash, None)
             return
-        assert isinstance(out, Succeeded)
         st = self._state
         self.failures_in_a_row = 0
         done, ev = success_of(
@@ -174,11 +177,6 @@ class Settler:
     def _decide(
         self, tid: str, rec: TaskRecord, out: Outcome, retries: int
     ) -> Decision:
-        if out.__class__ is Succeeded:
-            # FailurePolicy.decide accepts every success before it reads
-            # anything else: the jitter and the replanner's answers it would
-            # be asked with cost ~1% of a step.
-            return _ACCEPT
         task = self._state.tasks[tid]
         return self._policy.decide(
             task,
@@ -198,12 +196,11 @@ class Settler:
         decision: Decision,
         tool_hash: str | None,
         extra: list[EventBase] | None,
-        intent: dict[str, Any] | None = None,
     ) -> None:
         match decision:
             case Accept():
                 assert isinstance(out, Succeeded)
-                self._succeed(tid, rec, out, tool_hash, intent)
+                self.settle(tid, rec, out, tool_hash=tool_hash)
             case RetryLater(delay):
                 assert not isinstance(out, Succeeded | ShutDown)
                 self._retry_later(tid, rec, out, delay)
@@ -240,23 +237,6 @@ class Settler:
         )
         st.commit([back], [ev])
         st.sched.set(tid, "pending")
-
-    def _succeed(
-        self,
-        tid: str,
-        rec: TaskRecord,
-        out: Succeeded,
-        tool_hash: str | None,
-        intent: dict[str, Any] | None,
-    ) -> None:
-        st = self._state
-        self.failures_in_a_row = 0
-        rec, ev = success_of(
-            st, tid, rec, out, tool_hash, self._options.inline_result_bytes, intent
-        )
-        st.commit([rec], [ev])
-        st.sched.set(tid, "succeeded")
-        self._memory.result(tid)
 
     def _retry_later(
         self, tid: str, rec: TaskRecord, out: Failure, delay: float
