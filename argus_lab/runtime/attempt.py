@@ -64,7 +64,7 @@ class _Call:
     task: Task
     tool: Tool
     args: dict[str, Any]
-    ctx: ToolContext | None  # None: the tool takes none, no remote executor
+    ctx: ToolContext | None  # None: a call inline of a tool that takes none
     timeout: float | None
 
     def retries(self) -> int:
@@ -231,19 +231,18 @@ class AttemptRunner:
         }
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
         timeout = task.timeout or tool.timeout
-        # A frozen dataclass of seven fields costs ~2% of a step: made only
-        # for a tool that takes it, or a remote executor (which needs its key).
-        ctx = (
-            self._ctx(tid, attempt, key, tool)
-            if tool.takes_ctx or self._options.executor is not None
-            else None
-        )
-        call = _Call(task, tool, args, ctx, timeout)
-        if (
+        inline = (
             tool.side_effect != "write"
             and self._options.executor is None
             and self._inline.inline_now(tool, timeout)
-        ):
+        )
+        # A frozen dataclass of seven fields, ~2% of a step: a call inline
+        # gets one only if its tool takes it (a thread's call, always).
+        ctx = (
+            self._ctx(tid, attempt, key, tool) if tool.takes_ctx or not inline else None
+        )
+        call = _Call(task, tool, args, ctx, timeout)
+        if inline:
             # A quick call on the loop of a tool without side effects: nothing
             # else runs until it returns, and invariant 2 asks nothing of it, so
             # its intent goes into the outcome's commit (one transaction per
@@ -278,6 +277,7 @@ class AttemptRunner:
             # runs on (other commits, a skip, a pause): its intent is
             # committed first, as for any call on a thread.
             st.drop_deferred()  # only ours: deferred while the loop was held
+            call.ctx = call.ctx or self._ctx(tid, attempt, key, tool)
         return partial(self._call, tid, updated(rec, running), started, call)
 
     async def _call(
@@ -285,7 +285,8 @@ class AttemptRunner:
     ) -> None:
         """The rest of an attempt that awaits: its intent, then its call."""
         st = self._state
-        tool = call.tool
+        tool, ctx = call.tool, call.ctx
+        assert ctx is not None  # a call on a thread always has one (begin)
         # Committed with the intents of the tasks starting beside it (one
         # transaction). A tool without side effects loses nothing if its
         # intent is lost to a power cut (it runs again): no fsync under "full".
@@ -313,7 +314,7 @@ class AttemptRunner:
             out = await run_attempt(
                 tool,
                 call.args,
-                call.ctx,
+                ctx,
                 timeout=call.timeout,
                 success=call.task.success,
                 pool=self._thread_pool(),

@@ -53,9 +53,7 @@ more quick calls first protect the loop no better (a tool that turns slow goes
 back to threads after two slow inline calls, whatever came before)."""
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Result types that are JSON as they are (exactly these: no subclasses)."""
-_RESULT_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-"""What ``json.dumps(..., ensure_ascii=False, allow_nan=False)`` would build
-on every call (only the default arguments share an encoder); stateless."""
+_RESULT_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)  # made once
 
 
 def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
@@ -215,7 +213,7 @@ def check_success(result: Any, schema: dict[str, Any]) -> str | None:
 async def run_attempt(
     tool: Tool,
     args: dict[str, Any],
-    ctx: ToolContext | None,
+    ctx: ToolContext,
     *,
     timeout: float | None,
     success: dict[str, Any] | None,
@@ -230,10 +228,7 @@ async def run_attempt(
     ``gate``: decides which sync calls run on the event loop (None: only tools
     declared ``inline=True``). ``on_thread``: awaited before a call that was
     to run inline goes to a thread after all (it commits a deferred intent;
-    False: it could not, and the call does not start). ``ctx``: None only
-    for a tool that takes none, run without a ``remote`` executor.
-    ``artifacts``: makes the store a result's DataFrames, bytes or files go
-    to (called only for such a result, not for plain JSON)."""
+    False: it could not, and the call does not start)."""
     t0 = time.perf_counter()
     out = await _attempt(
         tool,
@@ -281,8 +276,7 @@ def call_inline(
 
 
 def _stamped(out: Outcome, t0: float) -> Outcome:
-    # The outcome was made just now and nobody else holds it: stamping its
-    # duration in place spares a dataclasses.replace (~3 us) on every step.
+    # Made just now, held by no one: stamped in place, no dataclasses.replace.
     object.__setattr__(out, "duration", time.perf_counter() - t0)
     return out
 
@@ -301,7 +295,7 @@ def _kwargs(tool: Tool, args: dict[str, Any], ctx: ToolContext | None) -> Any:
 async def _attempt(
     tool: Tool,
     args: dict[str, Any],
-    ctx: ToolContext | None,
+    ctx: ToolContext,
     *,
     timeout: float | None,
     success: dict[str, Any] | None,
@@ -320,7 +314,6 @@ async def _attempt(
         elif remote is not None:
             # Shipped to a cluster: the executor owns timeouts and cancellation
             # there, and turns a lost worker into a TransientError.
-            assert ctx is not None  # made for every remote call (AttemptRunner)
             result = await remote.call(
                 tool.fn,
                 kwargs,
