@@ -19,7 +19,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from argus_lab._redact_forms import SHAPES as _SHAPES
+from argus_lab._redact_forms import URL_MATCH as _URL_MATCH
 from argus_lab._redact_forms import encoded_forms
+from argus_lab._redact_forms import may_have_shape as _may_have_shape
 
 __all__ = [
     "MASK",
@@ -45,77 +48,12 @@ _SECRET_FIELD = re.compile(
 """Dict keys whose values are secrets, as whole words: "api_key", "github_token",
 "password", but not "author", "keywords" or "primary_key"."""
 
-_URL_PASSWORD = r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:@/]*:[^\s@/]+@"
-_URL_MATCH = re.compile(_URL_PASSWORD)
-_SHAPES = re.compile(
-    r"(sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
-    r"|sk-[A-Za-z0-9_\-]{32,}"  # OpenAI-style
-    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
-    r"|github_pat_[A-Za-z0-9_]{30,}"  # GitHub fine-grained
-    r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key id (ASIA: temporary, from STS)
-    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}|"
-    # scheme://user:password@, the scheme bounded: unbounded, it rescanned a
-    # long word from each of its letters (quadratic time on every step's text).
-    + _URL_PASSWORD
-    + r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
-    r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
-)
 _PLAIN = frozenset({int, float, bool})
 _KNOWN: set[str] = set()
 """Secret values handed to any redactor of this process (see known_secrets)."""
 _MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
 _MEMO_LEN = 200  # ``changes`` remembers clean entries this short (names, ids)
 _MEMO_SIZE = 4096  # ... this many at most, forgotten together
-# Every shape above but a URL's password contains one of these (lower-cased): a
-# substring test first lets text that holds none skip the regex, which has no
-# literal to seek to.
-_TRIGGERS = (
-    "sk-",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "xox",
-    "akia",
-    "asia",
-    "bearer",
-    "basic",
-    "authorization",
-    "api_key",
-    "api-key",
-    "apikey",
-    "password",
-    "passwd",
-    "secret",
-    "token",
-)
-
-
-_PARTS = ("gh", "api", "passw")
-"""Parts shared by several triggers: each ``in`` test is a pass over the text,
-so one test of a part stands for its family (13 passes, not 20), whose
-members are tested only when the part is there."""
-_FAMILIES = tuple((p, tuple(t for t in _TRIGGERS if p in t)) for p in _PARTS)
-_ALONE = tuple(t for t in _TRIGGERS if not any(p in t for p in _PARTS))
-
-
-def _may_have_shape(s: str) -> bool:
-    """Whether ``s`` holds a trigger (lower-cased) or a URL with a password."""
-    # map() over a bound method: the loop runs in C, no generator per value.
-    low = s.lower()
-    has = low.__contains__
-    if any(map(has, _ALONE)):
-        return True
-    for part, members in _FAMILIES:
-        if part in low and any(map(has, members)):
-            return True
-    # A URL's password needs both "://" and "@": a URL alone skips the regex.
-    return "@" in s and "://" in s
-
-
 _KEY_HINTS = (
     "key",
     "secret",
@@ -129,7 +67,7 @@ _KEY_HINTS = (
 )
 """Every key ``_SECRET_FIELD`` matches contains one of these (lower-cased)."""
 _HINTS = ("sk-", "gh", "github", "xox", "akia", "asia", "basic", "://", *_KEY_HINTS)
-"""Every shape (``_TRIGGERS``) and every secret key holds one of these."""
+"""Every shape (``TRIGGERS``, _redact_forms.py) and every secret key holds one."""
 
 _NESTED = frozenset({list, tuple, dict})
 

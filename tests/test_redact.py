@@ -330,7 +330,8 @@ def test_the_trigger_prefilter_answers_as_a_test_of_every_trigger() -> None:
     must say yes exactly where a test of every trigger would."""
     import random
 
-    from argus_lab.redact import _TRIGGERS, _may_have_shape
+    from argus_lab._redact_forms import TRIGGERS as _TRIGGERS
+    from argus_lab._redact_forms import may_have_shape as _may_have_shape
 
     def every(s: str) -> bool:
         low = s.lower()
