@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from argus_lab._redact_log import mask_logs as _mask_logs
 from argus_lab.errors import (
     ApprovalRequired,
     ArgusError,
@@ -184,6 +185,8 @@ _VIEWS.register(
     session_html=_session_html,
     graph_svg=_graph_svg,
 )
+# Secrets never reach a log (invariant 7): every logger of Argus masks first.
+_mask_logs()
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -8,7 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["SHAPES", "TRIGGERS", "URL_MATCH", "encoded_forms", "may_have_shape"]
+__all__ = [
+    "SHAPES",
+    "TRIGGERS",
+    "URL_MATCH",
+    "encoded_forms",
+    "may_have_shape",
+    "text_codec",
+]
 
 _URL_PASSWORD = r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:@/]*:[^\s@/]+@"
 URL_MATCH = re.compile(_URL_PASSWORD)
@@ -105,3 +112,19 @@ def encoded_forms(values: Iterable[str], min_len: int) -> set[str]:
 
 
 _URLSAFE = str.maketrans("+/", "-_")
+
+
+def text_codec(data: bytes) -> tuple[str, int]:
+    """(codec, where the text starts) of bytes that may be text: UTF-16 by its
+    byte-order mark, or without one when every other byte is NUL (ASCII text
+    in UTF-16, which also decodes as UTF-8 with a NUL between the letters, so
+    that no secret in it was seen), else UTF-8."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return ("utf-16-le" if data[0] == 0xFF else "utf-16-be"), 2
+    if len(data) % 2 == 0 and b"\0" in data:
+        half = len(data) // 2
+        if data[1::2].count(0) == half:
+            return "utf-16-le", 0
+        if data[0::2].count(0) == half:
+            return "utf-16-be", 0
+    return "utf-8", 0

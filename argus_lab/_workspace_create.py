@@ -27,11 +27,12 @@ from argus_lab.events import (
 )
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
-from argus_lab.plan.static import coerce_plan
+from argus_lab.plan.static import coerce_plan, masked_plan
 from argus_lab.redact import Redactor, count_secrets
 from argus_lab.runtime.session import Session, SessionOptions
+from argus_lab.store._vocabulary import session_redactor
 from argus_lab.store.checkpoints import Loaded, SessionStore
-from argus_lab.store.folders import remove_session_folders
+from argus_lab.store.folders import fsync_dir, remove_session_folders
 from argus_lab.store.names import NAME, SessionNames
 from argus_lab.tools.approval import policies_to_data
 from argus_lab.tools.registry import Tool
@@ -152,12 +153,12 @@ def create_session(
     """
     now = time.time()
     sid = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + uuid.uuid4().hex[:8]
-    red = Redactor(opts.secrets)
-    if red.needed(plan.goal):
-        # The store keeps the goal masked; the live session must show it the
-        # same way, or the secret reaches a notebook's saved output (widget
-        # HTML, repr) though reopening shows [REDACTED].
-        plan = plan.model_copy(update={"goal": red.text(plan.goal)})
+    red = session_redactor(opts.secrets)
+    # The store keeps the plan masked; the live session must show it the same
+    # way, or a secret in its goal or a title reaches tasks_df and a
+    # notebook's saved output (widget HTML, repr) though reopening shows
+    # [REDACTED].
+    plan = masked_plan(plan, red)
     if name is None:
         masked = red.text(plan.goal)  # a name is a key: no secret in it
         base = f"{parent.name}-fork" if parent else _slug(masked)
@@ -182,9 +183,11 @@ def create_session(
     ev = _first_events(meta, plan, opts, parent, kept)
     folder = names.folder(sid)
     store = SessionStore(folder, sid, durability=ws.durability)
-    store.redactor = Redactor(opts.secrets)
+    store.redactor = session_redactor(opts.secrets)
     try:
         head = store.create(meta, plan, kept, ev, replays)
+        if ws.durability == "full":  # the new folder's name, before the index's
+            fsync_dir(folder.parent)
         if not names.claim(name, sid):
             raise ArgusError(f"a session named {name!r} was just created elsewhere")
     except BaseException:

@@ -15,19 +15,23 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from argus_lab._redact_forms import SHAPES as _SHAPES
 from argus_lab._redact_forms import URL_MATCH as _URL_MATCH
-from argus_lab._redact_forms import encoded_forms
+from argus_lab._redact_forms import encoded_forms, text_codec
 from argus_lab._redact_forms import may_have_shape as _may_have_shape
+from argus_lab._redact_given import KNOWN as _KNOWN
+from argus_lab._redact_given import MIN_LEN as _MIN_LEN
+from argus_lab._redact_given import check_secrets, count_secrets, known_secrets
 
 __all__ = [
     "MASK",
     "SECRET_NAME",
     "Redactor",
+    "check_secrets",
     "count_secrets",
     "known_secrets",
     "reference_only",
@@ -49,9 +53,6 @@ _SECRET_FIELD = re.compile(
 "password", but not "author", "keywords" or "primary_key"."""
 
 _PLAIN = frozenset({int, float, bool})
-_KNOWN: set[str] = set()
-"""Secret values handed to any redactor of this process (see known_secrets)."""
-_MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
 _MEMO_LEN = 200  # ``changes`` remembers clean entries this short (names, ids)
 _MEMO_SIZE = 4096  # ... this many at most, forgotten together
 _KEY_HINTS = (
@@ -70,6 +71,7 @@ _HINTS = ("sk-", "gh", "github", "xox", "akia", "asia", "basic", "://", *_KEY_HI
 """Every shape (``TRIGGERS``, _redact_forms.py) and every secret key holds one."""
 
 _NESTED = frozenset({list, tuple, dict})
+_CODECS = ("utf-8", "utf-16-le", "utf-16-be")  # how a secret sits in binary data
 
 
 _REFERENCE = re.compile(r"\$\{[^}]*\}")
@@ -117,6 +119,11 @@ def _secret_field(key: str) -> bool:
     return _SECRET_FIELD.search(key) is not None or key.lower().endswith(_SHAPE_KEYS)
 
 
+@functools.lru_cache(maxsize=1024)
+def _secret_env_name(name: str) -> bool:
+    return SECRET_NAME.search(name) is not None  # once a name: learn_env runs often
+
+
 def _secret_entry(k: Any, x: Any) -> bool:
     """Whether ``x`` is text, or data holding text, under a secret-named key.
 
@@ -143,9 +150,15 @@ class Redactor:
         self,
         secrets: Iterable[str] = (),
         environ: Mapping[str, str] | None = None,
+        *,
+        reserved: Callable[[], Collection[str]] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
-        values = {v for k, v in env.items() if SECRET_NAME.search(k)}
+        self._reserved = reserved  # called only when there is a value to check
+        self._env_len = len(env) if env is os.environ else -1  # -1: never learn
+        # An env value that is a word of the rows (AUTH_MODE=session) is no secret.
+        named = (v for k, v in env.items() if _secret_env_name(k))
+        values = {v for v in named if len(v) >= _MIN_LEN and not self._is_word(v)}
         values.update(secrets)
         _KNOWN.update(v for v in secrets if v and len(v) >= _MIN_LEN)
         kept = {v for v in values if v and len(v) >= _MIN_LEN}
@@ -159,11 +172,32 @@ class Redactor:
 
     def add(self, value: str) -> None:
         """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
-        if value and len(value) >= _MIN_LEN and value not in self.values:
-            _KNOWN.add(value)
-            more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
-            self.values = sorted(more, key=len, reverse=True)
-            self._clean = set()  # a text clean before may hold this one
+        if len(value) < _MIN_LEN or value in self.values or self._is_word(value):
+            return
+        _KNOWN.add(value)
+        more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
+        self.values = sorted(more, key=len, reverse=True)
+        self._clean = set()  # a text clean before may hold this one
+
+    def _is_word(self, value: str) -> bool:
+        words = () if self._reserved is None else self._reserved()
+        return any(value in w for w in words)
+
+    def learn_new_env(self) -> None:
+        """``learn_env`` if variables were added to os.environ since it last
+        ran: a tool that sets a secret env var mid-run (a login) and returns
+        it. One ``len()``, at every step."""
+        if self._env_len != len(os.environ) and self._env_len >= 0:
+            self.learn_env()
+
+    def learn_env(self, environ: Mapping[str, str] | None = None) -> None:
+        """Masks from now on the values of secret-named env vars set since
+        (``%env API_KEY=...`` after a session opened: learnt at each run)."""
+        env = os.environ if environ is None else environ
+        if env is os.environ and self._env_len >= 0:
+            self._env_len = len(env)
+        for k in filter(_secret_env_name, env):  # each public call: kept cheap
+            self.add(env[k])
 
     def text(self, s: str) -> str:
         """Masks known secret values and secret shapes in a string."""
@@ -269,47 +303,30 @@ class Redactor:
     def mask_bytes(self, data: bytes) -> bytes | None:
         """``data`` with secrets masked; None when it is binary (not UTF-8) and
         holds a secret, since masking would corrupt it: refuse it then."""
+        codec, start = text_codec(data)  # UTF-16 too: a Windows export
         try:
-            text = data.decode("utf-8")
+            text = data[start:].decode(codec)
         except UnicodeDecodeError:
-            # Shapes are ASCII, and latin-1 maps every byte to one character.
+            # Shapes are ASCII, and latin-1 maps every byte to one character;
+            # ASCII in UTF-16 has a NUL beside each byte: dropped, it reads.
             binary = data.decode("latin-1")
-            if any(v.encode("utf-8") in data for v in self.values) or (
-                _may_have_shape(binary) and _SHAPES.search(binary) is not None
+            if any(v.encode(c) in data for v in self.values for c in _CODECS) or any(
+                _may_have_shape(b) and _SHAPES.search(b) is not None
+                for b in (binary, binary.replace("\0", ""))
             ):
                 return None
             return data
-        return self.text(text).encode("utf-8") if self.needed(text) else data
+        if not self.needed(text):
+            return data
+        return data[:start] + self.text(text).encode(codec)
 
     def frame(self, df: Any) -> Any:
-        """A pandas DataFrame with secrets masked in its column names, index
-        and text cells (a copy, or ``df`` itself when nothing needs masking)."""
+        """A pandas DataFrame with secrets masked in everything that can hold
+        text: names, index, cells, nested cells, attrs (a copy, or ``df``
+        itself when nothing needs masking; see ``_redact_frame``)."""
+        from argus_lab._redact_frame import masked_frame
 
-        def cell(x: Any) -> Any:
-            return self.text(x) if isinstance(x, str) else x
-
-        from pandas.api.types import is_object_dtype, is_string_dtype
-
-        def texts(values: Any) -> bool:
-            if not (is_object_dtype(values) or is_string_dtype(values)):
-                return False
-            return any(isinstance(x, str) and self.needed(x) for x in values)
-
-        out = df
-        if any(isinstance(c, str) and self.needed(c) for c in df.columns):
-            out = out.rename(columns=cell)
-        if texts(df.index):
-            out = out.rename(index=cell)
-        for axis in ("index", "columns"):
-            names = list(getattr(out, axis).names)
-            if any(isinstance(n, str) and self.needed(n) for n in names):
-                out = out.rename_axis(**{axis: [cell(n) for n in names]})
-        for i in range(len(out.columns)):
-            series = out.iloc[:, i]
-            if texts(series):
-                out = out.copy() if out is df else out
-                out.isetitem(i, series.map(cell))
-        return out
+        return masked_frame(self, df)
 
     def scrub_file(self, path: Path) -> Literal["clean", "masked", "removed"]:
         """Masks secrets in a file in place (atomically); a binary file holding
@@ -343,16 +360,3 @@ def _mask_shape(m: re.Match[str]) -> str:
         if lead < len(rest):
             return s[: cut + 1] + rest[:lead] + MASK
     return MASK
-
-
-def count_secrets(secrets: Iterable[str]) -> int:
-    """How many distinct values of ``secrets`` a redactor would mask."""
-    return len({v for v in secrets if v and len(v) >= _MIN_LEN})
-
-
-def known_secrets() -> tuple[str, ...]:
-    """Every secret value handed to a redactor of this process so far (a
-    session's ``secrets=``, values read through ``${env.NAME}``), for code that
-    writes outside a session and holds no session's redactor: a recording of
-    model requests and replies sees the prompts those values went into."""
-    return tuple(_KNOWN.copy())  # copy(): atomic while another thread adds

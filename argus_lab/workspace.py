@@ -23,14 +23,15 @@ from argus_lab._workspace_create import (
     prepare_plan,
     workspace_root,
 )
-from argus_lab.errors import ConcurrentSessionError, CorruptCheckpointError
+from argus_lab.errors import ConcurrentSessionError, CorruptCheckpointError, PlanError
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
-from argus_lab.plan.static import refuse_literal_secrets
-from argus_lab.redact import Redactor, count_secrets
+from argus_lab.plan.static import masked_error, refuse_literal_secrets
+from argus_lab.redact import count_secrets
 from argus_lab.runtime.options import SessionArgs
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.runtime.shutdown import track
+from argus_lab.store._vocabulary import session_redactor
 from argus_lab.store.artifacts import ArtifactStore
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.store.envelope import Durability
@@ -136,10 +137,14 @@ class Workspace:
             PlanError: when the plan is invalid for these tools (nothing written).
         """
         toolset = as_toolset(tools)
-        p = prepare_plan(goal, plan, toolset, options.get("planner"))
         opts = SessionOptions.of(options)
+        red = session_redactor(opts.secrets)
+        try:
+            p = prepare_plan(goal, plan, toolset, options.get("planner"))
+        except PlanError as e:
+            raise masked_error(e, red) from e.__cause__  # it quotes the plan
         check_models(p, opts.models)
-        refuse_literal_secrets(p, Redactor(opts.secrets))
+        refuse_literal_secrets(p, red)
         budgets = {"session": budget} if budget is not None else {}
         return create_session(
             self, self._names, p, toolset, opts, name=name, budgets=budgets

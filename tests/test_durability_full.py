@@ -230,3 +230,118 @@ def test_a_database_another_process_is_creating_right_now_opens(
         assert con.execute("PRAGMA page_size").fetchone()[0] == SESSION_PAGE_SIZE
     finally:
         con.close()
+
+
+def test_an_artifact_and_its_new_folders_are_flushed_before_the_commit(
+    full_ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under "full" the commit pointing to an artifact is fsynced; the file's
+    bytes were, but not its name in its folder (nor a new folder's name): a
+    power cut could keep the commit and lose the file."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    ref = full_ws.artifacts.put_bytes(b"x" * 1000)  # the workspace's first
+    path, root = full_ws.artifacts.path(ref), full_ws.artifacts.root
+    assert synced[0].startswith(str(path.parent) + "/.tmp-")  # the bytes, first
+    assert sorted(synced[1:]) == sorted(map(str, (path.parent, root, root.parent)))
+    synced.clear()
+    again = full_ws.artifacts.path(full_ws.artifacts.put_bytes(b"y" * 1000))
+    assert synced[0].startswith(str(again.parent) + "/.tmp-")
+    assert str(again.parent) in synced[1:] and str(root.parent) not in synced
+
+
+def test_a_new_sessions_folder_is_flushed_before_its_name_is_claimed(
+    full_ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's commit is fsynced inside its new folder; the folder's own
+    name in sessions/ was not, before the name index (fsynced) pointed to it:
+    a power cut could leave a claimed name and no session."""
+    from argus_lab.store.names import SessionNames
+
+    order: list[str] = []
+    real_fsync, real_claim = os.fsync, SessionNames.claim
+
+    def spy(fd: int) -> None:
+        order.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def claim(self: SessionNames, name: str, sid: str) -> bool:
+        order.append(f"claim {name}")
+        return real_claim(self, name, sid)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    monkeypatch.setattr(SessionNames, "claim", claim)
+    s = full_ws.new_session(plan=CHAIN, tools=BASIC_TOOLS, name="chain")
+    s.close()
+    sessions = str(full_ws.path / "sessions")
+    assert sessions in order and order.index(sessions) < order.index("claim chain")
+
+
+@pytest.mark.parametrize("kind", ["state", "thread"])
+def test_a_new_state_or_threads_folder_is_flushed_in_its_parent(
+    full_ws: al.Workspace, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A state's or LangGraph thread's folder whose name a power cut dropped
+    was not reported anywhere: the state was made again from its defaults,
+    the thread started over and reran its nodes."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    if kind == "state":
+        full_ws.state("tally").close()
+        assert str(full_ws.path / "states") in synced
+    else:
+        from tests.test_faults_full import CFG, _app
+
+        saver, app = _app(full_ws, 1)
+        app.invoke({"log": []}, CFG)
+        saver.close()
+        assert str(full_ws.path / "sessions") in synced
+
+
+def test_the_intent_of_an_llm_task_that_may_write_is_fsynced(
+    full_ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An intent of a tool without side effects skips its fsync (a power cut
+    that drops it only reruns the task). An LLM task's tool has none, but its
+    model may call a write that is not idempotent: a dropped intent made that
+    write run again, unseen."""
+    from argus_lab.llm.testing import FunctionModel
+
+    intents: list[bool] = []
+    real = SessionStore.commit
+
+    def spy(self: SessionStore, *args: object, **kw: object) -> object:
+        events = kw.get("events") or ()
+        if any(e.kind == "task_started" for e in events):  # type: ignore[attr-defined]
+            intents.append(bool(kw.get("relaxed")))
+        return real(self, *args, **kw)  # type: ignore[arg-type]
+
+    @al.tool(side_effect="write", idempotent=False)
+    def send(to: str) -> str:
+        """Sends (not idempotent)."""
+        return "sent"
+
+    monkeypatch.setattr(SessionStore, "commit", spy)
+    plan = {"tasks": [{"id": "think", "kind": "llm", "llm_tools": ["send"]}]}
+    model = FunctionModel(lambda req: "nothing to send", name="m")
+    with full_ws.new_session(
+        plan=plan, tools=[send], name="w", models=model, approvals=()
+    ) as s:
+        assert s.run().status == "succeeded"
+    assert intents == [False]
+    plain = {"tasks": [{"id": "think", "kind": "llm"}]}  # no tools: relaxed
+    with full_ws.new_session(plan=plain, name="r", models=model) as s:
+        assert s.run().status == "succeeded"
+    assert intents == [False, True]

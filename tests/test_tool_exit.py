@@ -1,8 +1,10 @@
 """A tool that calls sys.exit() fails its task; the run goes on and returns
-(SystemExit let through stops the session's event loop: run() never returned)."""
+(SystemExit let through stops the session's event loop: run() never returned).
+So does a tool raising CancelledError without being cancelled."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 from typing import Any
@@ -115,4 +117,33 @@ def test_an_llm_tasks_tool_exiting_is_an_error_the_model_reads(
     assert run_within(s).status == "succeeded"
     call = next(e for e in s.events() if e.kind == "tool_call")
     assert call.ok is False and call.error_type == "ToolExit"
+    s.close()
+
+
+@al.tool
+def cancelled_sync() -> None:
+    """Raises CancelledError though nobody cancelled it."""
+    raise asyncio.CancelledError("leaked by a client library")
+
+
+@al.tool
+async def cancelled_async() -> None:
+    """Raises CancelledError though nobody cancelled it."""
+    raise asyncio.CancelledError("leaked by a client library")
+
+
+@pytest.mark.parametrize("tool", [cancelled_sync, cancelled_async])
+def test_a_cancelled_error_a_tool_raises_fails_its_task_not_the_run(
+    ws: al.Workspace, tool: al.Tool
+) -> None:
+    # It read as the cancellation of the run itself: run() raised it, and the
+    # session and its task stayed "running".
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "t", "tool": tool.name}]}, tools=[tool]
+    )
+    assert s.run().status == "failed"
+    rec = s.record("t")
+    assert rec.status == "failed" and rec.error_type == "ToolCancelled"
+    assert "leaked by a client library" in (rec.error or "")
+    assert s.status == "failed"
     s.close()

@@ -42,6 +42,7 @@ from argus_lab.langgraph._record import (
 from argus_lab.store._rows import Transaction
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.envelope import encode as encode_argus
+from argus_lab.store.folders import fsync_dir
 from argus_lab.store.head import Head, lease_is_live, make_lease
 from argus_lab.store.witness import Witness
 
@@ -104,6 +105,7 @@ class ThreadStore:
                 self.ensure_thread_record()
                 if durability == "full":
                     self.cache.reset("sqlite_synchronous", 2)
+                    fsync_dir(directory.parent)  # the new folder's name too
         except sqlite3.DatabaseError as e:
             raise self.failed(e) from None
 

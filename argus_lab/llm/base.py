@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import hashlib
 import json
 from collections.abc import Coroutine, Mapping
@@ -382,5 +383,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
+    # The caller's context goes along (llm/recording.py), as asyncio.to_thread
+    # would carry it.
+    ctx = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, "argus-llm") as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(ctx.run, asyncio.run, coro).result()

@@ -93,6 +93,7 @@ class LLMDecomposer:
         self, ctx: HTNContext, *args: Any, **kwargs: Any
     ) -> list[Subtask] | None:
         from argus_lab.llm.base import Message, ModelRequest, run_sync
+        from argus_lab.llm.recording import recorded
 
         req = ModelRequest(
             messages=[Message.user(self._prompt(ctx))],
@@ -108,7 +109,7 @@ class LLMDecomposer:
             max_tokens=self.max_tokens,
             purpose="decompose",
         )
-        resp = run_sync(self.model.complete(req))
+        resp = run_sync(recorded(self.model).complete(req))
         self.calls.append(resp.event_payload("decompose"))
         use = next((u for u in resp.tool_uses if u.name == SUBMIT_SUBTASKS), None)
         if use is None:

@@ -34,6 +34,7 @@ from argus_lab.llm.base import (
     complete_with_retries,
     run_sync,
 )
+from argus_lab.llm.recording import recorded
 from argus_lab.plan._llm_prompt import (
     _SYSTEM,
     SUBMIT_PLAN,
@@ -236,7 +237,7 @@ class LLMPlanner(_ReplanMixin):
         base = {"round": n, "tool_choice": "tool" if force else "auto"}
         try:
             response = await complete_with_retries(
-                self.model, request, policy=self.retry, on_retry=on_retry
+                recorded(self.model), request, policy=self.retry, on_retry=on_retry
             )
         except (ModelError, TransientError) as e:
             failed = {

@@ -18,6 +18,8 @@ from argus_lab.redact import MASK, Redactor, reference_only
 
 __all__ = [
     "coerce_plan",
+    "masked_error",
+    "masked_plan",
     "plan_from_dict",
     "plan_from_yaml",
     "plan_to_yaml",
@@ -37,6 +39,34 @@ def coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
         "plan must be a Plan, a dict, YAML text or a file path, "
         f"not {type(plan).__name__}"
     )
+
+
+def masked_plan(plan: Plan, red: Redactor) -> Plan:
+    """``plan`` as the store keeps it: secrets in its texts (the goal, the
+    constraints, a task's title, description or expected output) masked.
+
+    A live session shows its plan this way: shown as written, a secret in a
+    title reached ``tasks_df``, the widget and a notebook's saved output,
+    though the session reopened showed ``[REDACTED]``. References are kept,
+    and literal secrets in arguments are refused (``refuse_literal_secrets``).
+    """
+    text = plan.model_dump_json(exclude_defaults=True)
+    if "\\" not in text and not red.needed(text):  # as the store's scrubbed()
+        return plan
+    data = json.loads(text)
+    masked = red.value(data)
+    return plan if masked == data else Plan.model_validate(masked)
+
+
+def masked_error(e: PlanError, red: Redactor) -> PlanError:
+    """``e`` with secrets masked in its message and problems, in place: a
+    plan's error quotes it (a dependency, a tool, a reference), and a
+    notebook saves the error with its output."""
+    if red.needed(e.message) or any(map(red.needed, e.problems)):
+        e.message = red.text(e.message)
+        e.args = (e.message,)
+        e.problems = [red.text(x) for x in e.problems]
+    return e
 
 
 def refuse_literal_secrets(plan: Plan | Iterable[Task], red: Redactor) -> None:

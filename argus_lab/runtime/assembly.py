@@ -88,6 +88,7 @@ def assemble(
     runner = RunLoop(state, signals, attempts, supervisor, settler, policy, options)
     actions = Actions(state, settler, signals)
     memory.prepare()
+    memory.recover()  # what a crash kept from being remembered
     loop = LoopThread(f"argus-{loaded.meta.name}")
 
     def close_parts() -> None:

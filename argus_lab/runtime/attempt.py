@@ -45,6 +45,7 @@ from argus_lab.runtime.outcome import (
     ShutDown,
     Succeeded,
 )
+from argus_lab.runtime.policy import unsafe
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.signals import Signals
 from argus_lab.runtime.state import SessionState
@@ -227,7 +228,7 @@ class AttemptRunner:
             "input_hash": in_hash,
             "next_attempt_at": None,
             # Recovery must judge the code that ran, not a redefinition.
-            "unsafe_intent": tool.side_effect == "write" and not tool.idempotent,
+            "unsafe_intent": unsafe(task, tool, st.tools),
         }
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
         timeout = task.timeout or tool.timeout
@@ -290,9 +291,12 @@ class AttemptRunner:
         # Committed with the intents of the tasks starting beside it (one
         # transaction). A tool without side effects loses nothing if its
         # intent is lost to a power cut (it runs again): no fsync under "full".
+        # An LLM task's model may make a write that is not idempotent: fsynced.
         try:
             written = await self._intents.commit(
-                rec, started, relaxed=tool.side_effect != "write"
+                rec,
+                started,
+                relaxed=tool.side_effect != "write" and not rec.unsafe_intent,
             )
         except asyncio.CancelledError:
             if not self._signals.absorbed_shutdown():

@@ -90,6 +90,7 @@ class RunLoop:
     def _acquire(self) -> None:
         st = self._state
         st.take_lease()
+        st.redactor.learn_env()  # set since the session opened (%env, a cell)
         self.recover()
         st.lease.start_heartbeat(
             lambda fresh: st.commit(lease=fresh), f"{st.info.name!r} ({st.info.id})"

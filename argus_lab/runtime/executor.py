@@ -17,7 +17,7 @@ from argus_lab.errors import (
     ArgusError,
     BudgetExceeded,
     InDoubtError,
-    StorageFullError,
+    StorageError,
     TransientError,
 )
 from argus_lab.runtime.options import RemoteExecutor
@@ -30,7 +30,7 @@ from argus_lab.runtime.outcome import (
     Succeeded,
     TimedOut,
 )
-from argus_lab.runtime.toolcall import await_tool, call_tool
+from argus_lab.runtime.toolcall import await_tool, call_tool, error_text
 from argus_lab.store.artifacts import ArtifactStore, to_stored
 from argus_lab.tools.registry import Tool, ToolContext
 
@@ -118,10 +118,8 @@ def _refused_the_loop(e: BaseException) -> bool:
     """Whether a call failed only because it ran inside an event loop: asyncio's
     own words for it ("cannot be called from a running event loop", "This event
     loop is already running"). Any other failure is the tool's and is counted."""
-    text = str(e).lower()
-    return isinstance(e, RuntimeError) and (
-        "event loop" in text or "running loop" in text
-    )
+    text = error_text(e).lower() if isinstance(e, RuntimeError) else ""
+    return "event loop" in text or "running loop" in text
 
 
 _REFUSED: Any = object()
@@ -188,7 +186,7 @@ def _failed(
 ) -> Failed:
     return Failed(
         kind=kind,
-        error=str(e) or type(e).__name__,
+        error=error_text(e),
         error_type=type(e).__name__,
         traceback="".join(traceback.format_exception(e)) if tb else None,
         retry_after=getattr(e, "retry_after", None),
@@ -346,16 +344,16 @@ def _error_outcome(tool: Tool, e: Exception, timeout: float | None) -> Outcome:
                 f"tool {tool.name!r} timed out after {timeout:g}s and may or may "
                 "not have taken effect"
             )
-        if timeout is not None and not str(e):
+        if timeout is not None and error_text(e) == type(e).__name__:
             return TimedOut(f"tool {tool.name!r} timed out after {timeout:g}s")
         return TimedOut(
-            str(e) or type(e).__name__,
+            error_text(e),
             type(e).__name__,
             traceback="".join(traceback.format_exception(e)),
         )
     if isinstance(e, InDoubtError):  # e.g. a cluster lost a write mid-way
         return InDoubt(
-            str(e) or type(e).__name__,
+            error_text(e),
             traceback="".join(traceback.format_exception(e)),
         )
     if isinstance(e, BudgetExceeded):  # an LLM task's check (the hit is kept)
@@ -381,7 +379,7 @@ def _result_outcome(
             else to_jsonable_python(to_stored(result, artifacts()))
         )
         text = _RESULT_JSON.encode(jsonable)
-    except StorageFullError:  # not the result's fault: the run stops, says so
+    except StorageError:  # not the result's fault: the run stops, says so
         raise
     except ArgusError as e:  # e.g. binary data holding a secret: refused
         return _failed(e, "bad_result", tb=False)

@@ -17,14 +17,15 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ApprovalRequired, BudgetExceeded, ToolError
+from argus_lab.errors import ApprovalRequired, BudgetExceeded, InDoubtError, ToolError
 from argus_lab.model import Task
 from argus_lab.runtime.budget import BudgetChecker, BudgetHit
 from argus_lab.runtime.options import SessionOptions
 from argus_lab.runtime.state import SessionState
-from argus_lab.runtime.toolcall import await_tool, call_tool
+from argus_lab.runtime.toolcall import await_tool, call_tool, error_text
 from argus_lab.tools.approval import require_approval
 from argus_lab.tools.registry import Tool, ToolContext
 
@@ -37,6 +38,8 @@ __all__ = ["FINAL_ANSWER", "LlmTaskRunner"]
 log = logging.getLogger("argus_lab")
 
 FINAL_ANSWER = "final_answer"
+_COUNTED = "counted:"
+"""Prefix of the replay key saying a recorded reply's cost was committed."""
 SYSTEM = (
     "You are one step of a larger plan run by Argus Lab. Do exactly the task "
     "described, using the tools offered when they help, then give the final "
@@ -254,7 +257,12 @@ class LlmTaskRunner:
                     try:
                         kwargs = tool.validate(args)
                         if tool.takes_ctx:
-                            kwargs["ctx"] = ctx
+                            # A key per call, stable as the turn is replayed:
+                            # the task's key alone made a remote that dedupes
+                            # by key drop the model's second, different call.
+                            kwargs["ctx"] = replace(
+                                ctx, idempotency_key=f"{ctx.idempotency_key}:{use.id}"
+                            )
                         if tool.is_async:
                             out = await await_tool(tool.fn, kwargs)
                         else:
@@ -262,8 +270,20 @@ class LlmTaskRunner:
                                 None, call_tool, tool.fn, kwargs
                             )
                         content, ok = json.dumps(out, default=str)[:20000], True
+                    except asyncio.CancelledError:
+                        if not once:
+                            raise
+                        # Abandoned mid-call (the task's timeout, a shutdown):
+                        # it may still take effect; a retry would make it again.
+                        raise InDoubtError(
+                            f"LLM task {task.id!r} was stopped while its model's "
+                            f"call of {use.name!r} (a write that is not "
+                            "idempotent) ran: it may or may not have taken effect",
+                            session_id=st.info.id,
+                            task_id=task.id,
+                        ) from None
                     except Exception as e:  # the model reads the error and adapts
-                        content, ok = f"{type(e).__name__}: {e}", False
+                        content, ok = f"{type(e).__name__}: {error_text(e)}", False
                         error_type = type(e).__name__
                     if once:
                         st.put_replay(done_key, {"content": content, "ok": ok})
@@ -293,7 +313,15 @@ class LlmTaskRunner:
         key = f"model:{model.name}:{req.hash()}"
         cached = st.get_replay(key)
         t0 = time.perf_counter()
-        if cached is not None:
+        # The reply is recorded before the step that counts it commits, so a
+        # crash never pays for it twice; ``counted`` follows that commit. A
+        # reply without it was paid for and never counted: count it now.
+        uncounted = cached is not None and st.get_replay(_COUNTED + key) is None
+        if cached is not None and uncounted:
+            resp = ModelResponse.model_validate(cached).model_copy(
+                update={"cost_note": "paid before a crash, counted on resume"}
+            )
+        elif cached is not None:
             resp = ModelResponse.model_validate(cached).model_copy(
                 update={
                     "cached": True,
@@ -344,6 +372,8 @@ class LlmTaskRunner:
             **resp.event_payload("llm_task"),
         )
         st.commit([rec], [ev])
+        if not resp.cached:
+            st.put_replay(_COUNTED + key, {})
         return resp
 
     def _expected_cost(self, model: Model) -> tuple[float, float]:

@@ -137,7 +137,7 @@ class SessionOptions:
     """Results larger than this (as JSON) go to content-addressed artifacts."""
     approvals: tuple[ApprovalPolicy, ...] | None = None
     """Approval policies, first match decides; None: ask before write tools."""
-    secrets: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # s.options shown
     """Values to redact besides env vars named like KEY/TOKEN/SECRET/PASSWORD."""
     max_consecutive_failures: int | None = 5
     """Pause (an anomaly) after this many tasks in a row failed for good."""
@@ -176,6 +176,11 @@ class SessionOptions:
     def __post_init__(self) -> None:
         if self.approvals is not None:
             object.__setattr__(self, "approvals", tuple(self.approvals))
+        if self.secrets:
+            from argus_lab.redact import check_secrets
+            from argus_lab.store._vocabulary import row_words
+
+            check_secrets(self.secrets, row_words())
         object.__setattr__(self, "secrets", tuple(self.secrets))
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")

@@ -57,6 +57,7 @@ __all__ = [
     "Rerun",
     "RetryLater",
     "StopForBudget",
+    "unsafe",
 ]
 
 Remedy = Literal["repair", "fallback", "replan"]
@@ -233,35 +234,39 @@ class FailurePolicy:
         when the attempt started counts too (``unsafe_when_started``): code
         redefined as idempotent after a crash did not run, the old code did.
         """
-        if (
-            unsafe_when_started
-            and tool is not None
-            and (tool.idempotent or tool.side_effect != "write")
-        ):
+        what = (
+            f"tool {task.tool!r}"
+            if task.tool
+            else f"an LLM task (its tools: {', '.join(task.llm_tools) or 'none'})"
+        )
+        if unsafe_when_started and tool is not None and not unsafe(task, tool, tools):
             return AskInDoubt(
                 f"task {task.id!r} was interrupted during attempt {out.attempt} of "
-                f"tool {task.tool!r}, which had side effects and was not "
+                f"{what}, which had side effects and was not "
                 "idempotent when that attempt started (it has been redefined "
                 "since): it may or may not have taken effect. Check, then call "
                 f"s.retry({task.id!r}) to run it again or s.skip({task.id!r}) if "
                 "it took effect."
             )
-        risky = any(  # an LLM task that may have been making a write
-            (t := tools.get(n)) is not None
-            and t.side_effect == "write"
-            and not t.idempotent
-            for n in task.llm_tools
-        )
-        if (
-            tool is not None
-            and not risky
-            and (tool.idempotent or tool.side_effect != "write")
-        ):
+        if tool is not None and not unsafe(task, tool, tools):
             return Rerun()
         return AskInDoubt(
             f"task {task.id!r} was interrupted during attempt {out.attempt} of "
-            f"tool {task.tool!r}, which has side effects and is "
+            f"{what}, which has side effects and is "
             "not idempotent (or is not registered): it may or may not have "
             f"taken effect. Check, then call s.retry({task.id!r}) to run it "
             f"again or s.skip({task.id!r}) if it took effect."
         )
+
+
+def unsafe(task: Task, tool: Tool, tools: Mapping[str, Tool]) -> bool:
+    """Whether an attempt of ``task`` with ``tool`` may make a write that is not
+    idempotent: the tool's own, or (an LLM task) one its model may call."""
+    if tool.side_effect == "write" and not tool.idempotent:
+        return True
+    return any(
+        (t := tools.get(n)) is not None
+        and t.side_effect == "write"
+        and not t.idempotent
+        for n in task.llm_tools
+    )

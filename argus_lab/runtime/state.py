@@ -23,15 +23,11 @@ from argus_lab.errors import UnresolvedReferenceError
 from argus_lab.events import EventBase, make_event
 from argus_lab.model import STATUSES, SessionInfo, Task, TaskRecord
 from argus_lab.plan import Plan
-from argus_lab.redact import Redactor
 from argus_lab.runtime.lease import Lease
-from argus_lab.runtime.options import (
-    SessionOptions,
-    Subscriber,
-    log,
-)
+from argus_lab.runtime.options import SessionOptions, Subscriber, log
 from argus_lab.runtime.scheduler import Scheduler
 from argus_lab.store._bulk import paused_gc
+from argus_lab.store._vocabulary import session_redactor
 from argus_lab.store.artifacts import ArtifactStore, from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore
 from argus_lab.store.records import TaskRecords
@@ -80,7 +76,7 @@ class SessionState:
         self.lease = lease
         self.artifacts = artifacts
         self.clock = clock
-        self.redactor = Redactor(options.secrets)
+        self.redactor = session_redactor(options.secrets)
         self.subscribers: list[Subscriber] = []
         self.timers: dict[str, asyncio.TimerHandle] = {}
         """Tasks waiting out a retry delay -> the timer that makes them ready."""
@@ -181,6 +177,7 @@ class SessionState:
         ``notify=False`` leaves telling subscribers to the caller (who must
         first finish updating the state they will look at).
         """
+        self.redactor.learn_new_env()  # an env secret a tool set mid-run
         records = [self._redact(r) for r in records]
         events = events or []
         if self._deferred:

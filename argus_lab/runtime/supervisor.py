@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 from argus_lab.errors import PlanError, UnresolvedReferenceError
 from argus_lab.events import EventBase, HtnDecision
+from argus_lab.llm.recording import recording
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.patch import PlanPatch
-from argus_lab.plan.static import refuse_literal_secrets
+from argus_lab.plan.static import masked_plan, refuse_literal_secrets
 from argus_lab.runtime.options import HTNPlanning, Replanning
 from argus_lab.runtime.outcome import (
     Failed,
@@ -122,7 +123,8 @@ class Supervisor:
         before = planner.on_decision
         planner.on_decision = seen.append
         try:
-            out = fn()
+            with recording(self._state):  # a decomposer's answers kept
+                out = fn()
         finally:
             planner.on_decision = before
         return out, [
@@ -254,13 +256,16 @@ class Supervisor:
         if planner is None:
             return False
         try:
-            patch = planner.replan(
-                st.plan,
-                tid,
-                error=out.error or "",
-                finished=self._finished(),
-                tools=st.tools,
-            )
+            with recording(st):  # its answers kept (llm/recording.py)
+                patch = planner.replan(
+                    st.plan,
+                    tid,
+                    # Masked: the planner's prompt goes to a model (and its
+                    # recording), and a model may copy what it read into a task.
+                    error=st.redactor.text(out.error or ""),
+                    finished=self._finished(),
+                    tools=st.tools,
+                )
         except PlanError:
             return False
         if patch is None or tid not in patch.removed:
@@ -290,7 +295,7 @@ class Supervisor:
                 lambda: planner.repair(
                     st.plan,
                     tid,
-                    reason=out.error or "",
+                    reason=st.redactor.text(out.error or ""),  # as for replan
                     dep_results=_Results(st),
                     protected=self._untouchable(but={tid}),
                     reserved=self._ever_ids(),
@@ -338,6 +343,9 @@ class Supervisor:
         except PlanError as e:
             log.warning("argus: a plan patch was refused: %s", e.message)
             raise
+        # Held as it is stored: a new task's title or description quoting a
+        # secret showed in tasks_df and the widget (see masked_plan).
+        new_plan = masked_plan(new_plan, st.redactor)
         version = st.info.plan_version + 1
         deps = {t.id: t.deps for t in new_plan.tasks}
         order = Scheduler(deps, dict.fromkeys(deps, "pending")).topo

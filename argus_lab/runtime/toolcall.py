@@ -3,14 +3,16 @@
 SystemExit is not an Exception: ``except Exception`` lets it through, and
 asyncio re-raises it out of the event loop, which stops the session's loop
 (``run()`` never returns). Every call of a tool's function goes through these
-(the executor's, inline, on a thread or awaited, and an LLM task's tool calls).
+(the executor's, inline, on a thread or awaited, and an LLM task's tool calls),
+and the text of what it raised is read through ``error_text``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-__all__ = ["ToolExit", "await_tool", "call_tool"]
+__all__ = ["ToolCancelled", "ToolExit", "await_tool", "call_tool", "error_text"]
 
 
 class ToolExit(Exception):
@@ -30,18 +32,50 @@ class ToolExit(Exception):
         )
 
 
+class ToolCancelled(Exception):
+    """A tool raised ``asyncio.CancelledError`` while nobody cancelled it (a
+    client library's leaked cancellation, a cancelled future it awaited).
+
+    Let through, it read as the cancellation of the session's own run: the
+    run ended with it, and the session and the task stayed "running".
+    """
+
+    def __init__(self, e: BaseException) -> None:
+        why = f" ({error_text(e)})" if e.args else ""
+        super().__init__(f"the tool raised CancelledError{why} without being cancelled")
+
+
 def call_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
-    """``fn(**kwargs)`` with a SystemExit turned into ToolExit."""
+    """``fn(**kwargs)`` with a SystemExit turned into ToolExit and a
+    CancelledError (nothing cancels a sync call) into ToolCancelled."""
     try:
         return fn(**kwargs)
     except SystemExit as e:
         raise ToolExit(e) from e
+    except asyncio.CancelledError as e:
+        raise ToolCancelled(e) from e
 
 
 async def await_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
     """``await fn(**kwargs)`` with a SystemExit turned into ToolExit (inside
-    the awaiting task, before asyncio's Task would re-raise it to the loop)."""
+    the awaiting task, before asyncio's Task would re-raise it to the loop),
+    and a CancelledError into ToolCancelled unless the call was cancelled."""
     try:
         return await fn(**kwargs)
     except SystemExit as e:
         raise ToolExit(e) from e
+    except asyncio.CancelledError as e:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise  # a real cancellation (a timeout, a shutdown): not the tool's
+        raise ToolCancelled(e) from e
+
+
+def error_text(e: BaseException) -> str:
+    """``str(e)``, or the class name when that is empty or raises: a tool's
+    exception whose ``__str__`` fails must fail its task, not end the run
+    (raising to the caller a message no redactor had seen)."""
+    try:
+        return str(e) or type(e).__name__
+    except Exception:
+        return f"{type(e).__name__} (its message could not be read)"

@@ -4,9 +4,12 @@ and the literal types of their fields and of search modes."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from argus_lab.redact import Redactor
 
 __all__ = [
     "KINDS",
@@ -19,6 +22,7 @@ __all__ = [
     "SearchMode",
     "check_record",
     "json_scalar",
+    "masked_record",
 ]
 
 MemoryKind = Literal["result", "note", "document", "lesson"]
@@ -144,6 +148,19 @@ def check_record(r: object, i: int) -> MemoryRecord:
             "value.isoformat() for a datetime, None for a missing number)"
         ) from None
     return rec
+
+
+def masked_record(rec: MemoryRecord, red: Redactor) -> MemoryRecord:
+    """``rec`` with secrets masked in its text and metadata (``rec`` itself
+    when it holds none): memory lies in the workspace (invariant 7)."""
+    update: dict[str, Any] = {}
+    if red.needed(rec.text):
+        update["text"] = red.text(rec.text)
+    if rec.metadata:
+        metadata = red.value(rec.metadata)
+        if metadata != rec.metadata:
+            update["metadata"] = metadata
+    return rec.model_copy(update=update) if update else rec
 
 
 def json_scalar(o: object, *, or_text: bool = False) -> Any:

@@ -15,8 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from argus_lab.errors import CorruptCheckpointError, ToolError
+from argus_lab.errors import CorruptCheckpointError, StorageError, ToolError
 from argus_lab.redact import Redactor
+from argus_lab.store.folders import fsync_dir
 from argus_lab.store.space import full_error, is_disk_full
 
 __all__ = ["ARTIFACT", "ArtifactStore", "from_stored", "to_stored"]
@@ -66,6 +67,9 @@ class ArtifactStore:
             return ref
         tmp = None
         try:
+            made = [
+                d for d in (dest.parent, self.root) if self.fsync and not d.is_dir()
+            ]
             dest.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as f:
@@ -74,6 +78,12 @@ class ArtifactStore:
                     f.flush()
                     os.fsync(f.fileno())
             os.replace(tmp, dest)
+            if self.fsync:
+                # A file's name lives in its folder (a new folder's in its
+                # parent): flushed too before the commit that points to it, or
+                # a power cut may keep the commit and lose the file.
+                for d in {dest.parent, *(m.parent for m in made)}:
+                    fsync_dir(d)
         except BaseException as e:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
@@ -82,8 +92,24 @@ class ArtifactStore:
                 raise full_error(
                     dest, e.strerror or e, what=f"writing a {len(data):,}-byte artifact"
                 ) from None
+            if isinstance(e, OSError):  # read-only, no permission, size limit
+                raise self._write_error(dest, len(data), e) from None
             raise
         return ref
+
+    def _write_error(self, dest: Path, size: int, e: OSError) -> StorageError:
+        """Why an artifact could not be written, and what to do (the run stops:
+        a result that cannot be stored is not the tool's failure)."""
+        task = f" for task {self.task!r}" if self.task else ""
+        return StorageError(
+            f"could not write a {size:,}-byte artifact{task} to {dest} "
+            f"({e.strerror or e}). Nothing committed was lost: this write was "
+            "not committed and everything before it is intact. Make "
+            f"{self.root} writable (its permissions, a read-only mount, a file "
+            "size limit), then reopen the session to go on; a write tool that "
+            "had already run is then held in doubt, for you to check.",
+            task_id=self.task,
+        )
 
     def get_bytes(self, ref: str, *, session_id: str | None = None) -> bytes:
         """Reads an artifact back, checking its hash.
@@ -171,6 +197,8 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
     if kind is None:
         return value
     red = store.redactor
+    if red is not None:  # a secret the tool put in os.environ: before the bytes
+        red.learn_new_env()
     name = None
     if kind == "bytes":
         data = bytes(value)
@@ -181,6 +209,8 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
         # The file itself is masked too: it lies in the workspace as well.
         if red is not None and red.scrub_file(p) == "removed":
             _refuse(store, f"file {p.name!r} is binary and held a secret (deleted)")
+        if red is not None and red.needed(p.name):  # its name too, as the sandbox's
+            p = _renamed(p, red.text(p.name), store)
         data, name = p.read_bytes(), p.name
     elif kind == "dataframe":
         buf = io.BytesIO()
@@ -201,9 +231,23 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
     return marker
 
 
+def _renamed(p: Path, name: str, store: ArtifactStore) -> Path:
+    """``p`` renamed to ``name`` (its name with the secrets masked), never
+    over another file."""
+    new = p.with_name(name)
+    try:
+        os.link(p, new)  # fails if ``new`` exists, where a rename would replace it
+    except FileExistsError:
+        _refuse(store, f"a file's name holds a secret, and {name!r} is taken")
+    p.unlink()
+    return new
+
+
 def _refuse(store: ArtifactStore, why: str) -> NoReturn:
     raise ToolError(
-        f"task {store.task!r}: {why}: masking it would corrupt it, so it is "
+        # Not "{why}: masking": "a secret: masking" is a secret's shape
+        # ("secret: <value>"), and the stored error read "[REDACTED] it would".
+        f"task {store.task!r}: {why}, and masking it would corrupt it, so it is "
         "refused and never stored. Return text, or keep secrets out of binary data",
         task_id=store.task,
     )

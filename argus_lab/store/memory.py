@@ -64,6 +64,7 @@ from argus_lab.store._memory_records import (
     OnMismatch,
     SearchMode,
     check_record,
+    masked_record,
 )
 from argus_lab.store._memory_reembed import ReembedJob, _MemoryReembed
 from argus_lab.store.embedding import (
@@ -264,6 +265,8 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
     ) -> tuple[list[MemoryRecord], Any]:
         """Validated records with their ids, and their vectors (embedded now,
         outside the write lock; a mismatch is settled first)."""
+        from argus_lab.redact import Redactor, known_secrets
+
         now = time.time()
         by_id: dict[str, MemoryRecord] = {}
         if isinstance(records, str | bytes | Mapping | MemoryRecord):
@@ -271,8 +274,12 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
                 f"add_many takes a list of records (dicts with 'text'), got a "
                 f"{type(records).__name__}; for one text, use memory.add(text)"
             )
+        # Memory lies in the workspace (invariant 7): what a user adds or
+        # ingests directly is masked like what the memory tool writes, against
+        # the env's secrets and every secret a session of this process knows.
+        red = Redactor(known_secrets())
         for i, r in enumerate(records):
-            rec = check_record(r, i)
+            rec = masked_record(check_record(r, i), red)
             rid = rec.id or memory_id(
                 rec.kind, session_id=rec.session_id, task_id=rec.task_id, text=rec.text
             )
@@ -327,6 +334,17 @@ class Memory(_MemoryQuery, _MemoryIndex, _MemoryReembed, _MemoryIngest):
         t = self._open()
         with _filter_errors(where):
             return 0 if t is None else int(t.count_rows(where))
+
+    def _ids(self, where: str) -> set[str]:
+        """The ids of the memories matching a SQL filter."""
+        t = self._open()
+        if t is None:
+            return set()
+        n = int(t.count_rows(where))
+        if not n:
+            return set()
+        rows = t.search().where(where).select(["id"]).limit(n).to_arrow()
+        return set(rows.column("id").to_pylist())
 
     def get(self, id: str) -> MemoryRecord | None:
         """The memory with this id, or None."""

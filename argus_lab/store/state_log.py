@@ -32,6 +32,7 @@ import jsonpatch
 
 from argus_lab.errors import ConflictError, CorruptCheckpointError, StorageFullError
 from argus_lab.store.envelope import Durability, encode, open_cache
+from argus_lab.store.folders import fsync_dir
 from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.state_lost import check_lost_versions
 from argus_lab.store.state_records import (
@@ -241,6 +242,8 @@ class StateLog:
             head.version = 0
             head.created = head.created or time.time()
             self._write(head, c, snapshot=True)
+        if self.witness.fsync:  # "full": the new folder's name too (folders.py)
+            fsync_dir(self.directory.parent)
         self.witness.record(head.version, [], last_seq=head.last_seq)
         return head
 

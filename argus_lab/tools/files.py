@@ -283,6 +283,12 @@ def make_file_tools(
             content: The full text of the file.
         """
         if ctx.redactor is not None:  # the file lies in the workspace: no secrets
+            if ctx.redactor.needed(path):  # masked, the file would go elsewhere
+                raise ToolError(
+                    "write_file: the path holds a secret; a file's name lies in "
+                    "the workspace like its text: name the file without it",
+                    task_id=ctx.task_id,
+                )
             content = ctx.redactor.text(content)
         return write_text(Path(ctx.workdir), path, content, max_bytes=max_write_bytes)
 

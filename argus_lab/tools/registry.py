@@ -40,7 +40,8 @@ class ToolContext:
     """1 for the first attempt, 2 for the first retry, and so on."""
     idempotency_key: str
     """Stable across crash-retries and transient retries of the same task;
-    hand it to remote APIs so a repeated request takes effect once."""
+    hand it to remote APIs so a repeated request takes effect once. A tool an
+    LLM task's model calls gets its own: ``<task key>:<tool_use id>``."""
     workspace: Path
     """The workspace folder."""
     workdir: Path

@@ -1,0 +1,91 @@
+"""Planner model calls through a session's replay cache (invariant 9).
+
+An LLM task's model calls are recorded in its session's replay cache
+(runtime/llm_task.py); a planner's, made while the session runs (an LLM
+replan, an HTN decomposer expanding or repairing a compound), were not. A crash
+between the model's answer and the commit of the plan change then asked, and
+paid, the model again on resume, and a model answering differently changed the
+plan that resumed; a fork replanning the same failure paid again too.
+
+The session's supervisor calls its planner inside ``recording(state)``; each
+planner asks ``recorded(self.model)`` for the model to call, which reads and
+writes that cache under the LLM tasks' keys (``model:<name>:<request hash>``).
+Outside ``recording`` (planning before a session exists) it is the model
+itself. ``run_sync`` carries the context into its helper thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from argus_lab.llm.base import Model, ModelRequest, ModelResponse
+
+__all__ = ["RecordedModel", "ReplyStore", "recorded", "recording"]
+
+
+class ReplyStore(Protocol):
+    """Where replies are recorded (a session's state)."""
+
+    def get_replay(self, key: str) -> dict[str, Any] | None: ...
+
+    def put_replay(self, key: str, data: dict[str, Any]) -> None: ...
+
+
+_STORE: ContextVar[ReplyStore | None] = ContextVar("argus_reply_store", default=None)
+
+
+@contextmanager
+def recording(store: ReplyStore) -> Iterator[None]:
+    """Model calls made through ``recorded`` in this block go through ``store``."""
+    token = _STORE.set(store)
+    try:
+        yield
+    finally:
+        _STORE.reset(token)
+
+
+def recorded(model: Model) -> Model:
+    """``model``, answering from the replay cache of the ``recording`` block
+    this runs in (``model`` itself outside one)."""
+    store = _STORE.get()
+    return model if store is None else RecordedModel(model, store)
+
+
+class RecordedModel:
+    """``model``, answering from ``store`` when it has the reply.
+
+    Args:
+        model: The model that really answers.
+        store: Where the replies are recorded.
+    """
+
+    def __init__(self, model: Model, store: ReplyStore) -> None:
+        self._model = model
+        self._store = store
+
+    @property
+    def name(self) -> str:
+        """The inner model's name (part of the replay key)."""
+        return self._model.name
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The recorded reply to ``request``, else the model's (then recorded)."""
+        from argus_lab.llm.base import ModelResponse
+
+        key = f"model:{self._model.name}:{request.hash()}"
+        cached = self._store.get_replay(key)
+        if cached is not None:
+            return ModelResponse.model_validate(cached).model_copy(
+                update={
+                    "cached": True,
+                    "cost_usd": 0.0,
+                    "cost_note": "served from the session's replay cache",
+                }
+            )
+        resp = await self._model.complete(request)
+        self._store.put_replay(key, resp.model_dump(mode="json"))
+        return resp
