@@ -1,10 +1,85 @@
-"""The forms libraries write a secret value in by themselves (``redact.py``)."""
+"""The forms a secret takes in text (``redact.py``): the shapes of secrets
+(API keys, tokens, a URL's password, ``password=...``), with the substring
+prefilter that spares most text the regex, and the forms libraries write a
+secret value in by themselves."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
-__all__ = ["encoded_forms", "text_codec"]
+__all__ = [
+    "SHAPES",
+    "TRIGGERS",
+    "URL_MATCH",
+    "encoded_forms",
+    "may_have_shape",
+    "text_codec",
+]
+
+_URL_PASSWORD = r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:@/]*:[^\s@/]+@"
+URL_MATCH = re.compile(_URL_PASSWORD)
+SHAPES = re.compile(
+    r"(sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
+    r"|sk-[A-Za-z0-9_\-]{32,}"  # OpenAI-style
+    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
+    r"|github_pat_[A-Za-z0-9_]{30,}"  # GitHub fine-grained
+    r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
+    r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key id (ASIA: temporary, from STS)
+    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}|"
+    # scheme://user:password@, the scheme bounded: unbounded, it rescanned a
+    # long word from each of its letters (quadratic time on every step's text).
+    + _URL_PASSWORD
+    + r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
+    r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
+)
+# Every shape above but a URL's password contains one of these (lower-cased): a
+# substring test first lets text that holds none skip the regex, which has no
+# literal to seek to.
+TRIGGERS = (
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "akia",
+    "asia",
+    "bearer",
+    "basic",
+    "authorization",
+    "api_key",
+    "api-key",
+    "apikey",
+    "password",
+    "passwd",
+    "secret",
+    "token",
+)
+
+
+_PARTS = ("gh", "api", "passw")
+"""Parts shared by several triggers: each ``in`` test is a pass over the text,
+so one test of a part stands for its family (13 passes, not 20), whose
+members are tested only when the part is there."""
+_FAMILIES = tuple((p, tuple(t for t in TRIGGERS if p in t)) for p in _PARTS)
+_ALONE = tuple(t for t in TRIGGERS if not any(p in t for p in _PARTS))
+
+
+def may_have_shape(s: str) -> bool:
+    """Whether ``s`` holds a trigger (lower-cased) or a URL with a password."""
+    # map() over a bound method: the loop runs in C, no generator per value.
+    low = s.lower()
+    has = low.__contains__
+    if any(map(has, _ALONE)):
+        return True
+    for part, members in _FAMILIES:
+        if part in low and any(map(has, members)):
+            return True
+    # A URL's password needs both "://" and "@": a URL alone skips the regex.
+    return "@" in s and "://" in s
 
 
 def encoded_forms(values: Iterable[str], min_len: int) -> set[str]:

@@ -19,7 +19,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from argus_lab._redact_forms import SHAPES as _SHAPES
+from argus_lab._redact_forms import URL_MATCH as _URL_MATCH
 from argus_lab._redact_forms import encoded_forms, text_codec
+from argus_lab._redact_forms import may_have_shape as _may_have_shape
 from argus_lab._redact_given import KNOWN as _KNOWN
 from argus_lab._redact_given import MIN_LEN as _MIN_LEN
 from argus_lab._redact_given import check_secrets, count_secrets, known_secrets
@@ -49,56 +52,9 @@ _SECRET_FIELD = re.compile(
 """Dict keys whose values are secrets, as whole words: "api_key", "github_token",
 "password", but not "author", "keywords" or "primary_key"."""
 
-_URL_PASSWORD = r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:@/]*:[^\s@/]+@"
-_URL_MATCH = re.compile(_URL_PASSWORD)
-_SHAPES = re.compile(
-    r"(sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
-    r"|sk-[A-Za-z0-9_\-]{32,}"  # OpenAI-style
-    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
-    r"|github_pat_[A-Za-z0-9_]{30,}"  # GitHub fine-grained
-    r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key id (ASIA: temporary, from STS)
-    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}|"
-    # scheme://user:password@, the scheme bounded: unbounded, it rescanned a
-    # long word from each of its letters (quadratic time on every step's text).
-    + _URL_PASSWORD
-    + r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
-    r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
-)
 _PLAIN = frozenset({int, float, bool})
-# Every shape above but a URL's password contains one of these (lower-cased): a
-# substring test first lets text that holds none skip the regex, which has no
-# literal to seek to.
-_TRIGGERS = (
-    "sk-",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "xox",
-    "akia",
-    "asia",
-    "bearer",
-    "basic",
-    "authorization",
-    "api_key",
-    "api-key",
-    "apikey",
-    "password",
-    "passwd",
-    "secret",
-    "token",
-)
-
-
-def _may_have_shape(s: str) -> bool:
-    # map() over a bound method: the loop runs in C, no generator per value.
-    # A URL's password needs both "://" and "@": a URL alone skips the regex.
-    return any(map(s.lower().__contains__, _TRIGGERS)) or ("@" in s and "://" in s)
-
-
+_MEMO_LEN = 200  # ``changes`` remembers clean entries this short (names, ids)
+_MEMO_SIZE = 4096  # ... this many at most, forgotten together
 _KEY_HINTS = (
     "key",
     "secret",
@@ -112,7 +68,7 @@ _KEY_HINTS = (
 )
 """Every key ``_SECRET_FIELD`` matches contains one of these (lower-cased)."""
 _HINTS = ("sk-", "gh", "github", "xox", "akia", "asia", "basic", "://", *_KEY_HINTS)
-"""Every shape (``_TRIGGERS``) and every secret key holds one of these."""
+"""Every shape (``TRIGGERS``, _redact_forms.py) and every secret key holds one."""
 
 _NESTED = frozenset({list, tuple, dict})
 _CODECS = ("utf-8", "utf-16-le", "utf-16-be")  # how a secret sits in binary data
@@ -210,6 +166,9 @@ class Redactor:
         self.values = sorted(
             kept | encoded_forms(kept, _MIN_LEN), key=len, reverse=True
         )
+        self._clean: set[tuple[Any, str]] = set()
+        """(key, short text) entries ``changes`` found nothing to mask in, with
+        these ``values``: event fields repeat (a tool's name every step)."""
 
     def add(self, value: str) -> None:
         """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
@@ -218,6 +177,7 @@ class Redactor:
         _KNOWN.add(value)
         more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
         self.values = sorted(more, key=len, reverse=True)
+        self._clean = set()  # a text clean before may hold this one
 
     def _is_word(self, value: str) -> bool:
         words = () if self._reserved is None else self._reserved()
@@ -284,15 +244,23 @@ class Redactor:
         """What ``value(data)`` changes in a dict: only the entries it masks,
         masked (empty when nothing needs masking; no copy of the rest)."""
         out: dict[str, Any] = {}
+        clean = self._clean
         for k, x in data.items():
             if x is None or x.__class__ in _PLAIN:
                 continue  # nothing to mask in a number
+            short = x.__class__ is str and len(x) <= _MEMO_LEN
+            if short and (k, x) in clean:
+                continue  # scanned before, with the same secrets
             if _secret_entry(k, x):
                 out[k] = self._under_secret_key(x)
             else:
                 nx = self.value(x)
                 if nx is not x and nx != x:
                     out[k] = nx
+                elif short:
+                    if len(clean) >= _MEMO_SIZE:
+                        clean.clear()
+                    clean.add((k, x))
         return out
 
     def spans(self, text: str) -> list[tuple[int, int]]:

@@ -54,6 +54,13 @@ def test_payload_to_fields_maps_the_old_payload_keys() -> None:
     ev = make_event("task_skipped", session_id="s", ts=1, **fields)
     assert isinstance(ev, TaskSkipped) and ev.previous == "failed"
     assert ev.own_fields() == {"reason": "r", "previous": "failed"}
+    # Set later (the runtime writes masked values back), and kept extras.
+    ev.reason = "masked"
+    migrated = TaskSkipped.model_validate(
+        {"session_id": "s", "ts": 1, "reason": "r", "old_key": 3}
+    )
+    assert ev.own_fields() == {"reason": "masked", "previous": "failed"}
+    assert migrated.own_fields() == {"reason": "r", "old_key": 3}
     ev2 = make_event("llm_call", duration=2.0, session_id="s", ts=1)
     assert ev2.duration == 2.0 and "duration" not in ev2.details()
     assert not hasattr(ev, "payload")  # the untyped view is gone: read fields

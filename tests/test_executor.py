@@ -42,7 +42,7 @@ def call(
             args or {},
             ctx,
             pool=pool,
-            artifacts=ArtifactStore(tmp_path / "artifacts"),
+            artifacts=lambda: ArtifactStore(tmp_path / "artifacts"),
             **kw,
         )
     )

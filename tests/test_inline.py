@@ -15,6 +15,7 @@ import pytest
 import argus_lab as al
 from argus_lab.runtime import executor
 from argus_lab.runtime.executor import INLINE_AFTER
+from argus_lab.runtime.options import idempotency_key, input_hash
 from tests.conftest import chain_plan
 
 BUDGET = 0.05
@@ -144,6 +145,35 @@ def test_a_call_that_fails_on_the_loop_is_run_again_on_a_thread(
     assert on_loop(seen[INLINE_AFTER]) and not on_loop(seen[INLINE_AFTER + 1])
     assert not any(on_loop(n) for n in seen[INLINE_AFTER + 1 :])
     assert len(seen) == 7
+
+
+def test_an_inline_success_keeps_its_intent_in_the_record_on_disk(
+    ws: al.Workspace,
+) -> None:
+    """An inline call's intent is never written on its own: its fields go
+    into the success's record, which holds them exactly as a call on a thread
+    leaves them (read back from disk, and as set fields of the model)."""
+    tool, seen = recorder()
+    s = ws.new_session(plan=chain(4), tools=[tool], name="intent")
+    assert s.run().status == "succeeded"
+    sid = s.id
+    live = s.record("t3")  # the record made in memory, as committed
+    s.close()
+    assert {"status", "attempts", "started", "idempotency_key", "input_hash"} <= (
+        live.model_fields_set
+    )
+    s = ws.open("intent", tools=[tool])
+    assert on_loop(seen[-1])
+    records = [s.record(f"t{i}") for i in range(4)]
+    s.close()
+    assert live == records[3]
+    for i, rec in enumerate(records):  # t0 ran on a thread, t3 on the loop
+        assert rec.status == "succeeded" and rec.attempts == 1 and rec.result == i
+        assert rec.idempotency_key == idempotency_key(sid, rec.task_id, 0)
+        assert rec.input_hash == input_hash("where", {"i": i})
+        assert rec.started is not None and rec.ended is not None
+        assert rec.started <= rec.ended and rec.next_attempt_at is None
+        assert not rec.unsafe_intent and rec.tool_hash == tool.code_hash
 
 
 def test_a_failure_on_the_loop_is_an_attempt_like_any_other(

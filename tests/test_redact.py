@@ -310,6 +310,42 @@ def test_changes_are_what_value_would_change(data: dict[str, object]) -> None:
     assert all(data[k] != v for k, v in changed.items())
 
 
+def test_changes_remembers_clean_text_only_while_the_secrets_stay_the_same() -> None:
+    """``changes`` skips a short entry it found clean before (a tool's name in
+    every step's event), but a secret added since is masked in it all the
+    same, and an entry under a secret-named key is never taken for clean."""
+    r = Redactor(environ={})
+    entry = {"tool": "deploy-with-s3cr3t-Value-7f9a"}
+    assert r.changes(entry) == {} and r.changes(entry) == {}  # scanned, remembered
+    r.add("s3cr3t-Value-7f9a")
+    assert r.changes(entry) == {"tool": f"deploy-with-{MASK}"}
+    assert r.changes(entry) == {"tool": f"deploy-with-{MASK}"}  # not remembered
+    keyed = {"token": "abcdefgh"}
+    assert r.changes(keyed) == {"token": MASK} == r.changes(keyed)
+    assert r.changes({"note": "abcdefgh"}) == {}  # the same text, another key
+
+
+def test_the_trigger_prefilter_answers_as_a_test_of_every_trigger() -> None:
+    """``_may_have_shape`` tests a shared part for a family of triggers; it
+    must say yes exactly where a test of every trigger would."""
+    import random
+
+    from argus_lab._redact_forms import TRIGGERS as _TRIGGERS
+    from argus_lab._redact_forms import may_have_shape as _may_have_shape
+
+    def every(s: str) -> bool:
+        low = s.lower()
+        return any(t in low for t in _TRIGGERS) or ("@" in s and "://" in s)
+
+    pieces = [*_TRIGGERS, *(t[:-1] for t in _TRIGGERS), "gh", "api", "passw"]
+    pieces += ["GHS_", "Api-Key", "PassWd", "x", " ", "-", "_", "@", "://", "é"]
+    rng = random.Random(7)
+    texts = [t.upper() for t in _TRIGGERS] + ["", "x" * 256, "github pat"]
+    texts += ["".join(rng.choices(pieces, k=rng.randint(1, 6))) for _ in range(3000)]
+    assert all(_may_have_shape(s) == every(s) for s in texts)
+    assert any(_may_have_shape(s) for s in texts) and not _may_have_shape("x" * 256)
+
+
 @al.tool
 def keyed_by_token() -> dict[str, object]:
     """A result keyed by secret-shaped strings, at the top and nested."""

@@ -532,9 +532,10 @@ def test_rows_whose_text_holds_a_secret_shape_stay_json_and_masked(
 def test_the_hint_scan_for_hashes_misses_no_shape_and_no_secret_key() -> None:
     # may_hold_secrets answers False only when nothing could be masked: every
     # shape's trigger and every key the secret-key rule matches holds a hint.
-    from argus_lab.redact import _HINTS, _SECRET_FIELD, _TRIGGERS
+    from argus_lab._redact_forms import TRIGGERS
+    from argus_lab.redact import _HINTS, _SECRET_FIELD
 
-    assert [t for t in _TRIGGERS if not any(h in t for h in _HINTS)] == []
+    assert [t for t in TRIGGERS if not any(h in t for h in _HINTS)] == []
     keys = [
         "api_key",
         "apikey",

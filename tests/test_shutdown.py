@@ -274,7 +274,7 @@ def test_a_pool_that_refuses_work_is_a_shutdown(tmp_path: Path) -> None:
             timeout=None,
             success=None,
             pool=pool,
-            artifacts=al.Workspace(tmp_path / "ws").artifacts,
+            artifacts=lambda: al.Workspace(tmp_path / "ws").artifacts,
         )
     )
     assert isinstance(out, ShutDown) and not out.started

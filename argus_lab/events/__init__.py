@@ -125,6 +125,9 @@ _COMMON = frozenset(COMMON_FIELDS)
 _FIELDS: dict[type[EventBase], frozenset[str]] = {
     c: frozenset(c.model_fields) for c in _CLASSES
 }
+_MAKE: dict[str, tuple[type[EventBase], frozenset[str]]] = {
+    k: (c, _FIELDS[c]) for k, c in _BY_KIND.items()
+}
 
 Event = Annotated[
     SessionCreated
@@ -173,7 +176,11 @@ def event_class(kind: str) -> type[EventBase]:
     try:
         return _BY_KIND[kind]
     except KeyError:
-        raise KeyError(f"unknown event kind {kind!r}; known: {EVENT_KINDS}") from None
+        raise _unknown(kind) from None
+
+
+def _unknown(kind: str) -> KeyError:
+    return KeyError(f"unknown event kind {kind!r}; known: {EVENT_KINDS}")
 
 
 def payload_to_fields(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -198,14 +205,19 @@ def make_event(kind: str, **fields: Any) -> EventBase:
         TypeError: a field the kind does not declare (a typo, or a new key
             that needs a field in ``argus_lab.events`` first).
     """
-    cls = event_class(kind)
-    # Every step builds events: a subset test of the keys, no set built and no
-    # sorting unless something is wrong.
-    if not _FIELDS[cls].issuperset(fields):
-        unknown = sorted(fields.keys() - _FIELDS[cls])
+    # Every step builds events: one lookup, a subset test of the keys (no set
+    # built, no sorting unless something is wrong), and the validator called
+    # as ``cls(**fields)`` calls it, without the Python frame of __init__.
+    try:
+        cls, known = _MAKE[kind]
+    except KeyError:
+        raise _unknown(kind) from None
+    if not known.issuperset(fields):
+        unknown = sorted(fields.keys() - known)
         raise TypeError(
             f"event {kind!r} ({cls.__name__}) has no field(s) {unknown}; its fields: "
-            f"{sorted(_FIELDS[cls] - _COMMON)}. Declare new ones in "
-            "argus_lab/events/"
+            f"{sorted(known - _COMMON)}. Declare new ones in argus_lab/events/"
         )
-    return cls(**fields)
+    # Deferred (defer_build): the first call builds the class's validator.
+    event: EventBase = cls.__pydantic_validator__.validate_python(fields)
+    return event

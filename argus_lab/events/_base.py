@@ -21,6 +21,8 @@ COMMON_FIELDS: tuple[str, ...] = (
 
 
 _COMMON = frozenset(COMMON_FIELDS)
+_OWN: dict[type[BaseModel], tuple[str, ...]] = {}
+"""Event class -> its own field names (``EventBase.own_fields``), in order."""
 
 
 class EventBase(BaseModel):
@@ -56,9 +58,19 @@ class EventBase(BaseModel):
         Cheaper than ``details()``: no dump. The runtime's redaction reads these
         and writes masked values back with ``setattr``.
         """
-        out = {
-            k: v for k, v in self.__dict__.items() if v is not None and k not in _COMMON
-        }
+        cls = self.__class__
+        names = _OWN.get(cls)
+        if names is None:
+            names = _OWN[cls] = tuple(k for k in cls.model_fields if k not in _COMMON)
+        # A loop over the kind's own names (one or two for a step's events),
+        # not a comprehension over all of them: the runtime masks every
+        # event's own fields before each commit.
+        d = self.__dict__
+        out = {}
+        for k in names:
+            v = d.get(k)
+            if v is not None:
+                out[k] = v
         if self.__pydantic_extra__:
             out.update(self.__pydantic_extra__)
         return out

@@ -65,16 +65,13 @@ class _Call:
     task: Task
     tool: Tool
     args: dict[str, Any]
-    ctx: ToolContext
+    ctx: ToolContext | None  # None: a call inline of a tool that takes none
     timeout: float | None
 
-    def settle_args(self) -> dict[str, Any]:
-        """What the settler needs to know of the call besides its outcome."""
+    def retries(self) -> int:
+        """How many transient failures the call's task may retry."""
         retries = self.task.retries
-        return {
-            "tool_hash": self.tool.code_hash,
-            "retries": self.tool.retries if retries is None else retries,
-        }
+        return self.tool.retries if retries is None else retries
 
 
 class AttemptRunner:
@@ -209,37 +206,44 @@ class AttemptRunner:
                 return None
         key = idempotency_key(st.info.id, tid, rec.generation)
         attempt = rec.attempts + 1
-        hit = self._budget.check(tid, {"steps": 1})
-        if hit is not None:
-            self._settler.budget_stop(tid, hit)
-            return None
+        if st.info.budgets or task.budget is not None:  # else no limit to cross
+            hit = self._budget.check(tid, {"steps": 1})
+            if hit is not None:
+                self._settler.budget_stop(tid, hit)
+                return None
         if self._signals.stopping is not None:  # shutting down: start nothing
             st.sched.set(tid, "pending")
             return None
         st.usage["steps"] = st.usage.get("steps", 0) + 1
         # Invariant 2: the intent is durable before the side effect can happen.
-        rec = updated(
-            rec,
-            {
-                "status": "running",
-                "attempts": attempt,
-                "started": st.now(),
-                "ended": None,
-                "idempotency_key": key,
-                "input_hash": in_hash,
-                "next_attempt_at": None,
-                # Recovery must judge the code that ran, not a redefinition.
-                "unsafe_intent": unsafe(task, tool, st.tools),
-            },
-        )
+        # Its record is ``updated(rec, running)``, made below only where it is
+        # written on its own (a call that awaits): a quick call inline hands
+        # the fields to its outcome's record instead (one copy, not two).
+        running: dict[str, Any] = {
+            "status": "running",
+            "attempts": attempt,
+            "started": st.now(),
+            "ended": None,
+            "idempotency_key": key,
+            "input_hash": in_hash,
+            "next_attempt_at": None,
+            # Recovery must judge the code that ran, not a redefinition.
+            "unsafe_intent": unsafe(task, tool, st.tools),
+        }
         started = st.event("task_started", tid, attempt=attempt, tool=tool.name)
         timeout = task.timeout or tool.timeout
-        call = _Call(task, tool, args, self._ctx(tid, attempt, key, tool), timeout)
-        if (
+        inline = (
             tool.side_effect != "write"
             and self._options.executor is None
             and self._inline.inline_now(tool, timeout)
-        ):
+        )
+        # A frozen dataclass of seven fields, ~2% of a step: a call inline
+        # gets one only if its tool takes it (a thread's call, always).
+        ctx = (
+            self._ctx(tid, attempt, key, tool) if tool.takes_ctx or not inline else None
+        )
+        call = _Call(task, tool, args, ctx, timeout)
+        if inline:
             # A quick call on the loop of a tool without side effects: nothing
             # else runs until it returns, and invariant 2 asks nothing of it, so
             # its intent goes into the outcome's commit (one transaction per
@@ -251,7 +255,7 @@ class AttemptRunner:
                     args,
                     call.ctx,
                     success=task.success,
-                    artifacts=st.artifacts.redacting(st.redactor, tid),
+                    artifacts=partial(st.artifacts.redacting, st.redactor, tid),
                     gate=self._inline,
                 )
             except BaseException:
@@ -266,22 +270,24 @@ class AttemptRunner:
                 # their group commit, with its intent (taken now: only this
                 # attempt deferred it).
                 intent = st.take_deferred()
-                return partial(self._settle_later, tid, rec, call, out, intent)
+                return partial(self._settle_later, tid, rec, running, call, out, intent)
             else:
-                self._settle(tid, rec, call, out)  # alone: committed now
+                self._settle(tid, rec, running, call, out)  # alone: now
                 return None
             # Refused inside the loop, the call goes to a thread and the loop
             # runs on (other commits, a skip, a pause): its intent is
             # committed first, as for any call on a thread.
             st.drop_deferred()  # only ours: deferred while the loop was held
-        return partial(self._call, tid, rec, started, call)
+            call.ctx = call.ctx or self._ctx(tid, attempt, key, tool)
+        return partial(self._call, tid, updated(rec, running), started, call)
 
     async def _call(
         self, tid: str, rec: TaskRecord, started: EventBase, call: _Call
     ) -> None:
         """The rest of an attempt that awaits: its intent, then its call."""
         st = self._state
-        tool = call.tool
+        tool, ctx = call.tool, call.ctx
+        assert ctx is not None  # a call on a thread always has one (begin)
         # Committed with the intents of the tasks starting beside it (one
         # transaction). A tool without side effects loses nothing if its
         # intent is lost to a power cut (it runs again): no fsync under "full".
@@ -312,11 +318,11 @@ class AttemptRunner:
             out = await run_attempt(
                 tool,
                 call.args,
-                call.ctx,
+                ctx,
                 timeout=call.timeout,
                 success=call.task.success,
                 pool=self._thread_pool(),
-                artifacts=st.artifacts.redacting(st.redactor, tid),
+                artifacts=partial(st.artifacts.redacting, st.redactor, tid),
                 remote=self._options.executor,
                 gate=self._inline,
             )
@@ -329,28 +335,57 @@ class AttemptRunner:
         # An LLM task's calls added their cost to the committed record.
         await self._settled(tid, st.records[tid], call, out)
 
-    def _settle(self, tid: str, rec: TaskRecord, call: _Call, out: Outcome) -> None:
-        """Settles ``out`` now: whatever it means is committed at once."""
-        self._settler.settle(tid, rec, self._budget_hit(tid, out), **call.settle_args())
+    def _settle(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        running: dict[str, Any],
+        call: _Call,
+        out: Outcome,
+    ) -> None:
+        """Settles ``out`` of an inline call now: whatever it means is
+        committed at once (``rec`` before its intent's fields ``running``)."""
+        out = self._budget_hit(tid, out)
+        self._settler.settle(
+            tid,
+            rec,
+            out,
+            tool_hash=call.tool.code_hash,
+            retries=call.retries(),
+            intent=running,
+        )
 
     async def _settled(
-        self, tid: str, rec: TaskRecord, call: _Call, out: Outcome
-    ) -> None:
-        """Settles ``out``; a success joins the group commit of the successes
-        settling beside it (``Settler.settled``, outcomes.py)."""
-        out = self._budget_hit(tid, out)
-        await self._settler.settled(tid, rec, out, **call.settle_args())
-
-    async def _settle_later(
         self,
         tid: str,
         rec: TaskRecord,
         call: _Call,
         out: Outcome,
+        running: dict[str, Any] | None = None,
+    ) -> None:
+        """Settles ``out``; a success joins the group commit of the successes
+        settling beside it (``Settler.settled``, outcomes.py)."""
+        out = self._budget_hit(tid, out)
+        await self._settler.settled(
+            tid,
+            rec,
+            out,
+            tool_hash=call.tool.code_hash,
+            retries=call.retries(),
+            intent=running,
+        )
+
+    async def _settle_later(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        running: dict[str, Any],
+        call: _Call,
+        out: Outcome,
         intent: list[EventBase],
     ) -> None:
         self._state.defer(intent)  # its own intent goes into its outcome's batch
-        await self._settled(tid, rec, call, out)
+        await self._settled(tid, rec, call, out, running)
 
     def _budget_hit(self, tid: str, out: Outcome) -> Outcome:
         hit = self._llm.take_budget_hit(tid)

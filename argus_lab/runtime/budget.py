@@ -123,8 +123,11 @@ class BudgetChecker:
         """The first limit that ``need`` more would cross for ``task_id``, or None."""
         st = self._state
         task = st.tasks.get(task_id) if task_id is not None else None
+        budgets = st.info.budgets
+        if not budgets and (task is None or task.budget is None):
+            return None  # no limit anywhere (every step asks: no scopes built)
         return check(
-            st.info.budgets,
+            budgets,
             st.usage,
             st.records,
             task_id,

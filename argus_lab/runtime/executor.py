@@ -53,6 +53,7 @@ more quick calls first protect the loop no better (a tool that turns slow goes
 back to threads after two slow inline calls, whatever came before)."""
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Result types that are JSON as they are (exactly these: no subclasses)."""
+_RESULT_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)  # made once
 
 
 def _timed(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
@@ -215,7 +216,7 @@ async def run_attempt(
     timeout: float | None,
     success: dict[str, Any] | None,
     pool: Executor,
-    artifacts: ArtifactStore,
+    artifacts: Callable[[], ArtifactStore],
     remote: RemoteExecutor | None = None,
     gate: InlineGate | None = None,
     on_thread: Callable[[], Awaitable[bool]] | None = None,
@@ -245,10 +246,10 @@ async def run_attempt(
 def call_inline(
     tool: Tool,
     args: dict[str, Any],
-    ctx: ToolContext,
+    ctx: ToolContext | None,
     *,
     success: dict[str, Any] | None,
-    artifacts: ArtifactStore,
+    artifacts: Callable[[], ArtifactStore],
     gate: InlineGate,
 ) -> Outcome | None:
     """One attempt of a sync tool on the event loop, now, without awaiting
@@ -273,13 +274,12 @@ def call_inline(
 
 
 def _stamped(out: Outcome, t0: float) -> Outcome:
-    # The outcome was made just now and nobody else holds it: stamping its
-    # duration in place spares a dataclasses.replace (~3 us) on every step.
+    # Made just now, held by no one: stamped in place, no dataclasses.replace.
     object.__setattr__(out, "duration", time.perf_counter() - t0)
     return out
 
 
-def _kwargs(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> Any:
+def _kwargs(tool: Tool, args: dict[str, Any], ctx: ToolContext | None) -> Any:
     """The call's keyword arguments, or the Failed outcome of bad ones."""
     try:
         kwargs = tool.validate(args)
@@ -298,7 +298,7 @@ async def _attempt(
     timeout: float | None,
     success: dict[str, Any] | None,
     pool: Executor,
-    artifacts: ArtifactStore,
+    artifacts: Callable[[], ArtifactStore],
     remote: RemoteExecutor | None = None,
     gate: InlineGate | None = None,
     on_thread: Callable[[], Awaitable[bool]] | None = None,
@@ -367,7 +367,7 @@ def _result_outcome(
     tool: Tool,
     result: Any,
     success: dict[str, Any] | None,
-    artifacts: ArtifactStore,
+    artifacts: Callable[[], ArtifactStore],
 ) -> Outcome:
     """How an attempt whose call returned ``result`` ended (checked, as JSON)."""
     try:
@@ -376,9 +376,9 @@ def _result_outcome(
         jsonable = (
             result
             if result.__class__ in _SCALARS
-            else to_jsonable_python(to_stored(result, artifacts))
+            else to_jsonable_python(to_stored(result, artifacts()))
         )
-        text = json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
+        text = _RESULT_JSON.encode(jsonable)
     except StorageError:  # not the result's fault: the run stops, says so
         raise
     except ArgusError as e:  # e.g. binary data holding a secret: refused

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord, updated
@@ -174,11 +174,14 @@ def success_of(
     out: Succeeded,
     tool_hash: str | None,
     inline_limit: int,
+    intent: dict[str, Any] | None = None,
 ) -> tuple[TaskRecord, EventBase]:
     """The record and event of a success, not committed yet: the result kept
-    in the record up to ``inline_limit`` bytes of JSON, as an artifact above."""
+    in the record up to ``inline_limit`` bytes of JSON, as an artifact above.
+    ``intent``: the attempt's intent fields, not in ``rec`` yet (taken over:
+    the caller made them for this and holds them no more)."""
     size = len(out.result_json)
-    upd: dict[str, object] = {
+    upd: dict[str, Any] = {
         "status": "succeeded",
         "ended": st.now(),
         "error": None,
@@ -187,6 +190,9 @@ def success_of(
         "reason": None,
         "tool_hash": tool_hash,
     }
+    if intent is not None:
+        intent.update(upd)
+        upd = intent
     if size > inline_limit:
         # Redacted like an inline result before it lands (invariant 7), the
         # secrets a tool put in os.environ included (learnt at commit, later).

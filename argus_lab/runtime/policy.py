@@ -264,6 +264,8 @@ def unsafe(task: Task, tool: Tool, tools: Mapping[str, Tool]) -> bool:
     idempotent: the tool's own, or (an LLM task) one its model may call."""
     if tool.side_effect == "write" and not tool.idempotent:
         return True
+    if not task.llm_tools:  # every step asks: no generator for an empty list
+        return False
     return any(
         (t := tools.get(n)) is not None
         and t.side_effect == "write"

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from argus_lab.events import EventBase
-from argus_lab.model import TaskRecord
+from argus_lab.model import TaskRecord, updated
 from argus_lab.runtime.budget import BudgetHit
 from argus_lab.runtime.outcome import (
     Failure,
@@ -90,6 +90,7 @@ class Settler:
         tool_hash: str | None = None,
         retries: int = 0,
         extra: list[EventBase] | None = None,
+        intent: dict[str, Any] | None = None,
     ) -> None:
         """Decides about ``out`` (attempt ``rec.attempts`` of ``tid``), writes it.
 
@@ -100,7 +101,19 @@ class Settler:
             tool_hash: The code hash of the tool that ran (kept on success).
             retries: How many transient failures the task may retry.
             extra: Events that belong in the same commit (e.g. a rejection).
+            intent: The attempt's intent fields, not in ``rec`` yet (a quick
+                call inline, whose intent record is never written on its own).
         """
+        if isinstance(out, Succeeded):  # the policy accepts every success
+            st = self._state
+            self.failures_in_a_row = 0
+            limit = self._options.inline_result_bytes
+            done, ev = success_of(st, tid, rec, out, tool_hash, limit, intent)
+            st.commit([done], [ev])
+            st.sched.set(tid, "succeeded")
+            self._memory.result(tid)
+            return
+        rec = rec if intent is None else updated(rec, intent)
         decision = self._decide(tid, rec, out, retries)
         self._carry_out(tid, rec, out, decision, tool_hash, extra)
 
@@ -112,20 +125,21 @@ class Settler:
         *,
         tool_hash: str | None = None,
         retries: int = 0,
+        intent: dict[str, Any] | None = None,
     ) -> None:
         """``settle`` for an attempt that can wait: a success joins the
         outcomes settling beside it, all written in one transaction
         (outcomes.py), and this returns once it is durable; any other
         decision is carried out at once, as by ``settle``."""
-        decision = self._decide(tid, rec, out, retries)
-        if not isinstance(decision, Accept):
+        if not isinstance(out, Succeeded):  # the policy accepts every success
+            rec = rec if intent is None else updated(rec, intent)
+            decision = self._decide(tid, rec, out, retries)
             self._carry_out(tid, rec, out, decision, tool_hash, None)
             return
-        assert isinstance(out, Succeeded)
         st = self._state
         self.failures_in_a_row = 0
         done, ev = success_of(
-            st, tid, rec, out, tool_hash, self._options.inline_result_bytes
+            st, tid, rec, out, tool_hash, self._options.inline_result_bytes, intent
         )
         # An intent deferred into this commit (a quick call on the loop, which
         # nothing else ran beside) goes with the outcome, in the same batch.
@@ -186,7 +200,7 @@ class Settler:
         match decision:
             case Accept():
                 assert isinstance(out, Succeeded)
-                self._succeed(tid, rec, out, tool_hash)
+                self.settle(tid, rec, out, tool_hash=tool_hash)
             case RetryLater(delay):
                 assert not isinstance(out, Succeeded | ShutDown)
                 self._retry_later(tid, rec, out, delay)
@@ -223,18 +237,6 @@ class Settler:
         )
         st.commit([back], [ev])
         st.sched.set(tid, "pending")
-
-    def _succeed(
-        self, tid: str, rec: TaskRecord, out: Succeeded, tool_hash: str | None
-    ) -> None:
-        st = self._state
-        self.failures_in_a_row = 0
-        rec, ev = success_of(
-            st, tid, rec, out, tool_hash, self._options.inline_result_bytes
-        )
-        st.commit([rec], [ev])
-        st.sched.set(tid, "succeeded")
-        self._memory.result(tid)
 
     def _retry_later(
         self, tid: str, rec: TaskRecord, out: Failure, delay: float
