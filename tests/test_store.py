@@ -318,22 +318,23 @@ def test_head_row_reads_back_every_usage_value() -> None:
     }
 
 
-def test_field_masker_scans_a_text_again_once_a_secret_is_added() -> None:
-    """An event's own text found clean is not scanned again (store/_commit.py,
-    FieldMasker), until the redactor learns a secret: then it is."""
+def test_event_text_found_clean_is_scanned_again_once_a_secret_is_added() -> None:
+    """An event's own text found clean is not scanned again (the redactor
+    remembers it, ``Redactor.changes``), until the redactor learns a secret:
+    then it is, and masked."""
     from argus_lab.events import make_event
     from argus_lab.redact import MASK, Redactor
-    from argus_lab.store._commit import FieldMasker
+    from argus_lab.store._commit import mask_events
 
-    red, masker = Redactor(environ={}), FieldMasker()
-    scans: list[dict[str, Any]] = []
-    changes = red.changes
+    red = Redactor(environ={})
+    scans: list[Any] = []
+    value = red.value
 
-    def counted(data: Any) -> dict[str, Any]:
-        scans.append(dict(data))
-        return changes(data)
+    def counted(data: Any) -> Any:
+        scans.append(data)
+        return value(data)
 
-    red.changes = counted  # type: ignore[method-assign]
+    red.value = counted  # type: ignore[method-assign]
 
     def started() -> Any:
         return make_event(
@@ -342,25 +343,25 @@ def test_field_masker_scans_a_text_again_once_a_secret_is_added() -> None:
 
     for _ in range(3):
         ev = started()
-        masker.events(red, [ev])
+        mask_events(red, [ev])
         assert ev.tool == "fetch-k3y9x7q2"
-    assert scans == [{"tool": "fetch-k3y9x7q2"}]  # once, then remembered
+    assert scans == ["fetch-k3y9x7q2"]  # once, then remembered
     red.add("k3y9x7q2")  # read through ${env.NAME} mid-run, say
     ev = started()
-    masker.events(red, [ev])
+    mask_events(red, [ev])
     assert ev.tool == f"fetch-{MASK}"
     assert len(scans) == 2
 
 
-def test_field_masker_masks_as_the_redactor_does() -> None:
+def test_masking_events_masks_as_the_redactor_does() -> None:
     """Remembering clean texts changes nothing the redactor would mask: a
     secret-named field, a secret shape, a known value, nested data, the same
     events twice (the second time partly from memory)."""
     from argus_lab.events import EventBase
     from argus_lab.redact import Redactor
-    from argus_lab.store._commit import FieldMasker
+    from argus_lab.store._commit import mask_events
 
-    red, masker = Redactor(["s3cr3t-value"], environ={}), FieldMasker()
+    red = Redactor(["s3cr3t-value"], environ={})
 
     def events() -> list[EventBase]:
         fields: list[dict[str, Any]] = [
@@ -375,7 +376,7 @@ def test_field_masker_masks_as_the_redactor_does() -> None:
 
     for _ in range(2):
         got, want = events(), events()
-        masker.events(red, got)
+        mask_events(red, got)
         for ev in want:
             for k, v in red.changes(ev.own_fields()).items():
                 setattr(ev, k, v)

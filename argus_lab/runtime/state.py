@@ -27,7 +27,7 @@ from argus_lab.runtime.lease import Lease
 from argus_lab.runtime.options import SessionOptions, Subscriber, log
 from argus_lab.runtime.scheduler import Scheduler
 from argus_lab.store._bulk import paused_gc
-from argus_lab.store._commit import FieldMasker
+from argus_lab.store._commit import mask_events, mask_record
 from argus_lab.store._vocabulary import session_redactor
 from argus_lab.store.artifacts import ArtifactStore, from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore
@@ -83,7 +83,6 @@ class SessionState:
         store.label = f"{loaded.meta.name!r} ({loaded.meta.id})"
         self._artifact_cache: dict[str, Any] = {}
         self._deferred: list[EventBase] = []
-        self._mask = FieldMasker()
         self.apply(loaded)
 
     def apply(self, loaded: Loaded) -> None:
@@ -176,14 +175,14 @@ class SessionState:
         ``notify=False`` leaves telling subscribers to the caller (who must
         first finish updating the state they will look at).
         """
-        red, mask = self.redactor, self._mask
+        red = self.redactor
         red.learn_new_env()  # an env secret a tool set mid-run
-        records = [mask.record(red, r) for r in records]
+        records = [mask_record(red, r) for r in records]
         events = events or []
         if self._deferred:
             events = [*self._deferred, *events]
             self._deferred = []
-        mask.events(red, events)
+        mask_events(red, events)
         if lease == "keep":
             lease = self.lease.renewal(self.now()) or "keep"
         if self.lease.active:  # running time counts against max_wall_s

@@ -25,77 +25,44 @@ from argus_lab.store.envelope import (
 )
 from argus_lab.store.head import Head
 
-__all__ = ["FieldMasker", "HeadRow", "encoded", "successor", "write_rows"]
+__all__ = [
+    "HeadRow",
+    "encoded",
+    "mask_events",
+    "mask_record",
+    "successor",
+    "write_rows",
+]
 
 _OUTSIDE_TEXT = ("result", "error", "error_type", "traceback", "reason", "approval")
 """A TaskRecord's fields that can hold outside text (the rest: ids, numbers)."""
-_PLAIN = frozenset({int, float, bool})
-_CLEAN_MAX = 4096
-"""At most this many (field, text) pairs are remembered as needing no mask."""
-_CLEAN_LEN = 256
-"""Texts longer than this are not remembered (they rarely repeat)."""
 
 
-class FieldMasker:
-    """Masks the fields of a commit's records and events that can hold
-    outside text, value by value (invariant 7), before they are kept or
-    stored: ``SessionState.commit`` runs every commit through it, and the
-    store then scans the rows for secret values only (``scrubbed``).
+def mask_record(red: Redactor, rec: TaskRecord) -> TaskRecord:
+    """``rec``, or a copy with the fields that can hold outside text masked,
+    value by value (invariant 7), before it is kept or stored:
+    ``SessionState.commit`` runs every commit through it and
+    ``mask_events``, and the store then scans the rows for secret values only
+    (``scrubbed``)."""
+    upd: dict[str, Any] = {}
+    for name in _OUTSIDE_TEXT:
+        v = getattr(rec, name)
+        if v is not None:
+            nv = red.value(v)
+            if nv is not v and nv != v:
+                upd[name] = nv
+    return rec.model_copy(update=upd) if upd else rec
 
-    An event's own fields repeat step after step (a ``task_started``'s tool
-    name): a (field, text) pair found to need no mask is remembered and not
-    scanned again while the redactor and its secret values are the ones it
-    was scanned with (``Redactor.add`` replaces the list: everything is
-    scanned afresh). Records are scanned every time: their texts (results,
-    errors) rarely repeat.
-    """
 
-    __slots__ = ("_clean", "_red", "_values")
-
-    def __init__(self) -> None:
-        self._clean: set[tuple[str, str]] = set()
-        self._red: Redactor | None = None
-        self._values: tuple[list[str], int] | None = None
-
-    def record(self, red: Redactor, rec: TaskRecord) -> TaskRecord:
-        """``rec``, or a copy with its outside text masked."""
-        upd: dict[str, Any] = {}
-        for name in _OUTSIDE_TEXT:
-            v = getattr(rec, name)
-            if v is not None:
-                nv = red.value(v)
-                if nv is not v and nv != v:
-                    upd[name] = nv
-        return rec.model_copy(update=upd) if upd else rec
-
-    def events(self, red: Redactor, events: list[EventBase]) -> None:
-        """Masks every string of each event's own fields, nested ones too, in
-        place (a field is only written back when the redactor replaced it)."""
-        values = red.values
-        if red is not self._red or self._values != (values, len(values)):
-            self._clean = set()  # (a new list, or one changed in place)
-            self._red, self._values = red, (values, len(values))
-        clean = self._clean
-        for ev in events:
-            own = ev.own_fields()
-            for k, v in own.items():
-                c = v.__class__
-                if c is str:
-                    if (k, v) not in clean:
-                        break
-                elif c not in _PLAIN:
-                    break
-            else:
-                continue  # numbers and texts known to need no mask
-            masked = red.changes(own)
-            for k, v in masked.items():
-                setattr(ev, k, v)
-            if len(clean) < _CLEAN_MAX:
-                clean.update(
-                    (k, v)
-                    for k, v in own.items()
-                    if v.__class__ is str and len(v) <= _CLEAN_LEN and k not in masked
-                )
+def mask_events(red: Redactor, events: list[EventBase]) -> None:
+    """Masks every string of each event's own fields, nested ones too, in
+    place (a field is only written back when the redactor replaced it).
+    Texts that repeat step after step (a ``task_started``'s tool name) are
+    remembered clean by the redactor (``Redactor.changes``) until it learns a
+    secret."""
+    for ev in events:
+        for k, v in red.changes(ev.own_fields()).items():
+            setattr(ev, k, v)
 
 
 def scrubbed(redactor: Redactor | None, text: str, *, shapes: bool = True) -> str:
