@@ -95,3 +95,17 @@ def test_the_read_compare_write_holds_a_lock_other_writers_wait_on(
     finally:
         os.close(other)
         w.close()
+
+
+def test_a_witness_line_keeps_its_documented_format() -> None:
+    """``AW1 <version:016d> <crc32:08x>`` padded to 32 bytes: what a witness
+    written by any earlier release holds, so each reads the other's."""
+    import zlib
+
+    from argus_lab.store.witness import _line, _parse
+
+    for version in (0, 7, 123_456_789, 10**16 - 1):
+        body = f"AW1 {version:016d}"
+        want = f"{body} {zlib.crc32(body.encode()):08x}".ljust(31).encode() + b"\n"
+        assert _line(version) == want
+        assert _parse(want) == version
