@@ -156,8 +156,12 @@ class Redactor:
         env = os.environ if environ is None else environ
         self._reserved = reserved  # called only when there is a value to check
         self._env_len = len(env) if env is os.environ else -1  # -1: never learn
+        named_env = {k: v for k, v in env.items() if _secret_env_name(k)}
+        self._env_seen = named_env if env is os.environ else {}
+        """os.environ's secret-named variables as last learnt: a new value of
+        one (a token refresh) leaves the count as it was."""
         # An env value that is a word of the rows (AUTH_MODE=session) is no secret.
-        named = (v for k, v in env.items() if _secret_env_name(k))
+        named = named_env.values()
         values = {v for v in named if len(v) >= _MIN_LEN and not self._is_word(v)}
         values.update(secrets)
         _KNOWN.update(v for v in secrets if v and len(v) >= _MIN_LEN)
@@ -184,19 +188,31 @@ class Redactor:
         return any(value in w for w in words)
 
     def learn_new_env(self) -> None:
-        """``learn_env`` if variables were added to os.environ since it last
-        ran: a tool that sets a secret env var mid-run (a login) and returns
-        it. One ``len()``, at every step."""
-        if self._env_len != len(os.environ) and self._env_len >= 0:
+        """``learn_env`` if os.environ changed since it last ran: a tool set a
+        secret env var mid-run (a login) or gave one a new value (a token
+        refreshed), and may return it. One ``len()`` and a look at each
+        secret-named variable (a new value leaves the count as it was), at
+        every step."""
+        if self._env_len < 0:
+            return
+        if self._env_len != len(os.environ):
             self.learn_env()
+            return
+        get = os.environ.get
+        for k, v in self._env_seen.items():
+            if get(k) != v:
+                self.learn_env()
+                return
 
     def learn_env(self, environ: Mapping[str, str] | None = None) -> None:
         """Masks from now on the values of secret-named env vars set since
         (``%env API_KEY=...`` after a session opened: learnt at each run)."""
         env = os.environ if environ is None else environ
+        names = list(filter(_secret_env_name, env))  # each public call: kept cheap
         if env is os.environ and self._env_len >= 0:
             self._env_len = len(env)
-        for k in filter(_secret_env_name, env):  # each public call: kept cheap
+            self._env_seen = {k: env[k] for k in names}
+        for k in names:
             self.add(env[k])
 
     def text(self, s: str) -> str:
