@@ -216,7 +216,10 @@ class Redactor:
             self.add(env[k])
 
     def text(self, s: str) -> str:
-        """Masks known secret values and secret shapes in a string."""
+        """Masks known secret values and secret shapes in a string (and writes
+        lone surrogates, which no JSON row can hold, as ``\\udcff`` escapes)."""
+        if not s.isascii():  # O(1): the common ASCII text pays nothing more
+            s = _utf8(s)
         for v in self.values:
             if v in s:
                 s = s.replace(v, MASK)
@@ -238,7 +241,7 @@ class Redactor:
             # Keys are outside text too (a tool may key a dict by a token): the
             # store scans the rows of a step for secret values only, so a
             # shaped key masked nowhere else would be stored as it is.
-            if any(isinstance(k, str) and self.needed(k) for k in out):
+            if any(isinstance(k, str) and self._rewrites(k) for k in out):
                 out = {
                     self.text(k) if isinstance(k, str) else k: x for k, x in out.items()
                 }
@@ -305,6 +308,9 @@ class Redactor:
             return True
         return any(map(json_text.lower().__contains__, _HINTS))
 
+    def _rewrites(self, key: str) -> bool:
+        return self.needed(key) or (not key.isascii() and _utf8(key) is not key)
+
     def needed(self, text: str) -> bool:
         """Whether ``text`` contains anything this redactor would mask."""
         if self.has_value(text):
@@ -358,6 +364,17 @@ class Redactor:
         tmp.write_bytes(masked)
         os.replace(tmp, path)
         return "masked"
+
+
+def _utf8(s: str) -> str:
+    """``s``, or a copy with its lone surrogates (a file name that is not
+    UTF-8, decoded with ``surrogateescape``) as ``\\udcff`` escapes: UTF-8
+    cannot encode them, so pydantic-core refused the row and the run stopped."""
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode()
+    return s
 
 
 def _mask_shape(m: re.Match[str]) -> str:
