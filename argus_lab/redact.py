@@ -156,8 +156,12 @@ class Redactor:
         env = os.environ if environ is None else environ
         self._reserved = reserved  # called only when there is a value to check
         self._env_len = len(env) if env is os.environ else -1  # -1: never learn
+        named_env = {k: v for k, v in env.items() if _secret_env_name(k)}
+        self._env_seen = named_env if env is os.environ else {}
+        """os.environ's secret-named variables as last learnt: a new value of
+        one (a token refresh) leaves the count as it was."""
         # An env value that is a word of the rows (AUTH_MODE=session) is no secret.
-        named = (v for k, v in env.items() if _secret_env_name(k))
+        named = named_env.values()
         values = {v for v in named if len(v) >= _MIN_LEN and not self._is_word(v)}
         values.update(secrets)
         _KNOWN.update(v for v in secrets if v and len(v) >= _MIN_LEN)
@@ -184,23 +188,38 @@ class Redactor:
         return any(value in w for w in words)
 
     def learn_new_env(self) -> None:
-        """``learn_env`` if variables were added to os.environ since it last
-        ran: a tool that sets a secret env var mid-run (a login) and returns
-        it. One ``len()``, at every step."""
-        if self._env_len != len(os.environ) and self._env_len >= 0:
+        """``learn_env`` if os.environ changed since it last ran: a tool set a
+        secret env var mid-run (a login) or gave one a new value (a token
+        refreshed), and may return it. One ``len()`` and a look at each
+        secret-named variable (a new value leaves the count as it was), at
+        every step."""
+        if self._env_len < 0:
+            return
+        if self._env_len != len(os.environ):
             self.learn_env()
+            return
+        get = os.environ.get
+        for k, v in self._env_seen.items():
+            if get(k) != v:
+                self.learn_env()
+                return
 
     def learn_env(self, environ: Mapping[str, str] | None = None) -> None:
         """Masks from now on the values of secret-named env vars set since
         (``%env API_KEY=...`` after a session opened: learnt at each run)."""
         env = os.environ if environ is None else environ
+        names = list(filter(_secret_env_name, env))  # each public call: kept cheap
         if env is os.environ and self._env_len >= 0:
             self._env_len = len(env)
-        for k in filter(_secret_env_name, env):  # each public call: kept cheap
+            self._env_seen = {k: env[k] for k in names}
+        for k in names:
             self.add(env[k])
 
     def text(self, s: str) -> str:
-        """Masks known secret values and secret shapes in a string."""
+        """Masks known secret values and secret shapes in a string (and writes
+        lone surrogates, which no JSON row can hold, as ``\\udcff`` escapes)."""
+        if not s.isascii():  # O(1): the common ASCII text pays nothing more
+            s = _utf8(s)
         for v in self.values:
             if v in s:
                 s = s.replace(v, MASK)
@@ -222,7 +241,7 @@ class Redactor:
             # Keys are outside text too (a tool may key a dict by a token): the
             # store scans the rows of a step for secret values only, so a
             # shaped key masked nowhere else would be stored as it is.
-            if any(isinstance(k, str) and self.needed(k) for k in out):
+            if any(isinstance(k, str) and self._rewrites(k) for k in out):
                 out = {
                     self.text(k) if isinstance(k, str) else k: x for k, x in out.items()
                 }
@@ -289,6 +308,9 @@ class Redactor:
             return True
         return any(map(json_text.lower().__contains__, _HINTS))
 
+    def _rewrites(self, key: str) -> bool:
+        return self.needed(key) or (not key.isascii() and _utf8(key) is not key)
+
     def needed(self, text: str) -> bool:
         """Whether ``text`` contains anything this redactor would mask."""
         if self.has_value(text):
@@ -342,6 +364,17 @@ class Redactor:
         tmp.write_bytes(masked)
         os.replace(tmp, path)
         return "masked"
+
+
+def _utf8(s: str) -> str:
+    """``s``, or a copy with its lone surrogates (a file name that is not
+    UTF-8, decoded with ``surrogateescape``) as ``\\udcff`` escapes: UTF-8
+    cannot encode them, so pydantic-core refused the row and the run stopped."""
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode()
+    return s
 
 
 def _mask_shape(m: re.Match[str]) -> str:

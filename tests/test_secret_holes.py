@@ -701,3 +701,29 @@ def test_binary_data_holding_a_secret_in_utf16_is_refused() -> None:
     assert red.mask_bytes(b"\x89PNG\xff\x00" + SECRET.encode("utf-16-le")) is None
     assert red.mask_bytes(b"\x89PNG\xff\x00" + ANTHROPIC.encode("utf-16-be")) is None
     assert red.mask_bytes(b"\x89PNG\xff\x00plain") == b"\x89PNG\xff\x00plain"
+
+
+@al.tool
+def refreshes_token() -> str:
+    """Replaces the value of a secret env var already set (a token refresh),
+    then quotes the new one."""
+    new = "fresh-" + SECRET
+    os.environ["ARGUS_ROTATED_TOKEN"] = new
+    return f"refreshed to {new}"
+
+
+def test_an_env_secret_a_tool_replaces_mid_run_never_lands(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # learn_new_env looked at len(os.environ) only: a tool that gave a secret
+    # variable already there a new value (the count unchanged) had that value
+    # stored in clear until the next run.
+    monkeypatch.setenv("ARGUS_ROTATED_TOKEN", "stale-" + uuid.uuid4().hex)
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "refresh", "tool": "refreshes_token"}]},
+        tools=[refreshes_token],
+    )
+    s.run()
+    assert s.result("refresh") == "refreshed to [REDACTED]"
+    s.close()
+    assert scan(ws.path, "fresh-" + SECRET) == []
