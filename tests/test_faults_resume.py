@@ -329,3 +329,33 @@ def test_an_llm_task_timing_out_during_its_models_write_is_in_doubt(
         release.set()
         s.close()
     assert sent == ["all"]
+
+
+def test_a_work_folder_that_cannot_be_made_stops_the_run_and_says_why(
+    tmp_path: Path,
+) -> None:
+    # A file where the tools' work folder goes (or a folder this process may
+    # not write) raised a raw NotADirectoryError / PermissionError out of
+    # run(), and left the task marked running in the live session: after the
+    # folder was fixed, run() found "nothing can run now" until a reopen.
+    calls = tmp_path / "calls.log"
+
+    @al.tool
+    def uses_folder(*, ctx: al.ToolContext) -> str:
+        append_line(calls, ctx.task_id)
+        return ctx.workdir.name
+
+    ws = al.Workspace(tmp_path / "ws")
+    plan = al.Plan(goal="g", tasks=[al.Task(id="a", tool="uses_folder")])
+    s = ws.new_session(plan=plan, tools=[uses_folder], name="folder")
+    blocker = ws.path / "files"
+    blocker.write_text("in the way")
+    with pytest.raises(al.StorageError) as err:
+        s.run()
+    assert f"cannot make the tools' work folder {blocker}" in str(err.value)
+    assert "nothing was started" in str(err.value)
+    assert s.record("a").status == "pending" and not calls.exists()
+    blocker.unlink()
+    assert s.run().status == "succeeded"  # the same live session goes on
+    assert read_lines(calls) == ["a"]
+    s.close()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import UnresolvedReferenceError
+from argus_lab.errors import StorageError, UnresolvedReferenceError
 from argus_lab.events import EventBase
 from argus_lab.model import Task, TaskRecord, updated
 from argus_lab.plan.graph import resolve_args
@@ -26,6 +26,7 @@ from argus_lab.runtime.gates import (
     approved,
     edited_args,
     hold_or_refuse,
+    make_workdir,
     serve_replay,
     watch_env,
 )
@@ -104,8 +105,7 @@ class AttemptRunner:
         self._llm = llm
         self._options = options
         self._root = root
-        self._workdir: Path | None = None
-        self._workdir_made = False
+        self._workdir: Path | None = None  # once made (gates.make_workdir)
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._inline = InlineGate()
         self._intents = IntentBatch(state, lambda: signals.stopping is not None)
@@ -117,21 +117,13 @@ class AttemptRunner:
         return self._state.tools.get(task.tool or "")
 
     def _ctx(self, task_id: str, attempt: int, key: str, tool: Tool) -> ToolContext:
-        sid = self._state.info.id
-        if self._workdir is None:
-            self._workdir = self._root / "files" / sid
-        if tool.takes_ctx and not self._workdir_made:
-            # Only a tool that takes ``ctx`` can know the folder: the mkdir
-            # (~0.25 ms of CPU on these VMs, a run's first step) waits for one.
-            self._workdir.mkdir(parents=True, exist_ok=True)
-            self._workdir_made = True
         return ToolContext(
-            session_id=sid,
+            session_id=self._state.info.id,
             task_id=task_id,
             attempt=attempt,
             idempotency_key=key,
             workspace=self._root,
-            workdir=self._workdir,
+            workdir=self._workdir or self._root / "files" / self._state.info.id,
             redactor=self._state.redactor,
         )
 
@@ -168,6 +160,12 @@ class AttemptRunner:
             )
             self._settler.settle(tid, rec, Failed("missing_tool", error, "ToolError"))
             return None
+        if tool.takes_ctx and self._workdir is None:
+            try:  # only a tool that takes ctx knows it: made for the first
+                self._workdir = make_workdir(self._root, st.info.id)
+            except StorageError:
+                st.sched.set(tid, "pending")  # not begun: ready once fixed
+                raise
         plain = plain_args(task.args)
         if plain:  # nothing to resolve, no env value to watch
             args = dict(task.args)

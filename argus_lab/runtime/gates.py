@@ -1,14 +1,17 @@
 """Attempts that end before their call: a recorded result served to a fork,
-or an approval policy that asks a person or refuses (attempt.py calls these);
-and what a fork starts with (``fork_seed``, Session.fork calls it)."""
+or an approval policy that asks a person or refuses, or a work folder that
+cannot be made (attempt.py calls these); and what a fork starts with
+(``fork_seed``, Session.fork calls it)."""
 
 from __future__ import annotations
 
 import json
 import os
 import weakref
+from pathlib import Path
 from typing import Any, Literal
 
+from argus_lab.errors import StorageError
 from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import iter_references, resolve_args
 from argus_lab.runtime.options import tool_replay_key
@@ -23,9 +26,26 @@ __all__ = [
     "edited_args",
     "fork_seed",
     "hold_or_refuse",
+    "make_workdir",
     "serve_replay",
     "watch_env",
 ]
+
+
+def make_workdir(root: Path, session_id: str) -> Path:
+    """Makes the tools' work folder of a session (``files/<id>``), or raises
+    a ``StorageError`` saying what to fix (nothing has begun yet)."""
+    workdir = root / "files" / session_id
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StorageError(
+            f"cannot make the tools' work folder {workdir} ({e.strerror or e}); "
+            f"make {workdir.parent} a folder this process can write, then "
+            "run again: nothing was started"
+        ) from e
+    return workdir
+
 
 _CHANGED = "the call changed since it was approved (its tool's code or arguments)"
 
