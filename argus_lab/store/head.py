@@ -12,14 +12,13 @@ import json
 import os
 import socket
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_core import PydanticSerializationError
 from pydantic_core import to_json as _to_json
 
-from argus_lab.store.envelope import SCHEMA_VERSION
+from argus_lab.store.envelope import encode_bytes
 
 __all__ = [
     "HOST",
@@ -32,7 +31,6 @@ __all__ = [
 ]
 
 HOST = socket.gethostname()
-_PREFIX = f"{SCHEMA_VERSION}|"
 
 
 @dataclass
@@ -54,7 +52,7 @@ class Head:
         """The head's stored text: its JSON in the checksummed envelope
         (``envelope.encode(self.to_json())``, the JSON encoded once)."""
         data = _json(self)
-        return f"{_PREFIX}{zlib.crc32(data).to_bytes(4).hex()}|{data.decode()}"
+        return encode_bytes(data, data.decode())
 
 
 def _json(head: Head) -> bytes:
