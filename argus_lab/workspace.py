@@ -302,14 +302,8 @@ class Workspace:
         Raises:
             KeyError: no such session.
         """
-        sid = self._names.lookup(name_or_id)
-        if sid is None:
-            raise KeyError(f"no session {name_or_id!r} in {self.path}")
-        store = self._store(sid)
-        try:
+        with self._looked_up(name_or_id) as store:
             return read_progress(store)
-        finally:
-            store.close()
 
     def runner(self, name_or_id: str) -> dict[str, Any] | None:
         """The live process running a session (``{"pid", "host"}``), or None:
@@ -319,12 +313,19 @@ class Workspace:
         Raises:
             KeyError: no such session.
         """
+        with self._looked_up(name_or_id) as store:
+            return live_runner(store.read_head())
+
+    @contextmanager
+    def _looked_up(self, name_or_id: str) -> Iterator[SessionStore]:
+        """``store()`` for questions asked often (``argus serve`` polls them):
+        a miss is a short KeyError, without ``resolve``'s list of sessions."""
         sid = self._names.lookup(name_or_id)
         if sid is None:
             raise KeyError(f"no session {name_or_id!r} in {self.path}")
         store = self._store(sid)
         try:
-            return live_runner(store.read_head())
+            yield store
         finally:
             store.close()
 
