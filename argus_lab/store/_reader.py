@@ -34,6 +34,7 @@ from argus_lab.store.envelope import (
     open_cache,
 )
 from argus_lab.store.head import Head
+from argus_lab.store.records import TaskRecords, load_records
 from argus_lab.store.space import full_error, is_disk_full
 from argus_lab.store.stored_plan import StoredPlan
 
@@ -232,6 +233,17 @@ class CheckpointReader:
             return TaskRecord.model_validate_json(body)
         except ValidationError as e:
             raise self.corrupt("t:" + task_id, f"invalid task record: {e}") from None
+
+    def task_records(self, lo: str = "t:", hi: str = "t;") -> TaskRecords:
+        """The task records of the keys in [lo, hi), read row by row, a damaged
+        one named (``load_records``)."""
+        return load_records(
+            self.rows(lo, hi),
+            self.fetch,
+            self.decode_task,
+            lambda key, raw: self.parse(key, raw, "task", TaskRecord),
+            self.parse_task_text,
+        )
 
     def stored_plan(self) -> StoredPlan:
         """The plan, its tasks validated when first read (stored_plan.py)."""

@@ -56,7 +56,7 @@ from argus_lab.store.head import (
     make_lease,
     release_abandoned,
 )
-from argus_lab.store.records import Loaded, bulk_records, load_records
+from argus_lab.store.records import Loaded, bulk_records
 from argus_lab.store.witness import Witness, check_witness
 
 # The record format (envelope.py) and the head and lease (head.py) were once in
@@ -161,13 +161,7 @@ class SessionStore:
             read = self._read
             records = bulk_records(read.values("t:", "t;"), read.parse_task_text)
             if records is None:  # not all plain: row by row, damage named
-                records = load_records(
-                    read.rows("t:", "t;"),
-                    read.fetch,
-                    read.decode_task,
-                    lambda key, raw: read.parse(key, raw, "task", TaskRecord),
-                    read.parse_task_text,
-                )
+                records = read.task_records()
         loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
         if witnessed is not None and head.version < witnessed:
             check_witness(self, loaded, witnessed, accept=accept_lost_commits)

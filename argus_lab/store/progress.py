@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from argus_lab.model import TaskRecord
 from argus_lab.store.checkpoints import SessionStore
 from argus_lab.store.index import stored_progress, with_runner
-from argus_lab.store.records import load_records
 
 __all__ = ["ProgressFollower"]
 
@@ -103,16 +101,8 @@ class ProgressFollower:
         out = dict.fromkeys(task_ids, "pending")
         for tid in task_ids:
             key = "t:" + tid
-            rows = read.rows(key, key + "\x00")  # this key alone
-            if rows:
-                recs = load_records(
-                    rows,
-                    read.fetch,
-                    read.decode_task,
-                    lambda k, raw: read.parse(k, raw, "task", TaskRecord),
-                    read.parse_task_text,
-                )
-                out[tid] = recs.status.get(tid, "pending")
+            recs = read.task_records(key, key + "\x00")  # this key alone
+            out[tid] = recs.status.get(tid, "pending")
         return out
 
     def close(self) -> None:
