@@ -21,8 +21,6 @@ from argus_lab.events import (
     EventBase,
     Forked,
     HtnDecision,
-    PlanCreated,
-    SessionCreated,
     make_event,
 )
 from argus_lab.model import Budget, SessionInfo, TaskRecord
@@ -105,10 +103,18 @@ def _first_events(
 ) -> list[EventBase]:
     sid, now = meta.id, meta.created
     ev: list[EventBase] = [
-        SessionCreated(
-            session_id=sid, ts=now, name=meta.name, goal=plan.goal, parent=meta.parent
+        # (make_event: no pydantic schema built for these two; events/_lane.py)
+        make_event(
+            "session_created",
+            session_id=sid,
+            ts=now,
+            name=meta.name,
+            goal=plan.goal,
+            parent=meta.parent,
         ),
-        PlanCreated(session_id=sid, ts=now, n_tasks=len(plan.tasks), version=1),
+        make_event(
+            "plan_created", session_id=sid, ts=now, n_tasks=len(plan.tasks), version=1
+        ),
     ]
     # How the planner made the plan belongs to the trajectory (a fork's
     # plan was made for its parent: it records no planning of its own).

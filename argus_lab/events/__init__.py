@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
+from argus_lab.events import _lane
 from argus_lab.events._base import COMMON_FIELDS, EventBase
 from argus_lab.events._session import (
     Anomaly,
@@ -84,6 +85,7 @@ __all__ = [
     "TaskStarted",
     "TaskSucceeded",
     "ToolCall",
+    "dump_event",
     "event_adapter",
     "event_class",
     "make_event",
@@ -128,6 +130,8 @@ _FIELDS: dict[type[EventBase], frozenset[str]] = {
 _MAKE: dict[str, tuple[type[EventBase], frozenset[str]]] = {
     k: (c, _FIELDS[c]) for k, c in _BY_KIND.items()
 }
+_LANES: dict[type[EventBase], _lane.Lane | None] = {}
+"""Event class -> its compiled lane (None: not a plain kind), on first use."""
 
 Event = Annotated[
     SessionCreated
@@ -218,6 +222,24 @@ def make_event(kind: str, **fields: Any) -> EventBase:
             f"event {kind!r} ({cls.__name__}) has no field(s) {unknown}; its fields: "
             f"{sorted(known - _COMMON)}. Declare new ones in argus_lab/events/"
         )
-    # Deferred (defer_build): the first call builds the class's validator.
-    event: EventBase = cls.__pydantic_validator__.validate_python(fields)
+    # A plain kind's validator is compiled from a written schema (_lane.py);
+    # the others are built on the class's first use (defer_build).
+    lane = _LANES[cls] if cls in _LANES else _lane_of(cls)
+    validator = cls.__pydantic_validator__ if lane is None else lane.validator
+    event: EventBase = validator.validate_python(fields)
     return event
+
+
+def _lane_of(cls: type[EventBase]) -> _lane.Lane | None:
+    lane = _LANES[cls] = _lane.lane_of(cls)
+    return lane
+
+
+def dump_event(event: EventBase) -> bytes:
+    """``event.model_dump_json()``, as bytes (a plain kind's without building
+    its class's schema: ``_lane.py``)."""
+    cls = event.__class__
+    lane = _LANES[cls] if cls in _LANES else _lane_of(cls)
+    if lane is None:
+        return event.__pydantic_serializer__.to_json(event)
+    return lane.serializer.to_json(event)

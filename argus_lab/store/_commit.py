@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from argus_lab.events import EventBase
+from argus_lab.events import EventBase, dump_event
 from argus_lab.model import SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.redact import Redactor
@@ -161,7 +161,7 @@ def write_rows(
     for ev in events:
         seq += 1
         set_seq(ev, seq)
-        datas.append(ev.__pydantic_serializer__.to_json(ev))
+        datas.append(dump_event(ev))
     first = seq - len(datas) + 1
     for i in range(0, len(datas), EVENTS_PER_ROW):
         # JSON text holds no raw newline, so a line is exactly one event.
