@@ -97,7 +97,8 @@ def lane_of(cls: type[EventBase]) -> Lane | None:
         return None
     fields: dict[str, cs.ModelField] = {}
     for name, info in cls.model_fields.items():
-        schema = _schema(info.annotation)
+        annotation: Any = info.annotation  # (hashable: types, unions, Literal)
+        schema = _schema(annotation)
         if schema is None or info.metadata or info.exclude or info.frozen:
             return None
         if info.alias or info.validation_alias or info.serialization_alias:
