@@ -323,6 +323,15 @@ class RunLoop:
         """The next ready task, unless it has a breakpoint not yet passed."""
         st = self._state
         tid = st.sched.pop()
+        while tid is not None and not st.timers.get(tid):
+            # A retry delay committed by an earlier run (or process) that
+            # has not passed yet: the task waits it out, as in that run.
+            at = st.records[tid].next_attempt_at
+            if at is None or (wait := at - st.now()) <= 0:
+                break
+            st.sched.set(tid, "running")
+            self._settler.hold(tid, wait)
+            tid = st.sched.pop()
         if tid is None or tid not in st.info.breakpoints:
             return tid
         if tid in self._bp_passed:  # continuing from this breakpoint

@@ -261,6 +261,12 @@ class Settler:
             error_type=out.error_type,
         )
         st.commit([rec], [ev])
+        self.hold(tid, delay)
+
+    def hold(self, tid: str, delay: float) -> None:
+        """Keeps pending task ``tid`` from starting for ``delay`` seconds (a
+        retry delay): the scheduler counts it as running until then."""
+        st = self._state
         loop = asyncio.get_running_loop()
 
         def due() -> None:
