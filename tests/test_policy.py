@@ -208,3 +208,16 @@ def test_an_llm_task_that_may_have_been_writing_is_in_doubt() -> None:
     safe = t.model_copy(update={"llm_tools": ["read", "put"]})
     tools["put"] = put
     assert POLICY.after_interrupt(safe, Interrupted(1), read, tools) == Rerun()
+
+
+def test_an_interrupted_attempt_is_rerun_only_so_many_times_in_a_row() -> None:
+    """A tool that kills its own process would otherwise run at every resume."""
+    from argus_lab.runtime.policy import INTERRUPTED_RERUNS
+
+    t = task(tool="read")
+    n = INTERRUPTED_RERUNS
+    assert POLICY.after_interrupt(t, Interrupted(9), read, {}, in_a_row=n) == Rerun()
+    d = POLICY.after_interrupt(t, Interrupted(9), read, {}, in_a_row=n + 1)
+    assert isinstance(d, AskInDoubt)
+    assert f"interrupted during attempt 9 of tool 'read', the {n + 1}th" in d.reason
+    assert "s.retry('t')" in d.reason

@@ -47,6 +47,7 @@ from argus_lab.runtime.outcome import (
 from argus_lab.tools.registry import Tool
 
 __all__ = [
+    "INTERRUPTED_RERUNS",
     "Accept",
     "AskInDoubt",
     "Decision",
@@ -125,6 +126,11 @@ Decision = (
     Accept | RetryLater | Rerun | AskInDoubt | StopForBudget | GiveUp | LeaveIntent
 )
 """What happens after an attempt."""
+
+
+INTERRUPTED_RERUNS = 3
+"""Interrupts in a row, the task the only one running and nothing done in
+between, that a resume reruns."""
 
 
 class FailurePolicy:
@@ -226,6 +232,7 @@ class FailurePolicy:
         tools: Mapping[str, Tool],
         *,
         unsafe_when_started: bool = False,
+        in_a_row: int = 1,
     ) -> Rerun | AskInDoubt:
         """What to do about an attempt a dead process left RUNNING (invariant 2).
 
@@ -233,6 +240,9 @@ class FailurePolicy:
         same idempotency key); otherwise a person decides. The tool as it was
         when the attempt started counts too (``unsafe_when_started``): code
         redefined as idempotent after a crash did not run, the old code did.
+        A person decides too when this is the task's ``in_a_row``-th interrupt
+        as the only task running, with nothing done in between, past
+        ``INTERRUPTED_RERUNS``: its call may be what kills the process.
         """
         what = (
             f"tool {task.tool!r}"
@@ -249,7 +259,17 @@ class FailurePolicy:
                 "it took effect."
             )
         if tool is not None and not unsafe(task, tool, tools):
-            return Rerun()
+            if in_a_row <= INTERRUPTED_RERUNS:
+                return Rerun()
+            return AskInDoubt(
+                f"task {task.id!r} was interrupted during attempt {out.attempt} "
+                f"of {what}, the {in_a_row}th time in a row with no task done "
+                "in between: the process running it may die because of it "
+                "(os._exit, a crash in native code, memory running out), or "
+                f"was stopped that often. After {INTERRUPTED_RERUNS} reruns it "
+                f"is not rerun automatically: check, then call "
+                f"s.retry({task.id!r}) to run it again or s.skip({task.id!r})."
+            )
         return AskInDoubt(
             f"task {task.id!r} was interrupted during attempt {out.attempt} of "
             f"{what}, which has side effects and is "

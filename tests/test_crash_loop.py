@@ -1,0 +1,78 @@
+"""A task whose tool kills its own process is not rerun at every resume for
+ever: after INTERRUPTED_RERUNS reruns with no task done in between, a person
+decides. Interrupts with progress in between (a run killed at random moments)
+are not counted against it (test_inline_crash, test_chaos)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import argus_lab as al
+from argus_lab.runtime.policy import INTERRUPTED_RERUNS
+
+WORKER = textwrap.dedent(
+    """
+    import os, sys
+    import argus_lab as al
+
+    @al.tool(side_effect="none")
+    def boom(x: int) -> int:
+        with open(sys.argv[2], "a") as f:
+            f.write("called\\n")
+        os._exit(9)  # the tool takes its process down, every time
+
+    @al.tool
+    def first(x: int) -> int:
+        return x + 1
+
+    plan = {"goal": "g", "tasks": [
+        {"id": "a", "tool": "first", "args": {"x": 1}},
+        {"id": "b", "tool": "boom", "args": {"x": "${a.result}"}, "retries": 1},
+    ]}
+    ws = al.Workspace(sys.argv[1])
+    try:
+        s = ws.open("loop", tools=[boom, first])
+    except KeyError:
+        s = ws.new_session(plan=plan, tools=[boom, first], name="loop")
+    r = s.run()
+    print(r.status, r.reason)
+    """
+)
+
+
+def _run(ws: Path, calls: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WORKER, str(ws), str(calls)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.slow
+def test_a_tool_that_kills_its_process_is_rerun_a_bounded_number_of_times(
+    tmp_path: Path,
+) -> None:
+    ws_dir, calls = tmp_path / "ws", tmp_path / "calls.txt"
+    attempts = 1 + INTERRUPTED_RERUNS  # the first, then the reruns
+    for i in range(attempts):
+        p = _run(ws_dir, calls)
+        assert p.returncode == 9, (i, p.stdout, p.stderr)
+    p = _run(ws_dir, calls)  # before: os._exit(9) again, and on every resume
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("paused in doubt: task 'b' was interrupted during")
+    assert calls.read_text().count("called") == attempts
+    ws = al.Workspace(ws_dir)
+    s = ws.open("loop", tools=[])
+    rec = s.record("b")
+    assert (rec.status, rec.attempts) == ("in_doubt", attempts)
+    assert f"the {attempts}th time in a row" in (rec.reason or "")
+    assert "s.retry('b')" in (rec.reason or "")
+    assert s.record("a").status == "succeeded"
+    s.close()
+    ws.close()
