@@ -109,6 +109,47 @@ def test_request_hash_is_canonical_and_ignores_volatile_fields() -> None:
     assert ask().hash() == ask(max_tokens=None, extra={}).hash()
 
 
+def test_a_recording_keeps_no_hash_of_a_secret_to_test_guesses_against(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The recording stores the masked request beside its hash: a hash over
+    the clear text let anyone holding the file test guesses of a weak secret."""
+    import hashlib
+
+    from argus_lab.redact import MASK
+
+    def clear_hash(req: ModelRequest) -> str:  # the hash as it was made before
+        data = req.model_dump(
+            mode="json", exclude={"model", "purpose"}, exclude_defaults=True
+        )
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    plain = ask("Plan a four-day salon")
+    assert plain.hash() == clear_hash(plain)  # recordings without secrets match
+
+    monkeypatch.setenv("SALON_API_TOKEN", "pw-lemon-42")
+    secret = ask("call it with pw-lemon-42 and sk-ant-api03-" + "x" * 40)
+    store = MemoryStore()
+    cache = ReplyCache(store)
+    cache.put("m", secret, ModelResponse(content=[text("ok")], stop_reason="end_turn"))
+    (key,) = list(store.keys())
+    row = store.get(key)
+    assert row is not None
+    assert "pw-lemon-42" not in json.dumps(row)
+    for guess in ("pw-lemon-41", "pw-lemon-42", "pw-lemon-43"):
+        guessed = ask(f"call it with {guess} and sk-ant-api03-" + "x" * 40)
+        assert clear_hash(guessed) != row["request_hash"]
+    masked = ask(f"call it with {MASK} and {MASK}")
+    assert row["request_hash"] == secret.hash() == masked.hash()
+    # A replay finds the reply under another value of the same secret.
+    monkeypatch.setenv("SALON_API_TOKEN", "dummy-in-ci-000")
+    assert (
+        ask("call it with dummy-in-ci-000 and sk-ant-api03-" + "y" * 40).hash()
+        == (row["request_hash"])
+    )
+
+
 def test_blocks_round_trip_including_thinking_verbatim() -> None:
     thinking = {"type": "thinking", "thinking": "", "signature": "sig=="}
     r = ModelResponse(
