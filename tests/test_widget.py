@@ -874,6 +874,11 @@ def test_a_task_in_flight_when_the_session_closed_is_drawn_interrupted(
     again = ws.open("cut", tools=TOOLS)  # as after a kernel restart
     w2 = GraphWidget(again)
     try:
+        # The SVG for papers and issue reports (argus show --svg) draws it so too.
+        svg = again.graph_svg()
+        assert '<g data-id="slow" data-status="interrupted">' in svg
+        assert 'data-status="running"' not in svg
+        assert ">interrupted</text>" in svg  # in its legend too
         assert w2.marks["interrupted"] == ["slow"]
         assert w2.summary["running"] == 0 and w2.summary["interrupted"] == 1
         assert again.run().status == "succeeded"  # gated has no side effect

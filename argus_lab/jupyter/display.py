@@ -232,6 +232,8 @@ def session_svg(session: Session) -> str:
     with a glyph per status (what ``s.graph_svg()`` and ``argus show --svg``
     write, for papers and issue reports). Drawn whatever the plan's size."""
     statuses = {t: r.status for t, r in session.records.items()}
+    if session_summary(session)["interrupted"]:  # nobody runs it: as drawn live
+        statuses = {t: _interrupted(st) for t, st in statuses.items()}
     lay = layout_plan(session.plan)
     h = lay["height"]
     legend, legend_w = _svg_legend(statuses.values(), y=h + 6)
@@ -250,15 +252,15 @@ def session_svg(session: Session) -> str:
 def _svg_legend(statuses: Iterable[str], *, y: float) -> tuple[str, float]:
     """One swatch with its glyph per status present, left to right; the
     markup and the width it needs."""
-    present = [s for s in STATUS_COLORS if s in set(statuses)]
+    present = [s for s in _SHOWN_COLORS if s in set(statuses)]
     out, x = ['<g class="legend">'], 16.0
     for s in present:
         label = s.replace("_", " ")
         out.append(
             f'<rect x="{x:g}" y="{y:g}" width="16" height="16" rx="3" '
-            f'fill="{STATUS_COLORS[s]}" stroke="#57606a"/>'
+            f'fill="{_SHOWN_COLORS[s]}" stroke="#57606a"/>'
             f'<text x="{x + 3:g}" y="{y + 12:g}" fill="#1f2328">'
-            f"{STATUS_GLYPHS[s]}</text>"
+            f"{_SHOWN_GLYPHS[s]}</text>"
             f'<text x="{x + 21:g}" y="{y + 12:g}" fill="#1f2328">{label}</text>'
         )
         x += 30 + 7 * len(label)
