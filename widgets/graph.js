@@ -79,8 +79,14 @@ function json(v) {
   }
 }
 
-function groupStatus(list) {
-  for (const st of ["failed", "in_doubt", "awaiting_approval", "running", "blocked"]) {
+// A member stored as running while nobody runs the session counts as
+// interrupted (its intent, left for the next run), as the member is drawn.
+export function memberStatus(st, name, interrupted) {
+  return st === "running" && interrupted.has(name) ? "interrupted" : st;
+}
+
+export function groupStatus(list) {
+  for (const st of ["failed", "in_doubt", "awaiting_approval", "running", "interrupted", "blocked"]) {
     if (list.includes(st)) return st;
   }
   if (list.length && list.every((x) => x === "succeeded" || x === "skipped")) {
@@ -537,7 +543,7 @@ function render({ model, el }) {
     if ((lay.groups || []).length) {
       const st = statusOf();
       for (const g of lay.groups) {
-        const list = g.members.map((m) => st.get(m) || "pending");
+        const list = g.members.map((m) => memberStatus(st.get(m) || "pending", m, interruptedSet));
         const done = list.filter((x) => x === "succeeded" || x === "skipped").length;
         if (g.collapsed) {
           const ref = nodeEls.get(g.id);
