@@ -90,7 +90,9 @@ def encoded_forms(values: Iterable[str], min_len: int) -> set[str]:
     JSON or a data URL). Base64 can start the value at any of three byte
     alignments; each gives the run of characters that depends on the value's
     bytes alone. What code transforms on purpose (split, hex, compressed,
-    encrypted) stays out of reach: see docs/sandbox.md."""
+    encrypted) stays out of reach: see docs/sandbox.md. Also the value
+    upper- and lower-cased: hex and base32 tokens mean the same in either
+    case, and code prints them in both."""
     import base64  # here: only a redactor holding secrets needs them
     import json
     from urllib.parse import quote, quote_plus
@@ -99,6 +101,7 @@ def encoded_forms(values: Iterable[str], min_len: int) -> set[str]:
     for v in values:
         out.update((quote(v, safe=""), quote(v), quote_plus(v)))
         out.update((json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1]))
+        out.update((v.lower(), v.upper()))
         raw = v.encode("utf-8")
         for pad in range(3):
             n = pad + len(raw)

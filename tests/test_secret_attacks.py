@@ -103,6 +103,35 @@ def test_url_and_base64_forms_of_a_known_secret_are_masked() -> None:
 
 
 @al.tool
+def recase(key: str) -> dict[str, str]:
+    """Prints a token the way code does: a hex digest upper-cased, a key
+    lower-cased in a log line."""
+    return {"upper": f"id={key.upper()};", "lower": f"key {key.lower()} used"}
+
+
+def test_a_known_secret_upper_or_lower_cased_never_lands(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "Ab" + uuid.uuid4().hex  # mixed case: both recasings differ
+    monkeypatch.setenv("RECASE_API_TOKEN", token)
+    ref = "${env.RECASE_API_TOKEN}"
+    s = ws.new_session(
+        plan={
+            "goal": "g",
+            "tasks": [{"id": "r", "tool": "recase", "args": {"key": ref}}],
+        },
+        tools=[recase],
+        name=f"recase-{uuid.uuid4().hex[:6]}",
+    )
+    s.run()
+    assert s.result("r") == {"upper": f"id={MASK};", "lower": f"key {MASK} used"}
+    s.close()
+    ws.close()
+    needles = {"raw": token, "upper": token.upper(), "lower": token.lower()}
+    assert scan(ws.path, needles) == []
+
+
+@al.tool
 def call_api(key: str) -> str:
     """Fails like an HTTP client does: the URL, query string encoded, in the error."""
     q = urllib.parse.urlencode({"Signature": key})
