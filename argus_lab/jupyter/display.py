@@ -231,7 +231,7 @@ def session_svg(session: Session) -> str:
     """A standalone SVG file's text of a session's graph, coloured by status
     with a glyph per status (what ``s.graph_svg()`` and ``argus show --svg``
     write, for papers and issue reports). Drawn whatever the plan's size."""
-    statuses = {t: r.status for t, r in session.records.items()}
+    statuses: dict[str, str] = {t: r.status for t, r in session.records.items()}
     if session_summary(session)["interrupted"]:  # nobody runs it: as drawn live
         statuses = {t: _interrupted(st) for t, st in statuses.items()}
     lay = layout_plan(session.plan)
