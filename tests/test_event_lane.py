@@ -157,12 +157,20 @@ def test_a_kind_with_more_than_plain_fields_gets_no_lane() -> None:
     class Strict(EventBase):
         model_config = ConfigDict(strict=True)
 
+    class PostInit(EventBase):
+        n: int = 0
+
+        def model_post_init(self, context: Any) -> None:
+            self.n += 1
+
+    class OwnInit(EventBase):
+        n: int = 0
+
+        def __init__(self, **data: Any) -> None:
+            super().__init__(**data)
+
     class Plain(EventBase):
         n: int = 0
 
-    assert [lane_of(c) is None for c in (Checked, Bounded, Strict, Plain)] == [
-        True,
-        True,
-        True,
-        False,
-    ]
+    kinds = (Checked, Bounded, Strict, PostInit, OwnInit, Plain)
+    assert [lane_of(c) is None for c in kinds] == [True] * 5 + [False]

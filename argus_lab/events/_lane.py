@@ -25,6 +25,7 @@ import types
 import typing
 from typing import Any, Literal
 
+from pydantic import BaseModel
 from pydantic_core import PydanticUndefined, SchemaSerializer, SchemaValidator
 from pydantic_core import core_schema as cs
 
@@ -90,10 +91,14 @@ def lane_of(cls: type[EventBase]) -> Lane | None:
     """``cls``'s lane, or None when a field is not plain (its class's own
     build then serves it)."""
     # Only what is written here: no validators, serializers, computed fields,
-    # aliases, constraints or settings beyond EventBase's.
+    # aliases, constraints or settings beyond EventBase's, no __init__ or
+    # model_post_init of its own.
     if cls.model_config != _CONFIG or any(
         getattr(cls.__pydantic_decorators__, k) for k in _DECORATORS
     ):
+        return None
+    init: object = cls.__init__
+    if cls.__pydantic_post_init__ is not None or init is not BaseModel.__init__:
         return None
     fields: dict[str, cs.ModelField] = {}
     for name, info in cls.model_fields.items():
