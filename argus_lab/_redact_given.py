@@ -4,8 +4,16 @@ checked, counted, and known to this process (``redact.py``)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from typing import Any
 
-__all__ = ["KNOWN", "MIN_LEN", "check_secrets", "count_secrets", "known_secrets"]
+__all__ = [
+    "KNOWN",
+    "MIN_LEN",
+    "check_secrets",
+    "count_secrets",
+    "known_secrets",
+    "masked_strings",
+]
 
 MIN_LEN = 6  # shorter env values ("1", "true") are not worth masking everywhere
 KNOWN: set[str] = set()
@@ -60,3 +68,21 @@ def known_secrets() -> tuple[str, ...]:
     writes outside a session and holds no session's redactor: a recording of
     model requests and replies sees the prompts those values went into."""
     return tuple(KNOWN.copy())  # copy(): atomic while another thread adds
+
+
+def masked_strings(data: Any) -> Any:
+    """JSON ``data`` with this process's known secrets and key shapes masked
+    in every string, keys included; nothing masked for a key's name, so a
+    hash over it moves only for a secret (``ModelRequest.hash``)."""
+    from argus_lab.redact import Redactor  # (redact imports this module)
+
+    mask = Redactor(known_secrets()).text
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {mask(k): walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return mask(v) if isinstance(v, str) else v
+
+    return walk(data)

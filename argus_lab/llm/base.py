@@ -233,19 +233,17 @@ class ModelRequest(BaseModel):
 
         Sorted-key JSON of the request without volatile fields (model, purpose)
         and without fields left at their defaults, so adding an optional field to
-        this class later does not change existing hashes. Secrets in it (the
-        process's known values, key shapes) are masked first: a recording
-        keeps the masked request beside this hash, and a hash over the clear
-        text would let whoever reads it test guesses of a weak secret until
-        one matched. A replay then also finds a reply recorded under another
-        value of the same secret (a real key recorded, a dummy one in CI).
+        this class later does not change existing hashes. Its secrets masked:
+        a recording keeps the masked request beside this hash, which must not
+        let its reader test guesses of a weak secret (and a reply recorded
+        with a real key is found with a dummy one).
         """
-        from argus_lab.redact import Redactor, known_secrets
+        from argus_lab._redact_given import masked_strings
 
         data = self.model_dump(
             mode="json", exclude=set(_VOLATILE), exclude_defaults=True
         )
-        data = _strings(data, Redactor(known_secrets()).text)
+        data = masked_strings(data)
         text = json.dumps(
             data, sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
@@ -396,14 +394,3 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     ctx = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, "argus-llm") as pool:
         return pool.submit(ctx.run, asyncio.run, coro).result()
-
-
-def _strings(v: Any, f: Any) -> Any:
-    """``v`` (JSON data) with ``f`` applied to every string, keys included."""
-    if isinstance(v, str):
-        return f(v)
-    if isinstance(v, dict):
-        return {f(k): _strings(x, f) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_strings(x, f) for x in v]
-    return v

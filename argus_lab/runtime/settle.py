@@ -278,7 +278,6 @@ class Settler:
             finally:
                 self._signals.wake_up()
 
-        # The scheduler keeps the task "running" until the delay is over.
         st.timers[tid] = loop.call_later(delay, due)
 
     def in_doubt(self, tid: str, rec: TaskRecord, why: str, error: str) -> None:
