@@ -211,11 +211,11 @@ class TaskRecord(BaseModel):
     idempotent: if that attempt was interrupted, it is held in doubt even when
     the tool has been redefined as safe to repeat since (the old code ran)."""
     interrupts: int = 0
-    """Attempts in a row that a process died during, this task the only one
-    running and no task of the session done in between (``done_at_interrupt``):
-    a resume reruns a task safe to repeat until this passes
-    ``INTERRUPTED_RERUNS``, then asks a person (a tool that kills its own
-    process would otherwise run, and kill it, at every resume)."""
+    """Attempts in a row that a process died during, no task of the session
+    done in between (``done_at_interrupt``): a resume reruns a task safe to
+    repeat until this passes ``INTERRUPTED_RERUNS`` (it ran alone) or
+    ``INTERRUPTED_RERUNS_TOGETHER``, then asks a person (a tool that kills its
+    own process would otherwise run, and kill it, at every resume)."""
     done_at_interrupt: int = -1
     """How many tasks of the session were done at the last interrupt."""
 

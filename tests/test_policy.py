@@ -221,3 +221,14 @@ def test_an_interrupted_attempt_is_rerun_only_so_many_times_in_a_row() -> None:
     assert isinstance(d, AskInDoubt)
     assert f"interrupted during attempt 9 of tool 'read', the {n + 1}th" in d.reason
     assert "s.retry('t')" in d.reason
+
+
+def test_tasks_interrupted_together_get_more_reruns() -> None:
+    from argus_lab.runtime.policy import INTERRUPTED_RERUNS_TOGETHER
+
+    t, n = task(tool="read"), INTERRUPTED_RERUNS_TOGETHER
+    together = {"in_a_row": n, "alone": False}
+    assert POLICY.after_interrupt(t, Interrupted(9), read, {}, **together) == Rerun()
+    d = POLICY.after_interrupt(t, Interrupted(9), read, {}, in_a_row=n + 1, alone=False)
+    assert isinstance(d, AskInDoubt)
+    assert "each time with other tasks running beside it" in d.reason

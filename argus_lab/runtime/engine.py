@@ -117,15 +117,11 @@ class RunLoop:
         left = [(t, r) for t, r in st.records.where("running") if t not in st.timers]
         done = sum(s in DONE for s in st.records.status.values()) if left else 0
         for tid, rec in left:
-            # Interrupts in a row of the only task running, with no task done
-            # since the last one: its call may be what kills the process. With
-            # others running (a group of intents committed together, calls
-            # after), none is blamed: their outcomes commit together too.
-            in_a_row = (
-                (rec.interrupts + 1 if rec.done_at_interrupt == done else 1)
-                if len(left) == 1
-                else 0
-            )
+            # Interrupts in a row with no task done since the last one: its
+            # call may be what kills the process. With others running (a group
+            # of intents committed together, calls after, or tasks in
+            # parallel) any of them may be, and they get more reruns.
+            in_a_row = rec.interrupts + 1 if rec.done_at_interrupt == done else 1
             task = st.tasks[tid]
             tool = self._attempts.tool_for(task)
             decision = self._policy.after_interrupt(
@@ -135,6 +131,7 @@ class RunLoop:
                 st.tools,
                 unsafe_when_started=rec.unsafe_intent,
                 in_a_row=in_a_row,
+                alone=len(left) == 1,
             )
             if isinstance(decision, Rerun):
                 # Safe to repeat: same generation, so the same idempotency key.

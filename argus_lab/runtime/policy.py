@@ -48,6 +48,7 @@ from argus_lab.tools.registry import Tool
 
 __all__ = [
     "INTERRUPTED_RERUNS",
+    "INTERRUPTED_RERUNS_TOGETHER",
     "Accept",
     "AskInDoubt",
     "Decision",
@@ -131,6 +132,10 @@ Decision = (
 INTERRUPTED_RERUNS = 3
 """Interrupts in a row, the task the only one running and nothing done in
 between, that a resume reruns."""
+INTERRUPTED_RERUNS_TOGETHER = 10
+"""The same, for a task interrupted while others ran beside it: any of them
+may be what killed the process (memory running out, say), so each gets more
+reruns before all of them wait for a person."""
 
 
 class FailurePolicy:
@@ -233,6 +238,7 @@ class FailurePolicy:
         *,
         unsafe_when_started: bool = False,
         in_a_row: int = 1,
+        alone: bool = True,
     ) -> Rerun | AskInDoubt:
         """What to do about an attempt a dead process left RUNNING (invariant 2).
 
@@ -241,8 +247,9 @@ class FailurePolicy:
         when the attempt started counts too (``unsafe_when_started``): code
         redefined as idempotent after a crash did not run, the old code did.
         A person decides too when this is the task's ``in_a_row``-th interrupt
-        as the only task running, with nothing done in between, past
-        ``INTERRUPTED_RERUNS``: its call may be what kills the process.
+        with nothing done in between, past ``INTERRUPTED_RERUNS`` (the only
+        task running: ``alone``) or ``INTERRUPTED_RERUNS_TOGETHER``: its call
+        may be what kills the process.
         """
         what = (
             f"tool {task.tool!r}"
@@ -259,16 +266,18 @@ class FailurePolicy:
                 "it took effect."
             )
         if tool is not None and not unsafe(task, tool, tools):
-            if in_a_row <= INTERRUPTED_RERUNS:
+            limit = INTERRUPTED_RERUNS if alone else INTERRUPTED_RERUNS_TOGETHER
+            if in_a_row <= limit:
                 return Rerun()
+            beside = "" if alone else ", each time with other tasks running beside it"
             return AskInDoubt(
                 f"task {task.id!r} was interrupted during attempt {out.attempt} "
                 f"of {what}, the {in_a_row}th time in a row with no task done "
-                "in between: the process running it may die because of it "
-                "(os._exit, a crash in native code, memory running out), or "
-                f"was stopped that often. After {INTERRUPTED_RERUNS} reruns it "
-                f"is not rerun automatically: check, then call "
-                f"s.retry({task.id!r}) to run it again or s.skip({task.id!r})."
+                f"in between{beside}: the process running it may die because "
+                "of it (os._exit, a crash in native code, memory running out), "
+                f"or was stopped that often. After {limit} reruns it is not "
+                f"rerun automatically: check, then call s.retry({task.id!r}) to "
+                f"run it again or s.skip({task.id!r})."
             )
         return AskInDoubt(
             f"task {task.id!r} was interrupted during attempt {out.attempt} of "
