@@ -35,20 +35,26 @@ WORKER = textwrap.dedent(
         {"id": "a", "tool": "first", "args": {"x": 1}},
         {"id": "b", "tool": "boom", "args": {"x": "${a.result}"}, "retries": 1},
     ]}
+    tools, name = [boom, first], "loop"
+    """
+)
+RUN = textwrap.dedent(
+    """
     ws = al.Workspace(sys.argv[1])
     try:
-        s = ws.open("loop", tools=[boom, first])
+        s = ws.open(name, tools=tools)
     except KeyError:
-        s = ws.new_session(plan=plan, tools=[boom, first], name="loop")
+        s = ws.new_session(plan=plan, tools=tools, name=name)
     r = s.run()
     print(r.status, r.reason)
     """
 )
+"""Opens (or creates) the worker's session and runs it; prints how it ended."""
 
 
 def _run(ws: Path, calls: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", WORKER, str(ws), str(calls)],
+        [sys.executable, "-c", WORKER + RUN, str(ws), str(calls)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -110,13 +116,7 @@ TOGETHER = textwrap.dedent(
     ]}
     for m in marks.glob("started-*"):
         m.unlink()
-    ws = al.Workspace(sys.argv[1])
-    try:
-        s = ws.open("together", tools=[hog, sibling])
-    except KeyError:
-        s = ws.new_session(plan=plan, tools=[hog, sibling], name="together")
-    r = s.run()
-    print(r.status, r.reason)
+    tools, name = [hog, sibling], "together"
     """
 )
 
@@ -130,14 +130,14 @@ def test_tasks_that_die_together_are_rerun_a_bounded_number_of_times(
     runs = 1 + INTERRUPTED_RERUNS_TOGETHER  # none ran alone: the larger bound
     for i in range(runs):
         p = subprocess.run(
-            [sys.executable, "-c", TOGETHER, str(ws_dir), str(marks)],
+            [sys.executable, "-c", TOGETHER + RUN, str(ws_dir), str(marks)],
             capture_output=True,
             text=True,
             timeout=120,
         )
         assert p.returncode == 9, (i, p.stdout, p.stderr)
     p = subprocess.run(
-        [sys.executable, "-c", TOGETHER, str(ws_dir), str(marks)],
+        [sys.executable, "-c", TOGETHER + RUN, str(ws_dir), str(marks)],
         capture_output=True,
         text=True,
         timeout=120,
