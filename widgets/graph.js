@@ -79,8 +79,8 @@ function json(v) {
   }
 }
 
-// A member stored as running while nobody runs the session counts as
-// interrupted (its intent, left for the next run), as the member is drawn.
+// A task stored as running while nobody runs the session is drawn (and counts
+// in its group) as interrupted: its intent, left for the next run.
 export function memberStatus(st, name, interrupted) {
   return st === "running" && interrupted.has(name) ? "interrupted" : st;
 }
@@ -509,8 +509,9 @@ function render({ model, el }) {
   function setStatus(ref, st, name, extra = "") {
     const rejected = st === "failed" && rejectedSet.has(name);
     // Stored as running while nobody runs the session: an intent left behind.
-    const cut = st === "running" && interruptedSet.has(name);
-    const shown = rejected ? "rejected" : cut ? "interrupted" : st;
+    const drawn = memberStatus(st, name, interruptedSet);
+    const cut = drawn !== st;
+    const shown = rejected ? "rejected" : drawn;
     ref.rect.setAttribute("class", `argus-node-box argus-st-${shown}`);
     ref.g.setAttribute("data-status", st);
     ref.g.classList.toggle("argus-rejected", rejected);
@@ -774,8 +775,7 @@ function render({ model, el }) {
       return;
     }
     const rejected = d.status === "failed" && d.error_type === "Rejected";
-    const cut = d.status === "running" && interruptedSet.has(d.id);
-    const shown = rejected ? "rejected" : cut ? "interrupted" : d.status;
+    const shown = rejected ? "rejected" : memberStatus(d.status, d.id, interruptedSet);
     const badge = h("span", { class: `argus-badge argus-st-${shown}` }, `${GLYPHS[shown] || ""} ${label(shown)}`);
     parts.push(h("h4", {}, d.title), close, badge);
     if (d.stale) parts.push(h("span", { class: "argus-badge argus-stale-badge" }, "stale"));
