@@ -231,9 +231,7 @@ def session_svg(session: Session) -> str:
     """A standalone SVG file's text of a session's graph, coloured by status
     with a glyph per status (what ``s.graph_svg()`` and ``argus show --svg``
     write, for papers and issue reports). Drawn whatever the plan's size."""
-    statuses: dict[str, str] = {t: r.status for t, r in session.records.items()}
-    if session_summary(session)["interrupted"]:  # nobody runs it: as drawn live
-        statuses = {t: _interrupted(st) for t, st in statuses.items()}
+    statuses = _shown_statuses(session, session_summary(session)["interrupted"])
     lay = layout_plan(session.plan)
     h = lay["height"]
     legend, legend_w = _svg_legend(statuses.values(), y=h + 6)
@@ -321,18 +319,20 @@ def session_html(session: Session) -> str:
         rows.append(("reason", summ["reason"]))
     if tokens or cost:
         rows.append(("cost / tokens", f"${cost:.4f} / {tokens}"))
-    statuses: dict[str, str] = {t: r.status for t, r in session.records.items()}
-    if summ["interrupted"]:  # nobody runs it (session_summary)
-        statuses = {t: _interrupted(st) for t, st in statuses.items()}
-    body = _graph_or_note(session.plan, statuses)
+    body = _graph_or_note(session.plan, _shown_statuses(session, summ["interrupted"]))
     return (
         '<div class="argus-static" style="font-family:system-ui,sans-serif">'
         f"{_table(rows)}<div>{_legend(summ['counts'])}</div>{body}</div>"
     )
 
 
-def _interrupted(status: str) -> str:
-    return "interrupted" if status == "running" else status
+def _shown_statuses(session: Session, interrupted: int) -> dict[str, str]:
+    """Each task's status as drawn: "interrupted" for one stored as running
+    while nobody runs the session (``interrupted``: session_summary's count)."""
+    statuses: dict[str, str] = {t: r.status for t, r in session.records.items()}
+    if not interrupted:
+        return statuses
+    return {t: "interrupted" if st == "running" else st for t, st in statuses.items()}
 
 
 def plan_html(plan: Plan) -> str:
