@@ -185,6 +185,7 @@ class Workspace:
         tools: ToolsArg = None,
         *,
         accept_lost_commits: bool = False,
+        accept_copy: bool = False,
         **options: Unpack[SessionArgs],
     ) -> Session:
         """Opens a session to inspect or continue it, exactly where it stopped.
@@ -193,10 +194,11 @@ class Workspace:
         missing fails with an error saying so when it comes to run.
 
         Args:
-            accept_lost_commits: go on after a LostCommitsError: each task the
-                lost commits touched is rerun with the same idempotency key if
-                its tool is idempotent (or has no side effect) and held in
-                doubt otherwise; every surviving result is kept.
+            accept_lost_commits: go on after a LostCommitsError: a task the
+                lost commits touched reruns (same idempotency key) if its tool
+                is idempotent, else waits in doubt; surviving results are kept.
+            accept_copy: run it though its files were copied while a run held
+                it (a ConcurrentSessionError said so), no other copy to run.
 
         Raises:
             KeyError: no such session (the message lists some that exist).
@@ -205,6 +207,7 @@ class Workspace:
         """
         sid = self.resolve(name_or_id)
         store = self._store(sid)
+        store.accept_copy = accept_copy
         try:
             loaded = store.load(accept_lost_commits=accept_lost_commits)
             other = mismatch(self._session_dir(sid), loaded.meta)

@@ -219,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="go on after commits were lost (see the error that said so)",
     )
+    rs.add_argument(
+        "--accept-copy",
+        action="store_true",
+        help="run it although its files were copied while a run held it "
+        "(see the error that said so)",
+    )
     _tool_options(rs)
 
     f = add("fork", "branch a session: keep results before a task, redo the rest")

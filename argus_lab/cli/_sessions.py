@@ -112,7 +112,9 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
 def cmd_resume(args: argparse.Namespace, out: Out) -> int:
     """Continue a session exactly where it stopped."""
     ws = workspace(args)
-    lost = {"accept_lost_commits": True} if args.accept_lost_commits else {}
+    lost: dict[str, bool] = {
+        k: True for k in ("accept_lost_commits", "accept_copy") if getattr(args, k)
+    }
     # A session that succeeded runs nothing more: it needs no --tools to say so.
     done = not args.tools and _status(ws, args.name) == "succeeded"
     opts = {} if done else session_setup(ws, args.name, args, **lost)

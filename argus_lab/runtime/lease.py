@@ -27,12 +27,15 @@ class Lease:
 
     Args:
         ttl: Seconds the lease lasts without renewal.
+        where: The files every lease written names (``SessionStore.where``),
+            so that a copy of them is told apart (store/copies.py).
     """
 
-    def __init__(self, ttl: float) -> None:
+    def __init__(self, ttl: float, where: dict[str, Any] | None = None) -> None:
         self.holder = uuid.uuid4().hex
         """Names this Session object in the stored lease."""
         self.ttl = ttl
+        self.where = where
         self.expires = 0.0
         """When the lease we last wrote runs out (0: we hold none)."""
         self.active = 0
@@ -49,7 +52,7 @@ class Lease:
 
     def fresh(self) -> dict[str, Any]:
         """A new lease for this holder, valid for ``ttl`` seconds from now."""
-        return make_lease(self.holder, self.ttl)
+        return make_lease(self.holder, self.ttl, self.where)
 
     def renewal(self, now: float) -> dict[str, Any] | None:
         """A fresh lease if one is taken but not written yet, or held and past

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +38,7 @@ from argus_lab.store._bulk import paused_gc
 from argus_lab.store._commit import HeadRow, encoded, successor, write_rows
 from argus_lab.store._reader import CheckpointReader
 from argus_lab.store._rows import RowWriter, Transaction
+from argus_lab.store.copies import went_on_elsewhere, where
 from argus_lab.store.envelope import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -51,9 +51,8 @@ from argus_lab.store.envelope import (
 from argus_lab.store.head import (
     Head,
     abandon_lease,
-    lease_is_live,
-    lease_message,
     make_lease,
+    refusal,
     release_abandoned,
 )
 from argus_lab.store.records import Loaded, bulk_records
@@ -96,6 +95,10 @@ class SessionStore:
         self.cache = self._read.cache
         self._rows = RowWriter(self.cache)
         self._heads = HeadRow(self._rows)
+        self.where = where(self.directory)
+        """The files every lease we write names (store/copies.py)."""
+        self.accept_copy = False
+        """Take over a lease whose files went on after these were copied."""
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
@@ -195,16 +198,13 @@ class SessionStore:
 
     def refuse_if_held(self, head: Head, holder: str) -> None:
         """ConcurrentSessionError while a live process other than ``holder``
-        holds the runner lease."""
-        lease = head.lease
-        if (
-            lease
-            and lease.get("holder") != holder
-            and lease_is_live(lease, time.time())
-        ):
-            raise ConcurrentSessionError(
-                lease_message(self.label, lease), session_id=self.session_id
-            )
+        holds the runner lease, or a run held it when these files were copied."""
+        lease, label = head.lease, self.label
+        why = refusal(lease, holder, label)
+        if why is None and not self.accept_copy:
+            why = went_on_elsewhere(lease, holder, self.where, self.witness.read, label)
+        if why is not None:
+            raise ConcurrentSessionError(why, session_id=self.session_id)
 
     def create(
         self,
@@ -385,7 +385,7 @@ class SessionStore:
                 raise self._read.corrupt("head", "missing")
             self.refuse_if_held(head, holder)
             head.version += 1
-            head.lease = make_lease(holder, ttl)
+            head.lease = make_lease(holder, ttl, self.where)
             self._heads.put(self.cache._con, head)
         release_abandoned(holder)
         self.witness.record(head.version, [], last_seq=head.last_seq)

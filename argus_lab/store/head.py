@@ -27,6 +27,7 @@ __all__ = [
     "lease_is_live",
     "lease_message",
     "make_lease",
+    "refusal",
     "release_abandoned",
 ]
 
@@ -115,14 +116,28 @@ def release_abandoned(holder: str) -> None:
     _ABANDONED.discard(holder)
 
 
-def make_lease(holder: str, ttl: float) -> dict[str, Any]:
-    """A lease for this process, valid for ``ttl`` seconds."""
-    return {
+def make_lease(
+    holder: str, ttl: float, where: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A lease for this process, valid for ``ttl`` seconds; ``where``: the
+    files it is written to (``copies.where``)."""
+    lease = {
         "holder": holder,
         "pid": os.getpid(),
         "host": HOST,
         "expires": time.time() + ttl,
     }
+    if where:
+        lease.update(where)
+    return lease
+
+
+def refusal(lease: dict[str, Any] | None, holder: str, label: str) -> str | None:
+    """Why ``holder`` may not take the runner lease of session ``label`` now (a
+    live holder elsewhere keeps it), or None."""
+    if lease and lease.get("holder") != holder and lease_is_live(lease, time.time()):
+        return lease_message(label, lease)
+    return None
 
 
 def lease_message(label: str, lease: dict[str, Any]) -> str:

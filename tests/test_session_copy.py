@@ -1,0 +1,111 @@
+"""A copy of a session's files made while a run held it does not run again
+unasked: the run it was copied from may have gone on after the copy, and the
+copy would repeat what it did (a backup restored, ``cp -r`` of a workspace).
+
+Process A runs the slow plan (tests/crash_worker.py) and is blocked in its
+`slow` task when the workspace is copied; A then finishes. Running the copy
+is refused, naming the copy and the way on; ``accept_copy=True`` runs it
+through the usual crash recovery. A copy of a crashed run (its original
+killed where the copy stands) or of a session moved away is taken over as
+after a crash (store/copies.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import argus_lab as al
+from argus_lab.cli import main as cli_main
+from tests import crash_worker as cw
+from tests.test_concurrency import open_slow, procs, sigkill, start_a  # noqa: F401
+from tests.waiting import DEADLINE
+
+
+def copy_while_running(
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],  # noqa: F811
+) -> Path:
+    """Copies A's workspace while A is blocked in `slow`, then lets A finish."""
+    root = tmp_path / "ws"
+    a = start_a(root, procs)
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    (root / "release").touch()
+    assert a.wait(timeout=DEADLINE) == 0
+    (copy / "release").touch()  # what `slow` waits for, when the copy runs it
+    return copy
+
+
+def test_a_copy_made_during_a_run_is_refused_then_runs_when_accepted(
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],  # noqa: F811
+) -> None:
+    copy = copy_while_running(tmp_path, procs)
+    _, s = open_slow(copy)
+    try:
+        assert s.record("slow").status == "running"  # as the copy caught it
+        with pytest.raises(al.ConcurrentSessionError, match="is a copy of") as e:
+            s.run()
+        assert "accept_copy=True" in str(e.value)
+        assert s.record("slow").status == "running"
+        assert len(cw.read_lines(copy / "started.slow")) == 1  # nothing ran again
+    finally:
+        s.close()
+
+    _, s = open_slow(copy, accept_copy=True)
+    try:
+        assert s.run().status == "succeeded"
+        # `slow` is idempotent: crash recovery reran it once, same key.
+        assert len(cw.read_lines(copy / "started.slow")) == 2
+    finally:
+        s.close()
+    # Accepted once: the copy's run gave its lease back, nothing is refused.
+    _, s = open_slow(copy)
+    try:
+        assert s.run().status == "succeeded"
+    finally:
+        s.close()
+
+
+def test_argus_resume_says_so_and_accept_copy_goes_on(
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    copy = copy_while_running(tmp_path, procs)
+    tools = str(Path(cw.__file__))
+    argv = ["--workspace", str(copy), "resume", "slow", "--tools", tools, "--yes"]
+    assert cli_main(argv) != 0
+    err = capsys.readouterr().err
+    assert "is a copy of" in err and "--accept-copy" in err
+    assert len(cw.read_lines(copy / "started.slow")) == 1
+    assert cli_main([*argv, "--accept-copy"]) == 0
+    assert len(cw.read_lines(copy / "started.slow")) == 2
+
+
+@pytest.mark.parametrize("original", ["killed", "gone"])
+def test_a_copy_whose_original_did_not_go_on_runs_as_after_a_crash(
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],  # noqa: F811
+    original: str,
+) -> None:
+    """A copy of a crashed run's files (its original killed where the copy
+    stands), or whose original is gone (a move), is taken over unasked."""
+    root = tmp_path / "ws"
+    a = start_a(root, procs)
+    sigkill(a)
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    if original == "gone":
+        shutil.rmtree(root)
+    (copy / "release").touch()
+    _, s = open_slow(copy)
+    try:
+        assert s.run().status == "succeeded"
+        assert len(cw.read_lines(copy / "started.slow")) == 2
+    finally:
+        s.close()
