@@ -25,6 +25,12 @@ from tests.test_concurrency import open_slow, procs, sigkill, start_a  # noqa: F
 from tests.waiting import DEADLINE
 
 
+def starts(copy: Path) -> int:
+    """Calls of `slow` the copy's files saw begin. The copy may be taken
+    between the file's creation and its line (start_a waits for the file)."""
+    return len(cw.read_lines(copy / "started.slow"))
+
+
 def copy_while_running(
     tmp_path: Path,
     procs: list[subprocess.Popen[bytes]],  # noqa: F811
@@ -45,6 +51,7 @@ def test_a_copy_made_during_a_run_is_refused_then_runs_when_accepted(
     procs: list[subprocess.Popen[bytes]],  # noqa: F811
 ) -> None:
     copy = copy_while_running(tmp_path, procs)
+    before = starts(copy)
     _, s = open_slow(copy)
     try:
         assert s.record("slow").status == "running"  # as the copy caught it
@@ -52,7 +59,7 @@ def test_a_copy_made_during_a_run_is_refused_then_runs_when_accepted(
             s.run()
         assert "accept_copy=True" in str(e.value)
         assert s.record("slow").status == "running"
-        assert len(cw.read_lines(copy / "started.slow")) == 1  # nothing ran again
+        assert starts(copy) == before  # nothing ran again
     finally:
         s.close()
 
@@ -60,7 +67,7 @@ def test_a_copy_made_during_a_run_is_refused_then_runs_when_accepted(
     try:
         assert s.run().status == "succeeded"
         # `slow` is idempotent: crash recovery reran it once, same key.
-        assert len(cw.read_lines(copy / "started.slow")) == 2
+        assert starts(copy) == before + 1
     finally:
         s.close()
     # Accepted once: the copy's run gave its lease back, nothing is refused.
@@ -77,14 +84,15 @@ def test_argus_resume_says_so_and_accept_copy_goes_on(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     copy = copy_while_running(tmp_path, procs)
+    before = starts(copy)
     tools = str(Path(cw.__file__))
     argv = ["--workspace", str(copy), "resume", "slow", "--tools", tools, "--yes"]
     assert cli_main(argv) != 0
     err = capsys.readouterr().err
     assert "is a copy of" in err and "--accept-copy" in err
-    assert len(cw.read_lines(copy / "started.slow")) == 1
+    assert starts(copy) == before
     assert cli_main([*argv, "--accept-copy"]) == 0
-    assert len(cw.read_lines(copy / "started.slow")) == 2
+    assert starts(copy) == before + 1
 
 
 @pytest.mark.parametrize("original", ["killed", "gone"])
@@ -103,9 +111,10 @@ def test_a_copy_whose_original_did_not_go_on_runs_as_after_a_crash(
     if original == "gone":
         shutil.rmtree(root)
     (copy / "release").touch()
+    before = starts(copy)
     _, s = open_slow(copy)
     try:
         assert s.run().status == "succeeded"
-        assert len(cw.read_lines(copy / "started.slow")) == 2
+        assert starts(copy) == before + 1
     finally:
         s.close()

@@ -22,6 +22,7 @@ events in one SQLite transaction (invariants 1 and 3).
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
@@ -95,10 +96,13 @@ class SessionStore:
         self.cache = self._read.cache
         self._rows = RowWriter(self.cache)
         self._heads = HeadRow(self._rows)
-        self.where = where(self.directory)
-        """The files every lease we write names (store/copies.py)."""
         self.accept_copy = False
         """Take over a lease whose files went on after these were copied."""
+
+    @functools.cached_property
+    def where(self) -> dict[str, Any]:
+        """The files every lease we write names (store/copies.py)."""
+        return where(self.directory)
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
