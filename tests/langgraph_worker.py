@@ -1,13 +1,16 @@
 """A LangGraph graph on ArgusSaver that the tests kill at seeded moments.
 
 Run as ``python tests/langgraph_worker.py WORKSPACE THREAD [--block-at K]
-[--hold]``: it compiles the graph below with ``ArgusSaver`` and invokes it on
-THREAD (starting it, or resuming it from its latest checkpoint). Each node
+[--hold] [--pause-at K]``: it compiles the graph below with ``ArgusSaver`` and
+invokes it on THREAD (starting it, or resuming it from its latest checkpoint). Each node
 prints ``ran <node>`` as it starts; ``--block-at K`` makes the K-th node this
 process runs block forever after printing (so the test kills it mid-node).
 ``--hold`` runs the first two nodes, prints ``holding`` and blocks (the one-writer
-test). Exit codes: 0 the graph finished (prints ``done``), 3 a
-ConcurrentSessionError (message on stderr).
+test). ``--pause-at K``: the K-th node prints ``paused`` and waits until the
+file ``release`` appears in the workspace (the copy test copies it meanwhile);
+the graph is run with LangGraph's durability "sync" then, so every checkpoint
+before that node is committed when it prints. Exit codes: 0 the graph finished
+(prints ``done``), 3 a ConcurrentSessionError (message on stderr).
 
 The tests import this module to build the same graph in their own process.
 """
@@ -18,11 +21,14 @@ import argparse
 import operator
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 ROUNDS = 12
 """Each round: node a<k>, then b<k> and c<k> in parallel (one superstep)."""
+PAUSE_LIMIT = 120.0
+"""Seconds ``--pause-at`` waits for ``release`` before giving up (orphan guard)."""
 
 
 class State(TypedDict):
@@ -64,6 +70,7 @@ def main() -> int:
     p.add_argument("thread")
     p.add_argument("--block-at", type=int, default=0)
     p.add_argument("--hold", action="store_true")
+    p.add_argument("--pause-at", type=int, default=0)
     args = p.parse_args()
 
     import argus_lab as al
@@ -82,13 +89,24 @@ def main() -> int:
             if args.hold:
                 print("holding", flush=True)
             threading.Event().wait()  # until the test kills this process
+        if n == args.pause_at:
+            print("paused", flush=True)
+            release = Path(args.workspace) / "release"
+            end = time.monotonic() + PAUSE_LIMIT
+            while not release.exists():
+                if time.monotonic() > end:
+                    raise RuntimeError(f"{release} did not appear in time")
+                time.sleep(0.005)
 
     saver = ArgusSaver(al.Workspace(Path(args.workspace)), durability="full")
     app = build(on_start).compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": args.thread}}
     started = app.get_state(cfg).created_at is not None
     try:
-        app.invoke(None if started else {"log": [], "total": 0}, cfg)
+        # --pause-at: every checkpoint is committed before the next step runs
+        # (LangGraph's "sync"), so the files are still while a node waits.
+        sync: Any = {"durability": "sync"} if args.pause_at else {}
+        app.invoke(None if started else {"log": [], "total": 0}, cfg, **sync)
     except al.ConcurrentSessionError as e:
         print(e, file=sys.stderr)
         return 3

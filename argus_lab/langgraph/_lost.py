@@ -1,4 +1,4 @@
-"""Lost commits and storage errors of LangGraph threads, said as they are.
+"""Lost commits, copies and storage errors of LangGraph threads, said as they are.
 
 ``storage_error`` tells a full disk from a damaged file from another failure
 (a full disk or a failure with space left never advises deleting anything).
@@ -10,6 +10,11 @@ again every node whose writes were lost: their side effects repeat, in silence.
 Each commit also writes the head's version to the ``witness`` file beside
 ``cache.db`` (``store/witness.py``, as sessions do), and opening a thread whose
 head is older than its witness raises ``LostCommitsError``.
+
+A thread's folder copied while a run held it (``cp -r`` of a workspace, a
+backup restored) carries that run's lease; if the run went on after the copy,
+resuming the copy would run those nodes again: ``refuse_copy`` refuses it
+(``store/copies.py``, as for sessions) unless ``accept_copy``.
 """
 
 from __future__ import annotations
@@ -18,14 +23,21 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING
 
-from argus_lab.errors import ArgusError, CorruptCheckpointError, LostCommitsError
+from argus_lab.errors import (
+    ArgusError,
+    ConcurrentSessionError,
+    CorruptCheckpointError,
+    LostCommitsError,
+)
+from argus_lab.store.copies import went_on_elsewhere
+from argus_lab.store.head import Head
 from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.witness import lost_versions
 
 if TYPE_CHECKING:
     from argus_lab.langgraph._store import ThreadStore
 
-__all__ = ["check_lost_checkpoints", "storage_error"]
+__all__ = ["check_lost_checkpoints", "copy_refusal", "refuse_copy", "storage_error"]
 
 log = logging.getLogger("argus_lab.langgraph")
 
@@ -67,6 +79,40 @@ def check_lost_checkpoints(st: ThreadStore, *, accept: bool) -> None:
     log.warning("%s; going on from the latest surviving checkpoint as asked", what)
     st.witness.compact(limit=0)  # its lines name versions that are gone
     st.witness.record(have, [], backwards=True)  # LangGraph writes them again
+    if copy_refusal(st, head) is not None:
+        # A copy that lost commits (a backup whose WAL was damaged): going on
+        # from what survived is what accept_copy accepts too. The head is
+        # taken now, naming these files, so a later saver sees no copy.
+        accept, st.accept_copy = st.accept_copy, True
+        try:
+            with st.transaction():
+                pass
+        finally:
+            st.accept_copy = accept
+
+
+def refuse_copy(st: ThreadStore, head: Head | None) -> None:
+    """ConcurrentSessionError when the thread's files are a copy made while a
+    run held it and that run went on after the copy. Checked when a saver opens
+    the thread (before LangGraph runs a node) and at its first commit."""
+    why = None if st.accept_copy else copy_refusal(st, head)
+    if why is not None:
+        raise ConcurrentSessionError(why, session_id=st.session_id)
+
+
+def copy_refusal(st: ThreadStore, head: Head | None) -> str | None:
+    """Why the thread's files may not be run as they are (``refuse_copy``)."""
+    if head is None:
+        return None
+    return went_on_elsewhere(
+        head.lease,
+        st.holder,
+        st.where,
+        st.witness.read,
+        f"LangGraph thread {st.thread_id!r} (session {st.session_id})",
+        repeats="the nodes it ran",
+        accept="open it with ArgusSaver(ws, accept_copy=True)",
+    )
 
 
 def storage_error(st: ThreadStore, e: sqlite3.DatabaseError) -> ArgusError:

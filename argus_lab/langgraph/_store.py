@@ -33,6 +33,7 @@ from argus_lab.errors import (
     ConcurrentSessionError,
     CorruptCheckpointError,
 )
+from argus_lab.langgraph._lost import refuse_copy
 from argus_lab.langgraph._record import (
     TABLE_SCHEMA,
     US,
@@ -40,6 +41,7 @@ from argus_lab.langgraph._record import (
     lg_encode,
 )
 from argus_lab.store._rows import Transaction
+from argus_lab.store.copies import where
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.envelope import encode as encode_argus
 from argus_lab.store.folders import fsync_dir
@@ -64,12 +66,15 @@ class ThreadStore:
         durability: Durability,
         holder: str,
         lease_ttl: float,
+        accept_copy: bool = False,
     ) -> None:
         self.directory = directory
         self.thread_id = thread_id
         self.session_id = directory.name
         self.holder = holder
         self.lease_ttl = lease_ttl
+        self.accept_copy = accept_copy
+        """Take over a lease whose files went on after these were copied."""
         self.lock = threading.RLock()
         self.expected_version: int | None = None
         """The head version of our last commit: a different one at the next
@@ -100,6 +105,8 @@ class ThreadStore:
             # then switched to "full"; its first fsynced commit makes all of
             # that durable too (one WAL, written in order).
             self.cache = open_cache(directory, "normal" if new else durability)
+            self.where = where(directory)
+            """The files every lease we write names (``store/copies.py``)."""
             self.cache._sql(TABLE_SCHEMA)
             if new:
                 self.ensure_thread_record()
@@ -282,7 +289,9 @@ class ThreadStore:
         return head
 
     def _put_head(self, head: Head, *, hold: bool = True) -> None:
-        head.lease = make_lease(self.holder, self.lease_ttl) if hold else None
+        head.lease = (
+            make_lease(self.holder, self.lease_ttl, self.where) if hold else None
+        )
         text = encode_argus(head.to_json())
         old = self._head_text
         if old is not None:
@@ -337,6 +346,7 @@ class ThreadStore:
                 "thread (saver.copy_thread) and continue the copy.",
                 session_id=self.session_id,
             )
+        refuse_copy(self, head)
         expected = self.expected_version
         if expected is not None and head.version != expected:
             # Re-read from here on: the next commit starts from what is stored.

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from argus_lab.langgraph._delta import BlobMemo, CkptMemo
-from argus_lab.langgraph._lost import check_lost_checkpoints
+from argus_lab.langgraph._lost import check_lost_checkpoints, refuse_copy
 from argus_lab.langgraph._record import thread_session_id
 from argus_lab.langgraph._store import ThreadStore
 from argus_lab.store.envelope import Durability
@@ -28,6 +28,9 @@ class OpenThreads:
         durability: The stores' durability.
         holder: The lease holder name of this saver's writes.
         lease_ttl: Seconds a thread stays held after its last write.
+        accept_lost_commits: Go on from the checkpoints that survived lost commits.
+        accept_copy: Run a thread whose files were copied while a run held it,
+            though that run went on after the copy (``store/copies.py``).
     """
 
     def __init__(
@@ -38,9 +41,11 @@ class OpenThreads:
         holder: str,
         lease_ttl: float,
         accept_lost_commits: bool = False,
+        accept_copy: bool = False,
     ) -> None:
         self.root = root
         self.accept_lost_commits = accept_lost_commits
+        self.accept_copy = accept_copy
         self.durability: Durability = durability
         self.holder = holder
         self.lease_ttl = lease_ttl
@@ -70,9 +75,11 @@ class OpenThreads:
                 durability=self.durability,
                 holder=self.holder,
                 lease_ttl=self.lease_ttl,
+                accept_copy=self.accept_copy,
             )
             try:
                 check_lost_checkpoints(st, accept=self.accept_lost_commits)
+                refuse_copy(st, st.read_head())
             except BaseException:
                 st.close()
                 raise

@@ -70,11 +70,16 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         accept_lost_commits: Go on from the latest checkpoint that survived
             a damaged write-ahead log (after a LostCommitsError); the graph
             then runs the lost steps again.
+        accept_copy: Resume a thread whose folder is a copy made while a run
+            held it (``cp -r`` of a workspace, a backup restored), though the
+            original went on after the copy: the graph then runs again the
+            nodes the original ran since. Without it such a copy is refused.
 
     Raises:
         UnsafeValueError: (from ``put``/``put_writes``) a value only pickle could
             store; it names the channel and the type, and nothing is written.
-        ConcurrentSessionError: another live process is writing the thread.
+        ConcurrentSessionError: another live process is writing the thread,
+            or the thread is a copy whose original went on (``accept_copy``).
         CorruptCheckpointError: a record failed its checksum (names the thread
             and the checkpoint).
         LostCommitsError: a thread's store is older than its witness: commits
@@ -88,6 +93,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         durability: Durability | None = None,
         lease_ttl: float = 30.0,
         accept_lost_commits: bool = False,
+        accept_copy: bool = False,
     ) -> None:
         super().__init__(serde=ArgusSerde())
         dur = durability if durability is not None else ws.durability
@@ -103,6 +109,7 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
             holder=self.holder,
             lease_ttl=lease_ttl,
             accept_lost_commits=accept_lost_commits,
+            accept_copy=accept_copy,
         )
 
     def __repr__(self) -> str:

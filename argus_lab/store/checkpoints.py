@@ -206,7 +206,8 @@ class SessionStore:
         lease, label = head.lease, self.label
         why = refusal(lease, holder, label)
         if why is None and not self.accept_copy:
-            why = went_on_elsewhere(lease, holder, self.where, self.witness.read, label)
+            what = f"session {label}"
+            why = went_on_elsewhere(lease, holder, self.where, self.witness.read, what)
         if why is not None:
             raise ConcurrentSessionError(why, session_id=self.session_id)
 
