@@ -13,6 +13,7 @@ of a thread moved away is resumed as after a crash (store/copies.py).
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,3 +126,28 @@ def test_a_thread_copy_whose_original_did_not_go_on_resumes_as_after_a_crash(
     assert ran[0] == "a1"
     names = sorted(x.split(":")[0] for x in values["log"])
     assert names == sorted(f"{p}{k}" for k in range(lw.ROUNDS) for p in "abc")
+
+
+def test_a_second_process_is_refused_before_its_graph_runs_a_node(
+    tmp_path: Path, workers: list[Worker]
+) -> None:
+    """While A runs the thread, B's invoke is refused as it starts: LangGraph
+    writes checkpoints in the background by default, and a refusal met at
+    B's first commit came after B had run every node left (and their side
+    effects). Reading the thread (get_state) still works beside A's run."""
+    ws = tmp_path / "ws"
+    a = start_a(ws, workers)
+    ran: list[str] = []
+    saver = ArgusSaver(al.Workspace(ws))
+    try:
+        app = lw.build(ran.append).compile(checkpointer=saver)
+        assert app.get_state(CFG).next == ("a1",)  # an observer reads it
+        with pytest.raises(al.ConcurrentSessionError, match="being written by"):
+            app.invoke(None, CFG)
+        with pytest.raises(al.ConcurrentSessionError, match="being written by"):
+            asyncio.run(app.ainvoke(None, CFG))
+        assert ran == []
+    finally:
+        saver.close()
+    (ws / "release").touch()
+    assert a.proc.wait(timeout=DEADLINE) == 0, a.report()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from typing import TYPE_CHECKING
 
 from argus_lab.errors import (
@@ -30,14 +31,20 @@ from argus_lab.errors import (
     LostCommitsError,
 )
 from argus_lab.store.copies import went_on_elsewhere
-from argus_lab.store.head import Head
+from argus_lab.store.head import Head, lease_is_live
 from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.witness import lost_versions
 
 if TYPE_CHECKING:
     from argus_lab.langgraph._store import ThreadStore
 
-__all__ = ["check_lost_checkpoints", "copy_refusal", "refuse_copy", "storage_error"]
+__all__ = [
+    "check_lost_checkpoints",
+    "copy_refusal",
+    "refuse_copy",
+    "refuse_held",
+    "storage_error",
+]
 
 log = logging.getLogger("argus_lab.langgraph")
 
@@ -89,6 +96,26 @@ def check_lost_checkpoints(st: ThreadStore, *, accept: bool) -> None:
                 pass
         finally:
             st.accept_copy = accept
+
+
+def refuse_held(st: ThreadStore, head: Head | None) -> None:
+    """ConcurrentSessionError while a live process other than this saver holds
+    the thread's lease (a graph of its runs it). Checked at each commit, and
+    when a graph is about to run from this saver (``ArgusSaver.get_tuple``):
+    LangGraph writes checkpoints in the background by default, so a refusal
+    met only at the first commit came after the graph had run every node."""
+    lease = head.lease if head is not None else None
+    if not lease or lease.get("holder") == st.holder:
+        return
+    if lease_is_live(lease, time.time()):
+        left = max(0.0, lease.get("expires", 0) - time.time())
+        raise ConcurrentSessionError(
+            f"LangGraph thread {st.thread_id!r} is being written by process "
+            f"{lease.get('pid')} on {lease.get('host')} (lease valid {left:.0f}s "
+            "more); nothing was written. Wait for that run to end, or copy the "
+            "thread (saver.copy_thread) and continue the copy.",
+            session_id=st.session_id,
+        )
 
 
 def refuse_copy(st: ThreadStore, head: Head | None) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,7 @@ from argus_lab.errors import (
     ConcurrentSessionError,
     CorruptCheckpointError,
 )
-from argus_lab.langgraph._lost import refuse_copy
+from argus_lab.langgraph._lost import refuse_copy, refuse_held
 from argus_lab.langgraph._record import (
     TABLE_SCHEMA,
     US,
@@ -45,7 +44,7 @@ from argus_lab.store.copies import where
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.envelope import encode as encode_argus
 from argus_lab.store.folders import fsync_dir
-from argus_lab.store.head import Head, lease_is_live, make_lease
+from argus_lab.store.head import Head, make_lease
 from argus_lab.store.witness import Witness
 
 __all__ = ["LINGER", "ThreadStore"]
@@ -332,20 +331,7 @@ class ThreadStore:
         self.status, self.status_at = status, at
 
     def _check(self, head: Head) -> None:
-        lease = head.lease
-        if (
-            lease
-            and lease.get("holder") != self.holder
-            and lease_is_live(lease, time.time())
-        ):
-            left = max(0.0, lease.get("expires", 0) - time.time())
-            raise ConcurrentSessionError(
-                f"LangGraph thread {self.thread_id!r} is being written by process "
-                f"{lease.get('pid')} on {lease.get('host')} (lease valid {left:.0f}s "
-                "more); nothing was written. Wait for that run to end, or copy the "
-                "thread (saver.copy_thread) and continue the copy.",
-                session_id=self.session_id,
-            )
+        refuse_held(self, head)
         refuse_copy(self, head)
         expected = self.expected_version
         if expected is not None and head.version != expected:

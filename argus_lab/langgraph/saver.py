@@ -35,6 +35,7 @@ from langgraph.checkpoint.base import (
 from argus_lab.errors import StorageError
 from argus_lab.langgraph import _maintain
 from argus_lab.langgraph._async import AsyncMethods
+from argus_lab.langgraph._lost import refuse_held
 from argus_lab.langgraph._put import put_checkpoint, put_task_writes
 from argus_lab.langgraph._read import iter_tuples, load_tuple
 from argus_lab.langgraph._serde import ArgusSerde
@@ -51,6 +52,11 @@ if TYPE_CHECKING:
 __all__ = ["ArgusSaver"]
 
 log = logging.getLogger("argus_lab.langgraph")
+
+_RUNNING = "__pregel_runtime"
+"""A key LangGraph's run loop puts in the config it reads the thread with
+(its CONFIG_KEY_RUNTIME; ``get_state`` has none): the graph will run from here.
+``test_langgraph_copy`` pins that a second process is refused before a node."""
 
 
 class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
@@ -200,6 +206,8 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         st = self._thread(conf["thread_id"], create=False)
         if st is None:
             return None
+        if _RUNNING in conf:  # a graph starts from here (get_state has no such key)
+            refuse_held(st, st.read_head())
         return load_tuple(st, conf.get("checkpoint_ns", ""), get_checkpoint_id(config))
 
     def list(
