@@ -14,6 +14,7 @@ __all__ = [
     "TRIGGERS",
     "URL_MATCH",
     "encoded_forms",
+    "found_shape",
     "has_shape",
     "may_have_shape",
     "text_codec",
@@ -71,9 +72,11 @@ _ALONE = tuple(t for t in TRIGGERS if not any(p in t for p in _PARTS))
 
 
 def may_have_shape(s: str) -> bool:
-    """Whether ``s`` holds a trigger (lower-cased) or a URL with a password."""
+    """Whether ``s`` holds a trigger (lower-cased, and the letters beyond
+    ASCII that the regex takes for ASCII ones folded: ``FOLD``) or a URL with
+    a password."""
     # map() over a bound method: the loop runs in C, no generator per value.
-    low = s.lower()
+    low = (s if s.isascii() else s.translate(FOLD)).lower()
     has = low.__contains__
     if any(map(has, _ALONE)):
         return True
@@ -124,12 +127,16 @@ _LITERALS = (
 
 def has_shape(s: str) -> bool:
     """``SHAPES.search(s) is not None``, the same answer for every string,
-    found faster: past the substring prefilter, each shape in ASCII text is
-    sought only where its keyword or literal is (``test_redact_shapes``)."""
-    if not s.isascii():  # the regex decides, after the prefilter
-        return may_have_shape(s.translate(FOLD)) and SHAPES.search(s) is not None
-    if not may_have_shape(s):
-        return False
+    found faster (``test_redact_shapes``)."""
+    return may_have_shape(s) and found_shape(s)
+
+
+def found_shape(s: str) -> bool:
+    """``has_shape`` past its substring prefilter (``may_have_shape`` said
+    yes): each shape in ASCII text is sought only where its keyword or
+    literal is; other text is left to the regex."""
+    if not s.isascii():
+        return SHAPES.search(s) is not None
     if "@" in s and "://" in s and URL_MATCH.search(s) is not None:
         return True
     for literals, pattern in _LITERALS:

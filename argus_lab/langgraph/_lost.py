@@ -30,7 +30,6 @@ from argus_lab.errors import (
     CorruptCheckpointError,
     LostCommitsError,
 )
-from argus_lab.store.copies import went_on_elsewhere
 from argus_lab.store.head import Head, lease_is_live
 from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.witness import lost_versions
@@ -131,10 +130,9 @@ def copy_refusal(st: ThreadStore, head: Head | None) -> str | None:
     """Why the thread's files may not be run as they are (``refuse_copy``)."""
     if head is None:
         return None
-    return went_on_elsewhere(
+    return st.origin.refusal(
         head.lease,
         st.holder,
-        st.where,
         st.witness.read,
         f"LangGraph thread {st.thread_id!r} (session {st.session_id})",
         repeats="the nodes it ran",

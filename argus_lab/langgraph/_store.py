@@ -40,7 +40,7 @@ from argus_lab.langgraph._record import (
     lg_encode,
 )
 from argus_lab.store._rows import Transaction
-from argus_lab.store.copies import where
+from argus_lab.store.copies import Origin
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.envelope import encode as encode_argus
 from argus_lab.store.folders import fsync_dir
@@ -104,8 +104,8 @@ class ThreadStore:
             # then switched to "full"; its first fsynced commit makes all of
             # that durable too (one WAL, written in order).
             self.cache = open_cache(directory, "normal" if new else durability)
-            self.where = where(directory)
-            """The files every lease we write names (``store/copies.py``)."""
+            self.origin = Origin(directory)
+            """The files our leases name; a copy told apart (store/copies.py)."""
             self.cache._sql(TABLE_SCHEMA)
             if new:
                 self.ensure_thread_record()
@@ -289,7 +289,7 @@ class ThreadStore:
 
     def _put_head(self, head: Head, *, hold: bool = True) -> None:
         head.lease = (
-            make_lease(self.holder, self.lease_ttl, self.where) if hold else None
+            make_lease(self.holder, self.lease_ttl, self.origin.where) if hold else None
         )
         text = encode_argus(head.to_json())
         old = self._head_text
@@ -315,6 +315,8 @@ class ThreadStore:
         else:
             self.cache.set("head", text)
         self._head_text, self._head = text, head
+        if hold:
+            self.origin.claim()  # (ours to write: checked above or at open)
 
     def ensure_thread_record(self) -> None:
         """Writes ``lg:thread`` and the session records once (``_session.py``)."""

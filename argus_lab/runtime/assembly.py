@@ -70,7 +70,7 @@ def assemble(
         loaded,
         tools=tools,
         options=options,
-        lease=Lease(options.lease_ttl, store.where),
+        lease=Lease(options.lease_ttl, store.origin.where),
         artifacts=workspace.artifacts,
         clock=options.clock or time.time,
     )

@@ -22,7 +22,6 @@ events in one SQLite transaction (invariants 1 and 3).
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
@@ -39,7 +38,7 @@ from argus_lab.store._bulk import paused_gc
 from argus_lab.store._commit import HeadRow, encoded, successor, write_rows
 from argus_lab.store._reader import CheckpointReader
 from argus_lab.store._rows import RowWriter, Transaction
-from argus_lab.store.copies import went_on_elsewhere, where
+from argus_lab.store.copies import Origin
 from argus_lab.store.envelope import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -96,13 +95,10 @@ class SessionStore:
         self.cache = self._read.cache
         self._rows = RowWriter(self.cache)
         self._heads = HeadRow(self._rows)
+        self.origin = Origin(self.directory)
+        """The files our leases name; a copy of them told apart (copies.py)."""
         self.accept_copy = False
         """Take over a lease whose files went on after these were copied."""
-
-    @functools.cached_property
-    def where(self) -> dict[str, Any]:
-        """The files every lease we write names (store/copies.py)."""
-        return where(self.directory)
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
@@ -203,11 +199,15 @@ class SessionStore:
     def refuse_if_held(self, head: Head, holder: str) -> None:
         """ConcurrentSessionError while a live process other than ``holder``
         holds the runner lease, or a run held it when these files were copied."""
-        lease, label = head.lease, self.label
+        lease = head.lease
+        if not lease or lease.get("holder") == holder:
+            return  # ours, or none: every commit of a run asks, keep it cheap
+        label = self.label
         why = refusal(lease, holder, label)
         if why is None and not self.accept_copy:
-            what = f"session {label}"
-            why = went_on_elsewhere(lease, holder, self.where, self.witness.read, what)
+            why = self.origin.refusal(
+                lease, holder, self.witness.read, f"session {label}"
+            )
         if why is not None:
             raise ConcurrentSessionError(why, session_id=self.session_id)
 
@@ -328,6 +328,8 @@ class SessionStore:
         self.witness.record(
             head.version, tids, durable=not relax, last_seq=head.last_seq
         )
+        if isinstance(lease, dict):
+            self.origin.claim()
         return head
 
     def _next_head(
@@ -390,8 +392,9 @@ class SessionStore:
                 raise self._read.corrupt("head", "missing")
             self.refuse_if_held(head, holder)
             head.version += 1
-            head.lease = make_lease(holder, ttl, self.where)
+            head.lease = make_lease(holder, ttl, self.origin.where)
             self._heads.put(self.cache._con, head)
+        self.origin.claim()
         release_abandoned(holder)
         self.witness.record(head.version, [], last_seq=head.last_seq)
         return head
