@@ -36,6 +36,25 @@ SHAPES = re.compile(
     + r"|(?i:(?:x-api-key|authorization|api[_-]?key|password|passwd|secret|token)"
     r"[\"']?\s*[:=]\s*[\"']?)(?:(?i:bearer|basic)\s+)?[^\s\"',;}]{6,})"
 )
+
+# ``has_shape``'s pieces. SHAPES spells the case-insensitive shapes with
+# (?i:...) groups, which the regex engine tries letter by letter at every
+# position: ~45 us for a 300-character row that merely holds "secret" (a
+# session's meta row does: "n_secrets"), ~1.5 ms for a 10 KB result that says
+# "token". In ASCII text the same shapes are found from where their keyword
+# is (str.find, in C) in the lower-cased text, which has the same positions.
+_KEYS = (
+    "authorization",
+    "api_key",
+    "api-key",
+    "apikey",
+    "password",
+    "passwd",
+    "secret",
+    "token",
+)
+"""SHAPES' ``key: value`` keywords ("x-api-key" holds "api-key")."""
+
 # Every shape above but a URL's password contains one of these (lower-cased): a
 # substring test first lets text that holds none skip the regex, which has no
 # literal to seek to.
@@ -52,14 +71,7 @@ TRIGGERS = (
     "asia",
     "bearer",
     "basic",
-    "authorization",
-    "api_key",
-    "api-key",
-    "apikey",
-    "password",
-    "passwd",
-    "secret",
-    "token",
+    *_KEYS,
 )
 
 
@@ -87,23 +99,6 @@ def may_have_shape(s: str) -> bool:
     return "@" in s and "://" in s
 
 
-# ``has_shape``'s pieces. SHAPES spells the case-insensitive shapes with
-# (?i:...) groups, which the regex engine tries letter by letter at every
-# position: ~45 us for a 300-character row that merely holds "secret" (a
-# session's meta row does: "n_secrets"), ~1.5 ms for a 10 KB result that says
-# "token". In ASCII text the same shapes are found from where their keyword
-# is (str.find, in C) in the lower-cased text, which has the same positions.
-_KEYS = (
-    "authorization",
-    "api_key",
-    "api-key",
-    "apikey",
-    "password",
-    "passwd",
-    "secret",
-    "token",
-)
-"""SHAPES' ``key: value`` keywords ("x-api-key" holds "api-key")."""
 _KEYED_TAIL = re.compile(
     r"[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic)\s+)?[^\s\"',;}]{6,}"
 )
