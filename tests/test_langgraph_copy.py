@@ -5,10 +5,11 @@ workspace, a backup restored).
 
 Process A (tests/langgraph_worker.py) runs the graph and is paused in its 4th
 node (``a1``) when the workspace is copied; A then finishes the graph.
-Resuming the copy is refused before any node runs, naming the copy and the
-way on; ``ArgusSaver(ws, accept_copy=True)`` resumes it from where the copy
-stands. A copy of a killed run (its original stopped where the copy did) or
-of a thread moved away is resumed as after a crash (store/copies.py).
+Resuming the copy is refused before any node runs (reading it is not),
+naming the copy and the way on; ``ArgusSaver(ws, accept_copy=True)``
+resumes it from where the copy stands. A copy of a killed run (its original
+stopped where the copy did) or of a thread moved away is resumed as after a
+crash (store/copies.py). A second process is refused as its graph starts.
 """
 
 from __future__ import annotations
@@ -95,8 +96,10 @@ def test_a_thread_copied_during_a_run_is_refused_then_resumes_when_accepted(
         assert f"LangGraph thread {THREAD!r}" in msg and str(ws) in msg
         assert "ArgusSaver(ws, accept_copy=True)" in msg
         assert ran == []  # no node ran again
+        assert app.get_state(CFG).next == ("a1",)  # reading the copy is fine
         with pytest.raises(al.ConcurrentSessionError, match="is a copy of"):
-            app.get_state(CFG)  # refused as the thread is opened, every time
+            app.invoke(None, CFG)  # refused as the graph starts, every time
+        assert ran == []
     finally:
         saver.close()
 

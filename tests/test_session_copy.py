@@ -20,9 +20,10 @@ import pytest
 
 import argus_lab as al
 from argus_lab.cli import main as cli_main
+from argus_lab.store.witness import Witness
 from tests import crash_worker as cw
 from tests.test_concurrency import open_slow, procs, sigkill, start_a  # noqa: F401
-from tests.waiting import DEADLINE
+from tests.waiting import DEADLINE, wait_until
 
 
 def starts(copy: Path) -> int:
@@ -110,6 +111,33 @@ def test_a_copy_whose_original_did_not_go_on_runs_as_after_a_crash(
     shutil.copytree(root, copy)
     if original == "gone":
         shutil.rmtree(root)
+    (copy / "release").touch()
+    before = starts(copy)
+    _, s = open_slow(copy)
+    try:
+        assert s.run().status == "succeeded"
+        assert starts(copy) == before + 1
+    finally:
+        s.close()
+
+
+def test_lease_renewals_after_the_copy_are_no_progress(
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],  # noqa: F811
+) -> None:
+    """A copy made while `slow` ran, whose original only renewed its lease
+    (heartbeats while the same call went on) and then died, stopped where the
+    copy did: it is taken over as after a crash."""
+    root = tmp_path / "ws"
+    a = start_a(root, procs, "--lease-ttl", "1.5")  # a heartbeat every 0.5 s
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    (d,) = (copy / "sessions").iterdir()
+    copied = Witness(d, fsync=False).read()
+    original = Witness(root / "sessions" / d.name, fsync=False)
+    assert copied is not None
+    wait_until(lambda: (original.read() or 0) > copied, "a heartbeat", gone=None)
+    sigkill(a)
     (copy / "release").touch()
     before = starts(copy)
     _, s = open_slow(copy)

@@ -30,7 +30,8 @@ from argus_lab.errors import (
     CorruptCheckpointError,
     LostCommitsError,
 )
-from argus_lab.store.head import Head, lease_is_live
+from argus_lab.store.copies import any_commit
+from argus_lab.store.head import Head, lease_is_live, this_process
 from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.witness import lost_versions
 
@@ -111,16 +112,17 @@ def refuse_held(st: ThreadStore, head: Head | None) -> None:
         raise ConcurrentSessionError(
             f"LangGraph thread {st.thread_id!r} is being written by process "
             f"{lease.get('pid')} on {lease.get('host')} (lease valid {left:.0f}s "
-            "more); nothing was written. Wait for that run to end, or copy the "
-            "thread (saver.copy_thread) and continue the copy.",
+            f"more){this_process(lease)}; nothing was written. Wait for that run "
+            "to end, or copy the thread (saver.copy_thread) and continue the copy.",
             session_id=st.session_id,
         )
 
 
 def refuse_copy(st: ThreadStore, head: Head | None) -> None:
     """ConcurrentSessionError when the thread's files are a copy made while a
-    run held it and that run went on after the copy. Checked when a saver opens
-    the thread (before LangGraph runs a node) and at its first commit."""
+    run held it and that run went on after the copy. Checked when a graph is
+    about to run the thread (``ArgusSaver.get_tuple``, before a node runs) and
+    at each commit; reading the copy is not refused."""
     why = None if st.accept_copy else copy_refusal(st, head)
     if why is not None:
         raise ConcurrentSessionError(why, session_id=st.session_id)
@@ -137,6 +139,7 @@ def copy_refusal(st: ThreadStore, head: Head | None) -> str | None:
         f"LangGraph thread {st.thread_id!r} (session {st.session_id})",
         repeats="the nodes it ran",
         accept="open it with ArgusSaver(ws, accept_copy=True)",
+        went_on=any_commit,
     )
 
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from argus_lab.langgraph._delta import BlobMemo, CkptMemo
-from argus_lab.langgraph._lost import check_lost_checkpoints, refuse_copy
+from argus_lab.langgraph._lost import check_lost_checkpoints
 from argus_lab.langgraph._record import thread_session_id
 from argus_lab.langgraph._store import ThreadStore
 from argus_lab.store.envelope import Durability
@@ -79,7 +79,6 @@ class OpenThreads:
             )
             try:
                 check_lost_checkpoints(st, accept=self.accept_lost_commits)
-                refuse_copy(st, st.read_head())
             except BaseException:
                 st.close()
                 raise

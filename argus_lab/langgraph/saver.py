@@ -35,7 +35,7 @@ from langgraph.checkpoint.base import (
 from argus_lab.errors import StorageError
 from argus_lab.langgraph import _maintain
 from argus_lab.langgraph._async import AsyncMethods
-from argus_lab.langgraph._lost import refuse_held
+from argus_lab.langgraph._lost import refuse_copy, refuse_held
 from argus_lab.langgraph._put import put_checkpoint, put_task_writes
 from argus_lab.langgraph._read import iter_tuples, load_tuple
 from argus_lab.langgraph._serde import ArgusSerde
@@ -207,7 +207,9 @@ class ArgusSaver(AsyncMethods, BaseCheckpointSaver[str]):
         if st is None:
             return None
         if _RUNNING in conf:  # a graph starts from here (get_state has no such key)
-            refuse_held(st, st.read_head())
+            head = st.read_head()
+            refuse_held(st, head)
+            refuse_copy(st, head)
         return load_tuple(st, conf.get("checkpoint_ns", ""), get_checkpoint_id(config))
 
     def list(

@@ -29,6 +29,7 @@ __all__ = [
     "make_lease",
     "refusal",
     "release_abandoned",
+    "this_process",
 ]
 
 HOST = socket.gethostname()
@@ -145,6 +146,17 @@ def lease_message(label: str, lease: dict[str, Any]) -> str:
     left = max(0.0, lease.get("expires", 0) - time.time())
     return (
         f"session {label} is being run by process {lease.get('pid')} on "
-        f"{lease.get('host')} (lease valid {left:.0f}s more); wait for that run to "
-        "end, pause it there, or open a fork instead"
+        f"{lease.get('host')} (lease valid {left:.0f}s more){this_process(lease)}; "
+        "wait for that run to end, pause it there, or open a fork instead"
     )
+
+
+def this_process(lease: dict[str, Any]) -> str:
+    """What a refusal adds when the lease is this very process's (another
+    object of it holds it: a notebook cell run again without closing)."""
+    if lease.get("host") == HOST and lease.get("pid") == os.getpid():
+        return (
+            ": this process, through another object opened on it (a Session or "
+            "an ArgusSaver not closed: a cell run again?); close() that one"
+        )
+    return ""
