@@ -1,15 +1,18 @@
 """A LangGraph graph on ArgusSaver that the tests kill at seeded moments.
 
 Run as ``python tests/langgraph_worker.py WORKSPACE THREAD [--block-at K]
-[--hold] [--pause-at K]``: it compiles the graph below with ``ArgusSaver`` and
-invokes it on THREAD (starting it, or resuming it from its latest checkpoint). Each node
-prints ``ran <node>`` as it starts; ``--block-at K`` makes the K-th node this
-process runs block forever after printing (so the test kills it mid-node).
-``--hold`` runs the first two nodes, prints ``holding`` and blocks (the one-writer
-test). ``--pause-at K``: the K-th node prints ``paused`` and waits until the
-file ``release`` appears in the workspace (the copy test copies it meanwhile);
-the graph is run with LangGraph's durability "sync" then, so every checkpoint
-before that node is committed when it prints. Exit codes: 0 the graph finished
+[--hold] [--pause-at K] [--pause-before-close]``: it compiles the graph below
+with ``ArgusSaver`` and invokes it on THREAD (starting it, or resuming it from
+its latest checkpoint). Each node prints ``ran <node>`` as it starts;
+``--block-at K`` makes the K-th node this process runs block forever after
+printing (so the test kills it mid-node). ``--hold`` runs the first two nodes,
+prints ``holding`` and blocks (the one-writer test). ``--pause-at K``: the K-th
+node prints ``paused`` and waits until the file ``release`` appears in the
+workspace (the copy test copies it meanwhile); the graph is run with
+LangGraph's durability "sync" then, so every checkpoint before that node is
+committed when it prints. ``--pause-before-close``: once the graph is done it
+prints ``finished`` and waits for ``release`` the same way, then closes the
+saver (which gives the thread's lease back). Exit codes: 0 the graph finished
 (prints ``done``), 3 a ConcurrentSessionError (message on stderr).
 
 The tests import this module to build the same graph in their own process.
@@ -71,6 +74,7 @@ def main() -> int:
     p.add_argument("--block-at", type=int, default=0)
     p.add_argument("--hold", action="store_true")
     p.add_argument("--pause-at", type=int, default=0)
+    p.add_argument("--pause-before-close", action="store_true")
     args = p.parse_args()
 
     import argus_lab as al
@@ -90,13 +94,16 @@ def main() -> int:
                 print("holding", flush=True)
             threading.Event().wait()  # until the test kills this process
         if n == args.pause_at:
-            print("paused", flush=True)
-            release = Path(args.workspace) / "release"
-            end = time.monotonic() + PAUSE_LIMIT
-            while not release.exists():
-                if time.monotonic() > end:
-                    raise RuntimeError(f"{release} did not appear in time")
-                time.sleep(0.005)
+            pause("paused")
+
+    def pause(word: str) -> None:
+        print(word, flush=True)
+        release = Path(args.workspace) / "release"
+        end = time.monotonic() + PAUSE_LIMIT
+        while not release.exists():
+            if time.monotonic() > end:
+                raise RuntimeError(f"{release} did not appear in time")
+            time.sleep(0.005)
 
     saver = ArgusSaver(al.Workspace(Path(args.workspace)), durability="full")
     app = build(on_start).compile(checkpointer=saver)
@@ -110,6 +117,9 @@ def main() -> int:
     except al.ConcurrentSessionError as e:
         print(e, file=sys.stderr)
         return 3
+    if args.pause_before_close:
+        pause("finished")
+    saver.close()
     print("done", flush=True)
     return 0
 

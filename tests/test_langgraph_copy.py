@@ -154,3 +154,28 @@ def test_a_second_process_is_refused_before_its_graph_runs_a_node(
         saver.close()
     (ws / "release").touch()
     assert a.proc.wait(timeout=DEADLINE) == 0, a.report()
+
+
+def test_a_release_after_the_copy_is_no_progress(
+    tmp_path: Path, workers: list[Worker]
+) -> None:
+    """A copy made after the graph's last checkpoint, whose original then only
+    gave the lease back (saver.close()), stands where the original does: a
+    graph started on it is not refused, and has nothing left to run."""
+    ws = tmp_path / "ws"
+    al.Workspace(ws)
+    a = Worker(ws, THREAD, "--pause-before-close")
+    workers.append(a)
+    wait_until(lambda: "finished" in a.lines(), "A to finish", gone=a.gone)
+    copy = tmp_path / "copy"
+    shutil.copytree(ws, copy)
+    (ws / "release").touch()
+    assert a.proc.wait(timeout=DEADLINE) == 0, a.report()
+    ran: list[str] = []
+    saver = ArgusSaver(al.Workspace(copy))
+    try:
+        app = lw.build(ran.append).compile(checkpointer=saver)
+        app.invoke(None, CFG)
+        assert ran == [] and not app.get_state(CFG).next
+    finally:
+        saver.close()

@@ -30,7 +30,6 @@ from argus_lab.errors import (
     CorruptCheckpointError,
     LostCommitsError,
 )
-from argus_lab.store.copies import any_commit
 from argus_lab.store.head import Head, lease_is_live, this_process
 from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.witness import lost_versions
@@ -139,7 +138,6 @@ def copy_refusal(st: ThreadStore, head: Head | None) -> str | None:
         f"LangGraph thread {st.thread_id!r} (session {st.session_id})",
         repeats="the nodes it ran",
         accept="open it with ArgusSaver(ws, accept_copy=True)",
-        went_on=any_commit,
     )
 
 

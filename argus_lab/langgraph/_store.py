@@ -47,7 +47,12 @@ from argus_lab.store.folders import fsync_dir
 from argus_lab.store.head import Head, make_lease
 from argus_lab.store.witness import Witness
 
-__all__ = ["LINGER", "ThreadStore"]
+__all__ = ["LINGER", "PROGRESS", "ThreadStore"]
+
+PROGRESS = "~lg"
+"""What a thread's journal line names for a commit that wrote checkpoints or
+writes (a release writes none): a copy's original went on only if one came
+after the copy (``store/copies.touched_a_task``)."""
 
 LINGER = 0.01
 """Seconds a task's writes wait, under durability "full", for the checkpoint that
@@ -241,6 +246,7 @@ class ThreadStore:
         """
         with self.lock:
             self._pending, self._pending_keep = [], []
+            wrote: list[str] = []
             try:
                 # One BEGIN IMMEDIATE ... COMMIT on this thread's connection,
                 # diskcache's protocol without its generator context managers
@@ -261,6 +267,8 @@ class ThreadStore:
                             self._pending_keep,
                         )
                     self._put_head(head)
+                    if self._pending or self._pending_keep:
+                        wrote = [PROGRESS]
             except BaseException as e:
                 # Rolled back: the head remembered by _put_head was never
                 # stored, and comparing with it would blame "another writer".
@@ -271,7 +279,7 @@ class ThreadStore:
             finally:
                 self._pending, self._pending_keep = [], []
             self.expected_version = head.version
-            self.witness.record(head.version, [])
+            self.witness.record(head.version, wrote)
 
     def _sql_many(self, statement: str, rows: list[tuple[str, str]]) -> None:
         con = self.cache._con

@@ -43,7 +43,6 @@ from argus_lab.store.witness import Witness
 __all__ = [
     "ORIGIN",
     "Origin",
-    "any_commit",
     "claim_origin",
     "touched_a_task",
     "went_on_elsewhere",
@@ -113,7 +112,6 @@ def went_on_elsewhere(
     *,
     repeats: str = "its tool calls",
     accept: str = SESSION_ACCEPT,
-    went_on: Callable[[Path, int, int], bool] | None = None,
 ) -> str | None:
     """Why a lease left in the files of ``directory`` (``here``: their
     ``where``) must not be taken over: the files it was written to went on
@@ -121,9 +119,7 @@ def went_on_elsewhere(
     files witnessed; ``label``: what the
     files hold ("session NAME (ID)"); ``repeats``: what running the copy would
     repeat; ``accept``: how to run the copy all the same (a session's by
-    default); ``went_on(original folder, our version, theirs)``: whether the
-    original's commits since are progress (default ``touched_a_task``)."""
-    went_on = went_on or touched_a_task
+    default). Only commits that touched a task count (``touched_a_task``)."""
     if not lease or lease.get("holder") == holder or not here:
         return None
     if lease.get("file") in (None, here["file"]):
@@ -137,7 +133,7 @@ def went_on_elsewhere(
     mine = known()
     if theirs is None or mine is None or theirs <= mine:
         return None
-    if not went_on(Path(there), mine, theirs):
+    if not touched_a_task(Path(there), mine, theirs):
         return None
     return (
         f"{label} is a copy of {there}, made while a run held it "
@@ -150,20 +146,15 @@ def went_on_elsewhere(
 
 
 def touched_a_task(there: Path, mine: int, theirs: int) -> bool:
-    """Whether the original's commits after version ``mine`` touched a task.
+    """Whether the original's commits after version ``mine`` touched a task
+    (a LangGraph thread's journal names ``PROGRESS`` for a checkpoint).
 
     A session's lease renewals (a heartbeat every ttl / 3 while a long call
-    runs) and its release commit touch none: an original that only kept a
-    call running, then crashed, stopped where its copy did. True when the
+    runs) and a release commit touch none: an original that only kept a call
+    running, then crashed, stopped where its copy did. True when the
     original's journal cannot say (cut short, or compacted)."""
     touched = Witness(there, fsync=False).touched(mine, theirs)
     return touched is None or bool(touched)
-
-
-def any_commit(there: Path, mine: int, theirs: int) -> bool:
-    """Every commit is progress (a LangGraph thread: no heartbeats; only a
-    release commit is not, and it comes after the run's last checkpoint)."""
-    return True
 
 
 class Origin:
