@@ -51,6 +51,16 @@ def start_a(ws: Path, workers: list[Worker]) -> Worker:
     return a
 
 
+def copied_then_finished(ws: Path, a: Worker) -> Path:
+    """Copies A's workspace (beside it, as "copy") while A waits, then lets A
+    finish; returns the copy."""
+    copy = ws.parent / "copy"
+    shutil.copytree(ws, copy)
+    (ws / "release").touch()
+    assert a.proc.wait(timeout=DEADLINE) == 0, a.report()
+    return copy
+
+
 def resume(ws: Path, **options: Any) -> tuple[list[str], dict[str, Any]]:
     """Resumes THREAD in ``ws`` in this process: the nodes it ran, the state."""
     ran: list[str] = []
@@ -80,11 +90,7 @@ def test_a_thread_copied_during_a_run_is_refused_then_resumes_when_accepted(
     tmp_path: Path, workers: list[Worker]
 ) -> None:
     ws = tmp_path / "ws"
-    a = start_a(ws, workers)
-    copy = tmp_path / "copy"
-    shutil.copytree(ws, copy)
-    (ws / "release").touch()
-    assert a.proc.wait(timeout=DEADLINE) == 0, a.report()
+    copy = copied_then_finished(ws, start_a(ws, workers))
 
     ran: list[str] = []
     saver = ArgusSaver(al.Workspace(copy))
@@ -167,10 +173,7 @@ def test_a_release_after_the_copy_is_no_progress(
     a = Worker(ws, THREAD, "--pause-before-close")
     workers.append(a)
     wait_until(lambda: "finished" in a.lines(), "A to finish", gone=a.gone)
-    copy = tmp_path / "copy"
-    shutil.copytree(ws, copy)
-    (ws / "release").touch()
-    assert a.proc.wait(timeout=DEADLINE) == 0, a.report()
+    copy = copied_then_finished(ws, a)
     ran: list[str] = []
     saver = ArgusSaver(al.Workspace(copy))
     try:

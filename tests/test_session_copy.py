@@ -32,6 +32,18 @@ def starts(copy: Path) -> int:
     return len(cw.read_lines(copy / "started.slow"))
 
 
+def runs_as_after_a_crash(copy: Path) -> None:
+    """The copy is taken over unasked; `slow`, idempotent, reruns once."""
+    (copy / "release").touch()
+    before = starts(copy)
+    _, s = open_slow(copy)
+    try:
+        assert s.run().status == "succeeded"
+        assert starts(copy) == before + 1
+    finally:
+        s.close()
+
+
 def copy_while_running(
     tmp_path: Path,
     procs: list[subprocess.Popen[bytes]],  # noqa: F811
@@ -111,14 +123,7 @@ def test_a_copy_whose_original_did_not_go_on_runs_as_after_a_crash(
     shutil.copytree(root, copy)
     if original == "gone":
         shutil.rmtree(root)
-    (copy / "release").touch()
-    before = starts(copy)
-    _, s = open_slow(copy)
-    try:
-        assert s.run().status == "succeeded"
-        assert starts(copy) == before + 1
-    finally:
-        s.close()
+    runs_as_after_a_crash(copy)
 
 
 def test_lease_renewals_after_the_copy_are_no_progress(
@@ -138,11 +143,4 @@ def test_lease_renewals_after_the_copy_are_no_progress(
     assert copied is not None
     wait_until(lambda: (original.read() or 0) > copied, "a heartbeat", gone=None)
     sigkill(a)
-    (copy / "release").touch()
-    before = starts(copy)
-    _, s = open_slow(copy)
-    try:
-        assert s.run().status == "succeeded"
-        assert starts(copy) == before + 1
-    finally:
-        s.close()
+    runs_as_after_a_crash(copy)
