@@ -14,7 +14,6 @@ __all__ = [
     "TRIGGERS",
     "URL_MATCH",
     "encoded_forms",
-    "found_shape",
     "has_shape",
     "may_have_shape",
     "text_codec",
@@ -123,10 +122,10 @@ _LITERALS = (
 def has_shape(s: str) -> bool:
     """``SHAPES.search(s) is not None``, the same answer for every string,
     found faster (``test_redact_shapes``)."""
-    return may_have_shape(s) and found_shape(s)
+    return may_have_shape(s) and _found_shape(s)
 
 
-def found_shape(s: str) -> bool:
+def _found_shape(s: str) -> bool:
     """``has_shape`` past its substring prefilter (``may_have_shape`` said
     yes): each shape in ASCII text is sought only where its keyword or
     literal is; other text is left to the regex."""

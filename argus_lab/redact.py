@@ -22,8 +22,7 @@ from typing import Any, Literal
 from argus_lab._redact_forms import SHAPES as _SHAPES
 from argus_lab._redact_forms import URL_MATCH as _URL_MATCH
 from argus_lab._redact_forms import encoded_forms, text_codec
-from argus_lab._redact_forms import found_shape as _found_shape
-from argus_lab._redact_forms import may_have_shape as _may_have_shape
+from argus_lab._redact_forms import has_shape as _has_shape
 from argus_lab._redact_given import KNOWN as _KNOWN
 from argus_lab._redact_given import MIN_LEN as _MIN_LEN
 from argus_lab._redact_given import check_secrets, count_secrets, known_secrets
@@ -224,7 +223,7 @@ class Redactor:
         for v in self.values:
             if v in s:
                 s = s.replace(v, MASK)
-        if _may_have_shape(s) and _found_shape(s):
+        if _has_shape(s):
             s = _SHAPES.sub(_mask_shape, s)
         return s
 
@@ -291,7 +290,7 @@ class Redactor:
             while i >= 0:
                 out.append((i, i + len(v)))
                 i = text.find(v, i + 1)
-        if _may_have_shape(text) and _found_shape(text):
+        if _has_shape(text):
             out += [m.span() for m in _SHAPES.finditer(text)]
         return out
 
@@ -316,7 +315,7 @@ class Redactor:
         """Whether ``text`` contains anything this redactor would mask."""
         if self.has_value(text):
             return True
-        return _may_have_shape(text) and _found_shape(text)
+        return _has_shape(text)
 
     def has_value(self, text: str) -> bool:
         """Whether ``text`` contains one of the secret values (shapes aside)."""
@@ -334,8 +333,7 @@ class Redactor:
             # ASCII in UTF-16 has a NUL beside each byte: dropped, it reads.
             binary = data.decode("latin-1")
             if any(v.encode(c) in data for v in self.values for c in _CODECS) or any(
-                _may_have_shape(b) and _found_shape(b)
-                for b in (binary, binary.replace("\0", ""))
+                _has_shape(b) for b in (binary, binary.replace("\0", ""))
             ):
                 return None
             return data
