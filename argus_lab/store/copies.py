@@ -116,10 +116,10 @@ def went_on_elsewhere(
     """Why a lease left in the files of ``directory`` (``here``: their
     ``where``) must not be taken over: the files it was written to went on
     after they were copied; else None. ``known``: the latest version these
-    files witnessed; ``label``: what the
-    files hold ("session NAME (ID)"); ``repeats``: what running the copy would
-    repeat; ``accept``: how to run the copy all the same (a session's by
-    default). Only commits that touched a task count (``touched_a_task``)."""
+    files witnessed; ``label``: what the files hold ("session NAME (ID)");
+    ``repeats``: what running the copy would repeat; ``accept``: how to run
+    the copy all the same (a session's by default). Only commits that touched
+    a task count (``touched_a_task``)."""
     if not lease or lease.get("holder") == holder or not here:
         return None
     if lease.get("file") in (None, here["file"]):
@@ -129,11 +129,12 @@ def went_on_elsewhere(
         return None
     if not os.path.isfile(os.path.join(there, "cache.db")):
         return None  # moved, or the original is gone: nothing else can run it
-    theirs = Witness(Path(there), fsync=False).read()
+    original = Witness(Path(there), fsync=False)
+    theirs = original.read()
     mine = known()
     if theirs is None or mine is None or theirs <= mine:
         return None
-    if not touched_a_task(Path(there), mine, theirs):
+    if not touched_a_task(original, mine, theirs):
         return None
     return (
         f"{label} is a copy of {there}, made while a run held it "
@@ -145,7 +146,7 @@ def went_on_elsewhere(
     )
 
 
-def touched_a_task(there: Path, mine: int, theirs: int) -> bool:
+def touched_a_task(original: Witness, mine: int, theirs: int) -> bool:
     """Whether the original's commits after version ``mine`` touched a task
     (a LangGraph thread's journal names ``PROGRESS`` for a checkpoint).
 
@@ -153,7 +154,7 @@ def touched_a_task(there: Path, mine: int, theirs: int) -> bool:
     runs) and a release commit touch none: an original that only kept a call
     running, then crashed, stopped where its copy did. True when the
     original's journal cannot say (cut short, or compacted)."""
-    touched = Witness(there, fsync=False).touched(mine, theirs)
+    touched = original.touched(mine, theirs)
     return touched is None or bool(touched)
 
 
