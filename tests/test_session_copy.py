@@ -12,6 +12,7 @@ after a crash (store/copies.py).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -144,3 +145,42 @@ def test_lease_renewals_after_the_copy_are_no_progress(
     wait_until(lambda: (original.read() or 0) > copied, "a heartbeat", gone=None)
     sigkill(a)
     runs_as_after_a_crash(copy)
+
+
+def test_the_origin_is_kept_in_the_witness_not_a_file_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """The folder a lease was committed from is written into the witness, in
+    place: no file is created for it (a kill could leave a half-made one)."""
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=al.Plan(goal="g", tasks=[al.Task(id="a", tool="echo", args={})]),
+        tools=[al.tool(lambda: "x", name="echo")],
+    )
+    assert s.run().status == "succeeded"
+    s.close()
+    (folder,) = (tmp_path / "ws" / "sessions").iterdir()
+    assert sorted(p.name for p in folder.iterdir() if "origin" in p.name) == []
+    witness = Witness(folder, fsync=False)
+    assert witness.origin() == os.path.realpath(folder)
+    assert witness.read() is not None  # the witness line reads as before
+    ws.close()
+
+
+def test_a_copy_whose_origin_an_older_version_wrote_is_still_refused(
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],  # noqa: F811
+) -> None:
+    """Files an older argus-lab wrote name their origin in a file `origin`."""
+    copy = copy_while_running(tmp_path, procs)
+    (d,) = (copy / "sessions").iterdir()
+    there = Witness(d, fsync=False).origin()
+    assert there == os.path.realpath(tmp_path / "ws" / "sessions" / d.name)
+    os.truncate(d / "witness", 32)  # the older witness: its line alone
+    (d / "origin").write_text(there, encoding="utf-8")
+    _, s = open_slow(copy)
+    try:
+        with pytest.raises(al.ConcurrentSessionError, match="is a copy of"):
+            s.run()
+    finally:
+        s.close()

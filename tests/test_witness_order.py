@@ -109,3 +109,16 @@ def test_a_witness_line_keeps_its_documented_format() -> None:
         want = f"{body} {zlib.crc32(body.encode()):08x}".ljust(31).encode() + b"\n"
         assert _line(version) == want
         assert _parse(want) == version
+
+
+def test_the_origin_is_written_after_the_line_and_only_then(tmp_path: Path) -> None:
+    w = Witness(tmp_path, fsync=False)
+    assert not w.claim_origin("/a/long/folder")  # no line yet: no hole before it
+    assert w.origin() is None
+    w.record(3, ["t"])
+    assert w.claim_origin("/a/long/folder")
+    assert w.claim_origin("/b")  # a shorter one leaves nothing of the longer
+    w.record(4, ["t"])
+    assert (w.origin(), w.read()) == ("/b", 4)
+    assert (tmp_path / "witness").read_bytes()[32:] == b"origin /b"
+    w.close()

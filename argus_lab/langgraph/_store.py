@@ -109,7 +109,7 @@ class ThreadStore:
             # then switched to "full"; its first fsynced commit makes all of
             # that durable too (one WAL, written in order).
             self.cache = open_cache(directory, "normal" if new else durability)
-            self.origin = Origin(directory)
+            self.origin = Origin(directory, self.witness)
             """The files our leases name; a copy told apart (store/copies.py)."""
             self.cache._sql(TABLE_SCHEMA)
             if new:
@@ -280,6 +280,7 @@ class ThreadStore:
                 self._pending, self._pending_keep = [], []
             self.expected_version = head.version
             self.witness.record(head.version, wrote)
+            self.origin.claim()  # (ours to write: checked at the take or at open)
 
     def _sql_many(self, statement: str, rows: list[tuple[str, str]]) -> None:
         con = self.cache._con
@@ -323,8 +324,6 @@ class ThreadStore:
         else:
             self.cache.set("head", text)
         self._head_text, self._head = text, head
-        if hold:
-            self.origin.claim()  # (ours to write: checked above or at open)
 
     def ensure_thread_record(self) -> None:
         """Writes ``lg:thread`` and the session records once (``_session.py``)."""

@@ -95,7 +95,7 @@ class SessionStore:
         self.cache = self._read.cache
         self._rows = RowWriter(self.cache)
         self._heads = HeadRow(self._rows)
-        self.origin = Origin(self.directory)
+        self.origin = Origin(self.directory, self.witness)
         """The files our leases name; a copy of them told apart (copies.py)."""
         self.accept_copy = False
         """Take over a lease whose files went on after these were copied."""
@@ -394,7 +394,7 @@ class SessionStore:
             head.version += 1
             head.lease = make_lease(holder, ttl, self.origin.where)
             self._heads.put(self.cache._con, head)
-        self.origin.claim()
         release_abandoned(holder)
         self.witness.record(head.version, [], last_seq=head.last_seq)
+        self.origin.claim()
         return head

@@ -9,11 +9,11 @@ time the copy runs. But that run may have gone on after the copy: running
 the copy would repeat what it did since, side effects included.
 
 Each lease therefore names the database file it was written to (its inode:
-a copy is another file), and each session folder keeps, in a small file
-``origin``, the folder a lease of it was last written from (written once per
-store, after its first lease commits). A lease taken over in another file
-than it names is a copy's (or a move's) and the ``origin`` the copy carries
-says where it came from. If that folder still holds the session and has
+a copy is another file), and each session folder's witness file names the
+folder a lease of it was last written from, its origin (written once per
+store, after its first lease commits; ``witness.py``). A lease taken over in
+another file than it names is a copy's (or a move's), and the origin the copy
+carries says where it came from. If that folder still holds the session and has
 committed past what this copy knows, the run went on after the copy: the
 copy is refused until a person says it is the one to run (``accept_copy``).
 A move, a copy whose original is gone or unreadable here (another machine),
@@ -32,7 +32,6 @@ process's, and it never reruns).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +42,6 @@ from argus_lab.store.witness import Witness
 __all__ = [
     "ORIGIN",
     "Origin",
-    "claim_origin",
     "touched_a_task",
     "went_on_elsewhere",
     "where",
@@ -57,7 +55,7 @@ SESSION_ACCEPT = (
 
 
 ORIGIN = "origin"
-"""The file in a store's folder that names the folder it was last run from."""
+"""The file that named a store's origin before the witness did (read only)."""
 
 
 def where(directory: Path) -> dict[str, Any]:
@@ -69,36 +67,17 @@ def where(directory: Path) -> dict[str, Any]:
         return {}
 
 
-def claim_origin(directory: Path) -> None:
-    """Writes this folder's real path into its ``origin`` file, unless it
-    holds it already (called once a lease of ours is committed here)."""
-    path = os.path.realpath(directory)
-    target = os.path.join(path, ORIGIN)
-    try:
-        with open(target, encoding="utf-8") as f:
-            if f.read() == path:
-                return
-    except (OSError, UnicodeDecodeError):
-        pass
-    tmp = f"{target}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(path)
-        os.rename(tmp, target)  # (POSIX: replaces target atomically)
-    except OSError:  # a read-only or full disk: copies are then not told apart
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-
-
 def _origin(directory: Path) -> str | None:
-    """The folder this one's ``origin`` names, if it is another (a copy or a
+    """The folder this one's origin names, if it is another (a copy or a
     move of it); None if it names this one or cannot be read."""
     path = os.path.realpath(directory)
-    try:
-        with open(os.path.join(path, ORIGIN), encoding="utf-8") as f:
-            there = f.read()
-    except (OSError, UnicodeDecodeError):
-        return None
+    there = Witness(Path(path), fsync=False).origin()
+    if there is None:  # files an older argus-lab wrote
+        try:
+            with open(os.path.join(path, ORIGIN), encoding="utf-8") as f:
+                there = f.read()
+        except (OSError, UnicodeDecodeError):
+            return None
     return there if there and there != path else None
 
 
@@ -159,15 +138,17 @@ def touched_a_task(original: Witness, mine: int, theirs: int) -> bool:
 
 
 class Origin:
-    """One store's side of it: the ``where`` its leases name, its ``origin``
+    """One store's side of it: the ``where`` its leases name, its origin
     claimed once a lease of ours is committed, and the refusal of a copy.
 
     Args:
         directory: The store's folder (the one holding ``cache.db``).
+        witness: The store's witness, which keeps the origin.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, witness: Witness) -> None:
         self.directory = directory
+        self._witness = witness
         self._where: dict[str, Any] | None = None
         self._claimed = False
 
@@ -179,10 +160,11 @@ class Origin:
         return self._where
 
     def claim(self) -> None:
-        """Our lease is committed here: ``origin`` names this folder."""
+        """Our lease is committed (and witnessed) here: the origin is this
+        folder (tried again at the next lease commit if it could not be)."""
         if not self._claimed:
-            self._claimed = True
-            claim_origin(self.directory)
+            real = os.path.realpath(self.directory)
+            self._claimed = self._witness.claim_origin(real)
 
     def refusal(
         self,

@@ -10,6 +10,12 @@ session back to an older version without an error. Two small files beside
 - ``journal``: one line per commit, appended: ``"<version> <task id> ...\\n"``,
   the tasks that commit touched, so a loss can be named task by task.
 
+After its 32 bytes the witness keeps ``"origin <folder>"``, the real path of
+the folder a lease of this store was last committed from (``copies.py`` tells
+a copy of the files by it). It is written once per store, in place, after the
+store's first lease commit: no file of its own to create, nothing left behind
+by a kill.
+
 Both are written after the SQLite transaction commits (a crash in between
 leaves the witness behind the head, which is harmless) and are left to the page
 cache at every durability; what matters is only that the witness never names a
@@ -59,6 +65,7 @@ __all__ = ["Witness", "check_witness", "lost_versions"]
 log = logging.getLogger("argus_lab")
 
 _SIZE = 32
+_ORIGIN = b"origin "
 
 
 def _line(version: int) -> bytes:
@@ -154,6 +161,30 @@ class Witness:
             self._mine = line
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def origin(self) -> str | None:
+        """The folder the witness names as its origin (None: it names none)."""
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            return None
+        tail = data[_SIZE:]
+        return os.fsdecode(tail[len(_ORIGIN) :]) if tail.startswith(_ORIGIN) else None
+
+    def claim_origin(self, folder: str) -> bool:
+        """Names ``folder`` as the origin, unless the witness does already;
+        False if it could not (no witness line written yet, or an OSError)."""
+        want = _ORIGIN + os.fsencode(folder)
+        try:
+            fd = self._fd if self._fd is not None else self._open()
+            if os.fstat(fd).st_size < _SIZE:
+                return False  # the witness line first (a hole would read as damage)
+            if os.pread(fd, len(want) + 1, _SIZE) != want:
+                os.pwrite(fd, want, _SIZE)
+                os.ftruncate(fd, _SIZE + len(want))
+        except OSError:
+            return False  # read-only or full: copies are then not told apart
+        return True
 
     def _journal_last(self) -> int | None:
         """The highest version the journal names (None: no journal, or empty).
