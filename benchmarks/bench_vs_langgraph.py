@@ -320,8 +320,21 @@ def child_lg(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def child_argus(spec: dict[str, Any]) -> dict[str, Any]:
-    """bench_runtime's Argus child: new workspace, one plan, run(), close."""
-    return rt.child_run(spec)
+    """bench_runtime's Argus child: new workspace, one plan, run(), close.
+
+    ``paired``: then the bare floor's N steps at the same durability in the
+    same process, right after (``bare_cpu_ms_per_step``): the two then run in
+    the same phase of a VM whose speed drifts (``bench_phases.py``). The floor
+    goes second, so it is the one that finds SQLite's code warm."""
+    result = rt.child_run(spec)
+    if spec.get("paired"):
+        root = Path(spec["dir"]).parent / "paired-bare"
+        bare = child_floor(
+            {**spec, "dir": str(root), "commits": 1, "bare": True, "mode": "floor"}
+        )
+        result["bare_cpu_ms_per_step"] = bare["cpu_ms_per_step"]
+        result["bare_ms_per_step"] = bare["ms_per_step"]
+    return result
 
 
 def child_floor(spec: dict[str, Any]) -> dict[str, Any]:
