@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from argus_lab.errors import ArgusError
+from argus_lab.langgraph._secrets import reveal
 
 __all__ = ["StoredError", "UnsafeValueError", "decode", "encode"]
 
@@ -255,6 +256,8 @@ def decode(data: Any) -> Any:
     if tag is None:
         return {k: decode(v) for k, v in data.items()}
     v = data.get("v")
+    if tag == "secret":
+        return reveal(v)
     if tag in _SIMPLE:
         return _SIMPLE[tag](v)
     if tag == "dict":

@@ -10,6 +10,7 @@ from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from argus_lab.langgraph._codec import decode
 from argus_lab.langgraph._delta import apply_record, rebuild_blob, undo_record
 from argus_lab.langgraph._record import US
+from argus_lab.langgraph._secrets import revealing
 from argus_lab.langgraph._store import ThreadStore
 
 __all__ = [
@@ -99,6 +100,17 @@ def _tuple(
     cv: dict[str, Any],
     vs: dict[str, Any],
 ) -> CheckpointTuple:
+    with revealing():  # for the graph: secret env values put back (_secrets.py)
+        return _tuple_revealed(st, ns, rec, cv, vs)
+
+
+def _tuple_revealed(
+    st: ThreadStore,
+    ns: str,
+    rec: dict[str, Any],
+    cv: dict[str, Any],
+    vs: dict[str, Any],
+) -> CheckpointTuple:
     tid = st.thread_id
     checkpoint: dict[str, Any] = {
         "v": rec["v"],
@@ -172,7 +184,8 @@ def iter_tuples(
         if before is not None and rid >= before:
             continue
         if filter:
-            meta = decode(rec["meta"])
+            with revealing():
+                meta = decode(rec["meta"])
             if not all(meta.get(k) == v for k, v in filter.items()):
                 continue
         if state is not None and records[state[0]].get("base") == rid:

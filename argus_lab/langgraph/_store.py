@@ -39,6 +39,7 @@ from argus_lab.langgraph._record import (
     lg_decode,
     lg_encode,
 )
+from argus_lab.langgraph._secrets import hidden
 from argus_lab.store._rows import Transaction
 from argus_lab.store.copies import Origin
 from argus_lab.store.envelope import Durability, open_cache
@@ -360,6 +361,9 @@ class ThreadStore:
         ``keep``: an existing record under ``key`` stays as it is.
         """
         text = lg_encode(data)
+        safe = hidden(data, text)  # secret env values as references (_secrets.py)
+        if safe is not None:
+            text = lg_encode(safe)
         (self._pending_keep if keep else self._pending).append((key, text))
         return len(text)
 
