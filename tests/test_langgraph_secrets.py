@@ -13,8 +13,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 import argus_lab as al
-from argus_lab.langgraph import ArgusSaver
-from argus_lab.langgraph._secrets import SecretUnsetError
+from argus_lab.langgraph import ArgusSaver, SecretUnsetError
 
 KEY = "ARGUS_LG_TEST_API_KEY"
 LATE = "ARGUS_LG_LATE_TOKEN"

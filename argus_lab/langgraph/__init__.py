@@ -18,6 +18,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     ) from e
 
 from argus_lab.langgraph._codec import UnsafeValueError
+from argus_lab.langgraph._secrets import SecretUnsetError
 from argus_lab.langgraph.saver import ArgusSaver
 
-__all__ = ["ArgusSaver", "UnsafeValueError"]
+__all__ = ["ArgusSaver", "SecretUnsetError", "UnsafeValueError"]
