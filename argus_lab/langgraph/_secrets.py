@@ -33,7 +33,7 @@ from argus_lab._redact_given import MIN_LEN
 from argus_lab.errors import ArgusError
 from argus_lab.redact import SECRET_NAME
 
-__all__ = ["SecretUnsetError", "hidden", "reveal", "revealing"]
+__all__ = ["SecretUnsetError", "hidden", "reveal", "revealing", "secret_env"]
 
 TAG = "$"  # (the codec's)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -76,11 +76,16 @@ class _Env:
 _ENV = _Env()
 
 
-def hidden(data: Any, text: str) -> Any | None:
-    """``data`` (JSON-ready; ``text`` is its JSON) with every secret env value
-    made a reference; None when ``text`` holds none (the common case: one
-    substring test per secret)."""
-    env = _ENV.current()
+def secret_env() -> _Env:
+    """The secret env values now (looked at again once per transaction: a
+    look costs ~1 us per secret-named variable)."""
+    return _ENV.current()
+
+
+def hidden(data: Any, text: str, env: _Env) -> Any | None:
+    """``data`` (JSON-ready; ``text`` is its JSON) with every value of ``env``
+    (``secret_env()``) made a reference; None when ``text`` holds none (the
+    common case: one substring test per secret)."""
     if env.pattern is None or not any(f in text for f in env.forms):
         return None
     return _walk(data, env.pattern, env.names)
