@@ -184,3 +184,32 @@ def test_a_copy_whose_origin_an_older_version_wrote_is_still_refused(
             s.run()
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("how", ["deleted", "emptied", "origin damaged"])
+def test_a_copy_whose_witness_is_lost_or_damaged_is_still_refused(
+    tmp_path: Path,
+    procs: list[subprocess.Popen[bytes]],  # noqa: F811
+    how: str,
+) -> None:
+    """The journal names the origin too: a bad copy of the witness does not
+    switch the copy check off (nor, then, the loss check: witness.py)."""
+    copy = copy_while_running(tmp_path, procs)
+    (d,) = (copy / "sessions").iterdir()
+    witness = d / "witness"
+    if how == "deleted":
+        witness.unlink()
+    elif how == "emptied":
+        os.truncate(witness, 0)
+    else:
+        data = bytearray(witness.read_bytes())
+        data[40] ^= 0x01  # inside the folder's path
+        witness.write_bytes(bytes(data))
+    before = starts(copy)
+    _, s = open_slow(copy)
+    try:
+        with pytest.raises(al.ConcurrentSessionError, match="is a copy of"):
+            s.run()
+    finally:
+        s.close()
+    assert starts(copy) == before

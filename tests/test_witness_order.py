@@ -117,8 +117,38 @@ def test_the_origin_is_written_after_the_line_and_only_then(tmp_path: Path) -> N
     assert w.origin() is None
     w.record(3, ["t"])
     assert w.claim_origin("/a/long/folder")
-    assert w.claim_origin("/b")  # a shorter one leaves nothing of the longer
+    assert w.claim_origin("/b")  # shorter: what is left of the longer is ignored
     w.record(4, ["t"])
     assert (w.origin(), w.read()) == ("/b", 4)
-    assert (tmp_path / "witness").read_bytes()[32:] == b"origin /b"
+    tail = (tmp_path / "witness").read_bytes()[32:]
+    assert tail.startswith(b"origin ") and tail.split(b"\0")[0].endswith(b" /b")
+    w.close()
+
+
+def test_a_torn_origin_names_none_and_the_journal_answers(tmp_path: Path) -> None:
+    """A kill inside the witness's origin write leaves no NUL after the new
+    path: it is not read as a path (it would name a folder never claimed)."""
+    w = Witness(tmp_path, fsync=False)
+    w.record(1, ["t"])
+    assert w.claim_origin("/srv/old-place/ws/sessions/S")
+    w.close()
+    with open(tmp_path / "witness", "r+b") as f:  # the new path's bytes, torn
+        f.seek(32)
+        f.write(b"origin 00000000 /srv/ws/sessions/S")
+    assert Witness(tmp_path, fsync=False).origin() == "/srv/old-place/ws/sessions/S"
+    (tmp_path / "journal").write_bytes(b"1 t\n")  # and no journal line either
+    assert Witness(tmp_path, fsync=False).origin() is None
+
+
+def test_an_unwritable_witness_is_claimed_once_not_at_every_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = Witness(tmp_path, fsync=False)
+    w.record(1, ["t"])
+
+    def full(*args: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    assert w.claim_origin("/x/y")  # given up on: the caller does not try again
     w.close()

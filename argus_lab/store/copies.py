@@ -32,6 +32,7 @@ process's, and it never reruns).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -165,6 +166,9 @@ class Origin:
         if not self._claimed:
             real = os.path.realpath(self.directory)
             self._claimed = self._witness.claim_origin(real)
+            if self._claimed:  # an older argus-lab's file, which could go stale
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(real, ORIGIN))
 
     def refusal(
         self,

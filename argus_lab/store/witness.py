@@ -5,42 +5,19 @@ SQLite cannot see WAL frames it lost: a truncated or bit-flipped ``-wal`` file
 session back to an older version without an error. Two small files beside
 ``cache.db`` let Argus see it:
 
-- ``witness``: 32 bytes rewritten in place (one ``pwrite``) after every commit:
+- ``witness``: a 32-byte line rewritten in place (one ``pwrite``) after every
+  commit:
   ``"AW1 <version:016d> <crc32:08x>\\n"``. A head older than this is a loss.
 - ``journal``: one line per commit, appended: ``"<version> <task id> ...\\n"``,
   the tasks that commit touched, so a loss can be named task by task.
 
-After its 32 bytes the witness keeps ``"origin <folder>"``, the real path of
-the folder a lease of this store was last committed from (``copies.py`` tells
-a copy of the files by it). It is written once per store, in place, after the
-store's first lease commit: no file of its own to create, nothing left behind
-by a kill.
-
-Both are written after the SQLite transaction commits (a crash in between
-leaves the witness behind the head, which is harmless) and are left to the page
-cache at every durability; what matters is only that the witness never names a
-commit SQLite did not make. Under "normal" a power cut may keep the witness's
-page and drop WAL frames: that loss is real, and reported. Under "full" SQLite
-has fsynced each commit before its witness is written, so a power cut can only
-drop witness writes: the witness then lags the head, which reports nothing
-false and hides nothing (SQLite lost no commit). A bad copy or a bad sector is
-seen as under "normal". fdatasyncing both files after every commit (issue 13's
-first design) bought no detection and cost 6-9 KB of page writes a step
-(BENCHMARKS.md, issue 18). A commit that skipped its fsync under "full"
-(``commit(relaxed=True)``, an intent whose loss only reruns work) is journaled
-but not witnessed, so a power cut that drops it is not reported as a loss; the
-next fsynced commit is witnessed as usual. Closing a "full" store fdatasyncs both
-files once.
-
-If the journal does not cover a lost version, every unfinished task counts as
-possibly lost: the fallback is conservative, never silent.
-
-The witness never moves backwards. Two writers of one folder (two processes, or
-two stores in one) each write after their own commit: A commits v10 and is
-descheduled, B commits v11 and witnesses it, then A's late write of 10 would
-hide a later loss of v11. Each write therefore holds an exclusive ``flock`` on
-the witness, reads it back (one ``pread``), and writes only a greater version.
-Only an accepted loss sets it lower, on purpose (``backwards=True``).
+After its 32-byte line the witness keeps ``"origin <crc32> <folder>\\0"``, the real
+path of the folder a lease of this store was last committed from
+(``copies.py`` tells a copy of the files by it), and the journal gets the same
+as a line of its own, so that a witness deleted or damaged by the copy still
+leaves it readable. Both are written once per store, after the store's first
+lease commit: no file of their own to create. A write a kill tore, or a bad
+copy damaged, fails its checksum and names no origin.
 """
 
 from __future__ import annotations
@@ -75,6 +52,29 @@ def _line(version: int) -> bytes:
     body = ("AW1 " + str(version).zfill(16)).encode()
     crc = zlib.crc32(body).to_bytes(4, "big").hex().encode()
     return (body + b" " + crc).ljust(_SIZE - 1) + b"\n"
+
+
+def _origin_line(folder: str) -> bytes:
+    """``"origin <crc32> <folder>\\0"``: the checksum tells a whole one from
+    one a kill tore or a bad copy damaged (those name no folder)."""
+    path = os.fsencode(folder)
+    return (
+        _ORIGIN
+        + zlib.crc32(path).to_bytes(4, "big").hex().encode()
+        + b" "
+        + path
+        + b"\0"
+    )
+
+
+def _origin_in(data: bytes) -> str | None:
+    """The folder an origin line at the start of ``data`` names, if whole."""
+    if not data.startswith(_ORIGIN) or b"\0" not in data:
+        return None
+    crc, _, path = data[len(_ORIGIN) : data.index(b"\0")].partition(b" ")
+    if zlib.crc32(path).to_bytes(4, "big").hex().encode() != crc:
+        return None
+    return os.fsdecode(path)
 
 
 def _parse(data: bytes) -> int | None:
@@ -163,27 +163,42 @@ class Witness:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
     def origin(self) -> str | None:
-        """The folder the witness names as its origin (None: it names none)."""
+        """The folder named as the origin: by the witness, else by the
+        journal's last whole origin line (None: neither names one)."""
         try:
-            data = self.path.read_bytes()
+            found = _origin_in(self.path.read_bytes()[_SIZE:])
+        except OSError:
+            found = None
+        if found is not None:
+            return found
+        try:
+            journal = self.journal_path.read_bytes()
         except OSError:
             return None
-        tail = data[_SIZE:]
-        return os.fsdecode(tail[len(_ORIGIN) :]) if tail.startswith(_ORIGIN) else None
+        for line in reversed(journal.split(b"\n")):
+            if line.startswith(_ORIGIN) and (found := _origin_in(line)) is not None:
+                return found
+        return None
 
     def claim_origin(self, folder: str) -> bool:
-        """Names ``folder`` as the origin, unless the witness does already;
-        False if it could not (no witness line written yet, or an OSError)."""
-        want = _ORIGIN + os.fsencode(folder)
+        """Names ``folder`` as the origin in the witness (unless it does
+        already) and in a line of the journal (a compaction may have emptied
+        it: the caller claims once per store). False: not yet (no witness line
+        written: a hole before it would read as damage); True once done, or
+        given up on (a read-only or full disk: copies are then not told apart,
+        and trying at every commit would cost every commit)."""
+        want = _origin_line(folder)
         try:
             fd = self._fd if self._fd is not None else self._open()
             if os.fstat(fd).st_size < _SIZE:
-                return False  # the witness line first (a hole would read as damage)
-            if os.pread(fd, len(want) + 1, _SIZE) != want:
+                return False
+            if os.pread(fd, len(want), _SIZE) != want:
                 os.pwrite(fd, want, _SIZE)
-                os.ftruncate(fd, _SIZE + len(want))
+            if b"\n" not in want:  # (a path may hold one: no journal line then)
+                assert self._jfd is not None
+                os.write(self._jfd, want + b"\n")
         except OSError:
-            return False  # read-only or full: copies are then not told apart
+            pass
         return True
 
     def _journal_last(self) -> int | None:
