@@ -4,7 +4,11 @@ stored as ``${env.NAME}`` and put back from the environment for the graph
 
 from __future__ import annotations
 
+import contextlib
+import json
 import operator
+import os
+import uuid
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -71,12 +75,16 @@ CFG: Any = {"configurable": {"thread_id": "t1"}}
 
 
 def files_holding(root: Path, *texts: str) -> list[str]:
-    """Every file under ``root`` whose bytes hold one of ``texts``."""
+    """Every file under ``root`` whose bytes hold one of ``texts``, as it is
+    or as JSON writes it."""
     found = []
+    forms = {t: {t.encode(), json.dumps(t)[1:-1].encode()} for t in texts}
     for p in root.rglob("*"):
         if p.is_file():
             data = p.read_bytes()
-            found += [f"{p.name}: {t}" for t in texts if t.encode() in data]
+            found += [
+                f"{p.name}: {t}" for t in texts if any(f in data for f in forms[t])
+            ]
     return found
 
 
@@ -157,3 +165,134 @@ def test_text_without_a_secret_value_is_stored_as_it_was(
     assert files_holding(tmp_path / "ws", '"$":"secret"') == []
     stored = '"abcd","${env.HOME}","/tmp/ssh-agent.123"'
     assert files_holding(tmp_path / "ws", stored) != []
+
+
+class V(TypedDict, total=False):
+    v: Any
+
+
+def one_node(fn: Any, name: str = "n") -> Any:
+    g = StateGraph(V)
+    g.add_node(name, fn)
+    g.add_edge(START, name)
+    g.add_edge(name, END)
+    return g
+
+
+def stored(ws: al.Workspace, g: Any, tmp_path: Path, *texts: str) -> Any:
+    """Runs ``g`` once; the state the graph reads back, after checking that no
+    file and no frame holds any of ``texts``."""
+    saver = ArgusSaver(ws)
+    app = g.compile(checkpointer=saver)
+    # (A node that fails on purpose: its error is stored.)
+    with contextlib.suppress(Exception):
+        app.invoke({"v": None}, CFG)
+    values = app.get_state(CFG).values
+    saver.close()
+    assert files_holding(tmp_path / "ws", *texts) == []
+    for frame in (
+        al.analysis.tasks_df(ws),
+        al.analysis.events_df(ws),
+        al.analysis.sessions_df(ws),
+    ):
+        assert not any(t in frame.to_csv() for t in texts)
+    return values
+
+
+@pytest.mark.parametrize(
+    "secret, text",
+    [
+        ("sk-dollar-5d2a", "price: ${}"),  # a "$" right before the value
+        ("$ecretPass-77", "pw=${}"),  # a value that starts with "$"
+        ('{"k":"v-1234"}', "creds=${}"),  # ... or with "{" after a "$"
+        ('tok-in-\\-"q"', "escaped: {}"),  # what JSON escapes
+    ],
+)
+def test_dollars_and_braces_around_a_secret_read_back_exactly(
+    ws: al.Workspace, env: pytest.MonkeyPatch, tmp_path: Path, secret: str, text: str
+) -> None:
+    env.setenv("ARGUS_LG_ODD_KEY", secret)
+    want = text.replace("{}", secret)
+    values = stored(ws, one_node(lambda s: {"v": want}), tmp_path, secret)
+    assert values["v"] == want
+
+
+def test_typed_values_holding_a_secret_read_back_as_their_types(
+    ws: al.Workspace, env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env.setenv("ARGUS_LG_UUID_KEY", "12345678-90ab-cdef-1234-567890abcdef")
+    value = {
+        "id": uuid.UUID("12345678-90ab-cdef-1234-567890abcdef"),
+        "path": Path("cache") / SECRET,
+        "header": b"Authorization: Bearer " + SECRET.encode() + b"\xff",
+        SECRET: "a key that is the secret",
+    }
+    values = stored(
+        ws,
+        one_node(lambda s: {"v": value}),
+        tmp_path,
+        SECRET,
+        "12345678-90ab-cdef-1234-567890abcdef",
+    )
+    assert values["v"] == value
+
+
+def test_a_secret_equal_to_a_node_name_leaves_the_graph_readable(
+    ws: al.Workspace, env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Only values are rewritten, never a record's structure (channel, node,
+    task names): an env value that is also a node's name changes nothing."""
+    env.setenv("ARGUS_LG_ROLE_TOKEN", "reviewer")
+    env.setenv("GIT_AUTHOR_NAME", "Ada Lovelace")  # AUTHOR is no secret
+    g = one_node(lambda s: {"v": "by Ada Lovelace"}, name="reviewer")
+    saver = ArgusSaver(ws)
+    app = g.compile(checkpointer=saver)
+    assert app.invoke({"v": None}, CFG)["v"] == "by Ada Lovelace"
+    assert app.get_state(CFG).values["v"] == "by Ada Lovelace"
+    saver.close()
+    assert files_holding(tmp_path / "ws", "${env.GIT_AUTHOR_NAME}") == []
+
+
+def test_an_error_or_a_question_holding_a_secret_is_kept_as_a_reference(
+    ws: al.Workspace, env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A node's error and an interrupt's question end up in the thread's
+    status too (``ws.sessions()``): there they read ${env.NAME}."""
+
+    def fails(s: V) -> V:
+        raise ValueError(f"401 for key {SECRET}")
+
+    stored(ws, one_node(fails), tmp_path, SECRET)
+    saver = ArgusSaver(ws)
+    errors = [w for *_, w in saver.get_tuple(CFG).pending_writes if w]  # type: ignore[union-attr]
+    assert [str(e) for e in errors if isinstance(e, ValueError)] == [
+        f"401 for key {SECRET}"
+    ]
+    saver.close()
+    (info,) = ws.sessions()
+    assert f"${{env.{KEY}}}" in (info.reason or "")
+
+    def asks(s: V) -> V:
+        return {"v": interrupt({"q": "use this key?", "key": SECRET})}
+
+    cfg2: Any = {"configurable": {"thread_id": "t2"}}
+    saver = ArgusSaver(ws)
+    one_node(asks).compile(checkpointer=saver).invoke({"v": None}, cfg2)
+    saver.close()
+    assert files_holding(tmp_path / "ws", SECRET) == []
+    assert all(SECRET not in (i.reason or "") for i in ws.sessions())
+
+
+def test_a_secret_set_in_place_of_another_is_hidden_too(
+    ws: al.Workspace, env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The environment's size unchanged: a variable unset, a secret set."""
+
+    def swap(s: V) -> V:
+        os.environ.pop("ARGUS_LG_PLAIN")
+        os.environ[LATE] = LATE_SECRET
+        return {"v": f"now {LATE_SECRET}"}
+
+    env.setenv("ARGUS_LG_PLAIN", "1")  # (monkeypatch restores both after the test)
+    values = stored(ws, one_node(swap), tmp_path, LATE_SECRET)
+    assert values["v"] == f"now {LATE_SECRET}"

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from argus_lab.errors import ArgusError
-from argus_lab.langgraph._secrets import reveal
+from argus_lab.langgraph._secrets import Pass, current_pass, reveal
 
 __all__ = ["StoredError", "UnsafeValueError", "decode", "encode"]
 
@@ -99,28 +99,45 @@ _PLAIN = frozenset((bool, int, str))
 """Types stored as they are (exact types: a subclass goes through ``enc``)."""
 
 
+_SCALARS = frozenset((bool, int))
+"""``_PLAIN`` less str: what is stored as it is while secrets are hidden."""
+
+
 class _Encoder:
-    def __init__(self, channel: str) -> None:
+    def __init__(self, channel: str, secrets: Pass | None) -> None:
         self.channel = channel
+        self.secrets = secrets
+        """Looking for secret env values (``_secrets.py``), or None."""
+        self.hide = secrets.snap if secrets is not None and secrets.hide else None
+        """Storing those values as references, or None."""
+        self.plain = _PLAIN if self.hide is None else _SCALARS
 
     def refuse(self, obj: Any, where: str) -> UnsafeValueError:
         return UnsafeValueError(self.channel, _path(type(obj)).replace(":", "."), where)
 
     def enc(self, obj: Any, where: str = "") -> Any:
         t = type(obj)
-        if obj is None or t is bool or t is int or t is str:
+        if t is str:
+            return obj if self.hide is None else self.hide.hide(obj)
+        if obj is None or t is bool or t is int:
             return obj
         if t is float:
             return obj if math.isfinite(obj) else {TAG: "float", "v": repr(obj)}
         if t is list:
             # Scalars are kept inline: a value's path is built only for what
             # may need it (an error message), not once per item.
+            plain = self.plain
             return [
-                v if type(v) in _PLAIN or v is None else self.enc(v, f"{where}[{i}]")
+                v if type(v) in plain or v is None else self.enc(v, f"{where}[{i}]")
                 for i, v in enumerate(obj)
             ]
         if t is dict:
-            if TAG in obj or not all(type(k) is str for k in obj):
+            hide = self.hide
+            if (
+                TAG in obj
+                or not all(type(k) is str for k in obj)
+                or (hide is not None and any(type(hide.hide(k)) is dict for k in obj))
+            ):
                 return {
                     TAG: "dict",
                     "v": [
@@ -128,9 +145,10 @@ class _Encoder:
                         for k, v in obj.items()
                     ],
                 }
+            plain = self.plain
             return {
                 k: v
-                if type(v) in _PLAIN or v is None
+                if type(v) in plain or v is None
                 else self.enc(v, f"{where}[{k!r}]")
                 for k, v in obj.items()
             }
@@ -155,9 +173,9 @@ class _Encoder:
             msg = obj.message if isinstance(obj, StoredError) else str(obj)
             args = getattr(obj, "args", ())
             plain = all(type(a) in (str, int, float, bool) or a is None for a in args)
-            out: dict[str, Any] = {TAG: "error", "cls": cls, "v": msg}
+            out: dict[str, Any] = {TAG: "error", "cls": cls, "v": self.enc(msg)}
             if plain and not isinstance(obj, StoredError):
-                out["args"] = list(args)
+                out["args"] = [self.enc(a) for a in args]
             return out
         if isinstance(obj, enum.Enum):
             return {TAG: "enum", "cls": _path(type(obj)), "v": self.enc(obj.value)}
@@ -170,7 +188,7 @@ class _Encoder:
         if isinstance(obj, float):
             return self.enc(float(obj), where)
         if isinstance(obj, str):
-            return str(obj)
+            return self.enc(str(obj), where)
         if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
             return {TAG: "tuple", "v": [self.enc(v, where) for v in obj]}
         if isinstance(obj, set | frozenset):
@@ -180,17 +198,22 @@ class _Encoder:
             return {TAG: "deque", "v": [self.enc(v, where) for v in obj]}
         if isinstance(obj, bytes | bytearray):
             kind = "bytes" if isinstance(obj, bytes) else "bytearray"
+            secrets = self.secrets
+            if secrets is not None and secrets.snap.in_bytes(obj):
+                secrets.hit = True
+                if self.hide is not None:
+                    return {TAG: kind, "t": self.hide.hide(obj.decode("latin-1"))}
             return {TAG: kind, "v": base64.b64encode(obj).decode()}
         if isinstance(obj, dt.datetime | dt.date | dt.time):
             return {TAG: type(obj).__name__, "v": obj.isoformat()}
         if isinstance(obj, dt.timedelta):
             return {TAG: "timedelta", "v": obj.total_seconds()}
         if isinstance(obj, uuid.UUID):
-            return {TAG: "uuid", "v": str(obj)}
+            return {TAG: "uuid", "v": self.enc(str(obj))}
         if isinstance(obj, decimal.Decimal):
-            return {TAG: "decimal", "v": str(obj)}
+            return {TAG: "decimal", "v": self.enc(str(obj))}
         if isinstance(obj, pathlib.PurePath):
-            return {TAG: "path", "v": str(obj)}
+            return {TAG: "path", "v": self.enc(str(obj))}
         if _is_pydantic(obj):
             fields = type(obj).model_fields
             return {
@@ -231,7 +254,7 @@ def encode(value: Any, channel: str) -> Any:
     Raises:
         UnsafeValueError: for a value that only pickle could store.
     """
-    return _Encoder(channel).enc(value)
+    return _Encoder(channel, current_pass()).enc(value)
 
 
 _SIMPLE: dict[str, Callable[[Any], Any]] = {
@@ -259,7 +282,7 @@ def decode(data: Any) -> Any:
     if tag == "secret":
         return reveal(v)
     if tag in _SIMPLE:
-        return _SIMPLE[tag](v)
+        return _SIMPLE[tag](decode(v))  # (a secret's template: a str again)
     if tag == "dict":
         return {decode(k): decode(x) for k, x in v}
     if tag == "tuple":
@@ -270,10 +293,11 @@ def decode(data: Any) -> Any:
         return frozenset(decode(x) for x in v)
     if tag == "deque":
         return deque(decode(x) for x in v)
-    if tag == "bytes":
-        return base64.b64decode(v)
-    if tag == "bytearray":
-        return bytearray(base64.b64decode(v))
+    if tag in ("bytes", "bytearray"):
+        raw = (
+            decode(data["t"]).encode("latin-1") if "t" in data else base64.b64decode(v)
+        )
+        return raw if tag == "bytes" else bytearray(raw)
     if tag == "timedelta":
         return dt.timedelta(seconds=v)
     if tag == "delta_snapshot":
@@ -288,7 +312,9 @@ def decode(data: Any) -> Any:
             return Send(data["node"], decode(data["arg"]))
         return Send(data["node"], decode(data["arg"]), timeout=timeout)
     if tag == "error":
-        return _decode_error(str(data.get("cls")), str(v), data.get("args"))
+        return _decode_error(
+            str(data.get("cls")), str(decode(v)), decode(data.get("args"))
+        )
     return _decode_class(tag, data)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -26,7 +27,8 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from argus_lab.langgraph._codec import encode
 from argus_lab.langgraph._delta import blob_record, checkpoint_record, next_memo
 from argus_lab.langgraph._read import blob_key, ckpt_key
-from argus_lab.langgraph._record import US
+from argus_lab.langgraph._record import US, lg_encode
+from argus_lab.langgraph._secrets import encoded, masked_text, secret_env
 from argus_lab.langgraph._threads import OpenThreads
 
 __all__ = ["put_checkpoint", "put_task_writes"]
@@ -39,10 +41,15 @@ def _status_of(writes: Sequence[tuple[str, Any]]) -> tuple[str, str] | None:
         if ch == INTERRUPT:
             first = value[0] if isinstance(value, list | tuple) and value else value
             shown = getattr(first, "value", first)
-            return "paused", f"awaiting approval: {str(shown)[:200]}"
+            return "paused", f"awaiting approval: {masked_text(str(shown))[:200]}"
         if ch == ERROR:
-            return "failed", f"{type(value).__name__}: {str(value)[:200]}"
+            return "failed", f"{type(value).__name__}: {masked_text(str(value))[:200]}"
     return None
+
+
+def _write_text(row: dict[str, Any], value: Any) -> str:
+    """A write's record: ``row`` with its encoded value."""
+    return lg_encode({**row, "v": value})
 
 
 def _triggers_more(values: dict[str, Any]) -> bool:
@@ -63,34 +70,49 @@ def put_checkpoint(
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
 ) -> RunnableConfig:
-    """Stores a checkpoint and the values of the channels that changed."""
+    """Stores a checkpoint and the values of the channels that changed (the
+    values of secret env vars as references: ``_secrets.py``)."""
     conf = config["configurable"]
     tid, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
     parent = conf.get("checkpoint_id")
     values = checkpoint["channel_values"]
     # Everything is encoded before the transaction: a value that cannot be
     # stored refuses the whole checkpoint, and nothing is written.
-    blobs: list[tuple[str, str, Any, Any, bool]] = []
+    snap = secret_env()
+    blobs: list[tuple[str, str, str, Any, bool]] = []
     for ch, ver in new_versions.items():
         mkey = (tid, ns, ch)
         if ch not in values:
-            blobs.append((ch, blob_key(ns, ch, ver), {"empty": 1}, None, False))
+            blobs.append(
+                (ch, blob_key(ns, ch, ver), lg_encode({"empty": 1}), None, False)
+            )
             continue
-        rec, memo, delta = blob_record(
-            ch, str(ver), values[ch], threads.blob_memo.get(mkey)
+        memo0 = threads.blob_memo.get(mkey)
+        (_, memo, delta), text = encoded(
+            snap,
+            partial(blob_record, ch, str(ver), values[ch], memo0),
+            lambda r: lg_encode(r[0]),
         )
-        blobs.append((ch, blob_key(ns, ch, ver), rec, memo, delta))
+        blobs.append((ch, blob_key(ns, ch, ver), text, memo, delta))
     meta = get_checkpoint_metadata(config, metadata)
-    crec, cmemo, cdelta = checkpoint_record(
-        dict(checkpoint), meta, parent, threads.ckpt_memo.get((tid, ns))
+    (_, cmemo, cdelta), ctext = encoded(
+        snap,
+        partial(
+            checkpoint_record,
+            dict(checkpoint),
+            meta,
+            parent,
+            threads.ckpt_memo.get((tid, ns)),
+        ),
+        lambda r: lg_encode(r[0]),
     )
     st = threads.get(tid, create=True)
     assert st is not None
     sizes: list[int] = []
 
     def work() -> None:
-        sizes[:] = [st.set(key, rec) for _, key, rec, _, _ in blobs]
-        sizes.append(st.set(ckpt_key(ns, checkpoint["id"]), crec))
+        sizes[:] = [st.set_text(key, text) for _, key, text, _, _ in blobs]
+        sizes.append(st.set_text(ckpt_key(ns, checkpoint["id"]), ctext))
         status = "running" if _triggers_more(values) else "succeeded"
         # Puts and writes may arrive out of order (durability="async"): a
         # pause belongs to its checkpoint, and only a newer one ends it.
@@ -126,23 +148,19 @@ def put_task_writes(
     task_id: str,
     task_path: str = "",
 ) -> None:
-    """Stores a task's writes against a checkpoint, in one transaction."""
+    """Stores a task's writes against a checkpoint, in one transaction (the
+    values of secret env vars as references: ``_secrets.py``)."""
     conf = config["configurable"]
     tid, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
     cid = conf["checkpoint_id"]
     rows = []
     now = round(time.time(), 6)  # when the task finished: its row's end time
+    snap = secret_env()
     for i, (ch, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(ch, i)
-        data = {
-            "task": task_id,
-            "ch": ch,
-            "idx": idx,
-            "path": task_path,
-            "t": now,
-            "v": encode(value, ch),
-        }
-        rows.append((f"w{US}{ns}{US}{cid}{US}{task_id}{US}{idx}", idx, data))
+        row = {"task": task_id, "ch": ch, "idx": idx, "path": task_path, "t": now}
+        _, text = encoded(snap, partial(encode, value, ch), partial(_write_text, row))
+        rows.append((f"w{US}{ns}{US}{cid}{US}{task_id}{US}{idx}", idx, text))
     st = threads.get(tid, create=True)
     assert st is not None
     status = _status_of(writes)
@@ -151,8 +169,8 @@ def put_task_writes(
         # A regular write is kept as first stored (a retried task must not
         # change what was recorded: INSERT OR IGNORE, no read first); special
         # writes (errors, interrupts, resumes) replace the earlier one.
-        for key, idx, data in rows:
-            st.set(key, data, keep=idx >= 0)
+        for key, idx, text in rows:
+            st.set_text(key, text, keep=idx >= 0)
         if status is not None:
             st.set_status(*status, at=cid)
 

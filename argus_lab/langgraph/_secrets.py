@@ -1,22 +1,27 @@
 """The values of secret env vars kept out of LangGraph records, as references.
 
 A graph resumes from its checkpoints, so masking a secret in them would hand
-the resumed graph "***". Instead, a string that holds the value of a
-secret-named env var (``OPENAI_API_KEY``, ``GH_TOKEN``: ``redact.SECRET_NAME``)
-is stored as a template in which the value reads ``${env.NAME}`` and a literal
-``${`` reads ``$${`` (as in plans): ``{"$": "secret", "v": template}``. What
-the saver reads back for a graph (``get_tuple``, ``list``, so ``get_state``
-too) has the values put back from the environment, which must then hold the
-variable (``SecretUnsetError`` otherwise). Every other reader (the analysis
-frames, the thread view) gets the template, which holds no secret.
+the resumed graph "***". Instead the codec (``_codec.py``) stores a string
+value that holds the value of a secret-named env var (``OPENAI_API_KEY``,
+``GH_TOKEN``: ``redact.SECRET_NAME``, less names that only say AUTHOR) as a
+template, ``{"$": "secret", "v": template}``, in which the value reads
+``${env.NAME}`` and every other ``$`` reads ``$$``. Bytes holding one (ASCII)
+are kept as such a template of their Latin-1 text. Only value positions are
+rewritten (state values, writes, metadata, interrupts, an error's message),
+never a record's structure (channel and node names).
 
-A variable whose value is a path (``SSH_AUTH_SOCK=/tmp/ssh-...``: it starts
-with "/" or "~") is no secret here: a reference would hand a graph resumed
-from another shell that shell's path.
+What the saver reads back for a graph (``get_tuple``, ``list``, so
+``get_state`` too) has the values put back from the environment, which must
+then hold the variable (``SecretUnsetError`` otherwise). Every other reader
+(the analysis frames, the thread view) gets the template; a session's status
+reason shows ``${env.NAME}``. A variable whose value is a path (it starts
+with "/" or "~": ``SSH_AUTH_SOCK``) is left alone: a graph resumed from
+another shell would get that shell's path.
 
 Not covered, and stored as committed: values given only as ``secrets=[...]``
 elsewhere and key-shaped strings no env var holds (a resumed graph could not
-get them back), and a secret's encoded forms (base64 and the like).
+get them back), a secret's encoded forms (base64 and the like), and a
+non-ASCII secret inside bytes.
 """
 
 from __future__ import annotations
@@ -24,95 +29,163 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from argus_lab._redact_given import MIN_LEN
 from argus_lab.errors import ArgusError
 from argus_lab.redact import SECRET_NAME
 
-__all__ = ["SecretUnsetError", "hidden", "reveal", "revealing", "secret_env"]
+__all__ = [
+    "Pass",
+    "SecretUnsetError",
+    "Snapshot",
+    "current_pass",
+    "encoded",
+    "masked_text",
+    "reveal",
+    "revealing",
+    "secret_env",
+]
 
+T = TypeVar("T")
 TAG = "$"  # (the codec's)
+_json = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_REF = re.compile(r"\$\$\{|\$\{env\.([A-Za-z_][A-Za-z0-9_]*)\}")
+_REF = re.compile(r"\$\$|\$\{env\.([A-Za-z_][A-Za-z0-9_]*)\}")
 _REVEAL: ContextVar[bool] = ContextVar("argus_lg_reveal", default=False)
+_PASS: ContextVar[Pass | None] = ContextVar("argus_lg_pass", default=None)
 
 
 class SecretUnsetError(ArgusError):
     """A checkpoint holds the value of an env var this process does not set."""
 
 
+def _secret_name(name: str) -> bool:
+    return SECRET_NAME.search(name.upper().replace("AUTHOR", "")) is not None
+
+
+class Snapshot:
+    """The secret env values at one moment: value -> name, and the regexes
+    that find them. Never changed once made (threads share it)."""
+
+    def __init__(self, seen: dict[str, str]) -> None:
+        self.seen = seen  # name -> value, every secret-named variable
+        self.names = {
+            v: k
+            for k, v in sorted(seen.items())
+            if len(v) >= MIN_LEN and _NAME.fullmatch(k) and v[0] not in "/~"
+        }
+        values = sorted(self.names, key=len, reverse=True)  # a longer one whole
+        alts = [re.escape(v) for v in values]
+        self.find = re.compile("|".join(alts)) if alts else None
+        self._sub = re.compile("|".join([*alts, r"\$"])) if alts else None
+        self.ascii = [v.encode() for v in values if v.isascii()]
+        # Each value as JSON text writes it (quotes and backslashes escaped).
+        self.forms = [_json(v)[1:-1] for v in values]
+
+    def hide(self, s: str) -> Any:
+        """``s``, or its template tagged as a secret if it holds a value."""
+        if self.find is None or self.find.search(s) is None:
+            return s
+        assert self._sub is not None
+        names = self.names
+
+        def ref(m: re.Match[str]) -> str:
+            got = m.group()
+            return "$$" if got == "$" else "${env." + names[got] + "}"
+
+        return {TAG: "secret", "v": self._sub.sub(ref, s)}
+
+    def in_bytes(self, b: bytes | bytearray) -> bool:
+        return any(v in b for v in self.ascii)
+
+
 class _Env:
-    """os.environ's secret-named variables, read again only when it changed."""
+    """os.environ's secret-named variables, looked at again when it changed."""
 
     def __init__(self) -> None:
-        self.size = -1
-        self.seen: dict[str, str] = {}
-        self.pattern: re.Pattern[str] | None = None
-        self.names: dict[str, str] = {}  # value -> name
-        self.forms: list[str] = []  # each value as JSON text writes it
+        self.lock = threading.Lock()
+        self.state: tuple[frozenset[Any], Snapshot] = (frozenset(), Snapshot({}))
+        """(the names it was made from, the snapshot): one attribute, so a
+        thread reading it never pairs one's names with another's values."""
 
-    def current(self) -> _Env:
+    def current(self) -> Snapshot:
         env = os.environ
-        if self.size != len(env) or any(env.get(k) != v for k, v in self.seen.items()):
-            self.size = len(env)
-            self.seen = {k: v for k, v in env.items() if SECRET_NAME.search(k)}
-            self.names = {
-                v: k
-                for k, v in sorted(self.seen.items())
-                if len(v) >= MIN_LEN and _NAME.fullmatch(k) and v[0] not in "/~"
-            }
-            # Longest first: a value inside another is not split.
-            values = sorted(self.names, key=len, reverse=True)
-            self.forms = [json.dumps(v, ensure_ascii=False)[1:-1] for v in values]
-            alts = [re.escape(v) for v in values]
-            self.pattern = re.compile("|".join([*alts, r"\$\{"])) if alts else None
-        return self
+        # The set of names (bytes, in C: ~1 us), then the secret values only.
+        keys = frozenset(getattr(env, "_data", ()))
+        known, snap = self.state
+        if (
+            keys
+            and keys == known
+            and all(env.get(k) == v for k, v in snap.seen.items())
+        ):
+            return snap
+        with self.lock:
+            snap = Snapshot({k: v for k, v in env.items() if _secret_name(k)})
+            self.state = (keys, snap)
+        return snap
 
 
 _ENV = _Env()
 
 
-def secret_env() -> _Env:
-    """The secret env values now (looked at again once per transaction: a
-    look costs ~1 us per secret-named variable)."""
+def secret_env() -> Snapshot:
+    """The secret env values now."""
     return _ENV.current()
 
 
-def hidden(data: Any, text: str, env: _Env) -> Any | None:
-    """``data`` (JSON-ready; ``text`` is its JSON) with every value of ``env``
-    (``secret_env()``) made a reference; None when ``text`` holds none (the
-    common case: one substring test per secret)."""
-    if env.pattern is None or not any(f in text for f in env.forms):
-        return None
-    return _walk(data, env.pattern, env.names)
+class Pass:
+    """One encoding of a record: looking for secrets, or hiding them."""
+
+    def __init__(self, snap: Snapshot, hide: bool) -> None:
+        self.snap = snap
+        self.hide = hide
+        self.hit = False
+        """Bytes holding a secret were met (their base64 hides it from a look
+        at the JSON text)."""
 
 
-def _walk(x: Any, pattern: re.Pattern[str], names: dict[str, str]) -> Any:
-    if type(x) is str:
-        if not any(v in x for v in names):
-            return x
+def current_pass() -> Pass | None:
+    """The encoding ``encoded`` is making (None: no secret to look for)."""
+    return _PASS.get()
 
-        def ref(m: re.Match[str]) -> str:
-            s = m.group()
-            return "$${" if s == "${" else "${env." + names[s] + "}"
 
-        return {TAG: "secret", "v": pattern.sub(ref, x)}
-    if type(x) is list:
-        return [_walk(v, pattern, names) for v in x]
-    if type(x) is dict:
-        if any(type(k) is str and any(v in k for v in names) for k in x):
-            # A key cannot be a tagged object: the codec's form for such dicts.
-            pairs = [
-                [_walk(k, pattern, names), _walk(v, pattern, names)]
-                for k, v in x.items()
-            ]
-            return {TAG: "dict", "v": pairs}
-        return {k: _walk(v, pattern, names) for k, v in x.items()}
-    return x
+def encoded(
+    snap: Snapshot, build: Callable[[], T], dump: Callable[[T], str]
+) -> tuple[T, str]:
+    """``build()`` (which encodes values with the codec) and its text
+    ``dump(...)``, built again with the strings that hold a secret env value
+    of ``snap`` as references if the first one held one. The look is one
+    substring test per value over the text the record is stored as anyway."""
+    if snap.find is None:
+        out = build()
+        return out, dump(out)
+    token = _PASS.set(look := Pass(snap, hide=False))
+    try:
+        out = build()
+    finally:
+        _PASS.reset(token)
+    text = dump(out)
+    if not look.hit and not any(f in text for f in snap.forms):
+        return out, text
+    token = _PASS.set(Pass(snap, hide=True))
+    try:
+        out = build()
+    finally:
+        _PASS.reset(token)
+    return out, dump(out)
+
+
+def masked_text(text: str) -> str:
+    """``text`` for a person to read: each secret env value as ``${env.NAME}``."""
+    snap = secret_env()
+    if snap.find is None:
+        return text
+    return snap.find.sub(lambda m: "${env." + snap.names[m.group()] + "}", text)
 
 
 @contextmanager
@@ -134,7 +207,7 @@ def reveal(template: str) -> str:
     def value(m: re.Match[str]) -> str:
         name = m.group(1)
         if name is None:
-            return "${"
+            return "$"
         got = os.environ.get(name)
         if got is None:
             raise SecretUnsetError(

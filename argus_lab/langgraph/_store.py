@@ -39,7 +39,6 @@ from argus_lab.langgraph._record import (
     lg_decode,
     lg_encode,
 )
-from argus_lab.langgraph._secrets import hidden, secret_env
 from argus_lab.store._rows import Transaction
 from argus_lab.store.copies import Origin
 from argus_lab.store.envelope import Durability, open_cache
@@ -97,7 +96,6 @@ class ThreadStore:
         only a newer checkpoint changes it again."""
         self._pending: list[tuple[str, str]] = []
         self._pending_keep: list[tuple[str, str]] = []
-        self._env = secret_env()  # (each transaction looks again)
         self.witness = Witness(directory, fsync=durability == "full")
         """The head's latest committed version, outside SQLite (``_lost.py``)."""
         wal = directory / "cache.db-wal"
@@ -248,7 +246,6 @@ class ThreadStore:
         """
         with self.lock:
             self._pending, self._pending_keep = [], []
-            self._env = secret_env()  # for every record set in it
             wrote: list[str] = []
             try:
                 # One BEGIN IMMEDIATE ... COMMIT on this thread's connection,
@@ -362,11 +359,10 @@ class ThreadStore:
 
         ``keep``: an existing record under ``key`` stays as it is.
         """
-        text = lg_encode(data)
-        # Secret env values as references (_secrets.py).
-        safe = hidden(data, text, self._env)
-        if safe is not None:
-            text = lg_encode(safe)
+        return self.set_text(key, lg_encode(data), keep=keep)
+
+    def set_text(self, key: str, text: str, *, keep: bool = False) -> int:
+        """``set`` of a record already in its envelope (``lg_encode``)."""
         (self._pending_keep if keep else self._pending).append((key, text))
         return len(text)
 
