@@ -3,7 +3,8 @@ in one process, takes two distinct amounts of CPU.
 
 A script, not a test. For each of ``--processes`` fresh processes it runs
 ``--runs`` times, back to back, (a) the bare diskcache floor of
-``bench_step.py`` (100 transactions of two rows, diskcache as shipped) and
+``bench_step.py`` (100 transactions of a step's two rows, diskcache as
+shipped) and
 (b) Argus's 100-step chain of no-op tools (a new session each time), and
 prints each run's CPU ms per step. On the 2-core VMs of issue 18 both fall in
 two bands ~1.5x apart, in phases of a few hundred ms (a run lasts 8-20 ms), so
@@ -31,19 +32,13 @@ N = 100
 
 
 def bare_run(folder: Path) -> float:
-    """CPU ms per step of 100 bare diskcache transactions (two rows each)."""
-    import diskcache
+    """CPU ms per step of the bare floor's 100 transactions (``bench_step.py``'s)."""
+    import bench_vs_langgraph as vs
 
-    cache = diskcache.Cache(str(folder), sqlite_synchronous=1)
-    txns = [[(f"t:t{i}", "r" * 600), (f"e:{i:012d}", "e" * 400)] for i in range(N)]
-    c0 = time.process_time()
-    for txn in txns:
-        with cache.transact(retry=True):
-            for key, value in txn:
-                cache.set(key, value)
-    cpu = time.process_time() - c0
-    cache.close()
-    return cpu * 1000 / N
+    spec = {"mode": "floor", "n": N, "durability": "normal", "commits": 1}
+    return float(
+        vs.child_floor({**spec, "bare": True, "dir": str(folder)})["cpu_ms_per_step"]
+    )
 
 
 def child(runs: int) -> dict[str, list[float]]:

@@ -45,6 +45,18 @@ def runs_as_after_a_crash(copy: Path) -> None:
         s.close()
 
 
+def refused_as_a_copy(copy: Path) -> None:
+    """Running the copy is refused as one, and nothing runs again."""
+    before = starts(copy)
+    _, s = open_slow(copy)
+    try:
+        with pytest.raises(al.ConcurrentSessionError, match="is a copy of"):
+            s.run()
+    finally:
+        s.close()
+    assert starts(copy) == before
+
+
 def copy_while_running(
     tmp_path: Path,
     procs: list[subprocess.Popen[bytes]],  # noqa: F811
@@ -178,12 +190,7 @@ def test_a_copy_whose_origin_an_older_version_wrote_is_still_refused(
     assert there == os.path.realpath(tmp_path / "ws" / "sessions" / d.name)
     os.truncate(d / "witness", 32)  # the older witness: its line alone
     (d / "origin").write_text(there, encoding="utf-8")
-    _, s = open_slow(copy)
-    try:
-        with pytest.raises(al.ConcurrentSessionError, match="is a copy of"):
-            s.run()
-    finally:
-        s.close()
+    refused_as_a_copy(copy)
 
 
 @pytest.mark.parametrize("how", ["deleted", "emptied", "origin damaged"])
@@ -205,11 +212,4 @@ def test_a_copy_whose_witness_is_lost_or_damaged_is_still_refused(
         data = bytearray(witness.read_bytes())
         data[40] ^= 0x01  # inside the folder's path
         witness.write_bytes(bytes(data))
-    before = starts(copy)
-    _, s = open_slow(copy)
-    try:
-        with pytest.raises(al.ConcurrentSessionError, match="is a copy of"):
-            s.run()
-    finally:
-        s.close()
-    assert starts(copy) == before
+    refused_as_a_copy(copy)

@@ -101,50 +101,40 @@ def _tuple(
     vs: dict[str, Any],
 ) -> CheckpointTuple:
     with revealing():  # for the graph: secret env values put back (_secrets.py)
-        return _tuple_revealed(st, ns, rec, cv, vs)
-
-
-def _tuple_revealed(
-    st: ThreadStore,
-    ns: str,
-    rec: dict[str, Any],
-    cv: dict[str, Any],
-    vs: dict[str, Any],
-) -> CheckpointTuple:
-    tid = st.thread_id
-    checkpoint: dict[str, Any] = {
-        "v": rec["v"],
-        "id": rec["id"],
-        "ts": rec["ts"],
-        "channel_values": load_values(st, ns, cv),
-        "channel_versions": dict(cv),
-        "versions_seen": {k: dict(v) for k, v in vs.items()},
-    }
-    checkpoint.update(decode(rec.get("extra") or {}))
-    parent = rec.get("parent")
-    return CheckpointTuple(
-        config={
-            "configurable": {
-                "thread_id": tid,
-                "checkpoint_ns": ns,
-                "checkpoint_id": rec["id"],
-            }
-        },
-        checkpoint=checkpoint,  # type: ignore[arg-type]
-        metadata=decode(rec["meta"]),
-        parent_config=(
-            {
+        tid = st.thread_id
+        checkpoint: dict[str, Any] = {
+            "v": rec["v"],
+            "id": rec["id"],
+            "ts": rec["ts"],
+            "channel_values": load_values(st, ns, cv),
+            "channel_versions": dict(cv),
+            "versions_seen": {k: dict(v) for k, v in vs.items()},
+        }
+        checkpoint.update(decode(rec.get("extra") or {}))
+        parent = rec.get("parent")
+        return CheckpointTuple(
+            config={
                 "configurable": {
                     "thread_id": tid,
                     "checkpoint_ns": ns,
-                    "checkpoint_id": parent,
+                    "checkpoint_id": rec["id"],
                 }
-            }
-            if parent
-            else None
-        ),
-        pending_writes=load_writes(st, ns, rec["id"]),
-    )
+            },
+            checkpoint=checkpoint,  # type: ignore[arg-type]
+            metadata=decode(rec["meta"]),
+            parent_config=(
+                {
+                    "configurable": {
+                        "thread_id": tid,
+                        "checkpoint_ns": ns,
+                        "checkpoint_id": parent,
+                    }
+                }
+                if parent
+                else None
+            ),
+            pending_writes=load_writes(st, ns, rec["id"]),
+        )
 
 
 def load_tuple(st: ThreadStore, ns: str, cid: str | None) -> CheckpointTuple | None:

@@ -31,7 +31,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+V = TypeVar("V")
 TAG = "$"  # (the codec's)
 _json = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -164,19 +165,13 @@ def encoded(
     if snap.find is None:
         out = build()
         return out, dump(out)
-    token = _PASS.set(look := Pass(snap, hide=False))
-    try:
+    with _set(_PASS, look := Pass(snap, hide=False)):
         out = build()
-    finally:
-        _PASS.reset(token)
     text = dump(out)
     if not look.hit and not any(f in text for f in snap.forms):
         return out, text
-    token = _PASS.set(Pass(snap, hide=True))
-    try:
+    with _set(_PASS, Pass(snap, hide=True)):
         out = build()
-    finally:
-        _PASS.reset(token)
     return out, dump(out)
 
 
@@ -188,14 +183,18 @@ def masked_text(text: str) -> str:
     return snap.find.sub(lambda m: "${env." + snap.names[m.group()] + "}", text)
 
 
-@contextmanager
-def revealing() -> Iterator[None]:
+def revealing() -> AbstractContextManager[None]:
     """Secrets read inside this block are put back from the environment."""
-    token = _REVEAL.set(True)
+    return _set(_REVEAL, True)
+
+
+@contextmanager
+def _set(var: ContextVar[V], value: V) -> Iterator[None]:
+    token = var.set(value)
     try:
         yield
     finally:
-        _REVEAL.reset(token)
+        var.reset(token)
 
 
 def reveal(template: str) -> str:
