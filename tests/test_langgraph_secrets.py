@@ -152,19 +152,20 @@ def test_text_without_a_secret_value_is_stored_as_it_was(
     too short to be a secret (under 6 characters), or holding a path, is no
     secret here either."""
     env.setenv("ARGUS_LG_SHORT_KEY", "abcd")
-    env.setenv("ARGUS_LG_AUTH_SOCK", "/tmp/ssh-agent.123")  # a path, no secret
+    sock = tmp_path / "ssh-agent.123"
+    sock.touch()
+    env.setenv("ARGUS_LG_AUTH_SOCK", str(sock))  # a path that exists: no secret
     g = StateGraph(S)
-    g.add_node("n", lambda s: {"log": ["abcd", "${env.HOME}", "/tmp/ssh-agent.123"]})
+    g.add_node("n", lambda s: {"log": ["abcd", "${env.HOME}", str(sock)]})
     g.add_edge(START, "n")
     g.add_edge("n", END)
     saver = ArgusSaver(ws)
     app = g.compile(checkpointer=saver)
     out = app.invoke({"log": []}, CFG)["log"]
-    assert out == ["abcd", "${env.HOME}", "/tmp/ssh-agent.123"]
+    assert out == ["abcd", "${env.HOME}", str(sock)]
     saver.close()
     assert files_holding(tmp_path / "ws", '"$":"secret"') == []
-    stored = '"abcd","${env.HOME}","/tmp/ssh-agent.123"'
-    assert files_holding(tmp_path / "ws", stored) != []
+    assert files_holding(tmp_path / "ws", f'"abcd","${{env.HOME}}","{sock}"') != []
 
 
 class V(TypedDict, total=False):
@@ -296,3 +297,56 @@ def test_a_secret_set_in_place_of_another_is_hidden_too(
     env.setenv("ARGUS_LG_PLAIN", "1")  # (monkeypatch restores both after the test)
     values = stored(ws, one_node(swap), tmp_path, LATE_SECRET)
     assert values["v"] == f"now {LATE_SECRET}"
+
+
+def test_the_thread_view_works_without_the_variables_and_shows_references(
+    ws: al.Workspace, env: pytest.MonkeyPatch
+) -> None:
+    """A view (status, approvals, topology, the widget's polling) only looks:
+    it works in a process that lacks the variables, and shows no value."""
+    saver = ArgusSaver(ws)
+    app = build().compile(checkpointer=saver)
+    app.invoke({"log": []}, CFG)  # paused at "ask", the key in the state
+    saver.close()
+    env.delenv(KEY)
+    env.delenv(LATE, raising=False)
+    saver = ArgusSaver(ws)
+    view = saver.thread("t1", graph=build().compile(checkpointer=saver))
+    assert view.status == "paused"
+    (asked,) = view.pending_approvals()
+    shown = [asked, view.branch_rows(), dict(view.graph.nodes(data=True))]
+    assert SECRET not in repr(shown)
+    assert view.widget_session()._signature()[0] is not None
+    with pytest.raises(SecretUnsetError, match=KEY):  # the graph itself needs it
+        app.get_state(CFG)
+    saver.close()
+
+
+def test_a_key_that_starts_with_a_slash_is_no_path(
+    ws: al.Workspace, env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    key = "/wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"  # base64: 1 in 64 do
+    env.setenv("ARGUS_LG_AWS_SECRET_ACCESS_KEY", key)
+    values = stored(ws, one_node(lambda s: {"v": key}), tmp_path, key)
+    assert values["v"] == key
+
+
+def test_frames_show_a_typed_value_holding_a_secret_as_its_reference(
+    ws: al.Workspace, env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A view cannot rebuild ``UUID("${env.NAME}")``: it shows the text."""
+    key = "12345678-90ab-cdef-1234-567890abcdef"
+    env.setenv("ARGUS_LG_UUID_KEY", key)
+
+    def asks(s: V) -> V:
+        return {"v": interrupt({"id": uuid.UUID(key), "path": Path(key)})}
+
+    saver = ArgusSaver(ws)
+    app = one_node(asks).compile(checkpointer=saver)
+    app.invoke({"v": None}, CFG)
+    tasks = al.analysis.tasks_df(ws)
+    assert "${env.ARGUS_LG_UUID_KEY}" in tasks.to_csv()
+    assert key not in tasks.to_csv() + al.analysis.events_df(ws).to_csv()
+    (asked,) = saver.thread("t1").pending_approvals()
+    assert key not in repr(asked)
+    saver.close()

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from argus_lab.errors import ArgusError
-from argus_lab.langgraph._secrets import Pass, current_pass, reveal
+from argus_lab.langgraph._secrets import Pass, current_pass, reveal, revealing_now
 
 __all__ = ["StoredError", "UnsafeValueError", "decode", "encode"]
 
@@ -282,7 +282,10 @@ def decode(data: Any) -> Any:
     if tag == "secret":
         return reveal(v)
     if tag in _SIMPLE:
-        return _SIMPLE[tag](decode(v))  # (a secret's template: a str again)
+        text = decode(v)  # (a secret's template: a str again)
+        if type(v) is dict and not revealing_now():
+            return text  # a view's: the reference, which no UUID or Path parses
+        return _SIMPLE[tag](text)
     if tag == "dict":
         return {decode(k): decode(x) for k, x in v}
     if tag == "tuple":
@@ -294,6 +297,8 @@ def decode(data: Any) -> Any:
     if tag == "deque":
         return deque(decode(x) for x in v)
     if tag in ("bytes", "bytearray"):
+        if "t" in data and not revealing_now():
+            return decode(data["t"])  # a view's: the reference, as text
         raw = (
             decode(data["t"]).encode("latin-1") if "t" in data else base64.b64decode(v)
         )
@@ -332,6 +337,19 @@ def _decode_error(path: str, message: str, args: Any) -> BaseException:
 
 
 def _decode_class(tag: str, data: dict[str, Any]) -> Any:
+    if not revealing_now():
+        # A view's read: a secret's reference in place of a value may not
+        # validate as the class (an enum's value, a field with a pattern).
+        try:
+            return _build_class(tag, data)
+        except Exception:
+            if '"secret"' not in repr(data):
+                raise
+            return decode(data.get("v"))
+    return _build_class(tag, data)
+
+
+def _build_class(tag: str, data: dict[str, Any]) -> Any:
     cls = _load_class(data["cls"])
     if tag == "type":
         return cls

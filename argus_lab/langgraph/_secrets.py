@@ -14,14 +14,17 @@ What the saver reads back for a graph (``get_tuple``, ``list``, so
 ``get_state`` too) has the values put back from the environment, which must
 then hold the variable (``SecretUnsetError`` otherwise). Every other reader
 (the analysis frames, the thread view) gets the template; a session's status
-reason shows ``${env.NAME}``. A variable whose value is a path (it starts
-with "/" or "~": ``SSH_AUTH_SOCK``) is left alone: a graph resumed from
-another shell would get that shell's path.
+reason shows ``${env.NAME}``; a UUID, Path or enum holding one reads there
+as that text. A variable whose value is the path of a file or folder that
+exists (``SSH_AUTH_SOCK``) is left alone: a graph resumed from another shell
+would get that shell's path. Reads for a view (``viewing``: the thread view,
+the widget) keep the references even where the saver reads for a graph, so a
+view works without the variables.
 
 Not covered, and stored as committed: values given only as ``secrets=[...]``
 elsewhere and key-shaped strings no env var holds (a resumed graph could not
-get them back), a secret's encoded forms (base64 and the like), and a
-non-ASCII secret inside bytes.
+get them back), a secret's encoded forms (base64 and the like), a
+non-ASCII secret inside bytes, and a number equal to a numeric secret.
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ __all__ = [
     "masked_text",
     "reveal",
     "revealing",
+    "revealing_now",
     "secret_env",
+    "viewing",
 ]
 
 T = TypeVar("T")
@@ -59,6 +64,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REF = re.compile(r"\$\$|\$\{env\.([A-Za-z_][A-Za-z0-9_]*)\}")
 _REVEAL: ContextVar[bool] = ContextVar("argus_lg_reveal", default=False)
 _PASS: ContextVar[Pass | None] = ContextVar("argus_lg_pass", default=None)
+_VIEW: ContextVar[bool] = ContextVar("argus_lg_view", default=False)
 
 
 class SecretUnsetError(ArgusError):
@@ -67,6 +73,13 @@ class SecretUnsetError(ArgusError):
 
 def _secret_name(name: str) -> bool:
     return SECRET_NAME.search(name.upper().replace("AUTHOR", "")) is not None
+
+
+def _a_path(v: str) -> bool:
+    """Whether ``v`` names a file or folder that exists (SSH_AUTH_SOCK): no
+    secret, and another shell's would differ. A key that merely starts with
+    "/" (base64 does, one in 64) is still one."""
+    return v[0] in "/~" and os.path.exists(os.path.expanduser(v))
 
 
 class Snapshot:
@@ -78,7 +91,7 @@ class Snapshot:
         self.names = {
             v: k
             for k, v in sorted(seen.items())
-            if len(v) >= MIN_LEN and _NAME.fullmatch(k) and v[0] not in "/~"
+            if len(v) >= MIN_LEN and _NAME.fullmatch(k) and not _a_path(v)
         }
         values = sorted(self.names, key=len, reverse=True)  # a longer one whole
         alts = [re.escape(v) for v in values]
@@ -184,8 +197,17 @@ def masked_text(text: str) -> str:
 
 
 def revealing() -> AbstractContextManager[None]:
-    """Secrets read inside this block are put back from the environment."""
-    return _set(_REVEAL, True)
+    """Secrets read inside this block are put back from the environment
+    (unless a view reads: ``viewing``)."""
+    return _set(_REVEAL, not _VIEW.get())
+
+
+def viewing() -> AbstractContextManager[None]:
+    """Reads inside this block are a view's (the thread view, the widget):
+    secrets stay references even where the saver reads for a graph, so a view
+    works in a process without the variables. Nothing read so may be written
+    back: a graph's own reads (invoke, update_state) must not run inside."""
+    return _set(_VIEW, True)
 
 
 @contextmanager
@@ -197,11 +219,16 @@ def _set(var: ContextVar[V], value: V) -> Iterator[None]:
         var.reset(token)
 
 
+def revealing_now() -> bool:
+    """Whether values read now are put back (``revealing``)."""
+    return _REVEAL.get()
+
+
 def reveal(template: str) -> str:
     """A stored template's text: its values put back while ``revealing``,
-    else the template itself (which holds no secret)."""
+    else as a person reads it, with ``${env.NAME}`` in their place."""
     if not _REVEAL.get():
-        return template
+        return _REF.sub(lambda m: "$" if m.group(1) is None else m.group(), template)
 
     def value(m: re.Match[str]) -> str:
         name = m.group(1)

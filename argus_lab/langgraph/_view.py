@@ -8,11 +8,14 @@ thread another process or thread is running.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from argus_lab.langgraph._analysis import node_executions, open_thread, parts_of
 from argus_lab.langgraph._record import thread_session_id
+from argus_lab.langgraph._secrets import viewing
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -24,6 +27,21 @@ if TYPE_CHECKING:
 __all__ = ["ThreadView"]
 
 _START, _END = "__start__", "__end__"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _viewed(fn: F) -> F:
+    """``fn`` reads as a view (``_secrets.viewing``): secret env values stay
+    references, and a process without them can still look at the thread."""
+
+    @functools.wraps(fn)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        with viewing():
+            return fn(*args, **kwargs)
+
+    return inner  # type: ignore[return-value]
 
 
 class ThreadView:
@@ -61,6 +79,7 @@ class ThreadView:
         finally:
             st.close()
 
+    @_viewed
     def branch_rows(self) -> list[dict[str, Any]]:
         """The node executions on the branch the thread stands on: those
         scheduled by its latest checkpoint or one of its ancestors (after a fork
@@ -105,6 +124,7 @@ class ThreadView:
             return "paused"
         return str(self.info.status)
 
+    @_viewed
     def pending_approvals(self) -> list[dict[str, Any]]:
         """The ``interrupt()`` calls waiting for an answer, from the latest
         checkpoint: dicts with node, task_id, interrupt_id, value, checkpoint_id."""
@@ -149,6 +169,7 @@ class ThreadView:
     # -- topology --------------------------------------------------------------
 
     @property
+    @_viewed
     def graph(self) -> nx.DiGraph:
         """The compiled graph's nodes and edges as a networkx DiGraph.
 
@@ -256,7 +277,9 @@ class ThreadView:
                     "saver.thread(thread_id, graph=...)"
                 )
             conf = {"configurable": {"thread_id": self.thread_id, "checkpoint_id": at}}
-            if self.saver.get_tuple(conf) is None:  # type: ignore[arg-type]
+            with viewing():  # (only whether it is there)
+                missing = self.saver.get_tuple(conf) is None  # type: ignore[arg-type]
+            if missing:
                 raise ValueError(
                     f"no checkpoint {at!r} in LangGraph thread {self.thread_id!r}"
                 )

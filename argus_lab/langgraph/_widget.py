@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.langgraph._secrets import viewing
 from argus_lab.model import STATUSES, SessionInfo, TaskRecord
 
 if TYPE_CHECKING:
@@ -253,7 +254,8 @@ class ThreadSession:
     # -- live updates ------------------------------------------------------------
 
     def _signature(self) -> tuple[Any, ...]:
-        tup = self.view.saver.get_tuple(self.view.config)  # type: ignore[arg-type]
+        with viewing():
+            tup = self.view.saver.get_tuple(self.view.config)  # type: ignore[arg-type]
         if tup is None:
             return (None, 0)
         # Writes land between checkpoints (a node's result, an interrupt).
