@@ -13,7 +13,7 @@ Nothing here is tuned for speed: it only shows the spread.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_phases.py --processes 3 --runs 15
+    .venv/bin/python benchmarks/bench_phases.py --processes 3 --runs 12
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def child(runs: int) -> dict[str, list[float]]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--processes", type=int, default=3)
-    p.add_argument("--runs", type=int, default=15)
+    p.add_argument("--runs", type=int, default=12)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:

@@ -5,6 +5,7 @@ stored as ``${env.NAME}`` and put back from the environment for the graph
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import operator
 import os
@@ -349,4 +350,66 @@ def test_frames_show_a_typed_value_holding_a_secret_as_its_reference(
     assert key not in tasks.to_csv() + al.analysis.events_df(ws).to_csv()
     (asked,) = saver.thread("t1").pending_approvals()
     assert key not in repr(asked)
+    saver.close()
+
+
+class Level(enum.Enum):
+    KEY = "sk-enum-0a1b2c3d4e"
+
+
+def test_a_view_of_an_enum_holding_a_secret_shows_the_reference(
+    ws: al.Workspace, env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env.setenv("ARGUS_LG_ENUM_KEY", Level.KEY.value)
+    saver = ArgusSaver(ws)
+    app = one_node(lambda s: {"v": interrupt({"level": Level.KEY})}).compile(
+        checkpointer=saver
+    )
+    app.invoke({"v": None}, CFG)
+    assert app.get_state(CFG).tasks[0].interrupts[0].value == {"level": Level.KEY}
+    shown = al.analysis.tasks_df(ws).to_csv()
+    assert "${env.ARGUS_LG_ENUM_KEY}" in shown and Level.KEY.value not in shown
+    (asked,) = saver.thread("t1").pending_approvals()
+    assert Level.KEY.value not in repr(asked)
+    saver.close()
+
+
+def test_which_variables_count_as_secrets(
+    ws: al.Workspace, env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """HTTP_AUTHORIZATION is one (AUTHOR is not, AUTHORIZATION is); a
+    secret-named variable holding a short word is not (AUTH_MODE=session)."""
+    env.setenv("HTTP_AUTHORIZATION", "Bearer abc123def456")
+    env.setenv("ARGUS_LG_AUTH_MODE", "session")
+    values = stored(
+        ws,
+        one_node(lambda s: {"v": "Bearer abc123def456 for this session"}),
+        tmp_path,
+        "abc123def456",
+    )
+    assert values["v"] == "Bearer abc123def456 for this session"
+    assert files_holding(tmp_path / "ws", "for this session") != []
+
+
+def test_records_holding_a_reference_are_version_2_for_older_readers(
+    ws: al.Workspace, env: pytest.MonkeyPatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An argus-lab that reads only version 1 refuses them by name
+    (SchemaVersionError), and still reads a thread that holds none."""
+    from argus_lab.langgraph import _record
+
+    saver = ArgusSaver(ws)
+    one_node(lambda s: {"v": f"key {SECRET}"}).compile(checkpointer=saver).invoke(
+        {"v": None}, CFG
+    )
+    plain: Any = {"configurable": {"thread_id": "plain"}}
+    one_node(lambda s: {"v": "nothing"}).compile(checkpointer=saver).invoke(
+        {"v": None}, plain
+    )
+    saver.close()
+    monkeypatch.setattr(_record, "LG_SCHEMA_VERSION", 1)
+    saver = ArgusSaver(ws)
+    assert saver.get_tuple(plain) is not None
+    with pytest.raises(al.SchemaVersionError, match="newer than this argus-lab"):
+        saver.get_tuple(CFG)
     saver.close()

@@ -188,7 +188,9 @@ def test_a_copy_whose_origin_an_older_version_wrote_is_still_refused(
     (d,) = (copy / "sessions").iterdir()
     there = Witness(d, fsync=False).origin()
     assert there == os.path.realpath(tmp_path / "ws" / "sessions" / d.name)
-    os.truncate(d / "witness", 32)  # the older witness: its line alone
+    os.truncate(d / "witness", 32)  # the older witness: its line alone,
+    journal = (d / "journal").read_bytes().split(b"\n")  # and no origin line
+    (d / "journal").write_bytes(b"\n".join(x for x in journal if b"origin" not in x))
     (d / "origin").write_text(there, encoding="utf-8")
     refused_as_a_copy(copy)
 

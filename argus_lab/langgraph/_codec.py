@@ -1,11 +1,12 @@
 """A JSON codec for LangGraph channel values and writes: no pickle, no msgpack.
 
-JSON's own types pass through unchanged. Everything else a LangGraph graph
-commonly keeps in its state is written as a small tagged object ``{"$": tag,
-...}``: tuples, sets, bytes, dates, UUIDs, Decimals, enums, pydantic models (so
-LangChain messages), dataclasses (so ``Interrupt`` and ``Command``), ``Send`` and
-``_DeltaSnapshot``. A dict that happens to use the key ``"$"`` is escaped, so no
-user value is ever mistaken for a tag.
+JSON's own types pass through unchanged (but for a string holding the value
+of a secret env var, stored as a reference to it: ``_secrets.py``). Everything
+else a LangGraph graph commonly keeps in its state is written as a small tagged
+object ``{"$": tag, ...}``: tuples, sets, bytes, dates, UUIDs, Decimals, enums,
+pydantic models (so LangChain messages), dataclasses (so ``Interrupt`` and
+``Command``), ``Send`` and ``_DeltaSnapshot``. A dict that happens to use the
+key ``"$"`` is escaped, so no user value is ever mistaken for a tag.
 
 A value of any other type is refused with ``UnsafeValueError`` naming the channel
 and the type: LangGraph's own serializer would fall back to pickle (or to
@@ -126,9 +127,13 @@ class _Encoder:
         if t is list:
             # Scalars are kept inline: a value's path is built only for what
             # may need it (an error message), not once per item.
-            plain = self.plain
+            plain, hide = self.plain, self.hide
             return [
-                v if type(v) in plain or v is None else self.enc(v, f"{where}[{i}]")
+                v
+                if type(v) in plain or v is None
+                else hide.hide(v)
+                if hide is not None and type(v) is str
+                else self.enc(v, f"{where}[{i}]")
                 for i, v in enumerate(obj)
             ]
         if t is dict:
@@ -149,6 +154,8 @@ class _Encoder:
             return {
                 k: v
                 if type(v) in plain or v is None
+                else hide.hide(v)
+                if hide is not None and type(v) is str
                 else self.enc(v, f"{where}[{k!r}]")
                 for k, v in obj.items()
             }
@@ -343,10 +350,19 @@ def _decode_class(tag: str, data: dict[str, Any]) -> Any:
         try:
             return _build_class(tag, data)
         except Exception:
-            if '"secret"' not in repr(data):
+            if not _holds_secret(data):
                 raise
             return decode(data.get("v"))
     return _build_class(tag, data)
+
+
+def _holds_secret(data: Any) -> bool:
+    """Whether encoded ``data`` holds a secret's reference (``_secrets.py``)."""
+    if type(data) is list:
+        return any(_holds_secret(x) for x in data)
+    if type(data) is dict:
+        return data.get(TAG) == "secret" or any(_holds_secret(x) for x in data.values())
+    return False
 
 
 def _build_class(tag: str, data: dict[str, Any]) -> Any:

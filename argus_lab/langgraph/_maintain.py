@@ -46,7 +46,7 @@ def copy_records(src: ThreadStore, dst: ThreadStore) -> None:
     rows = [row for p in ("c", "b", "w") for row in src.scan_raw(p + US)]
     with dst.transaction():
         for key, text in rows:
-            dst.set_raw(key, text)
+            dst.set_text(key, text)
 
 
 def delete_runs(st: ThreadStore, run_ids: set[str]) -> bool:

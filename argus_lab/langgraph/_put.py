@@ -47,9 +47,14 @@ def _status_of(writes: Sequence[tuple[str, Any]]) -> tuple[str, str] | None:
     return None
 
 
-def _write_text(row: dict[str, Any], value: Any) -> str:
+def _write(row: dict[str, Any], value: Any) -> dict[str, Any]:
     """A write's record: ``row`` with its encoded value."""
-    return lg_encode({**row, "v": value})
+    return {**row, "v": value}
+
+
+def _first(built: tuple[Any, ...]) -> Any:
+    """The record of what ``blob_record`` / ``checkpoint_record`` return."""
+    return built[0]
 
 
 def _triggers_more(values: dict[str, Any]) -> bool:
@@ -91,7 +96,7 @@ def put_checkpoint(
         (_, memo, delta), text = encoded(
             snap,
             partial(blob_record, ch, str(ver), values[ch], memo0),
-            lambda r: lg_encode(r[0]),
+            _first,
         )
         blobs.append((ch, blob_key(ns, ch, ver), text, memo, delta))
     meta = get_checkpoint_metadata(config, metadata)
@@ -104,7 +109,7 @@ def put_checkpoint(
             parent,
             threads.ckpt_memo.get((tid, ns)),
         ),
-        lambda r: lg_encode(r[0]),
+        _first,
     )
     st = threads.get(tid, create=True)
     assert st is not None
@@ -159,7 +164,7 @@ def put_task_writes(
     for i, (ch, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(ch, i)
         row = {"task": task_id, "ch": ch, "idx": idx, "path": task_path, "t": now}
-        _, text = encoded(snap, partial(encode, value, ch), partial(_write_text, row))
+        _, text = encoded(snap, partial(encode, value, ch), partial(_write, row))
         rows.append((f"w{US}{ns}{US}{cid}{US}{task_id}{US}{idx}", idx, text))
     st = threads.get(tid, create=True)
     assert st is not None

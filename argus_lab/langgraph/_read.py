@@ -100,8 +100,9 @@ def _tuple(
     cv: dict[str, Any],
     vs: dict[str, Any],
 ) -> CheckpointTuple:
-    with revealing():  # for the graph: secret env values put back (_secrets.py)
-        tid = st.thread_id
+    tid = st.thread_id
+    # For the graph: secret env values put back (_secrets.py).
+    with revealing(f"LangGraph thread {tid!r}"):
         checkpoint: dict[str, Any] = {
             "v": rec["v"],
             "id": rec["id"],
@@ -174,7 +175,7 @@ def iter_tuples(
         if before is not None and rid >= before:
             continue
         if filter:
-            with revealing():
+            with revealing(f"LangGraph thread {st.thread_id!r}"):
                 meta = decode(rec["meta"])
             if not all(meta.get(k) == v for k, v in filter.items()):
                 continue

@@ -20,6 +20,7 @@ from argus_lab.errors import CorruptCheckpointError, SchemaVersionError
 __all__ = [
     "LG_MIGRATIONS",
     "LG_SCHEMA_VERSION",
+    "REFS_VERSION",
     "TABLE_SCHEMA",
     "US",
     "lg_decode",
@@ -28,9 +29,17 @@ __all__ = [
 ]
 
 US = "\x1f"
-LG_SCHEMA_VERSION = 1
-"""Version of the checkpoint, blob and write records this module writes."""
-LG_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+LG_SCHEMA_VERSION = 2
+"""The newest version of the checkpoint, blob and write records this module
+reads. Version 2 records may hold a secret's reference (``{"$": "secret"}``,
+``_secrets.py``); only those are written as 2 (``REFS_VERSION``), the rest as
+1, so an older argus-lab still reads a thread that holds none, and refuses
+one that does with SchemaVersionError, not a KeyError."""
+WRITE_VERSION = 1
+REFS_VERSION = 2
+LG_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: lambda data: data,  # 2 only adds a tag
+}
 """from_version -> function upgrading a LangGraph record's JSON data one version."""
 
 
@@ -59,10 +68,10 @@ _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 (~9 records per step)."""
 
 
-def lg_encode(data: Any) -> str:
+def lg_encode(data: Any, version: int = WRITE_VERSION) -> str:
     """Wraps JSON data in the versioned, checksummed envelope."""
     text = _dumps(data)
-    return f"{LG_SCHEMA_VERSION}|{zlib.crc32(text.encode()):08x}|{text}"
+    return f"{version}|{zlib.crc32(text.encode()):08x}|{text}"
 
 
 def lg_decode(

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from argus_lab._redact_given import MIN_LEN
 from argus_lab.errors import ArgusError
+from argus_lab.langgraph._record import REFS_VERSION, lg_encode
 from argus_lab.redact import SECRET_NAME
 
 __all__ = [
@@ -62,7 +63,8 @@ TAG = "$"  # (the codec's)
 _json = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REF = re.compile(r"\$\$|\$\{env\.([A-Za-z_][A-Za-z0-9_]*)\}")
-_REVEAL: ContextVar[bool] = ContextVar("argus_lg_reveal", default=False)
+_REVEAL: ContextVar[str | None] = ContextVar("argus_lg_reveal", default=None)
+"""While revealing: what is read ("LangGraph thread 't1'"), for errors."""
 _PASS: ContextVar[Pass | None] = ContextVar("argus_lg_pass", default=None)
 _VIEW: ContextVar[bool] = ContextVar("argus_lg_view", default=False)
 
@@ -72,7 +74,18 @@ class SecretUnsetError(ArgusError):
 
 
 def _secret_name(name: str) -> bool:
-    return SECRET_NAME.search(name.upper().replace("AUTHOR", "")) is not None
+    # GIT_AUTHOR_NAME is no secret; HTTP_AUTHORIZATION is.
+    return SECRET_NAME.search(_AUTHOR.sub("", name.upper())) is not None
+
+
+_AUTHOR = re.compile(r"AUTHOR(?!IZ)")
+
+
+def _a_word(v: str) -> bool:
+    """Whether ``v`` is a word, not a secret (AUTH_MODE=session): letters
+    only, under 16 of them. A reference would stand for every "session" in a
+    state, and a shell without the variable could not read it back."""
+    return v.isalpha() and len(v) < 16
 
 
 def _a_path(v: str) -> bool:
@@ -91,7 +104,10 @@ class Snapshot:
         self.names = {
             v: k
             for k, v in sorted(seen.items())
-            if len(v) >= MIN_LEN and _NAME.fullmatch(k) and not _a_path(v)
+            if len(v) >= MIN_LEN
+            and _NAME.fullmatch(k)
+            and not _a_path(v)
+            and not _a_word(v)
         }
         values = sorted(self.names, key=len, reverse=True)  # a longer one whole
         alts = [re.escape(v) for v in values]
@@ -169,23 +185,24 @@ def current_pass() -> Pass | None:
 
 
 def encoded(
-    snap: Snapshot, build: Callable[[], T], dump: Callable[[T], str]
+    snap: Snapshot, build: Callable[[], T], record: Callable[[T], Any]
 ) -> tuple[T, str]:
-    """``build()`` (which encodes values with the codec) and its text
-    ``dump(...)``, built again with the strings that hold a secret env value
-    of ``snap`` as references if the first one held one. The look is one
-    substring test per value over the text the record is stored as anyway."""
+    """``build()`` (which encodes values with the codec) and the stored text of
+    ``record(...)`` (its JSON data), built again with the strings that hold a
+    secret env value of ``snap`` as references if the first one held one (a
+    record version 2: ``_record.REFS_VERSION``). The look is one substring
+    test per value over the text the record is stored as anyway."""
     if snap.find is None:
         out = build()
-        return out, dump(out)
+        return out, lg_encode(record(out))
     with _set(_PASS, look := Pass(snap, hide=False)):
         out = build()
-    text = dump(out)
+    text = lg_encode(record(out))
     if not look.hit and not any(f in text for f in snap.forms):
         return out, text
     with _set(_PASS, Pass(snap, hide=True)):
         out = build()
-    return out, dump(out)
+    return out, lg_encode(record(out), REFS_VERSION)
 
 
 def masked_text(text: str) -> str:
@@ -196,10 +213,10 @@ def masked_text(text: str) -> str:
     return snap.find.sub(lambda m: "${env." + snap.names[m.group()] + "}", text)
 
 
-def revealing() -> AbstractContextManager[None]:
+def revealing(what: str) -> AbstractContextManager[None]:
     """Secrets read inside this block are put back from the environment
-    (unless a view reads: ``viewing``)."""
-    return _set(_REVEAL, not _VIEW.get())
+    (unless a view reads: ``viewing``); ``what`` is read, for errors."""
+    return _set(_REVEAL, None if _VIEW.get() else what)
 
 
 def viewing() -> AbstractContextManager[None]:
@@ -221,13 +238,14 @@ def _set(var: ContextVar[V], value: V) -> Iterator[None]:
 
 def revealing_now() -> bool:
     """Whether values read now are put back (``revealing``)."""
-    return _REVEAL.get()
+    return _REVEAL.get() is not None
 
 
 def reveal(template: str) -> str:
     """A stored template's text: its values put back while ``revealing``,
     else as a person reads it, with ``${env.NAME}`` in their place."""
-    if not _REVEAL.get():
+    what = _REVEAL.get()
+    if what is None:
         return _REF.sub(lambda m: "$" if m.group(1) is None else m.group(), template)
 
     def value(m: re.Match[str]) -> str:
@@ -237,7 +255,7 @@ def reveal(template: str) -> str:
         got = os.environ.get(name)
         if got is None:
             raise SecretUnsetError(
-                f"this LangGraph checkpoint holds the value of the env var {name}, "
+                f"{what}: its checkpoint holds the value of the env var {name}, "
                 "which Argus stored as a reference to it (secrets are never "
                 f"stored), and {name} is not set in this process: set it (to the "
                 "value the graph should go on with) and read the checkpoint again"

@@ -366,9 +366,6 @@ class ThreadStore:
         (self._pending_keep if keep else self._pending).append((key, text))
         return len(text)
 
-    def set_raw(self, key: str, text: str) -> None:
-        self._pending.append((key, text))
-
     def delete(self, key: str) -> None:
         self._sql("DELETE FROM LangGraph WHERE key = ?", (key,))
 

@@ -56,7 +56,8 @@ SESSION_ACCEPT = (
 
 
 ORIGIN = "origin"
-"""The file that named a store's origin before the witness did (read only)."""
+"""The file that named a store's origin before the witness did (read when the
+witness and journal name none; removed once the witness does)."""
 
 
 def where(directory: Path) -> dict[str, Any]:

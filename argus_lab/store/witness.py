@@ -6,13 +6,39 @@ session back to an older version without an error. Two small files beside
 ``cache.db`` let Argus see it:
 
 - ``witness``: a 32-byte line rewritten in place (one ``pwrite``) after every
-  commit:
-  ``"AW1 <version:016d> <crc32:08x>\\n"``. A head older than this is a loss.
+  commit, ``"AW1 <version:016d> <crc32:08x>\\n"``. A head older than this is a
+  loss.
 - ``journal``: one line per commit, appended: ``"<version> <task id> ...\\n"``,
   the tasks that commit touched, so a loss can be named task by task.
 
-After its 32-byte line the witness keeps ``"origin <crc32> <folder>\\0"``, the real
-path of the folder a lease of this store was last committed from
+Both are written after the SQLite transaction commits (a crash in between
+leaves the witness behind the head, which is harmless) and are left to the page
+cache at every durability; what matters is only that the witness never names a
+commit SQLite did not make. Under "normal" a power cut may keep the witness's
+page and drop WAL frames: that loss is real, and reported. Under "full" SQLite
+has fsynced each commit before its witness is written, so a power cut can only
+drop witness writes: the witness then lags the head, which reports nothing
+false and hides nothing (SQLite lost no commit). A bad copy or a bad sector is
+seen as under "normal". fdatasyncing both files after every commit (issue 13's
+first design) bought no detection and cost 6-9 KB of page writes a step
+(BENCHMARKS.md, issue 18). A commit that skipped its fsync under "full"
+(``commit(relaxed=True)``, an intent whose loss only reruns work) is journaled
+but not witnessed, so a power cut that drops it is not reported as a loss; the
+next fsynced commit is witnessed as usual. Closing a "full" store fdatasyncs both
+files once.
+
+If the journal does not cover a lost version, every unfinished task counts as
+possibly lost: the fallback is conservative, never silent.
+
+The witness never moves backwards. Two writers of one folder (two processes, or
+two stores in one) each write after their own commit: A commits v10 and is
+descheduled, B commits v11 and witnesses it, then A's late write of 10 would
+hide a later loss of v11. Each write therefore holds an exclusive ``flock`` on
+the witness, reads it back (one ``pread``), and writes only a greater version.
+Only an accepted loss sets it lower, on purpose (``backwards=True``).
+
+After its 32-byte line the witness keeps ``"origin <crc32> <folder>\\0"``, the
+real path of the folder a lease of this store was last committed from
 (``copies.py`` tells a copy of the files by it), and the journal gets the same
 as a line of its own, so that a witness deleted or damaged by the copy still
 leaves it readable. Both are written once per store, after the store's first
