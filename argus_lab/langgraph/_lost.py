@@ -31,8 +31,8 @@ from argus_lab.errors import (
     LostCommitsError,
 )
 from argus_lab.store.head import Head, lease_is_live, this_process
+from argus_lab.store.loss import lost_versions
 from argus_lab.store.space import full_error, is_damaged, is_disk_full
-from argus_lab.store.witness import lost_versions
 
 if TYPE_CHECKING:
     from argus_lab.langgraph._store import ThreadStore

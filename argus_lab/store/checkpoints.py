@@ -55,8 +55,9 @@ from argus_lab.store.head import (
     refusal,
     release_abandoned,
 )
+from argus_lab.store.loss import check_witness
 from argus_lab.store.records import Loaded, bulk_records
-from argus_lab.store.witness import Witness, check_witness
+from argus_lab.store.witness import Witness
 
 # The record format (envelope.py) and the head and lease (head.py) were once in
 # this module; their names stay importable from here, where users found them.

@@ -17,8 +17,8 @@ import time
 from typing import TYPE_CHECKING
 
 from argus_lab.errors import LostCommitsError
+from argus_lab.store.loss import lost_versions
 from argus_lab.store.state_records import Commit, dumps
-from argus_lab.store.witness import lost_versions
 
 if TYPE_CHECKING:
     from argus_lab.store.state_log import StateLog
