@@ -67,10 +67,17 @@ async def astamp(task: str, *, ctx: al.ToolContext) -> dict[str, Any]:
     return _once("astamp", task, ctx)
 
 
+HOLD_PAY = False
+"""``--hold-pay``: ``pay`` stops after its effect, for the test to kill the
+worker there (the write is then in doubt for certain)."""
+
+
 @al.tool(side_effect="write", idempotent=False)
 def pay(task: str, *, ctx: al.ToolContext) -> dict[str, Any]:
     """A write that is not idempotent (sync; needs approval)."""
     append_line(effects(ctx.workspace), f"pay {ctx.idempotency_key} {task}")
+    if HOLD_PAY:
+        threading.Event().wait()  # until the test's SIGKILL
     return {"paid": task}
 
 
@@ -196,7 +203,9 @@ def drive(s: al.Session, ws: Path) -> al.RunResult:
 
 
 def main() -> int:
+    global HOLD_PAY
     ws = Path(sys.argv[1])
+    HOLD_PAY = "--hold-pay" in sys.argv[2:]
     s = open_or_create(al.Workspace(ws))
     append_line(ws / "opened.log", str(os.getpid()))
     try:

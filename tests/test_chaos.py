@@ -4,7 +4,8 @@ with retries, and memories; then check no side effect was repeated.
 
 The runner is ``tests/chaos_worker.py`` (it decides approvals and doubts as a
 person would, from ``effects.log``); kill moments are "once effects.log has n
-lines, plus 0-20 ms" or "0-40 ms after the session opened".
+lines, plus 0-20 ms" or "0-40 ms after the session opened", after a first kill
+inside a ``pay`` call that wrote its effect (so one write is surely in doubt).
 """
 
 from __future__ import annotations
@@ -31,15 +32,20 @@ KILLS = 14
 class ChaosWorker(Worker):
     """Worker on chaos_worker.py instead of crash_worker.py."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, *args: str) -> None:
         import tests.test_crash as tc
 
         real = tc.WORKER
         tc.WORKER = WORKER
         try:
-            super().__init__(workspace)
+            super().__init__(workspace, *args)
         finally:
             tc.WORKER = real
+
+
+def _paid(log: Path, w: Worker) -> bool:
+    """effects.log has a ``pay`` line, or the worker ended."""
+    return any(ln.startswith("pay ") for ln in read_lines(log)) or not w.alive()
 
 
 def _reached(log: Path, want: int, w: Worker) -> bool:
@@ -58,6 +64,13 @@ def test_repeated_sigkill_of_a_mixed_session_repeats_no_side_effect(
     workers: list[ChaosWorker] = []
     kills = 0
     try:
+        # First a kill that surely holds a write in doubt: `pay` stops after
+        # its effect (the seeded kills below land in such a window by chance).
+        held = ChaosWorker(root, "--hold-pay")
+        workers.append(held)
+        wait_until(partial(_paid, log, held), "a pay effect")
+        assert held.kill(), held.output()
+        kills += 1
         for k in range(KILLS):
             w = ChaosWorker(root)
             workers.append(w)
