@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
 from typing import TYPE_CHECKING
 
 from argus_lab.errors import (
@@ -30,7 +29,7 @@ from argus_lab.errors import (
     CorruptCheckpointError,
     LostCommitsError,
 )
-from argus_lab.store.head import Head, lease_is_live, this_process
+from argus_lab.store.head import Head, refusal
 from argus_lab.store.loss import lost_versions
 from argus_lab.store.space import full_error, is_damaged, is_disk_full
 
@@ -103,18 +102,17 @@ def refuse_held(st: ThreadStore, head: Head | None) -> None:
     when a graph is about to run from this saver (``ArgusSaver.get_tuple``):
     LangGraph writes checkpoints in the background by default, so a refusal
     met only at the first commit came after the graph had run every node."""
-    lease = head.lease if head is not None else None
-    if not lease or lease.get("holder") == st.holder:
-        return
-    if lease_is_live(lease, time.time()):
-        left = max(0.0, lease.get("expires", 0) - time.time())
-        raise ConcurrentSessionError(
-            f"LangGraph thread {st.thread_id!r} is being written by process "
-            f"{lease.get('pid')} on {lease.get('host')} (lease valid {left:.0f}s "
-            f"more){this_process(lease)}; nothing was written. Wait for that run "
-            "to end, or copy the thread (saver.copy_thread) and continue the copy.",
-            session_id=st.session_id,
-        )
+    why = refusal(
+        head.lease if head is not None else None,
+        st.holder,
+        repr(st.thread_id),
+        subject="LangGraph thread",
+        doing="is being written",
+        advice="nothing was written. Wait for that run to end, or copy the "
+        "thread (saver.copy_thread) and continue the copy.",
+    )
+    if why is not None:
+        raise ConcurrentSessionError(why, session_id=st.session_id)
 
 
 def refuse_copy(st: ThreadStore, head: Head | None) -> None:

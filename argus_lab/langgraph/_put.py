@@ -28,22 +28,24 @@ from argus_lab.langgraph._codec import encode
 from argus_lab.langgraph._delta import blob_record, checkpoint_record, next_memo
 from argus_lab.langgraph._read import blob_key, ckpt_key
 from argus_lab.langgraph._record import US, lg_encode
-from argus_lab.langgraph._secrets import encoded, masked_text, secret_env
+from argus_lab.langgraph._secrets import Snapshot, encoded, secret_env
 from argus_lab.langgraph._threads import OpenThreads
 
 __all__ = ["put_checkpoint", "put_task_writes"]
 
 
-def _status_of(writes: Sequence[tuple[str, Any]]) -> tuple[str, str] | None:
+def _status_of(
+    writes: Sequence[tuple[str, Any]], snap: Snapshot
+) -> tuple[str, str] | None:
     """The session status a task's writes call for: an ``interrupt()`` is a
     question awaiting a person's answer, an error a failure."""
     for ch, value in writes:
         if ch == INTERRUPT:
             first = value[0] if isinstance(value, list | tuple) and value else value
             shown = getattr(first, "value", first)
-            return "paused", f"awaiting approval: {masked_text(str(shown))[:200]}"
+            return "paused", f"awaiting approval: {snap.shown(str(shown))[:200]}"
         if ch == ERROR:
-            return "failed", f"{type(value).__name__}: {masked_text(str(value))[:200]}"
+            return "failed", f"{type(value).__name__}: {snap.shown(str(value))[:200]}"
     return None
 
 
@@ -168,7 +170,7 @@ def put_task_writes(
         rows.append((f"w{US}{ns}{US}{cid}{US}{task_id}{US}{idx}", idx, text))
     st = threads.get(tid, create=True)
     assert st is not None
-    status = _status_of(writes)
+    status = _status_of(writes, snap)
 
     def work() -> None:
         # A regular write is kept as first stored (a retried task must not

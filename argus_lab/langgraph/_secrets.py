@@ -14,12 +14,12 @@ What the saver reads back for a graph (``get_tuple``, ``list``, so
 ``get_state`` too) has the values put back from the environment, which must
 then hold the variable (``SecretUnsetError`` otherwise). Every other reader
 (the analysis frames, the thread view) gets the template; a session's status
-reason shows ``${env.NAME}``; a UUID, Path or enum holding one reads there
-as that text. A variable whose value is the path of a file or folder that
-exists (``SSH_AUTH_SOCK``) is left alone: a graph resumed from another shell
-would get that shell's path. Reads for a view (``viewing``: the thread view,
-the widget) keep the references even where the saver reads for a graph, so a
-view works without the variables.
+reason shows ``${env.NAME}`` (``Snapshot.shown``); a UUID, Path or enum
+holding one reads there as that text. A variable whose value is the path of
+a file or folder that exists (``SSH_AUTH_SOCK``) is left alone: a graph
+resumed from another shell would get that shell's path. Reads for a view
+(``viewing``: the thread view, the widget) keep the references even where the
+saver reads for a graph, so a view works without the variables.
 
 Not covered, and stored as committed: values given only as ``secrets=[...]``
 elsewhere and key-shaped strings no env var holds (a resumed graph could not
@@ -49,7 +49,6 @@ __all__ = [
     "Snapshot",
     "current_pass",
     "encoded",
-    "masked_text",
     "reveal",
     "revealing",
     "revealing_now",
@@ -60,7 +59,6 @@ __all__ = [
 T = TypeVar("T")
 V = TypeVar("V")
 TAG = "$"  # (the codec's)
-_json = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REF = re.compile(r"\$\$|\$\{env\.([A-Za-z_][A-Za-z0-9_]*)\}")
 _REVEAL: ContextVar[str | None] = ContextVar("argus_lg_reveal", default=None)
@@ -115,7 +113,7 @@ class Snapshot:
         self._sub = re.compile("|".join([*alts, r"\$"])) if alts else None
         self.ascii = [v.encode() for v in values if v.isascii()]
         # Each value as JSON text writes it (quotes and backslashes escaped).
-        self.forms = [_json(v)[1:-1] for v in values]
+        self.forms = [json.dumps(v, ensure_ascii=False)[1:-1] for v in values]
 
     def hide(self, s: str) -> Any:
         """``s``, or its template tagged as a secret if it holds a value."""
@@ -129,6 +127,12 @@ class Snapshot:
             return "$$" if got == "$" else "${env." + names[got] + "}"
 
         return {TAG: "secret", "v": self._sub.sub(ref, s)}
+
+    def shown(self, text: str) -> str:
+        """``text`` for a person to read: each value as ``${env.NAME}``."""
+        if self.find is None:
+            return text
+        return self.find.sub(lambda m: "${env." + self.names[m.group()] + "}", text)
 
     def in_bytes(self, b: bytes | bytearray) -> bool:
         return any(v in b for v in self.ascii)
@@ -203,14 +207,6 @@ def encoded(
     with _set(_PASS, Pass(snap, hide=True)):
         out = build()
     return out, lg_encode(record(out), REFS_VERSION)
-
-
-def masked_text(text: str) -> str:
-    """``text`` for a person to read: each secret env value as ``${env.NAME}``."""
-    snap = secret_env()
-    if snap.find is None:
-        return text
-    return snap.find.sub(lambda m: "${env." + snap.names[m.group()] + "}", text)
 
 
 def revealing(what: str) -> AbstractContextManager[None]:

@@ -29,7 +29,6 @@ __all__ = [
     "make_lease",
     "refusal",
     "release_abandoned",
-    "this_process",
 ]
 
 HOST = socket.gethostname()
@@ -133,21 +132,39 @@ def make_lease(
     return lease
 
 
-def refusal(lease: dict[str, Any] | None, holder: str, label: str) -> str | None:
-    """Why ``holder`` may not take the runner lease of session ``label`` now (a
-    live holder elsewhere keeps it), or None."""
+_SESSION_ADVICE = "wait for that run to end, pause it there, or open a fork instead"
+
+
+def refusal(
+    lease: dict[str, Any] | None,
+    holder: str,
+    label: str,
+    *,
+    subject: str = "session",
+    doing: str = "is being run",
+    advice: str = _SESSION_ADVICE,
+) -> str | None:
+    """Why ``holder`` may not take the runner lease of ``subject`` ``label``
+    now (a live holder elsewhere keeps it), or None."""
     if lease and lease.get("holder") != holder and lease_is_live(lease, time.time()):
-        return lease_message(label, lease)
+        return lease_message(label, lease, subject=subject, doing=doing, advice=advice)
     return None
 
 
-def lease_message(label: str, lease: dict[str, Any]) -> str:
-    """Why session ``label`` cannot be written now, and what to do instead."""
+def lease_message(
+    label: str,
+    lease: dict[str, Any],
+    *,
+    subject: str = "session",
+    doing: str = "is being run",
+    advice: str = _SESSION_ADVICE,
+) -> str:
+    """Why ``subject`` ``label`` cannot be written now, and what to do instead."""
     left = max(0.0, lease.get("expires", 0) - time.time())
     return (
-        f"session {label} is being run by process {lease.get('pid')} on "
+        f"{subject} {label} {doing} by process {lease.get('pid')} on "
         f"{lease.get('host')} (lease valid {left:.0f}s more){this_process(lease)}; "
-        "wait for that run to end, pause it there, or open a fork instead"
+        f"{advice}"
     )
 
 
