@@ -57,31 +57,93 @@ def _inputs(cls: type) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("cls", LANED, ids=lambda c: c.__name__)
-def test_a_lane_validates_coerces_refuses_and_dumps_as_the_class_build(
+def test_a_lane_makes_validates_coerces_refuses_and_dumps_as_the_class_build(
     cls: Any,
 ) -> None:
-    lane = lane_of(cls)
-    assert lane is not None
+    lane, fresh = lane_of(cls), lane_of(cls)
+    assert lane is not None and fresh is not None
     own = cls.__pydantic_validator__  # builds the class, as before the lane
-    checked = 0
+    lane.compile()  # compiled: dumps with its serializer; fresh with to_json
+    checked = built = 0
     for data in _inputs(cls):
         try:
             want = own.validate_python(data)
         except ValidationError as e:
+            assert fresh.build(data) is None, data  # refused: the validator says why
             with pytest.raises(ValidationError) as got:
-                lane.validator.validate_python(data)
+                lane.compile().validate_python(data)
             assert str(got.value) == str(e), data
             continue
-        got_ev = lane.validator.validate_python(data)
-        assert type(got_ev) is cls
-        assert got_ev.__dict__ == want.__dict__ or repr(got_ev) == repr(want), data
-        assert got_ev.model_fields_set == want.model_fields_set
-        assert got_ev.__pydantic_extra__ == want.__pydantic_extra__
-        assert lane.serializer.to_json(got_ev) == cls.__pydantic_serializer__.to_json(
-            want
-        ), data
+        fresh.made = 0  # (never compiled here)
+        made = fresh.build(data)
+        for got_ev in (lane.compile().validate_python(data), made):
+            if got_ev is None:  # a value validation would change: not made
+                continue
+            assert type(got_ev) is cls
+            assert got_ev.__dict__ == want.__dict__ or repr(got_ev) == repr(want), data
+            assert list(got_ev.__dict__) == list(want.__dict__)
+            assert got_ev.model_fields_set == want.model_fields_set
+            assert got_ev.__pydantic_extra__ == want.__pydantic_extra__
+            assert got_ev.__pydantic_private__ == want.__pydantic_private__
+            dumped = cls.__pydantic_serializer__.to_json(want)
+            assert lane.dump(got_ev) == fresh.dump(got_ev) == dumped, data
+        if made is not None:
+            # Made only from values validation returns unchanged (the same
+            # objects, not equal ones: 1 for a float field would become 1.0).
+            assert all(made.__dict__[k] is v for k, v in data.items()), data
+            assert made == want or repr(made) == repr(want)
+            built += 1
         checked += 1
     assert checked >= 5
+    assert built >= 3  # the base, and each field's exact values
+
+
+def test_a_made_event_is_a_whole_model() -> None:
+    """An event made without validation behaves as a validated one: copies,
+    dumps, equality, attribute writes (the runtime masks fields in place)."""
+    fields = {"session_id": "s", "ts": 1.5, "task_id": "t", "attempt": 1}
+    lane = lane_of(type(make_event("task_started", **fields)))
+    assert lane is not None
+    made = lane.build({**fields, "tool": "noop"})
+    assert made is not None
+    checked = make_event("task_started", **fields, tool="noop")
+    assert made == checked
+    assert made.model_dump() == checked.model_dump()
+    assert made.model_copy(update={"seq": 3}).seq == 3
+    made.tool = "***"  # type: ignore[attr-defined]
+    assert json.loads(dump_event(made))["tool"] == "***"
+    assert made.own_fields() == {"tool": "***"}
+
+
+def test_lanes_compile_no_schema_for_exact_values() -> None:
+    """A run's events hold exact values: no validator is compiled for them
+    (~0.5 ms of a fresh process's run, BENCHMARKS.md, issue 18)."""
+    code = textwrap.dedent(
+        """
+        from argus_lab.events import _LANES, make_event, dump_event
+        ev = make_event("task_succeeded", session_id="s", ts=1.0, bytes=3)
+        dump_event(ev)
+        lane = _LANES[type(ev)]
+        assert lane.checker is None, "compiled for exact values"
+        make_event("task_succeeded", session_id="s", ts=1, bytes=3)  # an int ts
+        assert lane.checker is not None
+
+        from argus_lab.events._lane import EXACT_MAKES
+        lane = _LANES[type(make_event("task_started", session_id="s", ts=1.0))]
+        lane.made = 0
+        made = [make_event("task_started", session_id="s", ts=1.0, seq=i)
+                for i in range(EXACT_MAKES)]
+        assert lane.checker is None and lane.made == EXACT_MAKES
+        last = make_event("task_started", session_id="s", ts=1.0, seq=9)
+        assert lane.checker is not None  # a long run: compiled now
+        assert last == made[9] and dump_event(last) == dump_event(made[9])
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "ok"
 
 
 def test_every_kind_a_run_writes_has_a_lane() -> None:

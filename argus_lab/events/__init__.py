@@ -210,8 +210,7 @@ def make_event(kind: str, **fields: Any) -> EventBase:
             that needs a field in ``argus_lab.events`` first).
     """
     # Every step builds events: one lookup, a subset test of the keys (no set
-    # built, no sorting unless something is wrong), and the validator called
-    # as ``cls(**fields)`` calls it, without the Python frame of __init__.
+    # built, no sorting unless something is wrong), then the instance.
     try:
         cls, known = _MAKE[kind]
     except KeyError:
@@ -222,12 +221,20 @@ def make_event(kind: str, **fields: Any) -> EventBase:
             f"event {kind!r} ({cls.__name__}) has no field(s) {unknown}; its fields: "
             f"{sorted(known - _COMMON)}. Declare new ones in argus_lab/events/"
         )
-    # A plain kind's validator is compiled from a written schema (_lane.py);
-    # the others are built on the class's first use (defer_build).
+    # A plain kind's event is made from exact values as they are, else
+    # validated by a written schema (_lane.py); the other kinds are built on
+    # the class's first use (defer_build), the validator called as
+    # ``cls(**fields)`` calls it, without the Python frame of __init__.
     lane = _LANES[cls] if cls in _LANES else _lane_of(cls)
-    validator = cls.__pydantic_validator__ if lane is None else lane.validator
-    event: EventBase = validator.validate_python(fields)
-    return event
+    if lane is None:
+        return cls.__pydantic_validator__.validate_python(fields)  # type: ignore[no-any-return]
+    checker = lane.checker
+    if checker is None:
+        event = lane.build(fields)
+        if event is not None:
+            return event
+        checker = lane.compile()
+    return checker.validate_python(fields)  # type: ignore[no-any-return]
 
 
 def _lane_of(cls: type[EventBase]) -> _lane.Lane | None:
@@ -242,4 +249,5 @@ def dump_event(event: EventBase) -> bytes:
     lane = _LANES[cls] if cls in _LANES else _lane_of(cls)
     if lane is None:
         return event.__pydantic_serializer__.to_json(event)
-    return lane.serializer.to_json(event)
+    serializer = lane.serializer
+    return lane.dump(event) if serializer is None else serializer.to_json(event)

@@ -1,21 +1,34 @@
-"""Validators and serializers of plain event kinds, built without pydantic's
-schema generation.
+"""Plain event kinds, made and dumped without pydantic building their classes.
 
 Event classes are built on first use (``defer_build``), and building one costs
 ~0.4 ms, nearly all of it pydantic generating a core schema in Python (a
-schema for each of ~9 fields, by introspecting their annotations). A fresh
-process's run built four (started, succeeded, resumed, session succeeded):
-~1.6 ms of a 100-step run's ~14 ms of CPU. Most kinds have only plain fields
-(str, int, float, bool, None, Literal, and lists or dicts of those), whose
-core schema is a few lines of ``pydantic_core.core_schema``. For those kinds
-this module writes that schema directly and compiles it (pydantic-core's
-``SchemaValidator`` and ``SchemaSerializer``, public API, in Rust: ~0.03 ms a
-kind). ``make_event`` validates with it and the store dumps with it: the same
-instances of the same classes, the same checks and coercions, the same JSON
-(``test_event_lane`` compares both with what the class's own build gives).
+schema for each of ~9 fields, by introspecting their annotations). Most kinds
+have only plain fields (str, int, float, bool, None, Literal, and lists or
+dicts of those). For those kinds this module does without the build:
 
-The classes themselves stay deferred: whatever else asks one for its schema
-(``model_dump``, ``model_validate``) builds it as before.
+- **Made**: when every value handed in already has its field's exact type
+  (``str`` for a ``str`` field, a literal's own value), pydantic's validation
+  would return each one unchanged, so ``Lane.build`` makes the instance
+  directly, as ``model_construct`` does (a dict of the fields in their order,
+  the set of those given, no extra, no private). Any other value (an ``int``
+  for a ``float`` field, a string for an ``int``, a list) goes through a
+  validator compiled from a written core schema (pydantic-core's
+  ``SchemaValidator``, public API): the same coercions and the same errors as
+  the class's own build.
+- **Dumped**: a plain kind's fields hold plain JSON values, which
+  ``pydantic_core.to_json`` writes exactly as the class's serializer does
+  (non-finite floats as null, as pydantic's default ``ser_json_inf_nan``).
+- **Compiled when it pays**: a kind's schema is compiled (validator and
+  serializer) the first time a value needs the validator, or once
+  ``EXACT_MAKES`` events of it were made; from then on it makes and dumps
+  them. Compiling the four kinds a run writes costs a fresh process ~0.5 ms of
+  CPU (cold code of pydantic-core, ~2M instructions: ~3-4% of a 100-step
+  run), and making an event in Python ~0.35 us more than the compiled
+  validator: a short run is cheaper without the schemas, a long one with them.
+
+``test_event_lane`` compares both, value by value, with the class's own
+build. The classes themselves stay deferred: whatever else asks one for its
+schema (``model_dump``, ``model_validate``) builds it as before.
 """
 
 from __future__ import annotations
@@ -26,12 +39,27 @@ import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined, SchemaSerializer, SchemaValidator
+from pydantic_core import (
+    PydanticUndefined,
+    SchemaSerializer,
+    SchemaValidator,
+    to_json,
+)
 from pydantic_core import core_schema as cs
 
 from argus_lab.events._base import EventBase
 
-__all__ = ["Lane", "lane_of"]
+__all__ = ["EXACT_MAKES", "Lane", "lane_of"]
+
+EXACT_MAKES = 128
+"""Events of a kind made from exact values before its schema is compiled.
+
+Made in Python, a step's ``task_started`` costs ~1.2 us against ~0.85 us
+validated by the compiled schema, and compiling a kind's schema costs a
+fresh process ~0.1-0.15 ms of CPU (cold code of pydantic-core): a short run
+is cheaper without it, a long one with it. 128 events cost at most ~0.05 ms
+more than validated ones.
+"""
 
 _SCALARS: dict[Any, Any] = {
     str: cs.str_schema,
@@ -39,7 +67,8 @@ _SCALARS: dict[Any, Any] = {
     float: cs.float_schema,
     bool: cs.bool_schema,
 }
-
+_LITERAL_TYPES = (str, int, bool)
+_IMMUTABLE = (type(None), str, int, float, bool)
 
 _CONFIG = {"defer_build": True, "extra": "allow"}
 _DECORATORS = (
@@ -51,25 +80,146 @@ _DECORATORS = (
     "model_validators",
     "computed_fields",
 )
+_new = object.__new__
+_set = object.__setattr__
 
 
 class Lane:
-    """A plain event kind's compiled validator and serializer."""
+    """A plain event kind: made from exact values directly, else validated by
+    a schema compiled on first need; dumped by pydantic-core."""
 
-    __slots__ = ("serializer", "validator")
+    __slots__ = (
+        "checker",
+        "cls",
+        "defaults",
+        "factories",
+        "literals",
+        "made",
+        "required",
+        "serializer",
+        "types",
+    )
 
-    def __init__(self, schema: cs.CoreSchema) -> None:
-        self.validator = SchemaValidator(schema)
-        self.serializer = SchemaSerializer(schema)
+    def __init__(self, cls: type[EventBase], fields: dict[str, _Field]) -> None:
+        self.cls = cls
+        self.checker: SchemaValidator | None = None
+        """The compiled validator (``compile``); None until then."""
+        self.serializer: SchemaSerializer | None = None
+        """The compiled serializer (``compile``); None until then."""
+        self.made = 0
+        # Field -> the value types validation returns unchanged; the literal
+        # values it accepts as (type, value) (True == 1, so the type too).
+        self.types = {k: f.types for k, f in fields.items()}
+        self.literals = {k: f.literals for k, f in fields.items() if f.literals}
+        self.required = frozenset(k for k, f in fields.items() if f.required)
+        self.factories = tuple((k, f.factory) for k, f in fields.items() if f.factory)
+        # Every field in order (a required one's placeholder is overwritten);
+        # None: a default that is not an immutable scalar, which build leaves
+        # to the validator (pydantic's handling of those is its own).
+        self.defaults: dict[str, Any] | None = {}
+        for k, f in fields.items():
+            if not isinstance(f.default, _IMMUTABLE):
+                self.defaults = None
+                break
+            self.defaults[k] = f.default
+
+    def build(self, fields: dict[str, Any]) -> EventBase | None:
+        """The event, if every value already has its field's exact type (what
+        validation would return unchanged); None: the validator decides."""
+        defaults = self.defaults
+        if defaults is None or self.made >= EXACT_MAKES:
+            return None
+        if not self.required <= fields.keys():
+            return None
+        kinds = self.types
+        for k, v in fields.items():
+            t = type(v)
+            allowed = kinds.get(k)
+            if allowed is None:  # a key no field has: the validator keeps it
+                return None
+            if t in allowed:
+                continue
+            lit = self.literals.get(k)
+            if lit is None or t not in _LITERAL_TYPES or (t, v) not in lit:
+                return None
+        values = defaults.copy()
+        values.update(fields)
+        for k, factory in self.factories:
+            if k not in fields:
+                values[k] = factory()
+        self.made += 1  # (threads may race here: a count, not a limit)
+        event: EventBase = _new(self.cls)
+        _set(event, "__dict__", values)
+        _set(event, "__pydantic_fields_set__", set(fields))
+        _set(event, "__pydantic_extra__", {})
+        _set(event, "__pydantic_private__", None)
+        return event
+
+    def compile(self) -> SchemaValidator:
+        """The kind's validator, compiled from its written schema, with its
+        serializer (``checker``, ``serializer``: ``build`` makes no more)."""
+        if self.checker is None:
+            schema = _model_schema(self.cls)
+            self.serializer = SchemaSerializer(schema)
+            self.checker = SchemaValidator(schema)
+        return self.checker
+
+    def dump(self, event: EventBase) -> bytes:
+        """``event.model_dump_json()``, as bytes."""
+        if self.serializer is not None:
+            return self.serializer.to_json(event)
+        extra = event.__pydantic_extra__
+        values = {**event.__dict__, **extra} if extra else event.__dict__
+        return to_json(values, inf_nan_mode="null")
+
+
+class _Field:
+    """What ``Lane.build`` needs of one field."""
+
+    __slots__ = ("default", "factory", "literals", "required", "types")
+
+    def __init__(self, annotation: Any, default: Any, factory: Any) -> None:
+        found = _exact(annotation)
+        assert found is not None  # (lane_of checked it)
+        self.types, self.literals = found
+        self.required = default is PydanticUndefined and factory is None
+        self.default = None if self.required or factory is not None else default
+        self.factory = factory
 
 
 @functools.cache  # the common fields' annotations recur in every kind
+def _exact(annotation: Any) -> tuple[frozenset[type], frozenset[Any]] | None:
+    """For a plain annotation, the value types validation returns unchanged
+    and its literal values as (type, value); None for anything else (the
+    same annotations ``_schema`` refuses)."""
+    if annotation in _SCALARS:
+        return frozenset({annotation}), frozenset()
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Literal and all(type(a) in _LITERAL_TYPES for a in args):
+        return frozenset(), frozenset((type(a), a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        inner = [_exact(a) for a in rest]
+        if not rest or any(i is None for i in inner):
+            return None
+        kinds = frozenset().union(*(i[0] for i in inner if i is not None))
+        literals = frozenset().union(*(i[1] for i in inner if i is not None))
+        if len(rest) < len(args):
+            kinds |= {type(None)}
+        return kinds, literals
+    if origin is list or (origin is dict and args[0] is str):
+        # Plain, but its items are the validator's to check.
+        return None if _schema(annotation) is None else (frozenset(), frozenset())
+    return None
+
+
+@functools.cache
 def _schema(annotation: Any) -> cs.CoreSchema | None:
     """The core schema of a plain annotation; None for anything else."""
     if annotation in _SCALARS:
         return _SCALARS[annotation]()  # type: ignore[no-any-return]
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is Literal and all(type(a) in (str, int, bool) for a in args):
+    if origin is Literal and all(type(a) in _LITERAL_TYPES for a in args):
         return cs.literal_schema(list(args))
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
@@ -100,14 +250,24 @@ def lane_of(cls: type[EventBase]) -> Lane | None:
     init: object = cls.__init__
     if cls.__pydantic_post_init__ is not None or init is not BaseModel.__init__:
         return None
-    fields: dict[str, cs.ModelField] = {}
+    fields: dict[str, _Field] = {}
     for name, info in cls.model_fields.items():
         annotation: Any = info.annotation  # (hashable: types, unions, Literal)
-        schema = _schema(annotation)
-        if schema is None or info.metadata or info.exclude or info.frozen:
+        if _exact(annotation) is None or info.metadata or info.exclude or info.frozen:
             return None
         if info.alias or info.validation_alias or info.serialization_alias:
             return None
+        fields[name] = _Field(annotation, info.default, info.default_factory)
+    return Lane(cls, fields)
+
+
+def _model_schema(cls: type[EventBase]) -> cs.CoreSchema:
+    """The written core schema of a plain kind (``lane_of`` said it is one)."""
+    fields: dict[str, cs.ModelField] = {}
+    for name, info in cls.model_fields.items():
+        annotation: Any = info.annotation
+        schema = _schema(annotation)
+        assert schema is not None
         if info.default_factory is not None:
             schema = cs.with_default_schema(
                 schema,
@@ -119,4 +279,4 @@ def lane_of(cls: type[EventBase]) -> Lane | None:
     name = cls.__name__
     config = cs.CoreConfig(title=name, extra_fields_behavior="allow")
     inner = cs.model_fields_schema(fields, model_name=name, extra_behavior="allow")
-    return Lane(cs.model_schema(cls, inner, config=config, ref=name))
+    return cs.model_schema(cls, inner, config=config, ref=name)
