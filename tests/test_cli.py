@@ -252,6 +252,7 @@ def test_rm_asks_refuses_running_sessions_and_frees_the_name(
         store.acquire_lease("another-runner", ttl=60)  # a live runner in this process
     code, _, err = cli(capsys, "-w", ws, "rm", "gone", "busy", "--yes")
     assert code == 4 and "'busy' is being run by process" in err
+    assert "lease valid" in err and "stop that run first" in err
     assert "gone" in workspace  # nothing removed: all or none
     sid = workspace.resolve("gone")
     code, out = cli_json(capsys, "-w", ws, "rm", "gone", "-y")

@@ -68,8 +68,11 @@ def test_delete_refuses_a_running_session(ws: al.Workspace) -> None:
     with ws.new_session(plan=plan, tools=[wait], name="busy") as s:
         s.start()
         wait_until(lambda: s.record("w").status == "running", "the task to run")
-        with pytest.raises(al.ConcurrentSessionError, match="stop that run"):
+        with pytest.raises(al.ConcurrentSessionError, match="stop that run") as e:
             ws.delete("busy")
+        # The same words as every live-lease refusal (store/head.lease_message).
+        assert "'busy' is being run by process" in str(e.value)
+        assert "lease valid" in str(e.value) and "this process" in str(e.value)
         go.set()
         wait_until(lambda: s.info.status == "succeeded", "the run to end")
     assert "busy" in ws

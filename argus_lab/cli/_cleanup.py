@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import time
 from typing import Any
 
 from argus_lab.cli._common import (
@@ -80,11 +79,10 @@ def cmd_rm(args: argparse.Namespace, out: Out) -> int:
         sid = known_session(ws, name)  # missing: exit 2; damaged: says why
         lease = lease_holder(ws, sid)
         if lease is not None:
-            left = max(0.0, lease.get("expires", 0) - time.time())
+            from argus_lab.store.head import lease_message
+
             raise CliError(
-                f"session {name!r} is being run by process {lease.get('pid')} on "
-                f"{lease.get('host')} (lease valid {left:.0f}s more); stop that run "
-                "first"
+                lease_message(repr(name), lease, advice="stop that run first")
             )
         targets.append((name, sid))
     sizes = {sid: session_bytes(ws, sid) for _, sid in targets}

@@ -82,7 +82,7 @@ def delete_session(root: Path, sid: str, durability: Durability) -> tuple[str, i
         ConcurrentSessionError: a live process holds its lease (nothing removed).
     """
     from argus_lab.store.checkpoints import SessionStore  # pydantic
-    from argus_lab.store.head import lease_is_live
+    from argus_lab.store.head import lease_is_live, lease_message
 
     name, lease = "", None
     try:
@@ -96,8 +96,7 @@ def delete_session(root: Path, sid: str, durability: Durability) -> tuple[str, i
         pass
     if lease is not None and lease_is_live(lease, time.time()):
         raise ConcurrentSessionError(
-            f"session {name or sid!r} is being run by process {lease.get('pid')} "
-            f"on {lease.get('host')}; stop that run first",
+            lease_message(repr(name or sid), lease, advice="stop that run first"),
             session_id=sid,
         )
     return name, remove_session_folders(root, sid)
