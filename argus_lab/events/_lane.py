@@ -67,6 +67,11 @@ _SCALARS: dict[Any, Any] = {
     float: cs.float_schema,
     bool: cs.bool_schema,
 }
+_Exact = tuple[frozenset[type], frozenset[Any]]
+"""The value types validation returns unchanged; the literals, as (type, value)."""
+_SCALAR_EXACT: dict[Any, _Exact] = {
+    t: (frozenset({t}), frozenset()) for t in (str, int, float, bool)
+}
 _LITERAL_TYPES = (str, int, bool)
 _IMMUTABLE = (type(None), str, int, float, bool)
 
@@ -178,25 +183,31 @@ class _Field:
 
     __slots__ = ("default", "factory", "literals", "required", "types")
 
-    def __init__(self, annotation: Any, default: Any, factory: Any) -> None:
-        found = _exact(annotation)
-        assert found is not None  # (lane_of checked it)
+    def __init__(self, found: _Exact, default: Any, factory: Any) -> None:
         self.types, self.literals = found
         self.required = default is PydanticUndefined and factory is None
         self.default = None if self.required or factory is not None else default
         self.factory = factory
 
 
-@functools.cache  # the common fields' annotations recur in every kind
-def _exact(annotation: Any) -> tuple[frozenset[type], frozenset[Any]] | None:
+def _exact(annotation: Any) -> _Exact | None:
     """For a plain annotation, the value types validation returns unchanged
     and its literal values as (type, value); None for anything else (the
     same annotations ``_schema`` refuses)."""
-    if annotation in _SCALARS:
-        return frozenset({annotation}), frozenset()
+    if type(annotation) is type:
+        return _SCALAR_EXACT.get(annotation)
+    if typing.get_origin(annotation) is Literal:  # one per kind: not cached
+        # (and typing hashes a Literal slowly, from all its values each time)
+        args = typing.get_args(annotation)
+        if all(type(a) in _LITERAL_TYPES for a in args):
+            return frozenset(), frozenset((type(a), a) for a in args)
+        return None
+    return _exact_of(annotation)
+
+
+@functools.cache  # the common fields' annotations recur in every kind
+def _exact_of(annotation: Any) -> _Exact | None:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is Literal and all(type(a) in _LITERAL_TYPES for a in args):
-        return frozenset(), frozenset((type(a), a) for a in args)
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
         inner = [_exact(a) for a in rest]
@@ -252,12 +263,12 @@ def lane_of(cls: type[EventBase]) -> Lane | None:
         return None
     fields: dict[str, _Field] = {}
     for name, info in cls.model_fields.items():
-        annotation: Any = info.annotation  # (hashable: types, unions, Literal)
-        if _exact(annotation) is None or info.metadata or info.exclude or info.frozen:
+        found = _exact(info.annotation)  # (hashable: types, unions, Literal)
+        if found is None or info.metadata or info.exclude or info.frozen:
             return None
         if info.alias or info.validation_alias or info.serialization_alias:
             return None
-        fields[name] = _Field(annotation, info.default, info.default_factory)
+        fields[name] = _Field(found, info.default, info.default_factory)
     return Lane(cls, fields)
 
 
