@@ -27,6 +27,8 @@ ArgusError                        base of everything raised on purpose
 │                                 that is not waiting, skip a running one)
 ├── ConcurrentSessionError        another writer holds the session (lease or version)
 ├── ConflictError                 a state transaction lost to another writer
+├── SecretUnsetError              a stored ${env.NAME} reference is read for a
+│                                 program, and NAME is not set in this process
 ├── StorageError                  a checkpoint cannot be read or written
 │   ├── CorruptCheckpointError    a stored record fails its checksum or cannot be read
 │   ├── SchemaVersionError        a record is newer than this version, or no migration
@@ -52,6 +54,7 @@ __all__ = [
     "PlanError",
     "ReplayMiss",
     "SchemaVersionError",
+    "SecretUnsetError",
     "SessionStateError",
     "StorageError",
     "StorageFullError",
@@ -160,6 +163,13 @@ class SessionStateError(ArgusError):
 
 class ConcurrentSessionError(ArgusError):
     """Raised when another writer holds the session or wrote to it meanwhile."""
+
+
+class SecretUnsetError(ArgusError):
+    """Raised when a record holds the value of a secret env var, stored as a
+    ``${env.NAME}`` reference (a LangGraph checkpoint, a typed state), is read
+    for a program, and ``NAME`` is not set in this process: set it and read
+    again. Views for people show the reference and do not raise it."""
 
 
 class StorageError(ArgusError):

@@ -34,6 +34,7 @@ EXPECTED = {
     "PlanError",
     "RunResult",
     "SchemaVersionError",
+    "SecretUnsetError",
     "SessionStateError",
     "StorageError",
     "ToolArgumentsError",
