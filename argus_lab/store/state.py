@@ -162,7 +162,10 @@ class State(StateView[M]):
                 state=self.name,
                 version=tx.version,
             )
-        doc = apply_ops(self._migrate(json.loads(dumps(tx.doc)), tx.schema), ops)
+        # On the document with its values: a view shows the same paths (a
+        # secret's reference is a string where its value is one).
+        mine = self._reveal(tx.doc) if tx.refs else json.loads(dumps(tx.doc))
+        doc = apply_ops(self._migrate(mine, tx.schema), ops)
         obj = doc if self.model is None else self.model.model_validate(doc)  # type: ignore[attr-defined]
         self._finish(tx, obj)
         return self.version
@@ -179,14 +182,17 @@ class State(StateView[M]):
             obj = obj if out is None else out
         doc, text = self._validate(obj)
         if tx.schema == self.schema_version:
-            self._keeps_fields(tx.doc, doc)
+            self._keeps_fields(self._doc(tx), doc)
+        doc, text, refs = self._stored(doc, text)
         ev = {"kind": "state_compacted", "state": self.name, "ts": time.time()}
         ev["payload"] = {
             "before": before,
             "after": len(text),
             "pruned": not keep_history,
         }
-        c = Commit(doc, text, self.schema_version, tx.caller, "compact", events=[ev])
+        c = Commit(
+            doc, text, self.schema_version, tx.caller, "compact", events=[ev], refs=refs
+        )
         self._commit(c, tx, prune=not keep_history)
         return self.version
 
@@ -355,6 +361,7 @@ def open_state(
             obj = initial if initial is not None else model()
             try:
                 doc, text = st._validate(obj)
+                doc, text, refs = st._stored(doc, text)
             except BaseException:
                 log.close()
                 raise
@@ -369,7 +376,8 @@ def open_state(
             # Another process may have created it first: then use theirs (or,
             # with create_only, say so: the caller meant to make a new one).
             try:
-                log.create(Commit(doc, text, schema_version, who, kind), head)
+                c = Commit(doc, text, schema_version, who, kind, refs=refs)
+                log.create(c, head)
             except ConflictError:
                 if create_only:
                     log.close()

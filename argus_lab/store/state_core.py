@@ -5,6 +5,13 @@ transaction goes through: ``_begin`` (the lease if asked, the version it starts
 from), ``_thaw`` (a fresh typed copy), ``_validate`` (the model, or the stored
 JSON schema, then the invariants), ``_finish`` (the JSON Patch) and ``_commit``
 (one SQLite transaction, then the size-watch hooks).
+
+What is stored, and cached in ``_known``, is the document's stored form
+(state_secrets.py): the document itself unless it holds the value of a secret
+env var, then with references in place of those values (``refs``). Patches
+are diffs between stored forms, so that replaying them over a stored snapshot
+gives the stored form again; the model, the invariants and migrations see the
+document, with the values (``_reveal``).
 """
 
 from __future__ import annotations
@@ -25,12 +32,15 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from argus_lab._redact_refs import secret_env
 from argus_lab.errors import ArgusError, ConflictError, SchemaVersionError
 from argus_lab.store.envelope import Durability
 from argus_lab.store.head import make_lease
 from argus_lab.store.state_diff import diff
 from argus_lab.store.state_lease import _HOLDING, _Renewer
 from argus_lab.store.state_log import Commit, StateHead, StateLog, dumps
+from argus_lab.store.state_records import corrupt
+from argus_lab.store.state_secrets import revealed, shown, stored
 
 __all__ = ["InvariantViolation", "StateCore"]
 
@@ -51,6 +61,8 @@ class _Known:
     doc: Any
     text: str
     schema: int
+    refs: bool = False
+    """``doc`` and ``text`` are a stored form holding references."""
 
 
 @dataclass
@@ -61,6 +73,7 @@ class _Tx:
     holder: str | None
     caller: str
     renewer: _Renewer | None = None
+    refs: bool = False
 
 
 class StateCore(Generic[M]):
@@ -109,8 +122,8 @@ class StateCore(Generic[M]):
                 return k
             # Catch up from what we know (a fresh copy: cached docs are shared).
             start = (k.version, json.loads(k.text)) if k else None
-            doc, schema = self._log.replay(head.version, start)
-            k = _Known(head.version, doc, dumps(doc), schema)
+            doc, schema, refs = self._log.replay(head.version, start)
+            k = _Known(head.version, doc, dumps(doc), schema, refs)
             if self._known is None or self._known.version < k.version:
                 self._known = k
             return k
@@ -139,12 +152,18 @@ class StateCore(Generic[M]):
             doc = doc if out is None else out  # changed in place, as update() allows
         return doc
 
-    def _thaw(self, text: str | None, schema: int, doc: Any = None) -> M:
-        """A fresh object of the model (nothing shared with the cache).
+    def _thaw(
+        self, text: str | None, schema: int, doc: Any = None, refs: bool = False
+    ) -> M:
+        """A fresh object of the model (nothing shared with the cache), from
+        a stored form (``refs``: its values put back from the environment).
 
         ``doc``, the parsed ``text`` when the caller has it, is validated
         directly (~3x faster than parsing 1 MB again) when the model copies
         every container it validates; see ``_copies``."""
+        if refs:
+            doc = self._reveal(json.loads(text or "") if doc is None else doc)
+            text = None
         model: Any = self.model
         fast = schema == self.schema_version and model is not None and doc is not None
         if fast and self._copies():
@@ -158,6 +177,35 @@ class StateCore(Generic[M]):
             return model.model_validate_json(text)  # type: ignore[no-any-return]
         fresh = self._migrate(json.loads(text), schema)
         return fresh if model is None else model.model_validate(fresh)  # type: ignore[no-any-return]
+
+    def _reveal(self, doc: Any) -> Any:
+        """The document of a stored form holding references, new containers
+        all the way down (SecretUnsetError: a variable is not set)."""
+        try:
+            return revealed(doc, self.name)
+        except ValueError as e:  # a tag no argus-lab writes
+            raise corrupt(self.name, "document", e) from None
+
+    def _shown(self, doc: Any) -> Any:
+        """The document of a stored form holding references, as a person
+        reads it (``${env.NAME}``; no variable needed)."""
+        try:
+            return shown(doc)
+        except ValueError as e:  # a tag no argus-lab writes
+            raise corrupt(self.name, "document", e) from None
+
+    def _doc(self, tx: _Tx) -> Any:
+        """The document ``tx`` started from, as the model sees it (no copy
+        when it holds no reference: read it, do not change it)."""
+        return self._reveal(tx.doc) if tx.refs else tx.doc
+
+    def _stored(self, doc: Any, text: str) -> tuple[Any, str, bool]:
+        """The stored form of a validated document and its text, and whether
+        it holds references. With no secret-named env var set (or none of their
+        values in ``text``), the document itself, after one cheap check."""
+        snap = secret_env()
+        got = None if snap.find is None else stored(snap, doc, text, self.name)
+        return (doc, text, False) if got is None else (got[0], got[1], True)
 
     def _copies(self) -> bool:
         """Whether validating a dict builds new containers all the way down.
@@ -174,7 +222,7 @@ class StateCore(Generic[M]):
     def _begin(self, lock: bool, timeout: float, caller: str) -> _Tx:
         if not lock:
             k = self._current()
-            return _Tx(k.version, k.doc, k.schema, None, caller)
+            return _Tx(k.version, k.doc, k.schema, None, caller, refs=k.refs)
         held: set[str] = _HOLDING.__dict__.setdefault("dirs", set())
         key = str(self._log.directory.resolve())
         if key in held:
@@ -192,13 +240,13 @@ class StateCore(Generic[M]):
         except BaseException:
             self._release(tx)
             raise
-        tx.version, tx.doc, tx.schema = k.version, k.doc, k.schema
+        tx.version, tx.doc, tx.schema, tx.refs = k.version, k.doc, k.schema, k.refs
         return tx
 
     def _thaw_tx(self, tx: _Tx) -> M:
         k = self._known
         text = k.text if k is not None and k.doc is tx.doc else None
-        return self._thaw(text, tx.schema, tx.doc)
+        return self._thaw(text, tx.schema, tx.doc, tx.refs)
 
     def _acquire(self, timeout: float) -> str:
         holder = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -298,17 +346,24 @@ class StateCore(Generic[M]):
 
     def _finish(self, tx: _Tx, obj: Any) -> None:
         doc, text = self._validate(obj)
+        before = self._doc(tx)
         if tx.schema == self.schema_version:
-            self._keeps_fields(tx.doc, doc)
-        c = Commit(doc, text, self.schema_version, tx.caller)
+            self._keeps_fields(before, doc)
+        sdoc, stext, refs = self._stored(doc, text)
+        c = Commit(sdoc, stext, self.schema_version, tx.caller, refs=refs)
         if tx.schema == self.schema_version:
-            ops = diff(tx.doc, doc)
-            if not ops and dumps(tx.doc) == dumps(doc):
+            ops = diff(before, doc)
+            if not ops and dumps(before) == dumps(doc):
                 return  # nothing changed: no version
+            changed = sorted({_field(op["path"]) for op in ops})
+            if refs or tx.refs:
+                # The patch goes from stored form to stored form: replayed
+                # over the stored snapshot, it gives this stored form.
+                ops = diff(tx.doc, sdoc)
             # Empty ops that changed the text: a change diff() cannot see,
             # stored whole (patch None means a snapshot).
             c.patch = ops or None
-            c.changed = sorted({_field(op["path"]) for op in ops})
+            c.changed = changed
         else:
             c.kind = "migrate"
             c.events.append(
@@ -337,7 +392,7 @@ class StateCore(Generic[M]):
         tx.holder = None  # released by the commit
         with self._mutex:
             if self._known is None or self._known.version < head.version:
-                self._known = _Known(head.version, c.doc, c.text, c.schema)
+                self._known = _Known(head.version, c.doc, c.text, c.schema, c.refs)
         for ev in c.events:
             if ev["kind"] == "state_size_warning":
                 log.warning(

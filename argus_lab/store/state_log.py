@@ -37,6 +37,7 @@ from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.state_lost import check_lost_versions
 from argus_lab.store.state_records import (
     DEFAULT_SNAPSHOT_EVERY,
+    REFS_FORMAT,
     Commit,
     StateHead,
     corrupt,
@@ -195,10 +196,11 @@ class StateLog:
 
     def replay(
         self, version: int, start: tuple[int, Any] | None = None
-    ) -> tuple[Any, int]:
-        """The document at ``version`` and its schema, from its snapshot and
-        patches; ``start`` (version, document, not mutated by the caller after)
-        skips what is already known when no snapshot intervenes."""
+    ) -> tuple[Any, int, bool]:
+        """The document at ``version`` as stored, its schema, and whether it is
+        a stored form holding secrets' references (state_secrets.py), from its
+        snapshot and patches; ``start`` (version, document, not mutated by the
+        caller after) skips what is already known when no snapshot intervenes."""
         rec = self.record(version)
         base = int(rec["base"])
         if start is not None and start[0] >= base and start[0] <= version:
@@ -224,7 +226,7 @@ class StateLog:
                     ) from None
         if n != version + 1:
             raise self._corrupt(vkey(n), "missing from the version log")
-        return doc, schema
+        return doc, schema, bool(rec.get("refs"))
 
     def events(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         """State events with seq > since (at most ``limit``)."""
@@ -343,6 +345,8 @@ class StateLog:
             "size": len(c.text),
             "changed": c.changed,
         }
+        if c.refs:
+            rec["refs"] = True
         if snapshot:
             head.base, head.patch_bytes = head.version, 0
             rec["base"] = head.version
@@ -357,7 +361,9 @@ class StateLog:
         if c.json_schema is not None:
             head.json_schema = c.json_schema
         head.size = len(c.text)
-        self.cache.set(vkey(head.version), encode(body))
+        # A stored form with references: a format older readers refuse.
+        body = encode(body, REFS_FORMAT) if c.refs else encode(body)
+        self.cache.set(vkey(head.version), body)
         for ev in c.events:
             head.last_seq += 1
             ev = {**ev, "seq": head.last_seq, "version": head.version}

@@ -72,8 +72,9 @@ def check_lost_versions(state: StateLog, *, settled: bool, accept: bool) -> None
         # The surviving document again, as a snapshot at version witnessed + 1:
         # versions never repeat, so an ETag or version a reader saw before the
         # loss can never match a different document made after it.
-        doc, schema = state.replay(have)
+        doc, schema, refs = state.replay(have)
         c = Commit(doc, dumps(doc), schema, "accept_lost_commits", "recovered")
+        c.refs = refs  # the stored form again, references and all
         c.events.append(
             {
                 "kind": "lost_commits",

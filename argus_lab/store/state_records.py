@@ -21,6 +21,8 @@ from argus_lab.store.head import lease_is_live
 
 __all__ = [
     "DEFAULT_SNAPSHOT_EVERY",
+    "REFS_FORMAT",
+    "STATE_FORMAT",
     "Commit",
     "StateHead",
     "corrupt",
@@ -35,6 +37,17 @@ DEFAULT_SNAPSHOT_EVERY = 64
 """A full snapshot every 64 commits: for a 1 MB state changing one field, the
 snapshot's share is 1 MB / 64 = 16 KB per commit, plus the patch (~100 bytes),
 under the 20 KB budget (BENCHMARKS.md); reading any version applies <= 63 patches."""
+
+
+REFS_FORMAT = 3
+"""The envelope format of a version record whose document is in stored form
+with secrets' references (``"refs": true``, state_secrets.py): one past the
+envelope's ``SCHEMA_VERSION`` (2) that every other record is written with, so
+an argus-lab from before references refuses it (SchemaVersionError) instead
+of handing a program ``{"$": "secret"}`` for its key, and still reads a state
+that holds none."""
+STATE_FORMAT = max(SCHEMA_VERSION, REFS_FORMAT)
+"""The newest envelope format of a state's records this module reads."""
 
 
 def dumps(doc: Any) -> str:  # compact, as stored: sizes are measured on it
@@ -78,6 +91,8 @@ class Commit:
     changed: list[str] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     json_schema: dict[str, Any] | None = None
+    refs: bool = False
+    """``doc`` and ``text`` are a stored form holding secrets' references."""
 
 
 _HEAD = frozenset(StateHead.__dataclass_fields__)
@@ -110,10 +125,10 @@ def decode(name: str, key: str, raw: Any) -> Any:
         raise corrupt(name, key, "no version/checksum envelope") from None
     if f"{zlib.crc32(body.encode()):08x}" != crc_s:
         raise corrupt(name, key, "checksum mismatch")
-    if fmt > SCHEMA_VERSION:
+    if fmt > STATE_FORMAT:
         raise SchemaVersionError(
             f"state {name}: record {key!r} has format {fmt}, newer than "
-            f"this argus-lab understands ({SCHEMA_VERSION}); upgrade argus-lab"
+            f"this argus-lab understands ({STATE_FORMAT}); upgrade argus-lab"
         )
     try:
         return json.loads(body)

@@ -64,19 +64,32 @@ class StateView(StateCore[M]):
         return self._head().version
 
     def get(self) -> M:
-        """A copy of the latest version (changing it changes nothing stored)."""
-        k = self._current()
-        return self._thaw(k.text, k.schema, k.doc)
+        """A copy of the latest version (changing it changes nothing stored).
 
-    def get_json(self) -> tuple[int, Any]:
-        """(version, document as stored); for servers and tools."""
+        Raises:
+            SecretUnsetError: it holds the value of an env var, stored as a
+                reference, that this process does not set.
+        """
         k = self._current()
-        return k.version, json.loads(k.text)
+        return self._thaw(k.text, k.schema, k.doc, k.refs)
+
+    def get_json(self, version: int | None = None) -> tuple[int, Any]:
+        """(version, document) of the latest version, or of ``version``, for a
+        person to read (servers and tools): a secret env value it holds reads
+        ``${env.NAME}``, and no variable needs to be set. Not migrated."""
+        if version is None:
+            k = self._current()
+            v, doc, refs = k.version, json.loads(k.text), k.refs
+        else:
+            v = version
+            doc, _, refs = self._log.replay(version)
+        return v, (self._shown(doc) if refs else doc)
 
     def at(self, version: int) -> M:
-        """The state as it was at ``version`` (KeyError when there is none)."""
-        doc, schema = self._log.replay(version)
-        return self._thaw(None, schema, doc)
+        """The state as it was at ``version`` (KeyError when there is none);
+        SecretUnsetError as ``get()``."""
+        doc, schema, refs = self._log.replay(version)
+        return self._thaw(None, schema, doc, refs)
 
     def history(self, *, since: int = 0, limit: int | None = None) -> pd.DataFrame:
         """One row per version: version, time, kind, size, changed, caller,
