@@ -49,6 +49,7 @@ from argus_lab.store.state_log import (
     StateLog,
     dumps,
 )
+from argus_lab.store.state_secrets import SecretInKeyError
 from argus_lab.store.state_views import StateView
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "InvariantViolation",
     "PatchTestFailed",
     "PatchTooLarge",
+    "SecretInKeyError",
     "State",
     "open_state",
     "state_names",
