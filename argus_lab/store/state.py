@@ -14,6 +14,20 @@ from, and committed as one JSON Patch in one SQLite transaction (``StateLog``).
 Any exception, a failed validation or a broken invariant writes nothing, and
 the state seen by ``get()`` stays as it was. The reads and the decorators are
 in state_views.py (``StateView``), the commit path in state_core.py.
+
+Secrets: a document holding the value of a secret-named env var
+(``OPENAI_API_KEY``) is stored with ``${env.NAME}`` in its place, in its
+snapshots and patches alike (state_secrets.py). What reads the state for the
+program puts the values back from the environment, and raises
+``SecretUnsetError`` naming a variable that is not set: ``get``, ``at``,
+``transaction``, ``update``, ``patch``, ``compact`` and ``fork`` (a fork is
+stored with references again). What a person reads shows the reference and
+needs no variable: ``get_json`` (what ``argus serve`` returns), ``history``
+and ``events`` (which hold no values). A dict key holding a value is refused
+(``SecretInKeyError``). Not covered: versions committed before the variable
+was set keep the value as written (the next commit stores the reference),
+and what ``redact.py`` masks elsewhere but no env var holds (``secrets=[...]``
+values, key-shaped strings) is stored as committed.
 """
 
 from __future__ import annotations

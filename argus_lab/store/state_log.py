@@ -7,7 +7,9 @@ Keys in a state's cache (``<workspace>/states/<name>/``):
   rewritten by every commit.
 - ``v:<version>``: one record per version: either a full ``snapshot`` or a JSON
   Patch (RFC 6902) against the version before, plus time, size, changed fields,
-  caller and the model's schema version.
+  caller and the model's schema version; ``"refs": true`` (and envelope format
+  3, which older readers refuse) when the version's document is a stored form
+  holding secrets' references (state_secrets.py).
 - ``e:<seq>``: state events (size warnings, compactions, migrations, forks).
 
 Values use the checkpoint envelope (``"<format>|<crc32>|<json>"``, no pickle;

@@ -5,6 +5,11 @@ hooks (``@st.invariant``, ``@st.migration(n)``, ``@st.on_checkpoint``,
 ``@st.on_size_warning``) and the views that write nothing: the latest version,
 any past version (``at``), the history as a DataFrame and the state's events.
 ``State`` (state.py) adds transactions, patches, compaction and forks.
+
+``get`` and ``at`` are the program's reads: a secret stored as ``${env.NAME}``
+comes back as its value (``SecretUnsetError`` if the variable is not set).
+``get_json``, ``history`` and ``events`` are for people and servers: they show
+the reference and work without the variable.
 """
 
 from __future__ import annotations
