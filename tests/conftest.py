@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -178,3 +179,17 @@ def fresh_shell(shell: InteractiveShell, ws_dir: Path) -> None:
     shell.run_line_magic("config", "ArgusMagics.session_options = {}")
     shell.run_line_magic("config", "ArgusMagics.tools = ''")
     shell.run_line_magic("config", "ArgusMagics.mode = 'show'")
+
+
+def files_holding(root: Path, *texts: str) -> list[str]:
+    """Every file under ``root`` whose bytes hold one of ``texts``, as it is
+    or as JSON writes it (the secret tests: LangGraph threads, typed states)."""
+    found = []
+    forms = {t: {t.encode(), json.dumps(t)[1:-1].encode()} for t in texts}
+    for p in root.rglob("*"):
+        if p.is_file():
+            data = p.read_bytes()
+            found += [
+                f"{p.name}: {t}" for t in texts if any(f in data for f in forms[t])
+            ]
+    return found

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import json
 import operator
 import os
 import uuid
@@ -19,6 +18,7 @@ from langgraph.types import Command, interrupt
 
 import argus_lab as al
 from argus_lab.langgraph import ArgusSaver, SecretUnsetError
+from tests.conftest import files_holding
 
 KEY = "ARGUS_LG_TEST_API_KEY"
 LATE = "ARGUS_LG_LATE_TOKEN"
@@ -73,20 +73,6 @@ def build() -> Any:
 
 
 CFG: Any = {"configurable": {"thread_id": "t1"}}
-
-
-def files_holding(root: Path, *texts: str) -> list[str]:
-    """Every file under ``root`` whose bytes hold one of ``texts``, as it is
-    or as JSON writes it."""
-    found = []
-    forms = {t: {t.encode(), json.dumps(t)[1:-1].encode()} for t in texts}
-    for p in root.rglob("*"):
-        if p.is_file():
-            data = p.read_bytes()
-            found += [
-                f"{p.name}: {t}" for t in texts if any(f in data for f in forms[t])
-            ]
-    return found
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 import argus_lab as al
 from argus_lab.store import state_records
 from argus_lab.store.state import SecretInKeyError
+from tests.conftest import files_holding
 
 KEY = "ARGUS_ST_TEST_API_KEY"
 LATE = "ARGUS_ST_LATE_TOKEN"
@@ -29,20 +30,6 @@ class Agent(BaseModel):
     nested: dict[str, list[dict[str, str]]] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
     n: int = 0
-
-
-def files_holding(root: Path, *texts: str) -> list[str]:
-    """Every file under ``root`` whose bytes hold one of ``texts``, as it is
-    or as JSON writes it."""
-    found = []
-    forms = {t: {t.encode(), json.dumps(t)[1:-1].encode()} for t in texts}
-    for p in root.rglob("*"):
-        if p.is_file():
-            data = p.read_bytes()
-            found += [
-                f"{p.name}: {t}" for t in texts if any(f in data for f in forms[t])
-            ]
-    return found
 
 
 def folder(ws: al.Workspace, name: str) -> Path:
@@ -71,12 +58,18 @@ def fill(s: Agent) -> None:
     s.nested["calls"] = [{"url": "https://x", "auth": SECRET}, {"ok": "yes"}]
 
 
+def agent(ws: al.Workspace, name: str = "agent") -> Any:
+    """The state ``name``, with ``fill`` committed as version 2."""
+    st = ws.state(name, model=Agent)
+    with st.transaction() as s:
+        fill(s)
+    return st
+
+
 def test_a_secret_is_stored_as_a_reference_and_read_back(
     ws: al.Workspace, env: pytest.MonkeyPatch
 ) -> None:
-    st = ws.state("agent", model=Agent)
-    with st.transaction() as s:
-        fill(s)
+    st = agent(ws)
     for _ in range(3):  # patches over a stored snapshot
         with st.transaction() as s:
             s.n += 1
@@ -172,9 +165,7 @@ def test_dollars_and_escapes_around_a_secret_read_back_exactly(
 def test_an_unset_variable_is_named_and_setting_it_again_reads(
     ws: al.Workspace, env: pytest.MonkeyPatch
 ) -> None:
-    st = ws.state("agent", model=Agent)
-    with st.transaction() as s:
-        fill(s)
+    st = agent(ws)
     st.close()
     env.delenv(KEY)
     st = ws.state("agent", model=Agent)
@@ -197,23 +188,23 @@ def test_an_unset_variable_is_named_and_setting_it_again_reads(
 def test_views_show_references_and_need_no_variable(
     ws: al.Workspace, env: pytest.MonkeyPatch
 ) -> None:
-    st = ws.state("agent", model=Agent)
+    st = agent(ws)
     with st.transaction() as s:
-        fill(s)
         s.extra = {"$": "$$"}
     with st.transaction() as s:
         s.n = 1
     env.delenv(KEY)
     version, doc = st.get_json()
-    assert version == 3
+    assert version == 4
     assert doc["key"] == REF and doc["header"] == f"Authorization: Bearer {REF}"
     assert doc["nested"]["calls"][0]["auth"] == REF
     assert doc["extra"] == {"$": "$$"}  # shown as it was written
-    assert st.get_json(2) == (2, {**doc, "n": 0})
+    assert st.get_json(3) == (3, {**doc, "n": 0})
     history = st.history()
     assert list(history["changed"]) == [
         [],
-        ["extra", "header", "key", "log", "nested"],
+        ["header", "key", "log", "nested"],
+        ["extra"],
         ["n"],
     ]
     shown = repr([doc, history.to_csv(), st.events(), st, st.version])
@@ -227,9 +218,7 @@ def test_the_server_shows_references_and_patches_keep_the_secret(
 
     from argus_lab.server import create_app
 
-    st = ws.state("agent", model=Agent)
-    with st.transaction() as s:
-        fill(s)
+    agent(ws)
     auth = {"Authorization": "Bearer tok"}
     with TestClient(create_app(ws, "tok"), base_url="http://localhost") as c:
         r = c.get("/states/agent", headers=auth)
@@ -291,9 +280,7 @@ def test_a_variable_set_after_the_state_was_opened_counts(
 
 
 def test_fork_at_history_and_compact(ws: al.Workspace, env: pytest.MonkeyPatch) -> None:
-    st = ws.state("agent", model=Agent)
-    with st.transaction() as s:
-        fill(s)
+    st = agent(ws)
     with st.transaction() as s:
         s.key = "rotated-away"
     assert st.at(2).key == SECRET and st.get().key == "rotated-away"
@@ -317,9 +304,7 @@ def test_an_older_reader_refuses_references_and_reads_the_rest(
     plain = ws.state("plain", model=Agent)
     with plain.transaction() as s:
         s.header = "nothing secret"
-    refs = ws.state("refs", model=Agent)
-    with refs.transaction() as s:
-        fill(s)
+    refs = agent(ws, "refs")
     raw = [plain._log.cache.get(f"v:{v:012d}") for v in (1, 2)]
     assert all(r.startswith("2|") and '"refs"' not in r for r in raw)
     assert refs._log.cache.get(f"v:{2:012d}").startswith("3|")
