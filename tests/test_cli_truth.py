@@ -16,6 +16,7 @@ import pytest
 import argus_lab as al
 from argus_lab.cli import main
 from tests import ledger_worker as lw
+from tests.waiting import wait_until
 
 N, K = 20, 7
 
@@ -185,6 +186,39 @@ def test_the_widget_summary_says_interrupted_too(killed: Path, tmp_path: Path) -
         summary = session_summary(s)
         assert summary["status"] == "interrupted"
         assert summary["done"] == K
+        # And the Python API says so, as argus ls does.
+        assert s.interrupted and repr(s).startswith("<Session 'ledger' interrupted:")
+        ended = s.run().status  # the next run decides on the dead run's intents
+        assert ended in ("succeeded", "paused") and s.status == ended
+        assert not s.interrupted and f"'ledger' {ended}:" in repr(s)
+
+
+def test_a_live_run_elsewhere_is_not_interrupted(tmp_path: Path) -> None:
+    ws = al.Workspace(tmp_path / "ws")
+    gate = threading.Event()
+
+    @al.tool
+    def wait() -> str:
+        gate.wait(30)
+        return "ok"
+
+    plan = {"tasks": [{"id": "w", "tool": "wait"}]}
+    with ws.new_session(plan=plan, tools=[wait], name="live") as s:
+        assert not s.interrupted  # created, never run
+        s.start()
+        try:
+            wait_until(lambda: s.record("w").status == "running", "the task to run")
+            other = ws.open("live", tools=[wait])
+            try:
+                # Stored as running and held by a live runner (s): not interrupted.
+                assert other.status == "running" and not other.interrupted
+                assert s.running and not s.interrupted
+            finally:
+                other.close()
+        finally:
+            gate.set()
+            s.wait()
+        assert s.status == "succeeded" and not s.interrupted
 
 
 def test_the_server_says_a_dead_run_is_interrupted_too(killed: Path) -> None:

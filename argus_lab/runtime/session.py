@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from argus_lab.errors import ArgusError
 from argus_lab.events import EventBase
 from argus_lab.model import SessionInfo, SessionStatus, TaskRecord
 from argus_lab.plan import Plan
@@ -100,6 +101,18 @@ class Session:
     def reason(self) -> str | None:
         """Why the session paused or failed."""
         return self._state.info.reason
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether its last run was cut short and nothing runs it now: stored
+        as "running" (its process or kernel died mid-run), held neither by this
+        object nor by a live process elsewhere. ``argus ls``, the widget and
+        ``argus serve`` say "interrupted" for it, and so does ``repr``; its
+        tasks stored as running are intents the next ``run()`` decides on.
+        ``status`` keeps the stored word."""
+        if self.status != "running" or self.running:
+            return False
+        return self.workspace.runner(self.id) is None
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -194,8 +207,12 @@ class Session:
 
     def __repr__(self) -> str:
         c = self.counts()
+        try:
+            status = "interrupted" if self.interrupted else self.status
+        except (ArgusError, KeyError, OSError):  # its files went away: as stored
+            status = self.status
         return (
-            f"<Session {self.name!r} {self.status}: "
+            f"<Session {self.name!r} {status}: "
             f"{c['succeeded']}/{len(self._state.records)} succeeded, "
             f"{c['failed']} failed>"
         )
