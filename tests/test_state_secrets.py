@@ -244,6 +244,47 @@ def test_the_server_shows_references_and_patches_keep_the_secret(
     assert files_holding(folder(ws, "agent"), SECRET) == []
 
 
+def test_a_patch_addresses_the_view_and_no_error_quotes_a_value(
+    ws: al.Workspace, env: pytest.MonkeyPatch
+) -> None:
+    """A PATCH's ops address the document as GET shows it: a test op holds
+    against the shown reference and fails against a guess of the value
+    without quoting it (no oracle); a string a client edited around a
+    reference gets the value back (al.connect's update); an error of any
+    kind quotes no value (the server masks every error's detail)."""
+    from starlette.testclient import TestClient
+
+    from argus_lab.server import create_app
+
+    agent(ws)
+    auth = {"Authorization": "Bearer tok"}
+    hdr = {**auth, "Content-Type": "application/json-patch+json", "If-Match": "*"}
+
+    def patch(c: TestClient, ops: list[dict[str, Any]]) -> Any:
+        r = c.patch("/states/agent", content=json.dumps(ops), headers=hdr)
+        assert SECRET not in r.text, r.text
+        return r
+
+    with TestClient(create_app(ws, "tok"), base_url="http://localhost") as c:
+        guess = [{"op": "test", "path": "/key", "value": SECRET}]
+        assert patch(c, guess).status_code == 409  # the value is never there
+        whole = [{"op": "test", "path": "/nested", "value": {}}]
+        r = patch(c, whole)
+        assert r.status_code == 409 and REF in r.json()["detail"]
+        missing = [{"op": "copy", "from": "/nested/nope", "path": "/n"}]
+        assert patch(c, missing).status_code == 422
+        wrong = [{"op": "copy", "from": "/key", "path": "/n"}]  # a str into an int
+        assert patch(c, wrong).status_code == 422
+        edit = [
+            {"op": "test", "path": "/key", "value": REF},  # as GET showed it
+            {"op": "replace", "path": "/header", "value": f"Bearer {REF} x"},
+        ]
+        assert patch(c, edit).status_code == 200
+    got = al.Workspace(ws.path).state("agent", model=Agent).get()
+    assert got.key == SECRET and got.header == f"Bearer {SECRET} x"
+    assert files_holding(folder(ws, "agent"), SECRET) == []
+
+
 def test_a_key_holding_a_secret_is_refused(
     ws: al.Workspace, env: pytest.MonkeyPatch
 ) -> None:
@@ -356,3 +397,21 @@ def test_what_is_no_secret_is_stored_as_it_was(
     assert st.get().header == text
     assert files_holding(folder(ws, "agent"), text) != []
     assert all(not r.get("refs") for r in st._log.records())
+
+
+def test_a_model_default_holding_a_secret_stays_out_of_the_files(
+    ws: al.Workspace, env: pytest.MonkeyPatch
+) -> None:
+    """The head keeps the model's JSON schema (for untyped readers and the
+    server): a default read from the environment reads ${env.NAME} there."""
+
+    class Cfg(BaseModel):
+        api_key: str = SECRET
+        n: int = 0
+
+    st = ws.state("cfg", model=Cfg)
+    st.update(lambda c: setattr(c, "n", 1))
+    assert st.get().api_key == SECRET
+    st.close()
+    scanned(ws, "cfg")
+    assert files_holding(folder(ws, "cfg"), SECRET) == []

@@ -6,11 +6,18 @@ none carries a traceback, a header or the token. A missing session or state is
 version), a full disk 507, a document that breaks a state's model 422 with the
 ``field``, any other failure a 500 naming only the exception's type (the
 server's log has the rest).
+
+Every detail is masked as stored rows are (``Redactor``: secret env values,
+``secrets=[...]`` values, key shapes): an error's words may quote what it was
+about (a JSON Patch ``test`` that failed quotes the value it found, a schema
+error the value it refused), and a state's views show a secret as
+``${env.NAME}`` only.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,7 +34,18 @@ from argus_lab.errors import (
     StorageFullError,
 )
 
-__all__ = ["add_error_handlers"]
+__all__ = ["add_error_handlers", "error_answer"]
+
+
+def error_answer(
+    body: dict[str, Any], status: int, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The error answer ``body``, its detail masked (see the module doc)."""
+    from argus_lab.redact import Redactor, known_secrets
+
+    red = Redactor(known_secrets())
+    detail = red.value(body["detail"])
+    return JSONResponse({**body, "detail": detail}, status, headers=headers)
 
 
 def add_error_handlers(app: FastAPI) -> None:
@@ -35,30 +53,30 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(KeyError)
     async def _missing(_: Request, e: KeyError) -> JSONResponse:
-        return JSONResponse({"detail": str(e.args[0]) if e.args else ""}, 404)
+        return error_answer({"detail": str(e.args[0]) if e.args else ""}, 404)
 
     @app.exception_handler(ConflictError)
     @app.exception_handler(ConcurrentSessionError)
     async def _conflict(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 409)
+        return error_answer({"detail": e.message}, 409)
 
     @app.exception_handler(ArgusError)
     async def _argus(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 400)
+        return error_answer({"detail": e.message}, 400)
 
     @app.exception_handler(CorruptCheckpointError)
     @app.exception_handler(StorageError)  # lost commits, a schema too new
     async def _damaged(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 500)  # the server's data, not ours
+        return error_answer({"detail": e.message}, 500)  # the server's data, not ours
 
     @app.exception_handler(StorageFullError)
     async def _full(_: Request, e: ArgusError) -> JSONResponse:
-        return JSONResponse({"detail": e.message}, 507)
+        return error_answer({"detail": e.message}, 507)
 
     @app.exception_handler(Exception)
     async def _bug(_: Request, e: Exception) -> JSONResponse:
         # Logged with its traceback by the server; the body names only its type.
-        return JSONResponse(
+        return error_answer(
             {"detail": f"internal error ({type(e).__name__}); see the server's log"},
             500,
         )
@@ -68,7 +86,7 @@ def add_error_handlers(app: FastAPI) -> None:
         # The document breaks the state's model: name the field, not the schema.
         field = "/".join(str(p) for p in e.absolute_path)
         where = field or "the document"
-        return JSONResponse(
+        return error_answer(
             {"detail": f"{where}: {e.message[:500]}", "field": field}, 422
         )
 
@@ -76,17 +94,17 @@ def add_error_handlers(app: FastAPI) -> None:
     async def _model(_: Request, e: ValidationError) -> JSONResponse:
         err = e.errors(include_url=False)[0]
         field = "/".join(str(p) for p in err["loc"])
-        return JSONResponse(
+        return error_answer(
             {"detail": f"{field or 'the document'}: {err['msg']}", "field": field},
             422,
         )
 
     @app.exception_handler(ValueError)
     async def _invalid(_: Request, e: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(e)[:2000]}, 422)
+        return error_answer({"detail": str(e)[:2000]}, 422)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_: Request, e: RequestValidationError) -> JSONResponse:
-        return JSONResponse(
+        return error_answer(
             {"detail": json.loads(json.dumps(e.errors(), default=str))}, 422
         )

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from argus_lab.errors import ConflictError, StorageError
+from argus_lab.server._errors import error_answer
 from argus_lab.store.state import PatchTestFailed, PatchTooLarge
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def _state_response(version: int, doc: Any, status: int = 200) -> JSONResponse:
 
 
 def _stale(name: str, sent: str, current: int, why: str) -> JSONResponse:
-    return JSONResponse(
+    return error_answer(
         {
             "detail": f"state {name} is at version {current} (ETag "
             f"{_etag(current)}), which If-Match {sent[:80]} does not name{why}; "
@@ -88,7 +89,7 @@ def _stale(name: str, sent: str, current: int, why: str) -> JSONResponse:
             "version": current,
         },
         412,
-        headers={"ETag": _etag(current)},
+        {"ETag": _etag(current)},
     )
 
 
@@ -168,28 +169,28 @@ def add_state_routes(app: FastAPI, hub: Hub) -> None:
         request: Request, name: str, if_match: str | None = Header(None)
     ) -> JSONResponse:
         if request.headers.get("content-type", "").split(";")[0] != PATCH_TYPE:
-            return JSONResponse({"detail": f"send Content-Type: {PATCH_TYPE}"}, 415)
+            return error_answer({"detail": f"send Content-Type: {PATCH_TYPE}"}, 415)
         if if_match is None:
-            return JSONResponse(
+            return error_answer(
                 {"detail": "If-Match with the state's ETag is required"}, 428
             )
         try:
             accepted, weak = parse_if_match(if_match)
         except ValueError as e:
-            return JSONResponse({"detail": str(e)}, 400)
+            return error_answer({"detail": str(e)}, 400)
         try:
             raw = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            return JSONResponse({"detail": f"malformed JSON: {e}"}, 422)
+            return error_answer({"detail": f"malformed JSON: {e}"}, 422)
         if not isinstance(raw, list):
-            return JSONResponse(
+            return error_answer(
                 {"detail": "a JSON Patch is a list of operations (RFC 6902)"}, 422
             )
         try:
             ops = [PatchOp.model_validate(o) for o in raw]
         except ValidationError as e:
             i = next(i for i, o in enumerate(raw) if not _valid_op(o))
-            return JSONResponse(
+            return error_answer(
                 {"detail": f"operation {i} is not a JSON Patch operation: {_first(e)}"},
                 422,
             )
@@ -208,10 +209,10 @@ def add_state_routes(app: FastAPI, hub: Hub) -> None:
             await run_in_threadpool(st.patch, plain, expected=expected, caller=who)
         except ConflictError as e:
             return _stale(name, if_match, e.version or 0, "")
-        except PatchTestFailed as e:
-            return JSONResponse({"detail": str(e)}, 409)
+        except PatchTestFailed as e:  # (its words may quote the values tested)
+            return error_answer({"detail": str(e)}, 409)
         except PatchTooLarge as e:
-            return JSONResponse({"detail": str(e)}, 413)
+            return error_answer({"detail": str(e)}, 413)
         return _state_response(*st.get_json())
 
     @app.get("/states/{name}/history", summary="One row per version (paged)")

@@ -43,6 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from argus_lab._redact_refs import secret_env
 from argus_lab.errors import ConflictError
 from argus_lab.store.envelope import Durability
 from argus_lab.store.state_core import (
@@ -63,7 +64,12 @@ from argus_lab.store.state_log import (
     StateLog,
     dumps,
 )
-from argus_lab.store.state_secrets import SecretInKeyError
+from argus_lab.store.state_secrets import (
+    SecretInKeyError,
+    put_back,
+    schema_kept,
+    viewed,
+)
 from argus_lab.store.state_views import StateView
 
 __all__ = [
@@ -178,10 +184,17 @@ class State(StateView[M]):
                 state=self.name,
                 version=tx.version,
             )
-        # On the document with its values: a view shows the same paths (a
-        # secret's reference is a string where its value is one).
         mine = self._reveal(tx.doc) if tx.refs else json.loads(dumps(tx.doc))
-        doc = apply_ops(self._migrate(mine, tx.schema), ops)
+        mine = self._migrate(mine, tx.schema)
+        snap = secret_env()
+        if snap.find is None:
+            doc = apply_ops(mine, ops)
+        else:
+            # The ops address the document as a view shows it (get_json: a
+            # secret's value reads ${env.NAME}), so a test op holds against
+            # what GET gave, an error quotes no value, and a string a client
+            # edited around a reference gets the value back (put_back).
+            doc = put_back(snap, apply_ops(viewed(snap, mine), ops))
         obj = doc if self.model is None else self.model.model_validate(doc)  # type: ignore[attr-defined]
         self._finish(tx, obj)
         return self.version
@@ -384,7 +397,7 @@ def open_state(
             head = StateHead(schema=schema_version)
             if parent is not None:
                 head.parent, head.forked_at = parent
-            head.json_schema = (
+            head.json_schema = schema_kept(
                 model.model_json_schema() if model is not None else json_schema
             )
             kind = "fork" if parent else "create"

@@ -40,7 +40,7 @@ from argus_lab.store.state_diff import diff
 from argus_lab.store.state_lease import _HOLDING, _Renewer
 from argus_lab.store.state_log import Commit, StateHead, StateLog, dumps
 from argus_lab.store.state_records import corrupt
-from argus_lab.store.state_secrets import revealed, shown, stored
+from argus_lab.store.state_secrets import revealed, schema_kept, shown, stored
 
 __all__ = ["InvariantViolation", "StateCore"]
 
@@ -379,7 +379,7 @@ class StateCore(Generic[M]):
     def _commit(self, c: Commit, tx: _Tx, *, prune: bool = False) -> None:
         self._stop_renewing(tx, check=True)  # before the commit releases it
         if c.schema != tx.schema and isinstance(self.model, type):
-            c.json_schema = self.model.model_json_schema()  # type: ignore[attr-defined]
+            c.json_schema = schema_kept(self.model.model_json_schema())  # type: ignore[attr-defined]
         head = self._log.commit(
             c,
             tx.version,

@@ -23,11 +23,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from argus_lab._redact_refs import TAG, SecretUnsetError, Snapshot, fill, show
+from argus_lab._redact_refs import (
+    TAG,
+    SecretUnsetError,
+    Snapshot,
+    fill,
+    secret_env,
+    show,
+)
 from argus_lab.errors import ArgusError
 from argus_lab.store.state_records import dumps
 
-__all__ = ["SecretInKeyError", "revealed", "shown", "stored"]
+__all__ = [
+    "SecretInKeyError",
+    "put_back",
+    "revealed",
+    "schema_kept",
+    "shown",
+    "stored",
+    "viewed",
+]
 
 
 class SecretInKeyError(ArgusError, ValueError):
@@ -110,3 +125,38 @@ def _walk(x: Any, text: Any) -> Any:
             raise ValueError(f"unknown tag {x[TAG]!r} in a state's stored form")
         return text(v)
     return {(k[1:] if k[:1] == "$" else k): _walk(v, text) for k, v in x.items()}
+
+
+def viewed(snap: Snapshot, doc: Any) -> Any:
+    """A document with its values (not a stored form) as a view shows it:
+    ``${env.NAME}`` in place of each value ``snap`` holds (new containers)."""
+    return _strings(doc, snap.shown)
+
+
+def put_back(snap: Snapshot, doc: Any) -> Any:
+    """``viewed`` undone: each ``${env.NAME}`` of a variable ``snap`` holds a
+    value of reads that value again (new containers). A literal
+    ``${env.NAME}`` naming such a variable reads its value too."""
+    return _strings(doc, snap.put_back)
+
+
+def _strings(x: Any, text: Any) -> Any:
+    t = type(x)
+    if t is str:
+        return text(x)
+    if t is list:
+        return [_strings(v, text) for v in x]
+    if t is dict:
+        return {k: _strings(v, text) for k, v in x.items()}
+    return x
+
+
+def schema_kept(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A model's JSON schema as a state's head keeps it: a field's default
+    that holds a secret env value (``api_key: str = os.environ[...]``) reads
+    ``${env.NAME}`` (a schema's defaults are read by no one)."""
+    snap = secret_env()
+    if schema is None or snap.find is None:
+        return schema
+    out: dict[str, Any] = viewed(snap, schema)
+    return out
