@@ -412,6 +412,7 @@ def test_a_model_default_holding_a_secret_stays_out_of_the_files(
     st = ws.state("cfg", model=Cfg)
     st.update(lambda c: setattr(c, "n", 1))
     assert st.get().api_key == SECRET
+    scanned(ws, "cfg")  # the WAL among them
+    assert files_holding(folder(ws, "cfg"), SECRET) == []
     st.close()
-    scanned(ws, "cfg")
     assert files_holding(folder(ws, "cfg"), SECRET) == []
