@@ -180,7 +180,12 @@ def create_session(
         forked_at=at,
         n_tasks=len(plan.tasks),
         budgets=budgets if budgets is not None else {},
-        approvals=None if opts.approvals is None else policies_to_data(opts.approvals),
+        # Masked as stored, so the live s.info shows what a reopen shows.
+        approvals=(
+            None
+            if opts.approvals is None
+            else red.value(policies_to_data(opts.approvals))
+        ),
         # A fork of a session reopened without them still owes them.
         n_secrets=max(
             count_secrets(opts.secrets), parent.info.n_secrets if parent else 0

@@ -39,10 +39,13 @@ __all__ = [
 
 MASK = "[REDACTED]"
 SECRET_NAME = re.compile(
-    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|(?:^|_)PASS(?:$|_)|_PWD$", re.I
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH"
+    r"|(?:^|_)PASS(?:$|_|PHRASE|CODE)|_PWD$",
+    re.I,
 )
-"""Names (env vars, dict keys, headers) whose values are secrets: DB_PASS and
-MYSQL_PWD too, but not the shell's PWD/OLDPWD nor PASSENGER_*/BYPASS_*."""
+"""Names (env vars, dict keys, headers) whose values are secrets: DB_PASS,
+GPG_PASSPHRASE, VAULT_PASSCODE and MYSQL_PWD too, but not the shell's
+PWD/OLDPWD nor PASSENGER_*/BYPASS_*."""
 _SECRET_FIELD = re.compile(
     r"(?:^|[_\-.\s])(?:api_?key|access_?key|secret_?key|private_?key|client_?secret"
     r"|secret|token|access_?token|refresh_?token|auth_?token|passw(?:or)?d|passphrase"

@@ -87,7 +87,7 @@ def test_entries_that_are_not_sessions_are_listed_as_damaged(tmp_path: Path) -> 
     shutil.rmtree(d)
     d.write_text("a file")
     os.symlink(sessions / "loop", sessions / "loop")
-    os.symlink("/nonexistent/x", sessions / "dangling")
+    os.symlink(tmp_path / "gone" / "x", sessions / "dangling")  # owned: never there
     (sessions / "creating").mkdir()  # empty: a session being made, not damage
     ws = al.Workspace(tmp_path)
     assert _names(ws) == ["gamma", "eps"]

@@ -348,13 +348,15 @@ def test_common_secret_env_names_and_url_credentials_are_masked() -> None:
             "DB_PASS": "pass-value-1",  # the usual spellings of a password var
             "MYSQL_PWD": "pass-value-2",  # MySQL's own variable
             "SMTP_PASS_FILE_X": "pass-value-3",
+            "GPG_PASSPHRASE": "pass-value-4",  # and the PASS* words of GPG, Vault
+            "VAULT_PASSCODE": "pass-value-5",
             "PWD": "/work/project",  # the shell's folders: not secrets
             "OLDPWD": "/work/elsewhere",
             "PASSENGER_APP_ENV": "production",
             "BYPASS_CACHE": "always-yes",
         }
     )
-    for v in ("pass-value-1", "pass-value-2", "pass-value-3"):
+    for v in (f"pass-value-{i}" for i in range(1, 6)):
         assert red.text(f"x {v} y") == f"x {MASK} y"
     kept = "in /work/project and /work/elsewhere, production, always-yes"
     assert red.text(kept) == kept
@@ -624,3 +626,66 @@ def test_camel_case_and_hyphenated_secret_keys_never_land(ws: al.Workspace) -> N
     s.close()
     ws.close()
     assert scan(ws.path, {"plan": "Lm4WnB8c", "reply": "q7Rt2XkZ"}) == []
+
+
+# -- found by an outside leak hunt (eleventh session) -------------------------
+
+PAT = "ghp_" + "Zx9Lm2Qw8Er4Ty6Ui0Op3As5Df7Gh1Jk2Lq"  # a GitHub token's shape
+
+
+@al.tool
+def noted() -> str:
+    return "ok"
+
+
+def test_policies_handed_to_open_are_stored_masked(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ws.open(approvals=...) stored its policies before the session had a
+    Redactor: a reason quoting a key landed in the clear, at every open."""
+    monkeypatch.setenv("HUNT_API_KEY", "hunt-" + uuid.uuid4().hex)
+    key = __import__("os").environ["HUNT_API_KEY"]
+    plan = {"tasks": [{"id": "a", "tool": "noted"}]}
+    policy = al.ApprovalPolicy(decision="ask", tools="noted", reason=f"key {key} {PAT}")
+    ws.new_session(plan=plan, tools=[noted], name="p", approvals=[policy]).close()
+    with ws.open("p", tools=[noted], approvals=[policy]) as s:
+        assert key not in repr(s.info.approvals) and PAT not in repr(s.info.approvals)
+    assert scan(ws.path, {"env": key, "shape": PAT}) == []
+
+
+def test_a_budget_scope_or_a_memory_id_holding_a_secret_is_refused(
+    ws: al.Workspace,
+) -> None:
+    """Keys of what is stored: masked, they would name nothing."""
+    plan = {"tasks": [{"id": "a", "tool": "noted"}]}
+    with ws.new_session(plan=plan, tools=[noted], name="b") as s:
+        with pytest.raises(ValueError, match="budget scope holds a secret"):
+            s.set_budget(f"subtree:{PAT}", max_steps=3)
+        assert s.info.budgets == {}
+    for field in ("id", "session_id", "task_id"):
+        with pytest.raises(ValueError, match=f"memory's {field} holds a secret"):
+            ws.memory.add("a note", **{field: PAT})
+    assert scan(ws.path, {"shape": PAT}) == []
+
+
+def test_an_emitted_events_ids_and_a_plans_errors_are_masked(
+    ws: al.Workspace,
+) -> None:
+    import time
+
+    from argus_lab.events import make_event
+
+    plan = {"tasks": [{"id": "a", "tool": "noted"}]}
+    with ws.new_session(plan=plan, tools=[noted], name="e") as s:
+        s.run()
+        s.emit(make_event("anomaly", session_id=s.id, ts=time.time(), task_id=PAT))
+        assert PAT not in s.events_df().to_csv()
+    assert scan(ws.path, {"shape": PAT}) == []
+    # Plan's own constructors mask what their errors quote, as new_session does.
+    for build in (
+        lambda: al.Plan.from_yaml(f"tasks:\n  - {{id: a, tool: t, deps: [{PAT}]}}\n"),
+        lambda: al.Plan.from_dict({"tasks": [{"id": "a", "tool": "t", PAT: 1}]}),
+    ):
+        with pytest.raises(al.PlanError) as e:
+            build()
+        assert PAT not in str(e.value) and PAT not in repr(e.value.problems)

@@ -6,11 +6,14 @@ so the records module (argus_lab.model) needs nothing above it.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from argus_lab.errors import PlanError
 from argus_lab.model import Task
 
 if TYPE_CHECKING:
@@ -43,14 +46,16 @@ class Plan(BaseModel):
         """Builds and structurally validates a plan from a dict (YAML/JSON shape)."""
         from argus_lab.plan.static import plan_from_dict
 
-        return plan_from_dict(data)
+        with _masked_errors():
+            return plan_from_dict(data)
 
     @classmethod
     def from_yaml(cls, text_or_path: str | Path) -> Plan:
         """Builds a plan from YAML text or from the path of a .yaml/.yml/.json file."""
         from argus_lab.plan.static import plan_from_yaml
 
-        return plan_from_yaml(text_or_path)
+        with _masked_errors():
+            return plan_from_yaml(text_or_path)
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the plan as plain data; ``Plan.from_dict`` reads it back."""
@@ -90,3 +95,16 @@ class Plan(BaseModel):
                 return t
         known = ", ".join(t.id for t in self.tasks[:20])
         raise KeyError(f"no task {task_id!r} in this plan (tasks: {known})")
+
+
+@contextlib.contextmanager
+def _masked_errors() -> Iterator[None]:
+    """A PlanError's message with secrets masked, as ``ws.new_session`` masks
+    it (it quotes the plan: a key, an id, a reference; a notebook saves it)."""
+    try:
+        yield
+    except PlanError as e:
+        from argus_lab.plan.static import masked_error
+        from argus_lab.redact import Redactor, known_secrets
+
+        raise masked_error(e, Redactor(known_secrets())) from None

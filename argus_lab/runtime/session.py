@@ -185,6 +185,14 @@ class Session:
         imported from elsewhere) in one commit, redacted and numbered like the
         runtime's own. Callable from a subscriber too (on the loop thread).
         """
+        red = self._state.redactor
+        for ev in events:
+            # The commit masks each kind's own fields; the common ones are the
+            # runtime's own elsewhere, here they are the caller's.
+            for field in ("session_id", "task_id"):
+                v = getattr(ev, field)
+                if isinstance(v, str) and red.needed(v):
+                    setattr(ev, field, red.text(v))
         if self._driver.is_current():
             self._state.commit(events=list(events))
         else:
@@ -336,6 +344,13 @@ class Session:
         pause for budget.
         """
         kind, target = budget_scope(scope)
+        if self._state.redactor.needed(scope):
+            # A key of the stored budgets: masked there, it would name nothing.
+            raise ValueError(
+                "the budget scope holds a secret (an API key, token or password, "
+                "or a secret environment variable's value); scopes are stored as "
+                "keys and cannot be masked. Name the task or subtree by its id"
+            )
         if kind == "task":
             self._state.need_task(target)
         budget = merge_budget(self._state.info.budgets.get(scope), **limits)
