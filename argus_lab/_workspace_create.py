@@ -90,7 +90,7 @@ def _check_name(name: str, red: Redactor, names: SessionNames) -> None:
     if names.lookup(name, scan=False) is not None:
         raise ArgusError(
             f"a session named {name!r} already exists in {names.root}; open it "
-            f"with ws.open({name!r}) or choose another name"
+            f"with ws.open({name!r}, tools=[...]) or choose another name"
         )
 
 

@@ -238,18 +238,22 @@ def test_results_must_be_json(ws: al.Workspace) -> None:
     assert "not JSON" in (s.record("n").error or "")
 
 
-def test_missing_tool_after_reopen_fails_the_task_clearly(ws: al.Workspace) -> None:
+def test_a_run_without_its_tools_is_refused_and_commits_nothing(
+    ws: al.Workspace,
+) -> None:
     s = ws.new_session(plan=DIAMOND, tools=BASIC_TOOLS, name="m")
     s.close()
     with ws.open("m", tools=[echo]) as o:
-        res = o.run()
-        assert res.status == "failed"
-        err = o.record("a").error or ""
-        assert "tool 'add' of task 'a' is not registered" in err
-        assert "ws.open('m', tools=[...])" in err
+        for call in (o.run, o.step):
+            with pytest.raises(al.ToolError) as e:
+                call()
+            msg = str(e.value)
+            assert "needs tools it was not given: 'add' (tasks 'a', 'b', 'c')" in msg
+            assert "ws.open('m', tools=[...])" in msg and "nothing ran" in msg
+        assert o.status == "created" and o.counts()["pending"] == 4
+        assert [ev.kind for ev in o.events()] == ["session_created", "plan_created"]
     with ws.open("m", tools=BASIC_TOOLS) as o:
-        o.retry("a")
-        assert o.run().status == "succeeded"
+        assert o.run().status == "succeeded"  # no retry needed
 
 
 def test_step_runs_the_ready_tasks_once(ws: al.Workspace) -> None:

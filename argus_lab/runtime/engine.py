@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from argus_lab.errors import ArgusError, StorageFullError
+from argus_lab.errors import ArgusError, StorageFullError, ToolError
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import EXPAND_TOOL
@@ -258,6 +258,7 @@ class RunLoop:
             s in DONE for s in st.records.status.values()
         ):
             return self._end.result()  # nothing to do: no events, no changes
+        self._need_tools()
         if not self._end.start():
             return self._end.result()
         running: set[asyncio.Task[None]] = set()
@@ -303,9 +304,38 @@ class RunLoop:
         # (when the status changes), sparing the release its own transaction.
         return self._end.finish(release=st.lease.active == 1)
 
+    def _need_tools(self) -> None:
+        """Refuses a run that would call a tool this session was not given
+        (a reopen without ``tools=``): nothing runs and nothing is committed,
+        where the task reaching it would fail and need a retry."""
+        st = self._state
+        status = st.records.status
+        missing: dict[str, list[str]] = {}
+        for tid, task in st.tasks.items():
+            if task.kind != "tool" or not task.tool or task.tool == EXPAND_TOOL:
+                continue  # (an HTN placeholder is the planner's to expand)
+            ahead = status.get(tid, "pending") in ("pending", "running")
+            if ahead and self._attempts.tool_for(task) is None:
+                missing.setdefault(task.tool, []).append(tid)
+        if missing:
+            name = st.info.name
+            known = ", ".join(sorted(st.tools)) or "none"
+            needs = "; ".join(
+                f"{tool!r} (task{'s' if len(ids) > 1 else ''} "
+                f"{', '.join(map(repr, ids[:3]))}{', ...' if len(ids) > 3 else ''})"
+                for tool, ids in sorted(missing.items())
+            )
+            raise ToolError(
+                f"session {name!r} needs tools it was not given: {needs}; it has: "
+                f"{known}. Reopen it with ws.open({name!r}, tools=[...]) holding "
+                "them, then run again (nothing ran)",
+                session_id=st.info.id,
+            )
+
     async def step(self) -> list[TaskRecord]:
         """Runs the next ready task(s) once; returns their records."""
         st, sig = self._state, self._signals
+        self._need_tools()
         if self._end.in_doubt_reason():
             self._end.start()
             return []
