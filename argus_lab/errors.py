@@ -25,6 +25,7 @@ ArgusError                        base of everything raised on purpose
 ├── SessionStateError             misuse: the task or session is not in a state that
 │                                 allows it (retry a task that succeeded, approve one
 │                                 that is not waiting, skip a running one)
+├── SessionNotFoundError          no session of that name or id (also a KeyError)
 ├── ConcurrentSessionError        another writer holds the session (lease or version)
 ├── ConflictError                 a state transaction lost to another writer
 ├── SecretUnsetError              a stored ${env.NAME} reference is read for a
@@ -55,6 +56,7 @@ __all__ = [
     "ReplayMiss",
     "SchemaVersionError",
     "SecretUnsetError",
+    "SessionNotFoundError",
     "SessionStateError",
     "StorageError",
     "StorageFullError",
@@ -159,6 +161,13 @@ class SessionStateError(ArgusError):
     """Raised when an action does not fit where the task or session stands:
     retrying a task that succeeded, approving or rejecting one that is not
     waiting for approval, skipping one that runs. Nothing was changed."""
+
+
+class SessionNotFoundError(ArgusError, KeyError):
+    """No session of that name or id in the workspace (a KeyError too)."""
+
+    def __str__(self) -> str:  # KeyError's own would quote the message
+        return self.message
 
 
 class ConcurrentSessionError(ArgusError):

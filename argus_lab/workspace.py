@@ -23,7 +23,12 @@ from argus_lab._workspace_create import (
     prepare_plan,
     workspace_root,
 )
-from argus_lab.errors import ConcurrentSessionError, CorruptCheckpointError, PlanError
+from argus_lab.errors import (
+    ConcurrentSessionError,
+    CorruptCheckpointError,
+    PlanError,
+    SessionNotFoundError,
+)
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.plan.static import masked_error, refuse_literal_secrets
@@ -136,6 +141,13 @@ class Workspace:
         Raises:
             PlanError: when the plan is invalid for these tools (nothing written).
         """
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {name!r} ({type(name).__name__})")
+        if budget is not None and not isinstance(budget, Budget | dict):
+            raise TypeError(
+                f"budget must be al.Budget(...) or a dict of its limits "
+                f"(max_cost_usd, max_tokens, max_wall_s, max_steps), got {budget!r}"
+            )
         toolset = as_toolset(tools)
         opts = SessionOptions.of(options)
         red = session_redactor(opts.secrets)
@@ -229,7 +241,7 @@ class Workspace:
         sid = self._names.lookup(name_or_id)
         if sid is None:
             names = ", ".join(i.name for i in self.sessions()[-10:]) or "none yet"
-            raise KeyError(
+            raise SessionNotFoundError(
                 f"no session {name_or_id!r} in {self.path} (recent: {names})"
             )
         return sid
@@ -332,7 +344,7 @@ class Workspace:
         a miss is a short KeyError, without ``resolve``'s list of sessions."""
         sid = self._names.lookup(name_or_id)
         if sid is None:
-            raise KeyError(f"no session {name_or_id!r} in {self.path}")
+            raise SessionNotFoundError(f"no session {name_or_id!r} in {self.path}")
         store = self._store(sid)
         try:
             yield store

@@ -34,6 +34,7 @@ EXPECTED = {
     "PlanError",
     "RunResult",
     "SchemaVersionError",
+    "SessionNotFoundError",
     "SecretUnsetError",
     "SessionStateError",
     "StorageError",

@@ -182,6 +182,17 @@ class SessionOptions:
 
             check_secrets(self.secrets, row_words())
         object.__setattr__(self, "secrets", tuple(self.secrets))
+        for name, kinds in (
+            ("concurrency", (int,)),
+            ("lease_ttl", (int, float)),
+            ("shutdown_grace", (int, float)),
+        ):
+            v = getattr(self, name)
+            if type(v) is bool or not isinstance(v, kinds):
+                want = "an int" if kinds == (int,) else "a number"
+                raise TypeError(
+                    f"{name} must be {want}, got {v!r} ({type(v).__name__})"
+                )
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.lease_ttl <= 0:

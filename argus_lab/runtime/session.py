@@ -309,7 +309,9 @@ class Session:
         *,
         by: str | None = None,
     ) -> None:
-        """Approves a task waiting for approval, optionally with edited arguments.
+        """Approves a task waiting for approval, optionally with edited arguments
+        (``args``: all of the task's arguments; they replace the plan's, they
+        are not merged into them).
 
         The decision is committed (it survives a restart) and is an event naming
         who decided and both the original and the edited arguments.
@@ -319,6 +321,13 @@ class Session:
                 the tool's signature (nothing is committed then).
         """
         self._state.need_task(task_id)
+        if args is not None and not isinstance(args, dict):
+            raise TypeError(
+                f"args must be a dict of argument name -> value (all of the "
+                f"task's arguments: they replace them), got {type(args).__name__}"
+            )
+        if by is not None and not isinstance(by, str):
+            raise TypeError(f"by must be a str (who decided), got {by!r}")
         self._driver.call(self._actions.approve(task_id, args, by or current_user()))
 
     def reject(
@@ -326,6 +335,9 @@ class Session:
     ) -> None:
         """Refuses a task waiting for approval: it fails and blocks its dependents."""
         self._state.need_task(task_id)
+        for what, v in (("reason", reason), ("by", by)):
+            if v is not None and not isinstance(v, str):
+                raise TypeError(f"{what} must be a str, got {v!r}")
         self._driver.call(self._actions.reject(task_id, reason, by or current_user()))
 
     def pending_approvals(self) -> dict[str, dict[str, Any]]:
