@@ -45,7 +45,7 @@ def test_approve_and_reject_name_a_wrong_type(tmp_path: Path) -> None:
     with ws.new_session(plan=PLAN, tools=[send], name="ap") as s:
         assert s.run().status == "paused"  # a write asks first
         before = len(s.events())
-        with pytest.raises(TypeError, match="args must be a dict .* replace them"):
+        with pytest.raises(TypeError, match=r"args must be a dict .* replace them"):
             s.approve("a", args=[1])  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="by must be a str"):
             s.approve("a", by=123)  # type: ignore[arg-type]

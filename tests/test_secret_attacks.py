@@ -689,3 +689,23 @@ def test_an_emitted_events_ids_and_a_plans_errors_are_masked(
         with pytest.raises(al.PlanError) as e:
             build()
         assert PAT not in str(e.value) and PAT not in repr(e.value.problems)
+
+
+def test_a_tools_hash_does_not_depend_on_a_secret_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tool_hash is stored with every result: a default read from the
+    environment (a 6-digit PIN) must not be testable against it."""
+
+    def make(pin_default: str) -> al.Tool:
+        def pay(amount: int = 1, pin: str = pin_default) -> dict[str, int]:
+            return {"paid": amount}
+
+        return al.tool(pay)
+
+    hashes = set()
+    for pin in ("406145", "918273"):
+        monkeypatch.setenv("BANK_PIN_PASSWORD", pin)
+        hashes.add(make(pin).code_hash)
+    assert len(hashes) == 1  # the same code, whatever the PIN
+    assert make("plain-default").code_hash not in hashes  # defaults still count

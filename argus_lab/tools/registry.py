@@ -260,27 +260,35 @@ class Tool:
         Built from the compiled code (bytecode, constants, names, nested code
         objects) and defaults rather than the source text, so it works for
         functions defined in a notebook cell or by exec, where no source exists.
+        Constants and defaults are hashed with secrets masked: the hash is
+        stored with every result, and a default read from the environment
+        (``pin=os.environ["BANK_PIN"]``) or a key in the code must not be
+        guessable from it (a 6-digit PIN is a million tries); a key changing
+        is no change of code.
         """
+        from argus_lab.redact import Redactor, known_secrets
+
+        text = Redactor(known_secrets()).text
         h = hashlib.sha256()
         fn = inspect.unwrap(self.fn)
         code = getattr(fn, "__code__", None)
         if code is None:
-            h.update(repr(fn).encode())
+            h.update(text(repr(fn)).encode())
         else:
-            _hash_code(h, code)
-            h.update(repr(getattr(fn, "__defaults__", None)).encode())
-            h.update(repr(getattr(fn, "__kwdefaults__", None)).encode())
+            _hash_code(h, code, text)
+            h.update(text(repr(getattr(fn, "__defaults__", None))).encode())
+            h.update(text(repr(getattr(fn, "__kwdefaults__", None))).encode())
         return h.hexdigest()[:16]
 
 
-def _hash_code(h: Any, code: types.CodeType) -> None:
+def _hash_code(h: Any, code: types.CodeType, text: Callable[[str], str]) -> None:
     h.update(code.co_code)
     h.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
-            _hash_code(h, c)
+            _hash_code(h, c, text)
         else:
-            h.update(repr(c).encode())
+            h.update(text(repr(c)).encode())
 
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
