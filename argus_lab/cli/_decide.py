@@ -1,13 +1,18 @@
 """``argus approve | reject | retry | skip``: one decision on one task.
 
 Each opens the session without its tools (a decision runs nothing), calls the
-Session method, and prints the ``argus resume`` line that goes on from it.
+Session method, and prints the ``argus resume`` line that goes on from it. An
+approval with edited ``--args`` is the exception: the session is opened with
+the tools when the CLI can know them (``--tools``, or a demo session's own), so
+that the arguments are checked against the task's tool now, as
+``Session.approve`` checks them, rather than failing the task on resume.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING, Any
 
 from argus_lab.cli._common import (
     EXIT_OK,
@@ -18,22 +23,55 @@ from argus_lab.cli._common import (
     resume_command,
     workspace,
 )
-from argus_lab.cli._tools import needs_tools
+from argus_lab.cli._tools import load_tools, needs_tools
+
+if TYPE_CHECKING:
+    from argus_lab.workspace import Workspace
 
 __all__ = ["cmd_approve", "cmd_reject", "cmd_retry", "cmd_skip"]
 
 
+def _edited_args(text: str) -> dict[str, Any]:
+    try:
+        edited = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--args is not JSON: {e}") from None
+    if not isinstance(edited, dict):
+        raise UsageError(
+            "--args must be a JSON object of argument names, e.g. "
+            '\'{"msg": "hi"}\' (it replaces all of the task\'s arguments)'
+        )
+    return edited
+
+
+def _checking_tools(ws: Workspace, args: argparse.Namespace) -> list[Any] | None:
+    """The tools to check edited --args against: --tools, else a demo
+    session's own; None when the CLI cannot know them."""
+    if args.tools:
+        return load_tools(args.tools)
+    from argus_lab.demo.runner import is_demo_plan
+
+    with open_session(ws, args.name) as s:
+        if not is_demo_plan(s.plan):
+            return None
+    from argus_lab.demo import TOOLS
+
+    return list(TOOLS)
+
+
 def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
+    from argus_lab.errors import ToolArgumentsError
+
     edited = None
     if approve and args.args is not None:
-        try:
-            edited = json.loads(args.args)
-        except json.JSONDecodeError as e:
-            raise UsageError(f"--args is not JSON: {e}") from None
-        if not isinstance(edited, dict):
-            raise UsageError("--args must be a JSON object of argument names")
+        edited = _edited_args(args.args)
     ws = workspace(args)
-    with open_session(ws, args.name) as s:
+    tools = None
+    if edited is not None:
+        tools = _checking_tools(ws, args)
+    elif approve and args.tools:  # nothing to check, but still a bad --tools
+        load_tools(args.tools)
+    with open_session(ws, args.name, **({"tools": tools} if tools else {})) as s:
         need_task(s, args.task)
         status = s.record(args.task).status
         if status != "awaiting_approval":
@@ -42,18 +80,43 @@ def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
                 f"task {args.task!r} is not waiting for approval (its status: "
                 f"{status}; tasks waiting: {waiting})"
             )
+        tool = next(t.tool for t in s.plan.tasks if t.id == args.task)
+        if tools is not None and tool not in {t.name for t in tools}:
+            raise UsageError(
+                f"--tools: task {args.task!r} calls tool {tool!r}, which the given "
+                f"modules do not hold (they have: "
+                f"{', '.join(sorted(t.name for t in tools))})"
+            )
         if approve:
-            s.approve(args.task, edited, by="argus approve")
+            try:
+                s.approve(args.task, edited, by="argus approve")
+            except ToolArgumentsError as e:  # bad input, and nothing was committed
+                raise UsageError(
+                    f"--args: {e.message} (nothing was approved)"
+                ) from None
         else:
             s.reject(args.task, args.reason, by="argus reject")
         name = s.name
         again = resume_command(name, args, needs_tools=needs_tools(s.plan))
     decision = "approved" if approve else "rejected"
-    out.data({"session": name, "task": args.task, "decision": decision})
-    if approve:
-        out.say(f"approved {args.task!r}; continue with: {again}")
-    else:
+    checked = None if edited is None else tools is not None
+    out.data(
+        {"session": name, "task": args.task, "decision": decision}
+        | ({} if checked is None else {"args_checked": checked})
+    )
+    if not approve:
         out.say(f"rejected {args.task!r}: {args.reason}")
+    elif checked is False:
+        out.say(
+            f"approved {args.task!r} with edited args, which replace all of its "
+            f"args; they were NOT checked against tool {tool!r} (its code is not "
+            "stored: give `argus approve` --tools MODULE_OR_FILE to check them "
+            f"before approving), so a mistake fails the task when it runs; "
+            f"continue with: {again}"
+        )
+    else:
+        what = "" if edited is None else " with edited args (checked against its tool)"
+        out.say(f"approved {args.task!r}{what}; continue with: {again}")
     return EXIT_OK
 
 

@@ -255,7 +255,21 @@ def build_parser() -> argparse.ArgumentParser:
     ap = add("approve", "approve a task that waits for approval (then: argus resume)")
     ap.add_argument("name", help="session name or id")
     ap.add_argument("task", help="the task id")
-    ap.add_argument("--args", help="edited arguments, as a JSON object")
+    ap.add_argument(
+        "--args",
+        metavar="JSON",
+        help="the task's new arguments, as a JSON object: they REPLACE all of its "
+        "arguments (nothing is merged: repeat the ones to keep); checked against "
+        "its tool when the tool is known (--tools, or a demo session)",
+    )
+    ap.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="MODULE_OR_FILE",
+        help="module name or .py file holding the task's tool, to check --args "
+        "against it before approving (a demo session needs none)",
+    )
 
     rj = add("reject", "refuse a task that waits for approval (it fails)")
     rj.add_argument("name", help="session name or id")

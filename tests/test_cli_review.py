@@ -1,0 +1,140 @@
+"""What a second new-user review of ``argus`` found, pinned: edited approval
+args checked like ``Session.approve`` checks them, ``--tools NAME`` importable
+from the current folder, output that cannot be written, an empty plan, the
+serve extra, option help, and the crashed demo's way to finish.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from argus_lab.cli import main
+
+TOOLS = """\
+import argus_lab as al
+
+@al.tool
+def add(a: int, b: int = 1) -> int:
+    return a + b
+
+@al.tool(side_effect="write")
+def post(msg: str) -> dict:
+    return {"posted": msg}
+"""
+PLAN = (
+    "goal: add and post\ntasks:\n  - {id: one, tool: add, args: {a: 1}}\n"
+    "  - {id: tell, tool: post, args: {msg: 'sum ${one.result}'}}\n"
+)
+README = Path(__file__).parent.parent / "README.md"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path, Path]:
+    tools = tmp_path / "review_tools.py"
+    tools.write_text(TOOLS)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN)
+    return tmp_path / "ws", plan, tools
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    got = capsys.readouterr()
+    return code, got.out, got.err
+
+
+def _paused(
+    capsys: pytest.CaptureFixture[str], files: tuple[Path, ...], name: str
+) -> None:
+    ws, plan, tools = files
+    code, _, _ = _cli(capsys, "-w", ws, "run", plan, "--tools", tools, "--name", name)
+    assert code == 3  # 'tell' waits for approval
+
+
+def _status(capsys: pytest.CaptureFixture[str], ws: Path, name: str, task: str) -> str:
+    code, out, _ = _cli(capsys, "-w", ws, "show", name, "--json")
+    assert code == 0
+    return next(t["status"] for t in json.loads(out)["tasks"] if t["task"] == task)
+
+
+# ------------------------------------------------- 1. approve --args, checked
+
+
+def test_approve_args_are_checked_against_the_tools_given(
+    files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws, _, tools = files
+    _paused(capsys, files, "ed")
+    for edited, says in [
+        ('{"msg": 42}', "msg: Input should be a valid string"),
+        ('{"mssg": "hi"}', "mssg: Extra inputs are not permitted"),
+    ]:
+        code, _, err = _cli(
+            capsys,
+            "-w",
+            ws,
+            "approve",
+            "ed",
+            "tell",
+            "--args",
+            edited,
+            "--tools",
+            tools,
+        )
+        assert code == 2 and says in err and "nothing was approved" in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert _status(capsys, ws, "ed", "tell") == "awaiting_approval"
+    code, _, err = _cli(
+        capsys, "-w", ws, "approve", "ed", "tell", "--args", '{"msg": "hi"}',
+        "--tools", ws.parent / "plan.yaml",
+    )  # fmt: skip
+    assert code == 2 and "--tools" in err
+    code, out, _ = _cli(
+        capsys, "-w", ws, "approve", "ed", "tell", "--args", '{"msg": "hi"}',
+        "--tools", tools, "--json",
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)["args_checked"] is True
+    code, out, _ = _cli(capsys, "-w", ws, "resume", "ed", "--tools", tools, "--json")
+    assert code == 0 and json.loads(out)["status"] == "succeeded"
+
+
+def test_approve_args_unchecked_says_so_and_how_to_check(
+    files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws, _, _ = files
+    _paused(capsys, files, "un")
+    for edited in ("[1]", '"hi"', "42"):
+        code, _, err = _cli(capsys, "-w", ws, "approve", "un", "tell", "--args", edited)
+        assert code == 2 and "must be a JSON object" in err, edited
+    code, out, _ = _cli(capsys, "-w", ws, "approve", "un", "tell", "--args", "{}")
+    assert code == 0
+    assert "replace all of its args" in out and "NOT checked against tool 'post'" in out
+    assert "--tools MODULE_OR_FILE" in out
+
+
+def test_approve_help_says_edited_args_replace_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _cli(capsys, "approve", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "REPLACE all of its arguments" in text
+    assert "nothing is merged" in text and "--tools MODULE_OR_FILE" in text
+    readme = " ".join(README.read_text().split())
+    assert "replace all of its arguments, not merged into them" in readme
+
+
+@pytest.mark.slow
+def test_approve_args_of_a_demo_are_checked_against_its_own_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = tmp_path / "ws"
+    argv = ["-w", ws, "demo", "--name", "d", "--ask", "--out", tmp_path / "pub"]
+    assert _cli(capsys, *argv)[0] == 3
+    code, _, err = _cli(
+        capsys, "-w", ws, "approve", "d", "write_up/publish", "--args", '{"dest": 5}'
+    )
+    assert code == 2 and "publish_report" in err and "nothing was approved" in err
+    assert _status(capsys, ws, "d", "write_up/publish") == "awaiting_approval"
