@@ -21,7 +21,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from argus_lab._redact_given import MIN_LEN
@@ -63,7 +63,7 @@ class Snapshot:
     """The secret env values at one moment: value -> name, and the regexes
     that find them. Never changed once made (threads share it)."""
 
-    def __init__(self, seen: dict[str, str]) -> None:
+    def __init__(self, seen: dict[str, str], older: Snapshot | None = None) -> None:
         self.seen = seen  # name -> value, every secret-named variable
         self.names = {
             v: k
@@ -73,6 +73,11 @@ class Snapshot:
             and not _a_path(v)
             and not _a_word(v)
         }
+        if older is not None:
+            # Values a variable had before (a token refreshed since): hidden
+            # too, as a reference to the variable, which reads its new value.
+            for v, k in older.names.items():
+                self.names.setdefault(v, k)
         values = sorted(self.names, key=len, reverse=True)  # a longer one whole
         alts = [re.escape(v) for v in values]
         self.find = re.compile("|".join(alts)) if alts else None
@@ -156,15 +161,21 @@ def show(template: str) -> str:
     return _REF.sub(lambda m: "$" if m.group(1) is None else m.group(), template)
 
 
-def fill(template: str, unset: Callable[[str], SecretUnsetError]) -> str:
-    """A stored template with its values put back from the environment;
-    ``unset(name)`` is the error to raise for a variable that is not set."""
+def fill(
+    template: str,
+    unset: Callable[[str], SecretUnsetError],
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """A stored template with its values put back from the environment (or
+    ``environ``); ``unset(name)`` is the error to raise for a variable that
+    is not set."""
+    env = os.environ if environ is None else environ
 
     def value(m: re.Match[str]) -> str:
         name = m.group(1)
         if name is None:
             return "$"
-        got = os.environ.get(name)
+        got = env.get(name)
         if got is None:
             raise unset(name)
         return got

@@ -7,6 +7,8 @@ serve extra, option help, and the crashed demo's way to finish.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,39 @@ def test_approve_args_of_a_demo_are_checked_against_its_own_tools(
     )
     assert code == 2 and "publish_report" in err and "nothing was approved" in err
     assert _status(capsys, ws, "d", "write_up/publish") == "awaiting_approval"
+
+
+# ------------------------------------------ 2. --tools NAME from the cwd
+
+
+def test_tools_by_module_name_import_from_the_current_folder(
+    files: tuple[Path, Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ws, plan, tools = files
+    here = tools.parent
+    # As the installed `argus` script starts: its own folder, not the cwd, first.
+    monkeypatch.setattr(
+        sys, "path", [p for p in sys.path if p not in ("", ".", os.getcwd())]
+    )
+    monkeypatch.chdir(here)
+    before = list(sys.path)
+    try:
+        code, _, err = _cli(capsys, "-w", ws, "run", plan, "--tools", "review_tools")
+        assert code == 3, err  # ran: paused at the approval
+        assert sys.path == before  # the cwd was on the path for that import only
+    finally:
+        sys.modules.pop("review_tools", None)
+    (here / "my.tools.py").write_text(TOOLS)
+    code, _, err = _cli(capsys, "-w", ws, "run", plan, "--tools", "my.tools")
+    assert code == 2 and "did you mean my.tools.py?" in err, err
+    (here / "json.py").write_text(TOOLS)  # the standard library's json wins
+    code, _, err = _cli(capsys, "-w", ws, "run", plan, "--tools", "json")
+    assert code == 2 and "did you mean json.py?" in err, err
+    (here / "needs_dep.py").write_text("import no_such_dep_xyz\n")
+    try:
+        code, _, err = _cli(capsys, "-w", ws, "run", plan, "--tools", "needs_dep")
+    finally:
+        sys.modules.pop("needs_dep", None)
+    assert code == 2 and "needs_dep.py:1" in err and "no_such_dep_xyz" in err

@@ -416,3 +416,20 @@ def test_a_model_default_holding_a_secret_stays_out_of_the_files(
     assert files_holding(folder(ws, "cfg"), SECRET) == []
     st.close()
     assert files_holding(folder(ws, "cfg"), SECRET) == []
+
+
+def test_a_token_refreshed_inside_a_transaction_stays_hidden(
+    ws: al.Workspace, env: pytest.MonkeyPatch
+) -> None:
+    """The block was given the old value; a tool refreshes the variable inside
+    it. The old value is hidden too (as the reference, which reads the new
+    one), and the field the block did not touch is not listed as changed."""
+    agent(ws)
+    st = ws.state("agent", model=Agent)
+    with st.transaction() as s:
+        assert s.key == SECRET
+        env.setenv(KEY, "sk-st-refreshed-77aa0c1d")
+        s.n += 1
+    assert files_holding(folder(ws, "agent"), SECRET) == []
+    assert list(st.history()["changed"])[-1] == ["n"]
+    assert st.get().key == "sk-st-refreshed-77aa0c1d"  # the variable's value now

@@ -49,7 +49,7 @@ def load_tools(specs: Sequence[str]) -> list[Any]:
         if not found:
             raise UsageError(
                 f"--tools: module {spec!r} has no tools (decorate functions with "
-                "@argus_lab.tool or list them in TOOLS)"
+                "@argus_lab.tool or list them in TOOLS)" + _shadowed(spec, mod)
             )
         out.extend(found)
     return out
@@ -72,11 +72,37 @@ def _import(spec: str, flag: str) -> Any:
             raise UsageError(_import_error(flag, spec, e)) from None
         return mod
     try:
-        return importlib.import_module(spec)
-    except ImportError as e:
-        raise UsageError(f"{flag}: cannot import module {spec!r}: {e}") from None
+        return _import_module(spec)
+    except ModuleNotFoundError as e:
+        if e.name is not None and not (spec + ".").startswith(e.name + "."):
+            # Found, but it imports something missing: say where.
+            raise UsageError(_import_error(flag, spec, e)) from None
+        hint = f"; did you mean {spec}.py?" if Path(f"{spec}.py").is_file() else ""
+        raise UsageError(f"{flag}: cannot import module {spec!r}: {e}{hint}") from None
     except Exception as e:
         raise UsageError(_import_error(flag, spec, e)) from None
+
+
+def _shadowed(spec: str, mod: Any) -> str:
+    """A hint when ``spec`` named another module than the NAME.py here (one
+    already imported, such as the standard library's ``json``)."""
+    here = Path(f"{spec}.py")
+    where = getattr(mod, "__file__", None)
+    if not here.is_file() or (where and Path(where).resolve() == here.resolve()):
+        return ""
+    return f"; that is {where or 'a built-in module'}: did you mean {spec}.py?"
+
+
+def _import_module(name: str) -> Any:
+    """Import ``name`` with the current folder first on the import path, as
+    ``python -m`` has it (the ``argus`` script's own folder is there instead),
+    for this import only."""
+    here = os.getcwd()
+    sys.path.insert(0, here)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(here)  # the first occurrence: the one put there
 
 
 def _import_error(flag: str, spec: str, e: Exception) -> str:

@@ -212,7 +212,7 @@ class State(StateView[M]):
         doc, text = self._validate(obj)
         if tx.schema == self.schema_version:
             self._keeps_fields(self._doc(tx), doc)
-        doc, text, refs = self._stored(doc, text)
+        doc, text, refs = self._stored(doc, text, tx.snap)
         ev = {"kind": "state_compacted", "state": self.name, "ts": time.time()}
         ev["payload"] = {
             "before": before,

@@ -26,13 +26,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from argus_lab._redact_refs import secret_env
+from argus_lab._redact_refs import Snapshot, secret_env
 from argus_lab.errors import ArgusError, ConflictError, SchemaVersionError
 from argus_lab.store.envelope import Durability
 from argus_lab.store.head import make_lease
@@ -74,6 +74,10 @@ class _Tx:
     caller: str
     renewer: _Renewer | None = None
     refs: bool = False
+    snap: Snapshot = field(default_factory=secret_env)
+    """The secret env values when it began: a token refreshed inside the
+    block leaves the values the program was given hidden, and its "before"
+    as the program saw it."""
 
 
 class StateCore(Generic[M]):
@@ -178,11 +182,12 @@ class StateCore(Generic[M]):
         fresh = self._migrate(json.loads(text), schema)
         return fresh if model is None else model.model_validate(fresh)  # type: ignore[no-any-return]
 
-    def _reveal(self, doc: Any) -> Any:
+    def _reveal(self, doc: Any, snap: Snapshot | None = None) -> Any:
         """The document of a stored form holding references, new containers
-        all the way down (SecretUnsetError: a variable is not set)."""
+        all the way down, the values from the environment or ``snap``
+        (SecretUnsetError: a variable is not set)."""
         try:
-            return revealed(doc, self.name)
+            return revealed(doc, self.name, None if snap is None else snap.seen)
         except ValueError as e:  # a tag no argus-lab writes
             raise corrupt(self.name, "document", e) from None
 
@@ -197,13 +202,18 @@ class StateCore(Generic[M]):
     def _doc(self, tx: _Tx) -> Any:
         """The document ``tx`` started from, as the model sees it (no copy
         when it holds no reference: read it, do not change it)."""
-        return self._reveal(tx.doc) if tx.refs else tx.doc
+        return self._reveal(tx.doc, tx.snap) if tx.refs else tx.doc
 
-    def _stored(self, doc: Any, text: str) -> tuple[Any, str, bool]:
+    def _stored(
+        self, doc: Any, text: str, since: Snapshot | None = None
+    ) -> tuple[Any, str, bool]:
         """The stored form of a validated document and its text, and whether
         it holds references. With no secret-named env var set (or none of their
-        values in ``text``), the document itself, after one cheap check."""
+        values in ``text``), the document itself, after one cheap check.
+        ``since``: the secret values when the transaction began, hidden too."""
         snap = secret_env()
+        if since is not None and since is not snap:
+            snap = Snapshot(snap.seen, older=since)
         got = None if snap.find is None else stored(snap, doc, text, self.name)
         return (doc, text, False) if got is None else (got[0], got[1], True)
 
@@ -349,7 +359,7 @@ class StateCore(Generic[M]):
         before = self._doc(tx)
         if tx.schema == self.schema_version:
             self._keeps_fields(before, doc)
-        sdoc, stext, refs = self._stored(doc, text)
+        sdoc, stext, refs = self._stored(doc, text, tx.snap)
         c = Commit(sdoc, stext, self.schema_version, tx.caller, refs=refs)
         if tx.schema == self.schema_version:
             ops = diff(before, doc)

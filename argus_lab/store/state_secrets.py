@@ -21,6 +21,7 @@ lists as changed): a dict key holding a secret's value is refused
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from argus_lab._redact_refs import (
@@ -88,9 +89,9 @@ def _hide(snap: Snapshot, x: Any, path: str, name: str) -> Any:
     return out
 
 
-def revealed(doc: Any, name: str) -> Any:
+def revealed(doc: Any, name: str, environ: Mapping[str, str] | None = None) -> Any:
     """The document of a stored form, its values put back from the
-    environment (new containers all the way down).
+    environment, or ``environ`` (new containers all the way down).
 
     Raises:
         SecretUnsetError: a variable it refers to is not set.
@@ -104,7 +105,7 @@ def revealed(doc: Any, name: str) -> Any:
             "program should go on with) and read the state again"
         )
 
-    return _walk(doc, lambda t: fill(t, unset))
+    return _walk(doc, lambda t: fill(t, unset, environ))
 
 
 def shown(doc: Any) -> Any:
