@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -176,3 +177,41 @@ def test_tools_by_module_name_import_from_the_current_folder(
     finally:
         sys.modules.pop("needs_dep", None)
     assert code == 2 and "needs_dep.py:1" in err and "no_such_dep_xyz" in err
+
+
+# ------------------------------------------- 3. output that cannot be written
+
+
+def _argus(ws: Path, *argv: str, **popen: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-m", "argus_lab.cli", "-w", str(ws), *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        **popen,
+    )
+
+
+def test_a_full_or_closed_stdout_is_one_line_not_a_traceback(
+    files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = files[0]
+    _paused(capsys, files, "out")
+    full = Path("/dev/full")
+    if sys.platform.startswith("linux"):
+        assert full.exists()  # CI runs Linux: this test must not skip there
+    elif not full.exists():
+        pytest.skip("no /dev/full on this system")
+    for argv in (["ls"], ["--json", "ls"], ["show", "out"], ["show", "nobody"]):
+        with full.open("w") as sink:
+            p = _argus(ws, *argv, stdout=sink)
+        want = 2 if "nobody" in argv else 4
+        assert p.returncode == want, (argv, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, (argv, p.stderr)
+        assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr
+    with full.open("w") as sink:
+        p = _argus(ws, "ls", stdout=sink)
+    assert "cannot write the output: No space left on device" in p.stderr
+    if os.name == "posix":  # started with stdout closed: `argus ls >&-`
+        p = _argus(ws, "ls", preexec_fn=lambda: os.close(1))
+        assert p.returncode == 4 and p.stderr.strip().endswith("stdout is closed")

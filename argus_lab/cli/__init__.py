@@ -35,6 +35,7 @@ from argus_lab.cli._common import (
     EXIT_USAGE,
     CliError,
     Out,
+    OutputError,
     UsageError,
 )
 from argus_lab.cli._parser import UsageExit, build_parser
@@ -88,14 +89,22 @@ def _commands() -> dict[str, Command]:
     }
 
 
-def _fail(out: Out, command: str, message: str, code: int) -> int:
+def _fail(
+    out: Out, command: str, message: str, code: int, *, said: bool = False
+) -> int:
+    """Say ``message`` on stderr (unless argparse ``said`` it), and under
+    --json in the document on stdout too; return ``code``."""
     from argus_lab.redact import Redactor
 
     # Errors repeat what was typed (a session name, a path): a key pasted in
     # the wrong place is not printed back, nor put in --json's document.
     message = Redactor().text(message)
-    print(f"argus {command}: {message}", file=sys.stderr)
-    out.data({"error": message, "exit_code": code})
+    if not said:
+        print(f"argus {command}: {message}", file=sys.stderr)
+    try:
+        out.data({"error": message, "exit_code": code})
+    except OutputError:  # the error is said on stderr: that is enough
+        _stdout_to_devnull()
     return code
 
 
@@ -106,8 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except UsageExit as e:  # printed on stderr; a script reading --json gets it too
         given = sys.argv[1:] if argv is None else argv
-        Out("--json" in given).data({"error": e.line, "exit_code": EXIT_USAGE})
-        return EXIT_USAGE
+        return _fail(Out("--json" in given), "", e.line, EXIT_USAGE, said=True)
     except SystemExit as e:  # --help, --version (0)
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     if args.command is None:
@@ -128,6 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(out, args.command, _interrupted(e, args), EXIT_INTERRUPTED)
     except BrokenPipeError:
         return _closed_pipe()
+    except OutputError as e:
+        # Not _fail(): it would write --json's document to the same stdout.
+        print(f"argus {args.command}: cannot write the output: {e}", file=sys.stderr)
+        _stdout_to_devnull()
+        return EXIT_ERROR
 
 
 def _interrupted(e: KeyboardInterrupt, args: argparse.Namespace) -> str:
@@ -160,14 +173,20 @@ def _interrupted(e: KeyboardInterrupt, args: argparse.Namespace) -> str:
 
 
 def _closed_pipe() -> int:
-    # The reader (``| head``) has gone: say nothing more, and point stdout at
-    # /dev/null so the interpreter's final flush does not print a traceback.
+    # The reader (``| head``) has gone: say nothing more.
+    _stdout_to_devnull()
+    return EXIT_PIPE
+
+
+def _stdout_to_devnull() -> None:
+    # Output that could not be written is still buffered: point stdout at
+    # /dev/null so the interpreter's final flush does not print a traceback
+    # (nor turn the exit code into 120).
     import os
 
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError):  # no real stdout (captured): nothing to flush
+    except (OSError, ValueError, AttributeError):  # captured, or none at all
         pass
-    return EXIT_PIPE

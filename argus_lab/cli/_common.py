@@ -10,11 +10,14 @@ Nothing heavy is imported here at module level (no pandas, rich or the runtime):
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import re
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,7 @@ __all__ = [
     "EXIT_USAGE",
     "CliError",
     "Out",
+    "OutputError",
     "UsageError",
     "argus_command",
     "cli_terms",
@@ -61,6 +65,27 @@ class UsageError(Exception):
 
 class CliError(Exception):
     """A refusal that is not a usage mistake (e.g. a session still running): 4."""
+
+
+class OutputError(Exception):
+    """Our output could not be written (stdout full, or a device error): main()
+    says so in one line on stderr. A closed pipe stays a BrokenPipeError (141)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+        self.error = error
+
+
+@contextmanager
+def _writing() -> Iterator[None]:
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        raise OutputError(OSError(errno.EBADF, "stdout is closed"))
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError(e) from None
 
 
 class Out:
@@ -95,17 +120,20 @@ class Out:
     def say(self, text: str = "") -> None:
         """Print a line for a person (nothing in JSON mode)."""
         if not self.json_mode:
-            print(text, flush=True)
+            with _writing():
+                print(text, flush=True)
 
     def table(self, table: Any) -> None:
         """Print a rich Table (nothing in JSON mode)."""
         if not self.json_mode:
-            self.console.print(table)
+            with _writing():
+                self.console.print(table)
 
     def data(self, value: Any) -> None:
         """Print the command's JSON result (only in JSON mode)."""
         if self.json_mode:
-            print(json.dumps(value, default=str), flush=True)
+            with _writing():
+                print(json.dumps(value, default=str), flush=True)
 
 
 def exit_code(status: str) -> int:
