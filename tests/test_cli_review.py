@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -215,3 +216,17 @@ def test_a_full_or_closed_stdout_is_one_line_not_a_traceback(
     if os.name == "posix":  # started with stdout closed: `argus ls >&-`
         p = _argus(ws, "ls", preexec_fn=lambda: os.close(1))
         assert p.returncode == 4 and p.stderr.strip().endswith("stdout is closed")
+
+
+# --------------------------------------------------------- 4. an empty plan
+
+
+def test_an_empty_plan_says_it_has_no_tasks(
+    tmp_path: Path, files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws, _, tools = files
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("goal: nothing\ntasks: []\n")
+    code, out, _ = _cli(capsys, "-w", ws, "run", empty, "--tools", tools)
+    assert code == 0 and "its plan has no tasks, so nothing ran" in out
+    assert not re.search(r":\s*$", out, re.M), out  # no dangling colon

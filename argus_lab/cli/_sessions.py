@@ -75,6 +75,13 @@ def report_run(
         }
     )
     args = args or argparse.Namespace()
+    if not s.plan.tasks:
+        # A plan of no tasks is valid (the Python API takes one): nothing ran,
+        # and an empty table and "succeeded: " would not say so.
+        out.say(
+            f"session {s.name!r} {res.status}: its plan has no tasks, so nothing ran"
+        )
+        return exit_code(res.status)
     print_tasks(s, out, args=args)
     out.say(cli_terms(f"session {s.name!r} {res}", s.name, args))
     again = resume_command(s.name, args, needs_tools=needs_tools(s.plan))
