@@ -230,3 +230,26 @@ def test_an_empty_plan_says_it_has_no_tasks(
     code, out, _ = _cli(capsys, "-w", ws, "run", empty, "--tools", tools)
     assert code == 0 and "its plan has no tasks, so nothing ran" in out
     assert not re.search(r":\s*$", out, re.M), out  # no dangling colon
+
+
+# --------------------------------------------- 5. serve extra, option help
+
+
+def test_serve_without_its_extra_is_bad_setup_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if not installed
+    code, _, err = _cli(capsys, "-w", tmp_path / "ws", "serve", "--port", "0")
+    assert code == 2, err
+    assert (
+        err.startswith("argus serve: needs the 'serve' extra")
+        and err.count("argus serve") == 1
+    )
+    assert "pip install 'argus-lab[serve]'" in err
+
+
+@pytest.mark.parametrize("command", ["reject", "skip"])
+def test_reason_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, command, "--help")
+    assert code == 0
+    assert re.search(r"--reason REASON\s+why, recorded", out), out

@@ -4,9 +4,10 @@ Every command takes ``--help``, ``--json`` (one JSON document on stdout, for
 scripts) and ``-w/--workspace DIR`` (default ``$ARGUS_HOME``, else ./.argus).
 
 Exit codes: 0 done (succeeded), 1 the session failed, 2 bad usage or input (a
-missing session or task, a malformed argument, an invalid plan), 3 the session
-paused and needs a decision (an approval, an in-doubt task, a budget), 4 another
-Argus error (a session being run elsewhere, a damaged store), 130 interrupted
+missing session or task, a malformed argument, an invalid plan, a missing
+optional extra), 3 the session paused and needs a decision (an approval, an
+in-doubt task, a budget), 4 another Argus error (a session being run
+elsewhere, a damaged store, output that cannot be written), 130 interrupted
 (Ctrl-C: the session is paused, nothing failed), 141 the output was closed
 early (piped to ``head``): no traceback, and never 1, which means "failed".
 

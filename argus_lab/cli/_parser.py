@@ -274,7 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
     rj = add("reject", "refuse a task that waits for approval (it fails)")
     rj.add_argument("name", help="session name or id")
     rj.add_argument("task", help="the task id")
-    rj.add_argument("--reason", default="rejected on the command line")
+    rj.add_argument(
+        "--reason",
+        default="rejected on the command line",
+        help="why, recorded with the decision and shown as the task's error "
+        "(default: %(default)r)",
+    )
 
     rt = add(
         "retry",
@@ -291,7 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sk.add_argument("name", help="session name or id")
     sk.add_argument("task", help="the task id")
-    sk.add_argument("--reason", default="skipped on the command line")
+    sk.add_argument(
+        "--reason",
+        default="skipped on the command line",
+        help="why, recorded with the task and shown by `argus show` "
+        "(default: %(default)r)",
+    )
 
     e = add("export", "write sessions' trajectories as parquet (pandas frames)")
     e.add_argument("names", nargs="*", metavar="NAME", help="sessions to export")

@@ -54,6 +54,7 @@ def add_serve(sp: argparse.ArgumentParser) -> None:
 
 def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     """Serves the workspace until Ctrl-C."""
+    from argus_lab.errors import MissingDependency
     from argus_lab.server import serve
 
     _can_listen(args.host, args.port)
@@ -67,6 +68,10 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
             tools=tools,
             allow_hosts=args.allow_host,
         )
+    except MissingDependency as e:
+        # A setup problem the user fixes with pip: bad input (2), like a missing
+        # file; main() puts "argus serve:" before the message, so not twice.
+        raise UsageError(e.message.removeprefix("argus serve ")) from None
     except SystemExit as e:  # uvicorn's own exit (3: startup failed) is no verdict
         raise CliError(
             f"the server stopped at start-up (uvicorn exit {e.code}); see above"
