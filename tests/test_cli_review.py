@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from argus_lab.cli import main
+from tests.conftest import crashed_demo
 
 TOOLS = """\
 import argus_lab as al
@@ -253,3 +254,32 @@ def test_reason_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> No
     code, out, _ = _cli(capsys, command, "--help")
     assert code == 0
     assert re.search(r"--reason REASON\s+why, recorded", out), out
+
+
+# ------------------------------------------ 6. a crashed demo, finished
+
+
+@pytest.mark.slow
+def test_a_crashed_demo_finishes_as_readme_help_and_hint_say(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = " ".join(README.read_text().split())
+    said = readme[readme.index("`--crash-at N` SIGKILLs") :][:220]
+    assert "`argus demo --name NAME` finishes it" in said, said
+    assert "`argus resume NAME --yes`" in said and "stops at the approval" in said
+    code, out, _ = _cli(capsys, "demo", "--help")
+    helped = " ".join(out.split())
+    assert "finish with `argus demo --name NAME` (or `argus resume NAME --yes`" in (
+        helped
+    )
+    for how in ("demo", "resume"):
+        ws = tmp_path / how
+        p = crashed_demo(ws, tmp_path / f"pub-{how}", 10)
+        hint = p.stdout[p.stdout.index("Then finish the run with:") :]
+        demo_line = f"argus demo --name c -w {ws}"
+        resume_line = f"argus resume c --yes -w {ws}"
+        assert demo_line in hint and resume_line in hint, hint
+        line = demo_line if how == "demo" else resume_line
+        code, _, err = _cli(capsys, *line.split()[1:])
+        assert code == 0, (line, err)
+        assert (tmp_path / f"pub-{how}" / "report.md").is_file()

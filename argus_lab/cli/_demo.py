@@ -159,7 +159,8 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
                 f"cleanup) once {args.crash_at} tasks have succeeded; every finished "
                 f"task is in the checkpoint. Then finish the run with:\n"
                 f"  {argus_command(args, 'demo', '--name', name)}    (or: "
-                f"{argus_command(args, 'resume', name, '--yes')})"
+                f"{argus_command(args, 'resume', name, '--yes')}; without --yes "
+                "it stops at the approval)"
             )
             trigger = _Trigger(s, args.crash_at, "crash")
         elif fresh and args.interrupt_at > 0:

@@ -182,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="kill this process (SIGKILL) after N tasks; finish with "
-        "`argus demo --name NAME`",
+        "`argus demo --name NAME` (or `argus resume NAME --yes`: without --yes "
+        "it stops at the approval)",
     )
     d.add_argument(
         "--again",
