@@ -65,3 +65,19 @@ def test_an_unknown_session_is_an_argus_error_and_still_a_key_error(
             call("nosuch")
         assert isinstance(e.value, KeyError) and isinstance(e.value, al.ArgusError)
         assert str(e.value).startswith("no session 'nosuch' in ")  # no extra quotes
+
+
+def test_a_key_error_in_a_tool_names_its_type(tmp_path: Path) -> None:
+    """str(KeyError('missing')) is "'missing'": the task's error said only that."""
+
+    @al.tool
+    def lookup(k: str) -> int:
+        return {"a": 1}[k]
+
+    ws = al.Workspace(tmp_path / "ws")
+    plan = {"tasks": [{"id": "t", "tool": "lookup", "args": {"k": "missing"}}]}
+    with ws.new_session(plan=plan, tools=[lookup], name="k") as s:
+        res = s.run()
+        assert s.record("t").error == "KeyError: 'missing'"
+        assert "KeyError: 'missing'" in (res.reason or "")
+        assert s.tasks_df()["error_type"].iloc[0] == "KeyError"

@@ -76,6 +76,10 @@ def error_text(e: BaseException) -> str:
     exception whose ``__str__`` fails must fail its task, not end the run
     (raising to the caller a message no redactor had seen)."""
     try:
-        return str(e) or type(e).__name__
+        text = str(e) or type(e).__name__
+        if isinstance(e, KeyError) and type(e).__str__ is KeyError.__str__:
+            # str(KeyError("x")) is "'x'": a task's error read "'x'" alone.
+            return f"{type(e).__name__}: {text}"
+        return text
     except Exception:
         return f"{type(e).__name__} (its message could not be read)"
