@@ -81,3 +81,17 @@ def test_a_key_error_in_a_tool_names_its_type(tmp_path: Path) -> None:
         assert s.record("t").error == "KeyError: 'missing'"
         assert "KeyError: 'missing'" in (res.reason or "")
         assert s.tasks_df()["error_type"].iloc[0] == "KeyError"
+
+
+def test_a_nan_result_says_what_to_return_instead(tmp_path: Path) -> None:
+    @al.tool
+    def mean() -> dict[str, float]:
+        return {"mean": float("nan")}
+
+    ws = al.Workspace(tmp_path / "ws")
+    with ws.new_session(
+        plan={"tasks": [{"id": "m", "tool": "mean"}]}, tools=[mean]
+    ) as s:
+        s.run()
+        err = s.record("m").error or ""
+        assert "is not JSON" in err and "return None for a missing number" in err
