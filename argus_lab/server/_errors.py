@@ -30,6 +30,7 @@ from argus_lab.errors import (
     ConcurrentSessionError,
     ConflictError,
     CorruptCheckpointError,
+    SessionNotFoundError,
     StorageError,
     StorageFullError,
 )
@@ -52,6 +53,7 @@ def add_error_handlers(app: FastAPI) -> None:
     """Registers the JSON error answers on ``app``."""
 
     @app.exception_handler(KeyError)
+    @app.exception_handler(SessionNotFoundError)  # (an ArgusError too: 404 first)
     async def _missing(_: Request, e: KeyError) -> JSONResponse:
         return error_answer({"detail": str(e.args[0]) if e.args else ""}, 404)
 
