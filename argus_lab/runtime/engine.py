@@ -309,14 +309,14 @@ class RunLoop:
         (a reopen without ``tools=``): nothing runs and nothing is committed,
         where the task reaching it would fail and need a retry."""
         st = self._state
-        status = st.records.status
+        status, tools = st.records.status, st.tools
         missing: dict[str, list[str]] = {}
         for tid, task in st.tasks.items():
-            if task.kind != "tool" or not task.tool or task.tool == EXPAND_TOOL:
+            name = task.tool
+            if not name or name in tools or name == EXPAND_TOOL or task.kind != "tool":
                 continue  # (an HTN placeholder is the planner's to expand)
-            ahead = status.get(tid, "pending") in ("pending", "running")
-            if ahead and self._attempts.tool_for(task) is None:
-                missing.setdefault(task.tool, []).append(tid)
+            if status.get(tid, "pending") in ("pending", "running"):
+                missing.setdefault(name, []).append(tid)
         if missing:
             name = st.info.name
             known = ", ".join(sorted(st.tools)) or "none"

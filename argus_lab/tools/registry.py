@@ -268,27 +268,34 @@ class Tool:
         """
         from argus_lab.redact import Redactor, known_secrets
 
-        text = Redactor(known_secrets()).text
-        h = hashlib.sha256()
+        parts: list[bytes | str] = []  # code as bytes, the rest as text
         fn = inspect.unwrap(self.fn)
         code = getattr(fn, "__code__", None)
         if code is None:
-            h.update(text(repr(fn)).encode())
+            parts.append(repr(fn))
         else:
-            _hash_code(h, code, text)
-            h.update(text(repr(getattr(fn, "__defaults__", None))).encode())
-            h.update(text(repr(getattr(fn, "__kwdefaults__", None))).encode())
+            _code_parts(code, parts)
+            parts.append(repr(getattr(fn, "__defaults__", None)))
+            parts.append(repr(getattr(fn, "__kwdefaults__", None)))
+        red = Redactor(known_secrets())
+        texts = "\0".join(p for p in parts if isinstance(p, str))
+        masked = red.needed(texts)  # one look at them all: most hold nothing
+        h = hashlib.sha256()
+        for p in parts:
+            h.update(
+                p if isinstance(p, bytes) else (red.text(p) if masked else p).encode()
+            )
         return h.hexdigest()[:16]
 
 
-def _hash_code(h: Any, code: types.CodeType, text: Callable[[str], str]) -> None:
-    h.update(code.co_code)
-    h.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+def _code_parts(code: types.CodeType, parts: list[bytes | str]) -> None:
+    parts.append(code.co_code)
+    parts.append(repr((code.co_names, code.co_varnames, code.co_freevars)))
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
-            _hash_code(h, c, text)
+            _code_parts(c, parts)
         else:
-            h.update(text(repr(c)).encode())
+            parts.append(repr(c))
 
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
