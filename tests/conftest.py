@@ -193,3 +193,21 @@ def files_holding(root: Path, *texts: str) -> list[str]:
                 f"{p.name}: {t}" for t in texts if any(f in data for f in forms[t])
             ]
     return found
+
+
+def cli_run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    """``argus ARGV`` in this process: (exit code, stdout, stderr)."""
+    from argus_lab.cli import main
+
+    code = main([str(a) for a in argv])
+    got = capsys.readouterr()
+    return code, got.out, got.err
+
+
+def cli_files(
+    tmp_path: Path, tools_file: str, tools: str, plan: str
+) -> tuple[Path, Path, Path]:
+    """(workspace, plan file, tools file) under ``tmp_path`` for CLI tests."""
+    (tmp_path / tools_file).write_text(tools)
+    (tmp_path / "plan.yaml").write_text(plan)
+    return tmp_path / "ws", tmp_path / "plan.yaml", tmp_path / tools_file

@@ -22,7 +22,8 @@ import pytest
 import argus_lab as al
 from argus_lab.cli import main
 from argus_lab.cli._cleanup import parse_age, parse_size
-from tests.conftest import crashed_demo
+from tests.conftest import cli_files, crashed_demo
+from tests.conftest import cli_run as cli
 
 TOOLS_PY = """
 import argus_lab as al
@@ -63,17 +64,7 @@ COMMANDS = [
 
 @pytest.fixture
 def files(tmp_path: Path) -> tuple[Path, Path, Path]:
-    tools = tmp_path / "mytools.py"
-    tools.write_text(TOOLS_PY)
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN)
-    return tmp_path / "ws", plan, tools
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return cli_files(tmp_path, "mytools.py", TOOLS_PY, PLAN)
 
 
 def cli_json(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, Any]:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from argus_lab.cli import main
-from tests.conftest import crashed_demo
+from tests.conftest import cli_files, crashed_demo
+from tests.conftest import cli_run as _cli
 
 TOOLS = """\
 import argus_lab as al
@@ -38,17 +38,7 @@ README = Path(__file__).parent.parent / "README.md"
 
 @pytest.fixture
 def files(tmp_path: Path) -> tuple[Path, Path, Path]:
-    tools = tmp_path / "review_tools.py"
-    tools.write_text(TOOLS)
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN)
-    return tmp_path / "ws", plan, tools
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    got = capsys.readouterr()
-    return code, got.out, got.err
+    return cli_files(tmp_path, "review_tools.py", TOOLS, PLAN)
 
 
 def _paused(
