@@ -386,14 +386,14 @@ def _result_outcome(
     except (ValueError, TypeError, RecursionError) as e:
         # RecursionError: outside JSON nested thousands deep (never end the run)
         deep = "nested too deeply to store" if isinstance(e, RecursionError) else ""
-        why = deep or f"that is not JSON: {e}"
+        what = deep or f"that is not JSON: {e}"
         if "Out of range float" in str(e):  # NaN or an infinity, e.g. a mean
-            why += (
+            what += (
                 " (NaN and infinities have no JSON form: return None for a "
                 "missing number, a string, or a DataFrame, which is stored as is)"
             )
         return Failed(
-            "bad_result", f"tool {tool.name!r} returned a result {why}", "ToolError"
+            "bad_result", f"tool {tool.name!r} returned a result {what}", "ToolError"
         )
     if success is not None:
         why = check_success(jsonable, success)
