@@ -34,7 +34,6 @@ TAG = "$"
 """The key of a tagged value: ``{"$": "secret", "v": template}``."""
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REF = re.compile(r"\$\$|\$\{env\.([A-Za-z_][A-Za-z0-9_]*)\}")
-_ENV_REF = re.compile(r"\$\{env\.([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _secret_name(name: str) -> bool:
@@ -104,15 +103,6 @@ class Snapshot:
         if self.find is None:
             return text
         return self.find.sub(lambda m: "${env." + self.names[m.group()] + "}", text)
-
-    def put_back(self, text: str) -> str:
-        """``shown`` undone: each ``${env.NAME}`` of a variable this snapshot
-        holds a secret value of reads that value (the HTTP API's PATCH, whose
-        values come from a view)."""
-        if self.find is None or "${env." not in text:
-            return text
-        values = {k: v for v, k in self.names.items()}
-        return _ENV_REF.sub(lambda m: values.get(m.group(1), m.group()), text)
 
     def in_text(self, text: str) -> bool:
         """Whether JSON ``text`` may hold a value: one substring test each."""

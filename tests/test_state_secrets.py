@@ -247,11 +247,11 @@ def test_the_server_shows_references_and_patches_keep_the_secret(
 def test_a_patch_addresses_the_view_and_no_error_quotes_a_value(
     ws: al.Workspace, env: pytest.MonkeyPatch
 ) -> None:
-    """A PATCH's ops address the document as GET shows it: a test op holds
-    against the shown reference and fails against a guess of the value
-    without quoting it (no oracle); a string a client edited around a
-    reference gets the value back (al.connect's update); an error of any
-    kind quotes no value (the server masks every error's detail)."""
+    """A PATCH's test ops hold against the document as GET shows it (the
+    reference), never against a guess of the value (no oracle), and no
+    error quotes a value (the server masks every error's detail). The
+    values a client sends are taken as written: ${env.NAME} in them is text,
+    or a client could pull any of the server's secrets into the state."""
     from starlette.testclient import TestClient
 
     from argus_lab.server import create_app
@@ -278,11 +278,25 @@ def test_a_patch_addresses_the_view_and_no_error_quotes_a_value(
         edit = [
             {"op": "test", "path": "/key", "value": REF},  # as GET showed it
             {"op": "replace", "path": "/header", "value": f"Bearer {REF} x"},
+            {"op": "copy", "from": "/key", "path": "/extra/k"},  # the value moves
         ]
         assert patch(c, edit).status_code == 200
+        assert c.get("/states/agent", headers=auth).json()["extra"]["k"] == REF
     got = al.Workspace(ws.path).state("agent", model=Agent).get()
-    assert got.key == SECRET and got.header == f"Bearer {SECRET} x"
+    assert got.key == SECRET and got.extra["k"] == SECRET
+    assert got.header == f"Bearer {REF} x"  # as written: never expanded
     assert files_holding(folder(ws, "agent"), SECRET) == []
+
+
+def test_a_value_stored_before_its_variable_reads_as_a_reference_in_get_json(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KEY, raising=False)
+    st = ws.state("early", model=Agent)
+    st.update(lambda a: setattr(a, "key", SECRET))  # no secret yet: as it is
+    monkeypatch.setenv(KEY, SECRET)
+    assert st.get_json()[1]["key"] == REF  # the view shows no value
+    st.patch([{"op": "test", "path": "/key", "value": REF}], expected=None, caller="t")
 
 
 def test_a_key_holding_a_secret_is_refused(

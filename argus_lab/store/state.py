@@ -64,12 +64,7 @@ from argus_lab.store.state_log import (
     StateLog,
     dumps,
 )
-from argus_lab.store.state_secrets import (
-    SecretInKeyError,
-    put_back,
-    schema_kept,
-    viewed,
-)
+from argus_lab.store.state_secrets import SecretInKeyError, schema_kept, viewed
 from argus_lab.store.state_views import StateView
 
 __all__ = [
@@ -187,14 +182,18 @@ class State(StateView[M]):
         mine = self._reveal(tx.doc) if tx.refs else json.loads(dumps(tx.doc))
         mine = self._migrate(mine, tx.schema)
         snap = secret_env()
-        if snap.find is None:
-            doc = apply_ops(mine, ops)
-        else:
-            # The ops address the document as a view shows it (get_json: a
-            # secret's value reads ${env.NAME}), so a test op holds against
-            # what GET gave, an error quotes no value, and a string a client
-            # edited around a reference gets the value back (put_back).
-            doc = put_back(snap, apply_ops(viewed(snap, mine), ops))
+        if snap.find is not None:
+            # The ops are tried first on the document as a view shows it
+            # (get_json: a secret's value reads ${env.NAME}): a test op holds
+            # against what GET gave, never against a guess of a value (no
+            # oracle), and an error quotes no value. Then all but the tests
+            # apply to the document itself: the same structure, so they apply
+            # the same way, and a value a client sends is taken as written
+            # (${env.NAME} in it is text: expanding it would let a client pull
+            # any of the server's secrets into the program's data).
+            apply_ops(viewed(snap, mine), ops)
+            ops = [op for op in ops if op.get("op") != "test"]
+        doc = apply_ops(mine, ops)
         obj = doc if self.model is None else self.model.model_validate(doc)  # type: ignore[attr-defined]
         self._finish(tx, obj)
         return self.version

@@ -37,7 +37,6 @@ from argus_lab.store.state_records import dumps
 
 __all__ = [
     "SecretInKeyError",
-    "put_back",
     "revealed",
     "schema_kept",
     "shown",
@@ -132,13 +131,6 @@ def viewed(snap: Snapshot, doc: Any) -> Any:
     """A document with its values (not a stored form) as a view shows it:
     ``${env.NAME}`` in place of each value ``snap`` holds (new containers)."""
     return _strings(doc, snap.shown)
-
-
-def put_back(snap: Snapshot, doc: Any) -> Any:
-    """``viewed`` undone: each ``${env.NAME}`` of a variable ``snap`` holds a
-    value of reads that value again (new containers). A literal
-    ``${env.NAME}`` naming such a variable reads its value too."""
-    return _strings(doc, snap.put_back)
 
 
 def _strings(x: Any, text: Any) -> Any:

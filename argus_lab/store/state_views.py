@@ -18,7 +18,9 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from argus_lab._redact_refs import secret_env
 from argus_lab.store.state_core import Hook, M, StateCore
+from argus_lab.store.state_secrets import viewed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,7 +90,11 @@ class StateView(StateCore[M]):
         else:
             v = version
             doc, _, refs = self._log.replay(version)
-        return v, (self._shown(doc) if refs else doc)
+        doc = self._shown(doc) if refs else doc
+        snap = secret_env()
+        # A value stored before its variable was a secret (no reference then)
+        # reads as a reference too, as State.patch's ops see it.
+        return v, (doc if snap.find is None else viewed(snap, doc))
 
     def at(self, version: int) -> M:
         """The state as it was at ``version`` (KeyError when there is none);
