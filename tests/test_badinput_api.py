@@ -95,3 +95,16 @@ def test_a_nan_result_says_what_to_return_instead(tmp_path: Path) -> None:
         s.run()
         err = s.record("m").error or ""
         assert "is not JSON" in err and "return None for a missing number" in err
+
+
+def test_numpy_numbers_are_good_options(tmp_path: Path) -> None:
+    import numpy as np  # (pandas's, so always installed)
+
+    ws = al.Workspace(tmp_path / "ws")
+    with ws.new_session(
+        plan=PLAN, tools=[send], concurrency=np.int64(2), lease_ttl=np.float32(30)
+    ) as s:
+        assert s.options.concurrency == 2
+    with pytest.raises(TypeError) as e:
+        ws.new_session(plan=PLAN, tools=[send], concurrency=2.5)
+    assert "session options are" not in str(e.value)  # (that is for unknown keys)

@@ -331,7 +331,7 @@ def test_connect_reads_and_steers(server: Server) -> None:
     )
     with contextlib.closing(s.stream(since=len(evs) - 1)) as live:
         assert next(live).seq == len(evs)
-    with pytest.raises(KeyError):
+    with pytest.raises(al.SessionNotFoundError):  # as ws.open raises it
         remote.open("nope")
 
     st = remote.state("remote-counter")

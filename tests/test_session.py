@@ -245,11 +245,12 @@ def test_a_run_without_its_tools_is_refused_and_commits_nothing(
     s.close()
     with ws.open("m", tools=[echo]) as o:
         for call in (o.run, o.step):
-            with pytest.raises(al.ToolError) as e:
+            with pytest.raises(al.SessionStateError) as e:
                 call()
             msg = str(e.value)
             assert "needs tools it was not given: 'add' (tasks 'a', 'b', 'c')" in msg
             assert "ws.open('m', tools=[...])" in msg and "nothing ran" in msg
+            assert "s.update_tools(...)" in msg
         assert o.status == "created" and o.counts()["pending"] == 4
         assert [ev.kind for ev in o.events()] == ["session_created", "plan_created"]
     with ws.open("m", tools=BASIC_TOOLS) as o:

@@ -21,7 +21,7 @@ import httpx
 
 from argus_lab.client._session import RemoteSession
 from argus_lab.client._state import RemoteState
-from argus_lab.errors import ArgusError, ConflictError
+from argus_lab.errors import ArgusError, ConflictError, SessionNotFoundError
 from argus_lab.model import SessionInfo
 
 __all__ = ["RemoteSession", "RemoteState", "RemoteWorkspace", "connect"]
@@ -102,6 +102,8 @@ class RemoteWorkspace:
             detail = r.text
         msg = f"{method} {path}: {r.status_code} {detail}"
         if r.status_code == 404:
+            if path.startswith("/sessions/"):  # as ws.open raises it
+                raise SessionNotFoundError(msg)
             raise KeyError(msg)
         if r.status_code in (409, 412):
             ver = r.headers.get("etag", "").strip('"')

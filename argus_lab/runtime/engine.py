@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from argus_lab.errors import ArgusError, StorageFullError, ToolError
+from argus_lab.errors import ArgusError, SessionStateError, StorageFullError
 from argus_lab.events import EventBase
 from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import EXPAND_TOOL
@@ -325,10 +325,10 @@ class RunLoop:
                 f"{', '.join(map(repr, ids[:3]))}{', ...' if len(ids) > 3 else ''})"
                 for tool, ids in sorted(missing.items())
             )
-            raise ToolError(
+            raise SessionStateError(
                 f"session {name!r} needs tools it was not given: {needs}; it has: "
-                f"{known}. Reopen it with ws.open({name!r}, tools=[...]) holding "
-                "them, then run again (nothing ran)",
+                f"{known}. Hand them in with s.update_tools(...), or reopen it "
+                f"with ws.open({name!r}, tools=[...]), then run again (nothing ran)",
                 session_id=st.info.id,
             )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import numbers
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -182,15 +183,15 @@ class SessionOptions:
 
             check_secrets(self.secrets, row_words())
         object.__setattr__(self, "secrets", tuple(self.secrets))
-        for name, kinds in (
-            ("concurrency", (int,)),
-            ("lease_ttl", (int, float)),
-            ("shutdown_grace", (int, float)),
+        for name, kind in (
+            ("concurrency", numbers.Integral),  # numpy's too
+            ("lease_ttl", numbers.Real),
+            ("shutdown_grace", numbers.Real),
         ):
             v = getattr(self, name)
-            if type(v) is bool or not isinstance(v, kinds):
-                want = "an int" if kinds == (int,) else "a number"
-                raise TypeError(
+            if isinstance(v, bool) or not isinstance(v, kind):
+                want = "an int" if kind is numbers.Integral else "a number"
+                raise _OptionType(
                     f"{name} must be {want}, got {v!r} ({type(v).__name__})"
                 )
         if self.concurrency < 1:
@@ -207,7 +208,9 @@ class SessionOptions:
         """Options from keyword arguments; an unknown one names the known ones."""
         try:
             return cls(**options)
-        except TypeError as e:
+        except _OptionType:
+            raise
+        except TypeError as e:  # an unknown keyword
             known = ", ".join(cls.__dataclass_fields__)
             raise TypeError(f"{e}; session options are: {known}") from None
 
@@ -215,6 +218,10 @@ class SessionOptions:
     def policies(self) -> tuple[ApprovalPolicy, ...]:
         """The approval policies in force (the defaults when none were given)."""
         return DEFAULT_POLICIES if self.approvals is None else self.approvals
+
+
+class _OptionType(TypeError):
+    """A session option of the wrong type (no list of the known options)."""
 
 
 class SessionArgs(TypedDict, total=False):

@@ -261,10 +261,11 @@ class Tool:
         objects) and defaults rather than the source text, so it works for
         functions defined in a notebook cell or by exec, where no source exists.
         Constants and defaults are hashed with secrets masked: the hash is
-        stored with every result, and a default read from the environment
-        (``pin=os.environ["BANK_PIN"]``) or a key in the code must not be
-        guessable from it (a 6-digit PIN is a million tries); a key changing
-        is no change of code.
+        stored with every result, and a default read from a secret-named
+        variable (``pin=os.environ["BANK_PIN_PASSWORD"]``; ``redact.SECRET_NAME``
+        says which names are secrets) or a key-shaped constant must not be
+        testable against it (a 6-digit PIN is a million tries); a key
+        changing is no change of code.
         """
         from argus_lab.redact import Redactor, known_secrets
 
