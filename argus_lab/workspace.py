@@ -294,9 +294,7 @@ class Workspace:
             # Stored masked, as new_session stores them (the store has no
             # Redactor before the Session is built): compared masked too, or
             # every open with a secret in a reason would write them again.
-            from argus_lab.redact import Redactor
-
-            data = Redactor(options.get("secrets") or ()).value(data)
+            data = session_redactor(options.get("secrets") or ()).value(data)
         if data != stored:  # replaced explicitly: they travel with the session
             meta = loaded.meta.model_copy(update={"approvals": data})
             try:
