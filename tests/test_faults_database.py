@@ -19,7 +19,7 @@ import argus_lab as al
 from tests.conftest import BASIC_TOOLS
 
 
-@pytest.mark.parametrize("how", ["truncate", "overwrite"])
+@pytest.mark.parametrize("how", ["truncate", "overwrite", "row"])
 def test_a_damaged_database_file_is_named_with_what_to_do(
     ws: al.Workspace, how: str
 ) -> None:
@@ -37,6 +37,15 @@ def test_a_damaged_database_file_is_named_with_what_to_do(
     size = db.stat().st_size
     if how == "truncate":
         os.truncate(db, size // 2)
+    elif how == "row":
+        # Bytes inside one record's text, not the file's structure: the row
+        # reads back as no UTF-8 (where "overwrite" lands decides which of
+        # the two it hits; CI once hit this one).
+        data = db.read_bytes()
+        at = data.index(b'"task_id":"a150"')
+        with db.open("r+b") as f:
+            f.seek(at)
+            f.write(b"\xff" * 8)
     else:
         with db.open("r+b") as f:
             f.seek(size // 3)

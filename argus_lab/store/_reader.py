@@ -35,7 +35,7 @@ from argus_lab.store.envelope import (
 )
 from argus_lab.store.head import Head
 from argus_lab.store.records import TaskRecords, load_records
-from argus_lab.store.space import full_error, is_disk_full
+from argus_lab.store.space import full_error, is_damaged, is_disk_full
 from argus_lab.store.stored_plan import StoredPlan
 
 __all__ = ["CheckpointReader"]
@@ -102,12 +102,8 @@ class CheckpointReader:
                 task_id=tids[0] if tids else None,
                 what=what,
             )
-        code = getattr(e, "sqlite_errorcode", None)
-        text = str(e)
-        if (code is not None and code & 0xFF in (11, 26)) or (
-            "malformed" in text or "not a database" in text
-        ):
-            return self.damaged_file(key, e)  # SQLITE_CORRUPT / SQLITE_NOTADB
+        if is_damaged(e):  # SQLITE_CORRUPT / SQLITE_NOTADB, a row not UTF-8
+            return self.damaged_file(key, e)
         # Not known to be damaged (locked, read-only, an I/O error): no advice
         # to delete anything.
         return CorruptCheckpointError(

@@ -61,7 +61,11 @@ def is_damaged(e: BaseException) -> bool:
     code = getattr(e, "sqlite_errorcode", None)
     text = str(e)
     return (code is not None and code & 0xFF in (11, 26)) or (
-        "malformed" in text or "not a database" in text
+        "malformed" in text
+        or "not a database" in text
+        # A row's stored text is no longer UTF-8 (bytes overwritten inside a
+        # record, not in the file's structure): Python's sqlite3 says so.
+        or "Could not decode to UTF-8" in text
     )
 
 
