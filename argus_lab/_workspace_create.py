@@ -26,7 +26,7 @@ from argus_lab.events import (
 from argus_lab.model import Budget, SessionInfo, TaskRecord
 from argus_lab.plan import Plan
 from argus_lab.plan.static import coerce_plan, masked_plan
-from argus_lab.redact import Redactor, count_secrets
+from argus_lab.redact import Redactor, count_secrets, refuse_secret_key
 from argus_lab.runtime.session import Session, SessionOptions
 from argus_lab.store._vocabulary import session_redactor
 from argus_lab.store.checkpoints import Loaded, SessionStore
@@ -75,13 +75,10 @@ def prepare_plan(
 
 
 def _check_name(name: str, red: Redactor, names: SessionNames) -> None:
-    if red.needed(name):
-        # The name is a key of the index: refused, never masked.
-        raise ValueError(
-            "the session name holds a secret (it matches an API key, token or "
-            "password, or a secret environment variable's value); names are "
-            "stored as keys and cannot be masked. Choose another name"
-        )
+    # The name is a key of the index: refused, never masked.
+    refuse_secret_key(
+        red, name, "the session name", "names are stored as keys", "Choose another name"
+    )
     if not NAME.match(name):
         raise ValueError(
             f"session name {name!r} must start with a letter or digit and use "

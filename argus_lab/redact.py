@@ -35,6 +35,7 @@ __all__ = [
     "count_secrets",
     "known_secrets",
     "reference_only",
+    "refuse_secret_key",
 ]
 
 MASK = "[REDACTED]"
@@ -79,6 +80,26 @@ _CODECS = ("utf-8", "utf-16-le", "utf-16-be")  # how a secret sits in binary dat
 
 _REFERENCE = re.compile(r"\$\{[^}]*\}")
 _AUTH_SCHEME = re.compile(r"(?i:bearer|basic|token)?\s*")
+
+
+def refuse_secret_key(
+    red: Redactor, value: str, what: str, stored_as: str, advice: str
+) -> None:
+    """Raises ValueError when ``value``, stored as a key (a name, an id, a
+    scope), holds a secret ``red`` knows: masked, it would name nothing, so
+    it is refused, and not repeated in the error (it may be logged or served).
+
+    Args:
+        what: What it is ("the session name").
+        stored_as: How it is stored ("names are stored as keys").
+        advice: What to do instead ("Choose another name").
+    """
+    if red.needed(value):
+        raise ValueError(
+            f"{what} holds a secret (it matches an API key, token or password, or "
+            f"a secret environment variable's value); {stored_as} and cannot be "
+            f"masked. {advice}"
+        )
 
 
 def reference_only(s: str) -> bool:

@@ -17,6 +17,7 @@ from argus_lab.errors import ArgusError
 from argus_lab.events import EventBase
 from argus_lab.model import SessionInfo, SessionStatus, TaskRecord
 from argus_lab.plan import Plan
+from argus_lab.redact import refuse_secret_key
 from argus_lab.runtime.assembly import assemble
 from argus_lab.runtime.budget import budget_scope
 from argus_lab.runtime.budget import merge as merge_budget
@@ -356,13 +357,13 @@ class Session:
         pause for budget.
         """
         kind, target = budget_scope(scope)
-        if self._state.redactor.needed(scope):
-            # A key of the stored budgets: masked there, it would name nothing.
-            raise ValueError(
-                "the budget scope holds a secret (an API key, token or password, "
-                "or a secret environment variable's value); scopes are stored as "
-                "keys and cannot be masked. Name the task or subtree by its id"
-            )
+        refuse_secret_key(  # a key of the stored budgets
+            self._state.redactor,
+            scope,
+            "the budget scope",
+            "scopes are stored as keys",
+            "Name the task or subtree by its id",
+        )
         if kind == "task":
             self._state.need_task(target)
         budget = merge_budget(self._state.info.budgets.get(scope), **limits)

@@ -153,16 +153,17 @@ def check_record(r: object, i: int) -> MemoryRecord:
 def masked_record(rec: MemoryRecord, red: Redactor) -> MemoryRecord:
     """``rec`` with secrets masked in its text and metadata (``rec`` itself
     when it holds none): memory lies in the workspace (invariant 7)."""
+    from argus_lab.redact import refuse_secret_key
+
     for field in ("id", "session_id", "task_id"):
-        key = getattr(rec, field)
-        if key and red.needed(key):
-            # What a memory is found and linked by: masked, it would name
-            # nothing (and two memories would share one id).
-            raise ValueError(
-                f"the memory's {field} holds a secret (an API key, token or "
-                "password, or a secret environment variable's value); ids and "
-                "links are stored as they are and cannot be masked. Choose another"
-            )
+        # What a memory is found and linked by (masked, two could share one id).
+        refuse_secret_key(
+            red,
+            getattr(rec, field) or "",
+            f"the memory's {field}",
+            "ids and links are stored as they are",
+            "Choose another",
+        )
     update: dict[str, Any] = {}
     if red.needed(rec.text):
         update["text"] = red.text(rec.text)

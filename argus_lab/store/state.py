@@ -258,17 +258,15 @@ _NAME_OK = frozenset(
 
 
 def _check_name(name: str) -> None:
-    from argus_lab.redact import Redactor, known_secrets
+    from argus_lab.redact import Redactor, known_secrets, refuse_secret_key
 
-    if Redactor(known_secrets()).needed(name):
-        # A folder name and a key, like a session's name: refused, never
-        # masked, and not repeated in the error (it may be logged or served).
-        raise ValueError(
-            "the state name holds a secret (it matches an API key, token or "
-            "password, or a secret environment variable's value); names are "
-            "stored as folder names and keys and cannot be masked. Choose "
-            "another name"
-        )
+    refuse_secret_key(  # a folder name and a key, like a session's name
+        Redactor(known_secrets()),
+        name,
+        "the state name",
+        "names are stored as folder names and keys",
+        "Choose another name",
+    )
     if not (0 < len(name) <= 64 and name[0].isalnum() and set(name) <= _NAME_OK):
         raise ValueError(
             f"state name {name!r} must start with a letter or digit and use only "
