@@ -169,10 +169,10 @@ class Lane:
             self.checker = SchemaValidator(schema)
         return self.checker
 
-    def dump(self, event: EventBase) -> bytes:
-        """``event.model_dump_json()``, as bytes."""
-        if self.serializer is not None:
-            return self.serializer.to_json(event)
+    @staticmethod
+    def dump(event: EventBase) -> bytes:
+        """``event.model_dump_json()``, as bytes, without the compiled
+        serializer (``dump_event`` uses that one once there is one)."""
         extra = event.__pydantic_extra__
         values = {**event.__dict__, **extra} if extra else event.__dict__
         return to_json(values, inf_nan_mode="null")
