@@ -28,7 +28,15 @@ from argus_lab._redact_given import MIN_LEN
 from argus_lab.errors import SecretUnsetError
 from argus_lab.redact import SECRET_NAME
 
-__all__ = ["TAG", "SecretUnsetError", "Snapshot", "fill", "secret_env", "show"]
+__all__ = [
+    "TAG",
+    "SecretUnsetError",
+    "Snapshot",
+    "fill",
+    "secret_env",
+    "show",
+    "unset_error",
+]
 
 TAG = "$"
 """The key of a tagged value: ``{"$": "secret", "v": template}``."""
@@ -149,6 +157,18 @@ def secret_env() -> Snapshot:
 def show(template: str) -> str:
     """A stored template as a person reads it: ``${env.NAME}`` for a value."""
     return _REF.sub(lambda m: "$" if m.group(1) is None else m.group(), template)
+
+
+def unset_error(holder: str, var: str, user: str, again: str) -> SecretUnsetError:
+    """The error for a reference to ``var``, which this process does not set:
+    ``holder`` holds it ("state s1"), ``user`` goes on with its value ("program"),
+    ``again`` is what to read again ("the state")."""
+    return SecretUnsetError(
+        f"{holder} holds the value of the env var {var}, which Argus stored as "
+        f"a reference to it (secrets are never stored), and {var} is not set in "
+        f"this process: set it (to the value the {user} should go on with) and "
+        f"read {again} again"
+    )
 
 
 def fill(

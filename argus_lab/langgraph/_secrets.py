@@ -41,6 +41,7 @@ from argus_lab._redact_refs import (
     fill,
     secret_env,
     show,
+    unset_error,
 )
 from argus_lab.langgraph._record import REFS_VERSION, lg_encode
 
@@ -138,11 +139,6 @@ def reveal(template: str) -> str:
         return show(template)
 
     def unset(name: str) -> SecretUnsetError:
-        return SecretUnsetError(
-            f"{what}: its checkpoint holds the value of the env var {name}, "
-            "which Argus stored as a reference to it (secrets are never "
-            f"stored), and {name} is not set in this process: set it (to the "
-            "value the graph should go on with) and read the checkpoint again"
-        )
+        return unset_error(f"{what}: its checkpoint", name, "graph", "the checkpoint")
 
     return fill(template, unset)

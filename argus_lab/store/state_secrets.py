@@ -31,6 +31,7 @@ from argus_lab._redact_refs import (
     fill,
     secret_env,
     show,
+    unset_error,
 )
 from argus_lab.errors import ArgusError
 from argus_lab.store.state_records import dumps
@@ -97,12 +98,7 @@ def revealed(doc: Any, name: str, environ: Mapping[str, str] | None = None) -> A
     """
 
     def unset(var: str) -> SecretUnsetError:
-        return SecretUnsetError(
-            f"state {name} holds the value of the env var {var}, which Argus "
-            "stored as a reference to it (secrets are never stored), and "
-            f"{var} is not set in this process: set it (to the value the "
-            "program should go on with) and read the state again"
-        )
+        return unset_error(f"state {name}", var, "program", "the state")
 
     return _walk(doc, lambda t: fill(t, unset, environ))
 
