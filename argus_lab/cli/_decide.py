@@ -26,7 +26,7 @@ from argus_lab.cli._common import (
 from argus_lab.cli._tools import load_tools, needs_tools
 
 if TYPE_CHECKING:
-    from argus_lab.workspace import Workspace
+    from argus_lab.runtime.session import Session
 
 __all__ = ["cmd_approve", "cmd_reject", "cmd_retry", "cmd_skip"]
 
@@ -44,16 +44,13 @@ def _edited_args(text: str) -> dict[str, Any]:
     return edited
 
 
-def _checking_tools(ws: Workspace, args: argparse.Namespace) -> list[Any] | None:
-    """The tools to check edited --args against: --tools, else a demo
-    session's own; None when the CLI cannot know them."""
-    if args.tools:
-        return load_tools(args.tools)
+def _demo_tools(s: Session) -> list[Any] | None:
+    """A demo session's own tools, to check edited --args against; None for
+    any other session (the CLI cannot know its tools without --tools)."""
     from argus_lab.demo.runner import is_demo_plan
 
-    with open_session(ws, args.name) as s:
-        if not is_demo_plan(s.plan):
-            return None
+    if not is_demo_plan(s.plan):
+        return None
     from argus_lab.demo import TOOLS
 
     return list(TOOLS)
@@ -66,12 +63,14 @@ def _decide(args: argparse.Namespace, out: Out, approve: bool) -> int:
     if approve and args.args is not None:
         edited = _edited_args(args.args)
     ws = workspace(args)
-    tools = None
-    if edited is not None:
-        tools = _checking_tools(ws, args)
-    elif approve and args.tools:  # nothing to check, but still a bad --tools
-        load_tools(args.tools)
-    with open_session(ws, args.name, **({"tools": tools} if tools else {})) as s:
+    # A bad --tools is a usage error before the session is opened.
+    given = load_tools(args.tools) if approve and args.tools else None
+    with open_session(ws, args.name) as s:
+        tools = None
+        if edited is not None:  # checked against the tool when it can be known
+            tools = given if given is not None else _demo_tools(s)
+            if tools is not None:
+                s.update_tools(*tools)
         need_task(s, args.task)
         status = s.record(args.task).status
         if status != "awaiting_approval":
