@@ -73,8 +73,10 @@ def check_lost_versions(state: StateLog, *, settled: bool, accept: bool) -> None
         # versions never repeat, so an ETag or version a reader saw before the
         # loss can never match a different document made after it.
         doc, schema, refs = state.replay(have)
-        c = Commit(doc, dumps(doc), schema, "accept_lost_commits", "recovered")
-        c.refs = refs  # the stored form again, references and all
+        # The stored form again, references and all.
+        c = Commit(
+            doc, dumps(doc), schema, "accept_lost_commits", "recovered", refs=refs
+        )
         c.events.append(
             {
                 "kind": "lost_commits",
