@@ -320,8 +320,15 @@ class SessionState:
         """The result of a succeeded task (UnresolvedReferenceError otherwise)."""
         rec = self.records[task_id]
         if rec.status != "succeeded":
+            more = (
+                f": a task that uses it fails again until {task_id!r} succeeds "
+                f"(s.retry({task_id!r}) runs it again), so retry {task_id!r} "
+                "first, or skip the tasks that use it too"
+                if rec.status in ("skipped", "failed")
+                else ""
+            )
             raise UnresolvedReferenceError(
-                f"task {task_id!r} is {rec.status}, so it has no result to use"
+                f"task {task_id!r} is {rec.status}, so it has no result to use{more}"
             )
         return self.stored_result(rec)
 
