@@ -122,10 +122,16 @@ def _first_events(
         ev.append(make_event("llm_call", session_id=sid, ts=now, **r))
     if parent is not None:
         fork = {"parent": parent.id, "parent_name": parent.name, "at": meta.forked_at}
-        kept_ids = [r.task_id for r in kept]
+        done = [r.task_id for r in kept if r.status == "succeeded"]
+        carried = [r.task_id for r in kept if r.status != "succeeded"]
         ev.append(
             Forked(
-                session_id=sid, ts=now, task_id=meta.forked_at, kept=kept_ids, **fork
+                session_id=sid,
+                ts=now,
+                task_id=meta.forked_at,
+                kept=done,
+                carried=carried,
+                **fork,
             )
         )
     return ev

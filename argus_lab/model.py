@@ -191,6 +191,12 @@ class TaskRecord(BaseModel):
     """When the task last reached a final status (epoch seconds)."""
     idempotency_key: str | None = None
     """Stable across crash-retries of the same generation."""
+    key_of: str | None = None
+    """The session whose idempotency keys this task's attempts use, when not
+    its own: in a fork, a task whose attempt was running or in doubt in the
+    parent (its effect may have happened there) keeps the parent's key for
+    its generation, so a remote that deduplicates recognises a rerun. A new
+    generation (a retry of a failure, a rerun) drops it."""
     input_hash: str | None = None
     """Hash of the tool name and resolved arguments of the last attempt."""
     tool_hash: str | None = None

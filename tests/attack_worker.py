@@ -24,6 +24,11 @@ in but not the artifact of ``bulk`` (a write that is not idempotent; it logs
 each call to ``bulk.log`` beside WS); prints the error ``run()`` raised as
 ``<type>: <message>`` and exits 0.
 
+``python tests/attack_worker.py pay WS [idempotent]``: runs session "pay", a
+chain p0 -> p1 -> p2 of ``pay`` (a write, not idempotent; or ``stamp``, an
+idempotent one); each call appends its task and key to ``pay.log`` beside WS,
+and p1's call then touches ``inside`` and waits to be killed.
+
 The tests import this module for the same tools and plans.
 """
 
@@ -221,6 +226,45 @@ def fsize(ws: Path) -> None:
     sys.exit(0)
 
 
+def pay_log(ws: Path) -> Path:
+    """Where ``pay`` and ``stamp`` log their calls (beside the workspace)."""
+    return ws.parent / "pay.log"
+
+
+def _paid(task: str, ctx: al.ToolContext) -> str:
+    from tests.crash_worker import append_line
+
+    append_line(pay_log(ctx.workspace), f"{task} {ctx.idempotency_key}")
+    if task == "p1" and os.environ.get("ARGUS_HOLD_P1"):
+        (ctx.workspace.parent / "inside").touch()
+        threading.Event().wait()  # until SIGKILL
+    return f"paid {task}"
+
+
+@al.tool(side_effect="write", idempotent=False)
+def pay(task: str, *, ctx: al.ToolContext) -> str:
+    """Pays for a task (logged; not idempotent)."""
+    return _paid(task, ctx)
+
+
+@al.tool(side_effect="write", idempotent=True)
+def stamp(task: str, *, ctx: al.ToolContext) -> str:
+    """Stamps a task (logged; idempotent by its key)."""
+    return _paid(task, ctx)
+
+
+def pay_plan(tool: str) -> dict[str, Any]:
+    """The chain p0 -> p1 -> p2 of ``tool``."""
+    return {
+        "goal": "pay",
+        "tasks": [
+            {"id": f"p{i}", "tool": tool, "args": {"task": f"p{i}"}}
+            | ({"deps": [f"p{i - 1}"]} if i else {})
+            for i in range(3)
+        ],
+    }
+
+
 def main() -> None:
     what, ws = sys.argv[1], Path(sys.argv[2])
     if what == "remember":
@@ -231,6 +275,13 @@ def main() -> None:
         fsize(ws)
     elif what == "replan":
         replan(ws)
+    elif what == "pay":
+        os.environ["ARGUS_HOLD_P1"] = "1"
+        tool = stamp if sys.argv[3:] == ["idempotent"] else pay
+        s = al.Workspace(ws).new_session(
+            plan=pay_plan(tool.name), tools=[tool], name="pay", approvals=()
+        )
+        s.run()
     elif what == "llm-write":
         s = al.Workspace(ws).new_session(
             plan=SEND_PLAN,

@@ -254,6 +254,10 @@ class Forked(EventBase):
     """The task the fork reruns from, if any."""
     kept: list[str] = Field(default_factory=list)
     """Tasks whose finished results were kept."""
+    carried: list[str] = Field(default_factory=list)
+    """Tasks whose attempt was running or in doubt in the parent (its effect
+    may have happened there): in doubt here, or, safe to repeat, rerun under
+    the parent's idempotency key."""
 
 
 class SessionSucceeded(EventBase):

@@ -139,6 +139,7 @@ class Actions:
                 "reason": None,
                 "next_attempt_at": None,
                 "approval": None if gen != rec.generation else rec.approval,
+                "key_of": None if gen != rec.generation else rec.key_of,
             }
         )
         changed = [new, *self._unblock_downstream(tid, "pending")]
@@ -247,6 +248,7 @@ class Actions:
                     "status": "pending",
                     "generation": st.records[t].generation + 1,
                     "approval": None,
+                    "key_of": None,
                     "reason": None,
                 }
             )

@@ -202,7 +202,7 @@ class AttemptRunner:
                     st, self._settler, tid, rec, tool, args, in_hash, decision, policy
                 )
                 return None
-        key = idempotency_key(st.info.id, tid, rec.generation)
+        key = idempotency_key(rec.key_of or st.info.id, tid, rec.generation)
         attempt = rec.attempts + 1
         if st.info.budgets or task.budget is not None:  # else no limit to cross
             hit = self._budget.check(tid, {"steps": 1})

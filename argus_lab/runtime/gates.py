@@ -14,7 +14,7 @@ from typing import Any, Literal
 from argus_lab.errors import StorageError
 from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import iter_references, resolve_args
-from argus_lab.runtime.options import tool_replay_key
+from argus_lab.runtime.options import idempotency_key, tool_replay_key
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.state import SessionState
@@ -230,13 +230,24 @@ def fork_seed(
     st: SessionState, at: str | None, reuse: Literal["cached", "none"]
 ) -> tuple[list[TaskRecord], dict[str, str]]:
     """What a fork from ``at`` starts with: the records it keeps and the
-    replay cache it inherits (see ``Session.fork``)."""
+    replay cache it inherits (see ``Session.fork``).
+
+    Made from what the parent committed (another process may be running it).
+    A task whose attempt was running or in doubt there may have had its
+    effect: it never starts afresh in the fork (invariant 2). One that may
+    not be repeated is held in doubt for a person, whatever ``at`` and
+    ``reuse`` say; one safe to repeat reruns, as a resume would. Both keep
+    the parent's idempotency key for their generation (``key_of``).
+    """
     redo = set() if at is None else {at, *st.sched.descendants(at)}
-    kept = [
-        r.model_copy()
-        for t, r in st.records.items()
-        if reuse == "cached" and t not in redo and r.status == "succeeded"
-    ]
+    committed = st.committed_records()
+    kept: list[TaskRecord] = []
+    for t in st.tasks:
+        r = committed.get(t) or st.records[t]
+        if r.status in ("running", "in_doubt"):
+            kept.append(_carried(st, r))
+        elif reuse == "cached" and t not in redo and r.status == "succeeded":
+            kept.append(r.model_copy())
     replays: dict[str, str] = {}
     if reuse == "cached":
         # Invariant 9: what reruns in the fork is served from what the parent
@@ -244,9 +255,45 @@ def fork_seed(
         # code), so replaying a branch costs nothing and repeats no effect.
         replays = st.replays()
         for t in redo:
-            r = st.records[t]
+            r = committed.get(t) or st.records[t]
             if r.status == "succeeded" and r.input_hash and r.tool_hash:
                 replays[tool_replay_key(t, r.input_hash, r.tool_hash)] = json.dumps(
                     {"result": r.result, "result_ref": r.result_ref}
                 )
     return kept, replays
+
+
+def _carried(st: SessionState, r: TaskRecord) -> TaskRecord:
+    """A fork's record of a task whose attempt was running or in doubt in
+    the parent ``st``: in doubt, or (safe to repeat) pending, with the key."""
+    tid, of = r.task_id, r.key_of or st.info.id
+    key = r.idempotency_key or idempotency_key(of, tid, r.generation)
+    rec = TaskRecord(
+        task_id=tid,
+        attempts=r.attempts,
+        generation=r.generation,
+        idempotency_key=key,
+        key_of=of,
+        input_hash=r.input_hash,
+        unsafe_intent=r.unsafe_intent,
+        started=r.started,
+    )
+    if r.status == "running" and not r.unsafe_intent:
+        return rec  # reruns under the parent's key, as on a resume
+    there = (
+        "was in doubt"
+        if r.status == "in_doubt"
+        else "was running (it may be running still)"
+    )
+    return rec.model_copy(
+        update={
+            "status": "in_doubt",
+            "reason": (
+                f"its attempt {there} in session {st.info.name!r} when this "
+                "fork was made from it: its call may have taken effect there, so "
+                "the fork does not run it again on its own. Check (idempotency key "
+                f"{key}), then s.retry({tid!r}) to run it here under the same "
+                f"key, or s.skip({tid!r}) if it took effect"
+            ),
+        }
+    )

@@ -15,7 +15,7 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -315,6 +315,11 @@ class SessionState:
             data = self.artifacts.get_bytes(ref, session_id=self.info.id)
             self._artifact_cache[ref] = json.loads(data)
         return self._artifact_cache[ref]
+
+    def committed_records(self) -> Mapping[str, TaskRecord]:
+        """Every task record as the store holds it now: another process may
+        be running the session (a fork is made from what it committed)."""
+        return self._store.task_records()
 
     def result_of(self, task_id: str) -> Any:
         """The result of a succeeded task (UnresolvedReferenceError otherwise)."""

@@ -220,6 +220,7 @@ class Supervisor:
             update={
                 "status": "pending",
                 "generation": rec.generation + 1,
+                "key_of": None,
                 "ended": None,
                 "error": out.error,
                 "error_type": out.error_type,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -137,6 +137,16 @@ class SessionStore:
         """Every event with seq > since, as models."""
         return self._read.read_events(since)
 
+    def task_records(self) -> MutableMapping[str, TaskRecord]:
+        """Every task record as stored now (what ``load`` reads of them, with
+        no witness check): a fork's view of a session another process may be
+        running."""
+        read = self._read
+        with paused_gc():  # tens of thousands of objects, none of them garbage
+            records = bulk_records(read.values("t:", "t;"), read.parse_task_text)
+            # Not all plain: row by row, damage named.
+            return read.task_records() if records is None else records
+
     def load(self, *, accept_lost_commits: bool = False) -> Loaded:
         """Loads head, meta, plan and every task record (not the events).
 
@@ -162,10 +172,7 @@ class SessionStore:
         meta = self._read.parse("meta", self._read.get("meta"), "meta", SessionInfo)
         with paused_gc():  # tens of thousands of objects, none of them garbage
             plan = self._read.stored_plan()
-            read = self._read
-            records = bulk_records(read.values("t:", "t;"), read.parse_task_text)
-            if records is None:  # not all plain: row by row, damage named
-                records = read.task_records()
+        records = self.task_records()
         loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
         if witnessed is not None and head.version < witnessed:
             check_witness(self, loaded, witnessed, accept=accept_lost_commits)
