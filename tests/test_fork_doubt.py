@@ -45,6 +45,7 @@ def test_a_fork_holds_in_doubt_what_its_parent_had_in_doubt(
     assert s.run().status == "paused"
     assert s.record("p1").status == "in_doubt"
     key = s.record("p1").idempotency_key
+    assert key is not None
 
     f = s.fork(at=at, reuse=reuse)  # type: ignore[arg-type]
     res = f.run()

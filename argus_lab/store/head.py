@@ -91,19 +91,59 @@ their Session gave the lease up, nobody renews it, so it protects no one and a
 reopen in this process need not wait for it to expire."""
 
 
-def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
-    """Whether a lease still protects its holder: not expired and (here) alive."""
-    if not lease or lease.get("expires", 0) <= now:
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, Linux's
+    ``/proc/<pid>/stat``), or None where that cannot be read: with the pid
+    it names one process, which a reused pid does not."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        # Fields after the command name, which may hold spaces and ")".
+        return int(data[data.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_STARTED: list[int | None] = []
+"""This process's start time, once read (``make_lease`` writes it)."""
+
+
+def _own_start() -> int | None:
+    if not _STARTED:
+        _STARTED.append(_start_time(os.getpid()))
+    return _STARTED[0]
+
+
+def lease_is_live(
+    lease: dict[str, Any] | None, now: float, *, past_expiry: bool = True
+) -> bool:
+    """Whether a lease still protects its holder: not expired and (here) alive.
+
+    ``past_expiry``: an expired lease of another process on this host that
+    still runs (the same process: its start time) is live too. Its heartbeat
+    could not renew it while its event loop was blocked (a long call run on
+    the loop), and it may still make that call's effect and commit: a second
+    runner would repeat the call (an outside check paid twice that way).
+    A holder on another host is judged by the expiry alone.
+    """
+    if not lease:
         return False
-    if (
-        lease.get("host") == HOST
-        and lease.get("pid") == os.getpid()
-        and lease.get("holder") in _ABANDONED
-    ):
+    here = lease.get("host") == HOST
+    pid = int(lease.get("pid", 0))
+    if lease.get("expires", 0) <= now:
+        started = lease.get("started")
+        return (
+            past_expiry
+            and here
+            and pid != os.getpid()
+            and started is not None
+            and _start_time(pid) == started
+        )
+    if here and pid == os.getpid() and lease.get("holder") in _ABANDONED:
         return False
     # A holder on this host whose process is gone cannot renew: take over now
     # rather than making the user wait out the lease.
-    return not (lease.get("host") == HOST and not _pid_alive(int(lease.get("pid", 0))))
+    return not (here and not _pid_alive(pid))
 
 
 def abandon_lease(holder: str) -> None:
@@ -127,6 +167,8 @@ def make_lease(
         "host": HOST,
         "expires": time.time() + ttl,
     }
+    if (started := _own_start()) is not None:
+        lease["started"] = started
     if where:
         lease.update(where)
     return lease
@@ -160,11 +202,16 @@ def lease_message(
     advice: str = _SESSION_ADVICE,
 ) -> str:
     """Why ``subject`` ``label`` cannot be written now, and what to do instead."""
-    left = max(0.0, lease.get("expires", 0) - time.time())
+    left = lease.get("expires", 0) - time.time()
+    valid = (
+        f"lease valid {left:.0f}s more"
+        if left > 0
+        else f"its lease expired {-left:.0f}s ago, but the process still runs: "
+        "a long call may keep it from renewing; kill it if it hangs"
+    )
     return (
         f"{subject} {label} {doing} by process {lease.get('pid')} on "
-        f"{lease.get('host')} (lease valid {left:.0f}s more){this_process(lease)}; "
-        f"{advice}"
+        f"{lease.get('host')} ({valid}){this_process(lease)}; {advice}"
     )
 
 
