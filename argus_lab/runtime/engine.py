@@ -155,6 +155,18 @@ class RunLoop:
                 )
             else:
                 why = decision.reason
+                key = rec.idempotency_key
+                if key is not None:  # what to check the effect by
+                    why += (
+                        f" Its attempt ran under idempotency key {key!r}"
+                        + (
+                            f" (its model's tool calls under {key!r}:<tool_use id>)"
+                            if task.kind == "llm"
+                            else ""
+                        )
+                        + " and s.retry reuses it: check by that key whether "
+                        "it took effect."
+                    )
                 changed.append(
                     rec.model_copy(update={"status": "in_doubt", "reason": why})
                 )
