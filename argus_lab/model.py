@@ -205,7 +205,11 @@ class TaskRecord(BaseModel):
     """The approval decision for this generation: state (asked, approved,
     rejected), by, at, args, edited_args, policy, reason."""
     next_attempt_at: float | None = None
-    """When a scheduled retry becomes due."""
+    """When a scheduled retry becomes due (wall-clock time)."""
+    retry_delay: float | None = None
+    """The delay that set ``next_attempt_at``, in seconds: a later run waits
+    at most this long for it, so a clock set back in between (NTP, a VM
+    restored) never stretches the wait by the jump."""
     reason: str | None = None
     """Why the task is blocked, skipped or in doubt."""
     unsafe_intent: bool = False
