@@ -6,6 +6,7 @@ the DataFrames turn them into tz-aware UTC timestamps.
 
 from __future__ import annotations
 
+import hashlib
 from difflib import get_close_matches
 from typing import Any, Literal
 
@@ -21,6 +22,7 @@ __all__ = [
     "Task",
     "TaskRecord",
     "blank_record",
+    "idempotency_key",
     "updated",
 ]
 
@@ -209,7 +211,11 @@ class TaskRecord(BaseModel):
     """The approval decision for this generation: state (asked, approved,
     rejected), by, at, args, edited_args, policy, reason."""
     next_attempt_at: float | None = None
-    """When a scheduled retry becomes due."""
+    """When a scheduled retry becomes due (wall-clock time)."""
+    retry_delay: float | None = None
+    """The delay that set ``next_attempt_at``, in seconds: a later run waits
+    at most this long for it, so a clock set back in between (NTP, a VM
+    restored) never stretches the wait by the jump."""
     reason: str | None = None
     """Why the task is blocked, skipped or in doubt."""
     unsafe_intent: bool = False
@@ -307,3 +313,11 @@ def blank_record(task_id: str) -> TaskRecord:
     """``TaskRecord(task_id=task_id)``, a pending record never run, copied
     from a validated one (a step reads one for every task it starts)."""
     return updated(_BLANK, {"task_id": task_id})
+
+
+def idempotency_key(session_id: str, task_id: str, generation: int) -> str:
+    """Stable for a task's generation: the same across crash- and transient
+    retries (a store that only knows the record can name the key an attempt
+    of it ran under, e.g. one whose commit was lost)."""
+    raw = f"{session_id}\x00{task_id}\x00{generation}".encode()
+    return hashlib.sha256(raw).hexdigest()[:32]

@@ -448,3 +448,69 @@ def test_stale_session_gets_concurrent_error_instead_of_overwriting(
         if s2 is not None:
             s2.close()
         ws.close()
+
+
+@pytest.mark.parametrize(
+    ("host", "pid", "ttl", "refused"),
+    [
+        pytest.param("elsewhere", "live", 60.0, True, id="other-host"),
+        pytest.param(HOST, "live", 60.0, True, id="this-host-alive"),
+        pytest.param(HOST, "dead", 60.0, False, id="this-host-dead-holder"),
+        pytest.param("elsewhere", "live", -1.0, False, id="expired"),
+    ],
+)
+def test_pause_of_a_session_another_process_runs_says_where_to_pause_it(
+    tmp_path: Path, host: str, pid: str, ttl: float, refused: bool
+) -> None:
+    # skip/retry/approve on a session another live process runs raise; pause
+    # used to do nothing, silently, leaving the person believing it paused.
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=cw.slow_plan(), tools=cw.SLOW_TOOLS, name="leased", **cw.NO_APPROVALS
+    )
+    try:
+        s.pause()  # nobody runs it: nothing to pause, no error
+        holder_pid = os.getppid() if pid == "live" else _dead_pid()
+        with ws.store(s.id) as store:
+            h = store.read_head()
+            assert h is not None
+            lease = {
+                **make_lease("foreign", 1.0),
+                "host": host,
+                "pid": holder_pid,
+                "expires": time.time() + ttl,
+            }
+            store.commit(h.version, "foreign", lease=lease)
+        events_before = [e.model_dump() for e in s.events()]
+        if refused:
+            with pytest.raises(al.ConcurrentSessionError) as exc:
+                s.pause()
+            msg = str(exc.value)
+            assert s.id in msg and f"process {holder_pid} on {host}" in msg, msg
+            assert "SIGINT" in msg and f"kill -INT {holder_pid}" in msg, msg
+            assert "widget" in msg, msg
+            assert exc.value.session_id == s.id
+        else:
+            s.pause()
+        assert head(s).lease == lease  # nothing written either way
+        assert [e.model_dump() for e in s.events()] == events_before
+    finally:
+        s.close()
+        ws.close()
+
+
+def test_pause_of_its_own_run_still_pauses_it(tmp_path: Path) -> None:
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=cw.slow_plan(), tools=cw.SLOW_TOOLS, name="own", **cw.NO_APPROVALS
+    )
+    try:
+        run = s.start()
+        wait_until(lambda: (ws.path / "started.slow").exists(), "`slow` to start")
+        s.pause("by the test")
+        (ws.path / "release").touch()
+        res = run.result(DEADLINE)
+        assert res.status == "paused" and res.reason == "by the test", res
+    finally:
+        s.close()
+        ws.close()

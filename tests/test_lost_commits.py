@@ -280,3 +280,36 @@ def test_a_commit_landing_while_another_reader_loads_is_no_loss(
     seen.close()
     other.close()
     s.close()
+
+
+@pytest.mark.parametrize("how", ["truncate", "truncate+witness-deleted"])
+def test_tasks_in_doubt_after_a_loss_carry_the_key_their_lost_attempt_used(
+    damaged: Callable[[str], al.Workspace], how: str
+) -> None:
+    # A person (or code) checks an in-doubt task by its idempotency key: a
+    # lost commit's task must name the key its lost attempt ran under, which
+    # is also the key s.retry reuses, or the check finds nothing and the
+    # retry pays a second time.
+    ws = damaged(how)
+    paid = dict(line.split() for line in lw.ledger_lines())
+    with ws.open(
+        "ledger", tools=lw.TOOLS, accept_lost_commits=True, approvals=lw.APPROVE_ALL
+    ) as s:
+        marked = {t: r for t, r in s.records.items() if r.status == "running"}
+        assert marked
+        for t, r in marked.items():  # known as soon as the session opens
+            assert r.idempotency_key == paid[t], t
+        assert s.run().status == "paused"
+        doubt = {t: r for t, r in s.records.items() if r.status == "in_doubt"}
+        assert doubt
+        for t, r in doubt.items():
+            assert r.idempotency_key == paid[t], t
+            assert f"idempotency key {paid[t]!r}" in (r.reason or ""), r.reason
+            # The check a person makes: by the key.
+            took = any(r.idempotency_key in ln for ln in lw.ledger_lines())
+            if took:
+                s.skip(t, "the ledger shows the charge")
+            else:
+                s.retry(t)
+        assert s.run().status == "succeeded"
+    assert set(Counter(ln.split()[0] for ln in lw.ledger_lines()).values()) == {1}

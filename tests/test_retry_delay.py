@@ -5,6 +5,7 @@ the next run called the tool at once, under a server's retry-after."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from pathlib import Path
@@ -82,3 +83,33 @@ def test_the_same_session_run_again_waits_out_a_retry_delay(tmp_path: Path) -> N
     assert s.run().status == "succeeded"
     s.close()
     ws.close()
+
+
+def test_a_clock_set_back_between_runs_stretches_no_retry_delay(
+    tmp_path: Path,
+) -> None:
+    # next_attempt_at is wall-clock time: set the clock back an hour between
+    # runs (NTP step, a VM restored, a dead RTC battery) and it lies an hour
+    # further ahead than the delay that set it. The next run waits at most
+    # the delay itself, never the jump (it used to hang for the hour).
+    calls: list[float] = []
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(plan=PLAN, tools=_tools(calls), name="d", backoff=(0.01, 0.01))
+    _paused_while_waiting(s)
+    s.close()
+    s2 = ws.open("d", tools=_tools(calls), clock=lambda: time.time() - 3600)
+    due = s2.record("f").next_attempt_at
+    assert due is not None and due - (time.time() - 3600) > 3000  # an hour ahead
+    t0 = time.monotonic()
+    run = s2.start()
+    try:
+        res = run.result(30)  # a guard against the hang, not a synchronization
+    except concurrent.futures.TimeoutError:
+        s2.pause("the test gave up")
+        raise AssertionError("the run waits out the clock's jump") from None
+    finally:
+        run.result(30)
+        s2.close()
+        ws.close()
+    assert res.status == "succeeded" and len(calls) == 2
+    assert time.monotonic() - t0 < RETRY_AFTER + 20

@@ -62,6 +62,9 @@ class RunLoop:
         self._policy = policy
         self._options = options
         self._bp_passed: set[str] = set()  # breakpoints paused at, to go past next
+        # Committed retry delays being waited out: task -> (its next_attempt_at,
+        # when it is due on the monotonic clock, which no clock change moves).
+        self._due: dict[str, tuple[float, float]] = {}
         self._inflight: set[asyncio.Task[Any]] = set()  # execute() tasks running
         self._end = RunEnd(state, signals)
 
@@ -155,6 +158,18 @@ class RunLoop:
                 )
             else:
                 why = decision.reason
+                key = rec.idempotency_key
+                if key is not None:  # what to check the effect by
+                    why += (
+                        f" Its attempt ran under idempotency key {key!r}"
+                        + (
+                            f" (its model's tool calls under {key!r}:<tool_use id>)"
+                            if task.kind == "llm"
+                            else ""
+                        )
+                        + " and s.retry reuses it: check by that key whether "
+                        "it took effect."
+                    )
                 changed.append(
                     rec.model_copy(update={"status": "in_doubt", "reason": why})
                 )
@@ -371,8 +386,8 @@ class RunLoop:
         while tid is not None and not st.timers.get(tid):
             # A retry delay committed by an earlier run (or process) that
             # has not passed yet: the task waits it out, as in that run.
-            at = st.records[tid].next_attempt_at
-            if at is None or (wait := at - st.now()) <= 0:
+            wait = self._retry_wait(tid)
+            if wait <= 0:
                 break
             st.sched.set(tid, "running")
             self._settler.hold(tid, wait)
@@ -389,8 +404,46 @@ class RunLoop:
         )
         return None
 
+    def _retry_wait(self, tid: str) -> float:
+        """Seconds ready task ``tid`` has still to wait for its committed
+        retry delay, counted once from when this run first saw it."""
+        rec = self._state.records[tid]
+        at = rec.next_attempt_at
+        seen = self._due.get(tid)
+        now = time.monotonic()
+        if at is None:
+            left = 0.0
+        elif seen is not None and seen[0] == at:
+            left = seen[1] - now
+        else:
+            left = _retry_wait(rec, self._state.now())
+            self._due[tid] = (at, now + left)
+        if left <= 0:
+            self._due.pop(tid, None)
+        return left
+
     def _take_ready(self) -> list[str]:
         ids: list[str] = []
         while len(ids) < self._options.concurrency and (t := self._pop_ready()):
             ids.append(t)
         return ids
+
+
+def _retry_wait(rec: TaskRecord, now: float) -> float:
+    """Seconds task ``rec`` has still to wait for its committed retry delay.
+
+    ``next_attempt_at`` is wall-clock time, which may have been set back
+    since (NTP, a VM restored, a dead RTC battery): a wait longer than the
+    delay that set it is cut to that delay, never stretched by the jump. A
+    record from before ``retry_delay`` was kept is bounded by its attempt's
+    start instead (delay plus that attempt's duration). A clock set forward
+    only makes the wait shorter, at worst none."""
+    at = rec.next_attempt_at
+    if at is None:
+        return 0.0
+    wait = at - now
+    if rec.retry_delay is not None:
+        return min(wait, rec.retry_delay)
+    if rec.started is not None:
+        return min(wait, at - rec.started)
+    return wait

@@ -18,8 +18,28 @@ from typing import Any
 from argus_lab.errors import ArgusError
 from argus_lab.runtime.options import log
 from argus_lab.store.checkpoints import make_lease
+from argus_lab.store.head import refusal
 
-__all__ = ["Lease"]
+__all__ = ["Lease", "pause_refusal"]
+
+
+def pause_refusal(lease: dict[str, Any] | None, holder: str, label: str) -> str | None:
+    """Why ``pause()`` on a Session object that does not run the session
+    cannot pause it: a live process other than ``holder`` runs it (where it
+    runs, and how to pause it there); None if nobody else does."""
+    pid = lease.get("pid") if lease else None
+    return refusal(
+        lease,
+        holder,
+        label,
+        advice=(
+            "pause() on this Session object, which does not run it, cannot "
+            "stop that run. Pause it there: Ctrl-C in that process (SIGINT: "
+            f"`kill -INT {pid}` on its host) pauses the session, as does the "
+            "Pause button of its widget or pause() on the Session object that "
+            "runs it"
+        ),
+    )
 
 
 class Lease:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from argus_lab.events import EventBase
-from argus_lab.model import SessionStatus
+from argus_lab.model import SessionStatus, idempotency_key
 from argus_lab.plan import Plan
 from argus_lab.tools.approval import DEFAULT_POLICIES, ApprovalPolicy
 from argus_lab.tools.registry import Tool
@@ -380,12 +380,6 @@ def _flat_json(tool_name: str, args: Any) -> str | None:
             return None
         parts.append(f"{_STR(k)}: {text}")
     return f"[{_STR(tool_name)}, {{{', '.join(parts)}}}]"
-
-
-def idempotency_key(session_id: str, task_id: str, generation: int) -> str:
-    """Stable for a task's generation: the same across crash- and transient retries."""
-    raw = f"{session_id}\x00{task_id}\x00{generation}".encode()
-    return hashlib.sha256(raw).hexdigest()[:32]
 
 
 def tool_replay_key(task_id: str, in_hash: str, tool_hash: str) -> str:

@@ -277,7 +277,15 @@ class Session:
         return self._driver.wait(timeout)
 
     def pause(self, reason: str = "paused by the user") -> None:
-        """Asks a run to stop: no new task starts; running ones finish and commit."""
+        """Asks a run to stop: no new task starts; running ones finish and commit.
+
+        Raises:
+            ConcurrentSessionError: this object is not running the session and
+                another live process (or object) is: it says which, and how to
+                pause it there. Nothing runs it: nothing to pause, no error.
+        """
+        if not self.running:
+            self._state.refuse_pause()
         self._signals.pause(reason)
 
     @property

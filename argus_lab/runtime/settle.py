@@ -249,6 +249,7 @@ class Settler:
                 "error_type": out.error_type,
                 "traceback": out.traceback,
                 "next_attempt_at": st.now() + delay,
+                "retry_delay": delay,
             }
         )
         ev = st.event(

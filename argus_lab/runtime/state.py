@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from argus_lab.errors import UnresolvedReferenceError
+from argus_lab.errors import ConcurrentSessionError, UnresolvedReferenceError
 from argus_lab.events import EventBase, make_event
 from argus_lab.model import STATUSES, SessionInfo, Task, TaskRecord
 from argus_lab.plan import Plan
-from argus_lab.runtime.lease import Lease
+from argus_lab.runtime.lease import Lease, pause_refusal
 from argus_lab.runtime.options import SessionOptions, Subscriber, log
 from argus_lab.runtime.scheduler import Scheduler
 from argus_lab.store._bulk import paused_gc
@@ -263,6 +263,14 @@ class SessionState:
             # what is on disk, never from our stale copy.
             self.apply(self._store.load())
         self.version = head.version
+
+    def refuse_pause(self) -> None:
+        """ConcurrentSessionError if a live holder other than us runs the session."""
+        head = self._store.read_head()
+        lease = head.lease if head is not None else None
+        why = pause_refusal(lease, self.lease.holder, self._store.label)
+        if why is not None:
+            raise ConcurrentSessionError(why, session_id=self.info.id)
 
     def claim_lease(self) -> None:
         """Writes a lease taken but not written yet (a commit of its own)."""

@@ -22,13 +22,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import ArgusError, CorruptCheckpointError, SchemaVersionError
+from argus_lab.errors import (
+    ArgusError,
+    CorruptCheckpointError,
+    SchemaVersionError,
+    StorageError,
+)
 from argus_lab.model import SessionInfo
 from argus_lab.store.checkpoints import SessionStore
 from argus_lab.store.envelope import Durability, open_cache
 from argus_lab.store.head import Head, lease_is_live
 from argus_lab.store.records import TaskRecords
-from argus_lab.store.space import full_error, is_disk_full
+from argus_lab.store.space import full_error, is_damaged, is_disk_full
 
 if TYPE_CHECKING:
     import diskcache
@@ -177,11 +182,14 @@ def _uncommitted(store: SessionStore) -> str | None:
     )
 
 
+_BAD = "integrity check failed"
+
+
 def _usable(cache: diskcache.Cache) -> None:
     # Opening checks the header; quick_check reads every page of this small file.
     row = cache._sql("PRAGMA quick_check").fetchone()
     if row is None or row[0] != "ok":
-        raise sqlite3.DatabaseError(f"integrity check failed: {row and row[0]}")
+        raise sqlite3.DatabaseError(f"{_BAD}: {row and row[0]}")
     cache.get("name:")
 
 
@@ -256,9 +264,19 @@ def _rebuilt_meanwhile(root: Path, durability: Durability) -> diskcache.Cache | 
 def rebuild_or_raise(
     root: Path, durability: Durability, e: sqlite3.DatabaseError
 ) -> diskcache.Cache:
-    """Rebuilds an index that failed with ``e``, unless the disk is just full."""
+    """Rebuilds an index that failed with ``e`` if it is damaged; a full disk,
+    a file size limit or another failure to read or write (locked, read-only,
+    an I/O error) is said as such, and nothing is moved aside."""
+    db = root / "index" / "cache.db"
     if is_disk_full(e, root / "index"):
-        raise full_error(root / "index" / "cache.db", e, what="writing") from None
+        raise full_error(db, e, what="writing") from None
+    if not (is_damaged(e) or str(e).startswith(_BAD)):
+        raise StorageError(
+            f"the workspace index {db} could not be read or written ({e}). "
+            "Nothing is known to be damaged: check the disk, its free space, "
+            "the file size limit and the folder's permissions, then open the "
+            "workspace again; sessions can still be opened by id."
+        ) from None
     return rebuild_index(root, durability, why=f"damaged ({e})")
 
 

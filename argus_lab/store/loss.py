@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from argus_lab.errors import LostCommitsError
 
 if TYPE_CHECKING:
+    from argus_lab.model import TaskRecord
     from argus_lab.store.checkpoints import Loaded, SessionStore
 
 __all__ = ["check_witness", "lost_versions"]
@@ -104,10 +105,7 @@ def check_witness(
     for tid in lost:
         rec = loaded.records.get(tid) or TaskRecord(task_id=tid)
         if rec.status != "running":  # its lost intent: attempt n+1 may have run
-            rec = rec.model_copy(
-                update={"status": "running", "attempts": rec.attempts + 1}
-            )
-            changed.append(rec)
+            changed.append(_lost_intent(store.session_id, rec))
     ev = make_event(
         "resumed",
         session_id=store.session_id,
@@ -130,3 +128,24 @@ def check_witness(
         head.version, [r.task_id for r in changed], last_seq=head.last_seq
     )
     loaded.records.update({r.task_id: r for r in changed})
+
+
+def _lost_intent(session_id: str, rec: TaskRecord) -> TaskRecord:
+    """``rec`` as the intent a lost commit may have held: running its next
+    attempt under the idempotency key that attempt used, the key a rerun or
+    ``s.retry`` uses too, so whoever checks the effect by key finds it. A
+    failed or blocked task runs again only after ``s.retry``, which starts a
+    new generation (a fresh key); any other keeps its generation."""
+    from argus_lab.model import idempotency_key
+
+    gen = rec.generation + (1 if rec.status in ("failed", "blocked") else 0)
+    return rec.model_copy(
+        update={
+            "status": "running",
+            "attempts": rec.attempts + 1,
+            "generation": gen,
+            "idempotency_key": idempotency_key(session_id, rec.task_id, gen),
+            "approval": rec.approval if gen == rec.generation else None,
+            "next_attempt_at": None,
+        }
+    )

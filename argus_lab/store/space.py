@@ -3,7 +3,10 @@
 A full disk reaches us as ``OSError(ENOSPC)`` from a file write, as SQLite's
 ``SQLITE_FULL`` ("database or disk is full"), as an I/O error when SQLite could
 not extend its WAL or shared-memory file, or as text from LanceDB's Rust side.
-None of these means anything is damaged: the write that failed was not
+A file size limit (RLIMIT_FSIZE, ``ulimit -f``: EFBIG, like a quota) reaches
+us from SQLite as a plain I/O error too (it keeps the errno to itself): one
+while such a limit is set and one of the database's files is near it is that
+limit. None of these means anything is damaged: the write that failed was not
 committed, and everything committed before it is intact.
 """
 
@@ -12,11 +15,18 @@ from __future__ import annotations
 import errno
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 
 from argus_lab.errors import StorageFullError
 
-__all__ = ["full_error", "is_damaged", "is_disk_full", "with_context"]
+__all__ = [
+    "file_size_limit",
+    "full_error",
+    "is_damaged",
+    "is_disk_full",
+    "with_context",
+]
 
 _SQLITE_FULL = 13
 _SQLITE_IOERR = 10
@@ -33,8 +43,33 @@ def _free(path: Path) -> int | None:
     return None
 
 
+_NEAR = 1 << 17
+"""How close to RLIMIT_FSIZE a file of a database must be for an I/O error to
+be that limit: SQLite grows its shared-memory file by 32 KiB regions and its
+WAL and database by pages (at most 64 KiB)."""
+
+
+def file_size_limit(where: Path | None) -> int | None:
+    """The file size limit (RLIMIT_FSIZE, bytes) a file of the SQLite database
+    at ``where`` (its folder, or its file) is near, or None (no limit set, or
+    every file far below it)."""
+    if where is None or sys.platform == "win32":
+        return None
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    folder = where if where.is_dir() else where.parent
+    try:
+        sizes = [p.stat().st_size for p in folder.iterdir() if p.is_file()]
+    except OSError:
+        return None
+    return soft if any(n + _NEAR > soft for n in sizes) else None
+
+
 def is_disk_full(e: BaseException, where: Path | None = None) -> bool:
-    """Whether ``e`` says the disk (or quota) is full."""
+    """Whether ``e`` says the disk (or quota, or the file size limit) is full."""
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     text = str(e)
@@ -47,7 +82,9 @@ def is_disk_full(e: BaseException, where: Path | None = None) -> bool:
         )
         if io and where is not None:
             free = _free(where)
-            return free is not None and free < _LOW
+            return (free is not None and free < _LOW) or (
+                file_size_limit(where) is not None
+            )
         return False
     return "No space left on device" in text or "os error 28" in text
 
@@ -89,6 +126,9 @@ def full_error(
 ) -> StorageFullError:
     """A StorageFullError naming the session, the task and the path."""
     free = _free(path)
+    limit = file_size_limit(path) if isinstance(why, sqlite3.Error) else None
+    if isinstance(why, OSError) and why.errno == errno.EFBIG:
+        limit = file_size_limit(path) or -1
     who = f"session {label or session_id}: " if (label or session_id) else ""
     task = f" for task {task_id!r}" if task_id else ""
     again = (
@@ -98,15 +138,32 @@ def full_error(
         else "then try again"
     )
     room = f" ({_human(free)} free now)" if free is not None else ""
-    err = StorageFullError(
-        f"{who}the disk is full: {what} {path}{task} failed ({why}). Nothing "
-        "committed was lost: this write was not committed and everything before "
-        f"it is intact. Free space on the disk holding {path.parent}{room}, e.g. "
-        f"with `argus gc` or by deleting other files, {again}.",
-        path=str(path),
-        session_id=session_id,
-        task_id=task_id,
+    kept = (
+        "Nothing committed was lost: this write was not committed and "
+        "everything before it is intact."
     )
+    if limit is not None:
+        size = f" of {_human(limit)}" if limit > 0 else ""
+        err = StorageFullError(
+            f"{who}the file size limit{size} is reached (RLIMIT_FSIZE, "
+            f"`ulimit -f`; like a full quota): {what} {path}{task} failed "
+            f"({why}). {kept} Raise the limit for the process (`ulimit -f "
+            "unlimited` in the shell that starts Python, or the service's "
+            f"LimitFSIZE=), {again}.",
+            path=str(path),
+            session_id=session_id,
+            task_id=task_id,
+        )
+        err.errno = errno.EFBIG
+    else:
+        err = StorageFullError(
+            f"{who}the disk is full: {what} {path}{task} failed ({why}). {kept} "
+            f"Free space on the disk holding {path.parent}{room}, e.g. with "
+            f"`argus gc` or by deleting other files, {again}.",
+            path=str(path),
+            session_id=session_id,
+            task_id=task_id,
+        )
     err.why, err.what = why, what  # type: ignore[attr-defined]  # for with_context
     return err
 
