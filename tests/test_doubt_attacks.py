@@ -7,14 +7,19 @@ rerun) from the way a tool's call fails:
 - a non-idempotent write whose request may have gone out (a connection reset,
   a lost reply) is in doubt, not retried; only a failure that proves nothing
   was sent (refused, no such host) is retried;
+- a sync call past its timeout, or past a close, runs on in its thread:
+  ``s.retry`` refuses while it runs, and its end is recorded.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import http.client
 import socket
 import threading
 import urllib.error
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,10 +28,13 @@ import requests
 import urllib3.exceptions
 
 import argus_lab as al
+from argus_lab.runtime import abandoned
 from argus_lab.runtime.classify import error_outcome, request_sent
-from argus_lab.runtime.outcome import Failed, InDoubt, TimedOut
+from argus_lab.runtime.executor import run_attempt
+from argus_lab.runtime.outcome import Failed, InDoubt, Outcome, TimedOut
+from argus_lab.store.artifacts import ArtifactStore
 from tests.conftest import FAST
-from tests.waiting import DEADLINE
+from tests.waiting import DEADLINE, wait_until
 
 # -- hostile exceptions ------------------------------------------------------
 
@@ -435,3 +443,175 @@ def test_a_real_reset_after_the_request_went_out_is_in_doubt(
     assert received.is_set() and calls == [1]
     assert s.record("o1").status == "in_doubt"
     s.close()
+
+
+# -- a call that runs on after its attempt was abandoned ------------------------
+
+
+def _slow_charge(
+    release: threading.Event, entered: threading.Event, charged: list[int]
+) -> al.Tool:
+    @al.tool(name="charge", side_effect="write", idempotent=False, timeout=0.05)
+    def charge(order: str, *, ctx: al.ToolContext) -> dict[str, str]:
+        if ctx.attempt == 1:
+            entered.set()
+            release.wait(DEADLINE)  # a slow gateway: lands after the timeout
+        charged.append(ctx.attempt)
+        return {"charged": order}
+
+    return charge
+
+
+def test_a_timed_out_call_still_running_blocks_its_retry(ws: al.Workspace) -> None:
+    release, entered, charged = threading.Event(), threading.Event(), []
+    tool = _slow_charge(release, entered, charged)
+    plan = {"goal": "g", "tasks": [{"id": "o1", "tool": "charge"}]}
+    plan["tasks"][0]["args"] = {"order": "o1"}
+    s = ws.new_session(plan=plan, tools=[tool], name="c", approvals=[])
+    try:
+        assert s.run().status == "paused"
+        rec = s.record("o1")
+        assert rec.status == "in_doubt"
+        assert "still running in this process" in (rec.reason or "")
+        with pytest.raises(al.ArgusError, match="still running in this process"):
+            s.retry("o1")  # would charge beside the call still running
+        assert s.record("o1").status == "in_doubt" and charged == []
+        release.set()
+        assert abandoned.wait(s.id, "o1", DEADLINE)
+        wait_until(
+            lambda: "has since ended: it returned" in (s.record("o1").reason or ""),
+            "the session to record how the abandoned call ended",
+        )
+        ended = [e for e in s.events() if getattr(e, "call_ended", None)]
+        assert [e.call_ended for e in ended] == ["returned"]  # type: ignore[attr-defined]
+        assert charged == [1]
+        s.skip("o1", "the charge went through")  # the person decides with facts
+        assert s.record("o1").status == "skipped"
+    finally:
+        release.set()
+        s.close()
+
+
+def test_an_ended_call_that_raised_says_so_and_retry_then_runs(
+    ws: al.Workspace,
+) -> None:
+    release, entered = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    @al.tool(name="charge", side_effect="write", idempotent=False, timeout=0.05)
+    def charge(*, ctx: al.ToolContext) -> str:
+        calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            entered.set()
+            release.wait(DEADLINE)
+            raise ValueError("card declined")
+        return "ok"
+
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "o1", "tool": "charge"}]},
+        tools=[charge],
+        name="c",
+        approvals=[],
+    )
+    try:
+        s.run()
+        release.set()
+        assert abandoned.wait(s.id, "o1", DEADLINE)
+        wait_until(
+            lambda: "raised ValueError: card declined" in (s.record("o1").reason or ""),
+            "the reason to say how the call ended",
+        )
+        s.retry("o1")
+        assert s.run().status == "succeeded" and calls == [1, 2]
+    finally:
+        release.set()
+        s.close()
+
+
+def test_close_then_reopen_in_the_same_process_waits_for_the_call(
+    ws: al.Workspace,
+) -> None:
+    release, entered, charged = threading.Event(), threading.Event(), []
+    tool = _slow_charge(release, entered, charged)
+    tool.timeout = None  # no timeout: close() abandons it instead
+    plan = {"goal": "g", "tasks": [{"id": "o1", "tool": "charge"}]}
+    plan["tasks"][0]["args"] = {"order": "o1"}
+    s0 = ws.new_session(
+        plan=plan, tools=[tool], name="c", approvals=[], shutdown_grace=0.0
+    )
+    s = None
+    try:
+        s0.start()
+        assert entered.wait(DEADLINE)
+        s0.close()
+        s = ws.open("c", tools=[tool], approvals=[])
+        assert s.run().status == "paused"
+        rec = s.record("o1")
+        assert rec.status == "in_doubt"
+        assert "still running in this process" in (rec.reason or "")
+        assert "was interrupted" not in (rec.reason or "")
+        with pytest.raises(al.ArgusError, match="still running in this process"):
+            s.retry("o1")
+        release.set()
+        assert abandoned.wait(s.id, "o1", DEADLINE)
+        wait_until(
+            lambda: "has since ended: it returned" in (s.record("o1").reason or ""),
+            "the reopened session to record how the call ended",
+        )
+        assert charged == [1]
+    finally:
+        release.set()
+        if s is not None:
+            s.close()
+
+
+def test_an_async_write_stopped_by_its_timeout_is_in_doubt_not_running(
+    ws: al.Workspace,
+) -> None:
+    @al.tool(name="charge", side_effect="write", idempotent=False, timeout=0.05)
+    async def charge() -> str:
+        await asyncio.Event().wait()  # never set: our timeout cancels it
+        return "never"
+
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "o1", "tool": "charge"}]},
+        tools=[charge],
+        name="c",
+        approvals=[],
+    )
+    s.run()
+    rec = s.record("o1")
+    assert rec.status == "in_doubt" and "stopped mid-call" in (rec.reason or "")
+    assert abandoned.running(s.id, "o1") is None
+    s.close()
+
+
+def test_a_call_that_never_left_the_queue_is_retried_not_in_doubt(
+    tmp_path: Path, ctx: al.ToolContext
+) -> None:
+    """Its timeout ran out while every tool thread was busy: it never began."""
+    gate = threading.Event()
+
+    @al.tool(side_effect="write", idempotent=False)
+    def charge() -> str:
+        return "ok"
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        busy = pool.submit(gate.wait, DEADLINE)
+
+        async def attempt() -> Outcome:
+            return await run_attempt(
+                charge,
+                {},
+                ctx,
+                timeout=0.01,
+                success=None,
+                pool=pool,
+                artifacts=lambda: ArtifactStore(tmp_path / "a"),
+            )
+
+        out = asyncio.run(attempt())
+        gate.set()
+        busy.result()
+    assert isinstance(out, TimedOut) and "before its call began" in out.error
+    assert abandoned.running(ctx.session_id, ctx.task_id) is None

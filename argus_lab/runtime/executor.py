@@ -4,6 +4,7 @@ how it ended as a typed outcome (outcome.py); it never raises for tool errors.""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from argus_lab.errors import ArgusError, StorageError
+from argus_lab.runtime import abandoned
 from argus_lab.runtime.classify import error_outcome, failed
 from argus_lab.runtime.options import RemoteExecutor
 from argus_lab.runtime.outcome import (
@@ -150,13 +152,29 @@ class _OwnTimeout(Exception):
         super().__init__(f"timed out after {timeout:g}s")
         self.timeout = timeout
         self.running = running
-        """The call still runs, on a thread."""
+        """The call still runs, on a thread (kept in abandoned.py if unsafe)."""
         self.began = began
         """False: it waited for a tool thread all along and never began."""
 
 
 def _unsafe(tool: Tool) -> bool:
     return tool.side_effect == "write" and not tool.idempotent
+
+
+def _keep(
+    tool: Tool, ctx: ToolContext | None, fut: concurrent.futures.Future[Any], why: str
+) -> None:
+    """Keeps an unsafe call that runs on after its attempt was abandoned in
+    the process-wide registry (abandoned.py): no retry starts beside it."""
+    if _unsafe(tool) and ctx is not None:
+        abandoned.abandon(
+            fut,
+            session_id=ctx.session_id,
+            task_id=ctx.task_id,
+            attempt=ctx.attempt,
+            tool=tool.name,
+            why=why,
+        )
 
 
 async def _call_sync(
@@ -189,13 +207,15 @@ async def _call_sync(
         done, _ = await asyncio.wait((fut,), timeout=timeout)
     except asyncio.CancelledError:
         fut.cancel()
-        cfut.cancel()  # if it has not begun
+        if not cfut.cancel() and not cfut.done():  # cancel: if not begun
+            _keep(tool, ctx, cfut, "was left running when the session shut down")
         raise
     if not done:
         assert timeout is not None
         fut.cancel()
         if cfut.cancel():  # still queued: it never began
             raise _OwnTimeout(timeout, running=False, began=False)
+        _keep(tool, ctx, cfut, f"timed out after {timeout:g}s")
         raise _OwnTimeout(timeout, running=True)
     result, took = fut.result()
     if gate is not None:
