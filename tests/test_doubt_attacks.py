@@ -615,3 +615,59 @@ def test_a_call_that_never_left_the_queue_is_retried_not_in_doubt(
         busy.result()
     assert isinstance(out, TimedOut) and "before its call began" in out.error
     assert abandoned.running(ctx.session_id, ctx.task_id) is None
+
+
+def test_a_lost_reply_behind_a_suppressed_context_is_still_in_doubt() -> None:
+    """runtime/dask.py raises TransientError ``from None`` when a call times
+    out on a worker (whose thread runs on): for a write that is not
+    idempotent that is in doubt, not a retry."""
+    try:
+        try:
+            raise TimeoutError
+        except TimeoutError:
+            raise al.TransientError("timed out on the Dask cluster") from None
+    except al.TransientError as caught:
+        e = caught
+    assert isinstance(error_outcome(_tool("unsafe"), e, 5.0), InDoubt)
+    out = error_outcome(_tool("idempotent"), e, 5.0)
+    assert isinstance(out, Failed) and out.kind == "transient"
+
+
+def test_the_registry_of_abandoned_calls_under_many_threads() -> None:
+    release = threading.Event()
+    n = 64
+
+    def call(i: int) -> int:
+        release.wait(DEADLINE)
+        if i % 2:
+            raise ValueError(f"declined {i}")
+        return i
+
+    heard: list[str] = []
+    lock = threading.Lock()
+
+    def on_end(c: abandoned.AbandonedCall) -> None:
+        with lock:
+            heard.append(c.task_id)
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    abandoned.watch("reg", on_end, owner=owner)
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        for i in range(n):
+            fut = pool.submit(call, i)
+            abandoned.abandon(
+                fut, session_id="reg", task_id=f"t{i}", attempt=1, tool="c", why="w"
+            )
+        assert all(abandoned.running("reg", f"t{i}") for i in range(n))
+        release.set()
+        assert all(abandoned.wait("reg", f"t{i}", DEADLINE) for i in range(n))
+    abandoned.unwatch("reg", on_end)
+    assert sorted(heard) == sorted(f"t{i}" for i in range(n))
+    for i in range(n):
+        c = abandoned.lookup("reg", f"t{i}")
+        assert c is not None and abandoned.running("reg", f"t{i}") is None
+        want = f"raised ValueError: declined {i}" if i % 2 else "returned"
+        assert c.ended == want
