@@ -108,6 +108,9 @@ class InDoubt(EventBase):
     kind: Literal["in_doubt"] = "in_doubt"
     reason: str | None = None
     """What happened and what to do."""
+    call_ended: str | None = None
+    """Set when the attempt's call, abandoned while it ran on in this process
+    (a thread past its timeout), ended: how ("returned", "raised ...")."""
 
 
 class ApprovalRequested(EventBase):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from argus_lab.errors import (
+    ArgusError,
     SessionStateError,
     ToolArgumentsError,
     UnresolvedReferenceError,
@@ -13,9 +14,12 @@ from argus_lab.events import EventBase
 from argus_lab.model import Budget, Status, TaskRecord
 from argus_lab.plan.graph import resolve_args
 from argus_lab.plan.static import refuse_literal_secrets
+from argus_lab.runtime import abandoned
+from argus_lab.runtime.abandoned import AbandonedCall
 from argus_lab.runtime.gates import edited_args, watch_env
-from argus_lab.runtime.options import input_hashes, plain_args
+from argus_lab.runtime.options import input_hashes, log, plain_args
 from argus_lab.runtime.outcome import Rejected
+from argus_lab.runtime.policy import ended_reason
 from argus_lab.runtime.scheduler import DONE
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.signals import Signals
@@ -129,6 +133,18 @@ class Actions:
                 f"{rec.status}; only failed, in-doubt, blocked or skipped tasks can "
                 "be retried",
             )
+        call = abandoned.running(st.info.id, tid)
+        if call is not None:
+            # Python cannot stop a thread: a second call beside it may take
+            # effect as well as the first (invariant 2).
+            raise self._misuse(
+                tid,
+                f"{rec.status}, and its last call ({call.what()}, which "
+                f"{call.why}) is still running in this process: a retry now "
+                "could take effect twice. Wait for it to end (the task's "
+                "reason and an in_doubt event will say how it ended), check, "
+                "then retry or skip it",
+            )
         # A failed attempt gets a fresh idempotency key; an in-doubt one keeps
         # its key so a remote that deduplicates can still recognise it.
         gen = rec.generation + (0 if rec.status == "in_doubt" else 1)
@@ -157,6 +173,35 @@ class Actions:
         for r in changed:
             st.sched.set(r.task_id, "pending")
         self._signals.wake_up()
+
+    def call_ended(self, call: AbandonedCall) -> None:
+        """An abandoned call of this session's ended (abandoned.py): says how
+        in the task's in-doubt reason and an in_doubt event, if the task is
+        still in doubt about that attempt. Runs on the loop thread."""
+        st = self._state
+        tid = call.task_id
+        rec = st.records.get(tid)
+        if self._signals.stopping is not None or rec is None:
+            return
+        if rec.status != "in_doubt" or rec.attempts != call.attempt:
+            log.warning(
+                "task %s of session %s: %s, abandoned while it ran, has ended: "
+                "it %s (the task is %s now)",
+                tid,
+                st.info.name,
+                call.what(),
+                call.ended,
+                rec.status,
+            )
+            return
+        why = ended_reason(tid, call)
+        ev = st.event(
+            "in_doubt", tid, attempt=call.attempt, reason=why, call_ended=call.ended
+        )
+        try:
+            st.commit([rec.model_copy(update={"reason": why})], [ev])
+        except ArgusError as e:  # another writer, a full disk: say it at least
+            log.warning("task %s: could not record that its call ended: %s", tid, e)
 
     def _waiting_for_approval(self, tid: str) -> TaskRecord:
         rec = self._state.records[tid]

@@ -7,9 +7,14 @@ same parts around a real store without a Session.
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
+from argus_lab.runtime import abandoned
+from argus_lab.runtime.abandoned import AbandonedCall
 from argus_lab.runtime.actions import Actions
 from argus_lab.runtime.attempt import AttemptRunner
 from argus_lab.runtime.budget import BudgetChecker
@@ -75,7 +80,8 @@ def assemble(
         clock=options.clock or time.time,
     )
     signals = Signals()
-    policy = FailurePolicy(options.backoff)
+    sid = state.info.id
+    policy = FailurePolicy(options.backoff, partial(abandoned.lookup, sid))
     budget = BudgetChecker(state)
     memories = Rememberer(lambda: workspace.memory)
     memory = MemoryFeed(state, memories, options.remember)
@@ -90,8 +96,20 @@ def assemble(
     memory.prepare()
     memory.recover()  # what a crash kept from being remembered
     loop = LoopThread(f"argus-{loaded.meta.name}")
+    weak_actions = weakref.ref(actions)
+
+    def call_ended(call: AbandonedCall) -> None:
+        # On the thread the call ended on: the session changes on its loop.
+        acts = weak_actions()
+        if acts is not None and loop.started:
+            # RuntimeError: the loop closed meanwhile, nothing to tell
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon(partial(acts.call_ended, call))
+
+    abandoned.watch(sid, call_ended, owner=actions)
 
     def close_parts() -> None:
+        abandoned.unwatch(sid, call_ended)
         # diskcache keeps one SQLite connection per thread: close the loop
         # thread's own, so SQLite can checkpoint and drop its WAL file.
         loop.stop(state.close)

@@ -4,26 +4,21 @@ how it ended as a typed outcome (outcome.py); it never raises for tool errors.""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from argus_lab.errors import (
-    ArgusError,
-    BudgetExceeded,
-    InDoubtError,
-    StorageError,
-    TransientError,
-)
+from argus_lab.errors import ArgusError, StorageError
+from argus_lab.runtime import abandoned
+from argus_lab.runtime.classify import error_outcome, failed
 from argus_lab.runtime.options import RemoteExecutor
 from argus_lab.runtime.outcome import (
     Failed,
-    FailureKind,
     InDoubt,
     Outcome,
     ShutDown,
@@ -150,6 +145,38 @@ def _run_inline(tool: Tool, kwargs: dict[str, Any], gate: InlineGate) -> Any:
     return result
 
 
+class _OwnTimeout(Exception):
+    """The executor's own timeout ran out (not a TimeoutError the tool raised)."""
+
+    def __init__(self, timeout: float, *, running: bool, began: bool = True) -> None:
+        super().__init__(f"timed out after {timeout:g}s")
+        self.timeout = timeout
+        self.running = running
+        """The call still runs, on a thread (kept in abandoned.py if unsafe)."""
+        self.began = began
+        """False: it waited for a tool thread all along and never began."""
+
+
+def _unsafe(tool: Tool) -> bool:
+    return tool.side_effect == "write" and not tool.idempotent
+
+
+def _keep(
+    tool: Tool, ctx: ToolContext | None, fut: concurrent.futures.Future[Any], why: str
+) -> None:
+    """Keeps an unsafe call that runs on after its attempt was abandoned in
+    the process-wide registry (abandoned.py): no retry starts beside it."""
+    if _unsafe(tool) and ctx is not None:
+        abandoned.abandon(
+            fut,
+            session_id=ctx.session_id,
+            task_id=ctx.task_id,
+            attempt=ctx.attempt,
+            tool=tool.name,
+            why=why,
+        )
+
+
 async def _call_sync(
     tool: Tool,
     kwargs: dict[str, Any],
@@ -157,6 +184,7 @@ async def _call_sync(
     pool: Executor,
     gate: InlineGate | None,
     on_thread: Callable[[], Awaitable[bool]] | None = None,
+    ctx: ToolContext | None = None,
 ) -> Any:
     if gate is not None and gate.inline_now(tool, timeout):
         # The thread hop (submit, wake-up, future) costs more than a quick call.
@@ -168,28 +196,67 @@ async def _call_sync(
         # the session is shutting down).
         if on_thread is not None and not await on_thread():
             raise _NotStarted("the session is shutting down") from None
-    loop = asyncio.get_running_loop()
     try:
-        fut = loop.run_in_executor(pool, _timed, tool.fn, kwargs)
+        cfut = pool.submit(_timed, tool.fn, kwargs)
     except RuntimeError as e:  # the pool refuses: the interpreter is shutting down
         raise _NotStarted(str(e)) from e
-    # A sync tool cannot be killed: on timeout its thread runs on, but the
-    # attempt is abandoned and counted as a transient failure.
-    result, took = await asyncio.wait_for(fut, timeout)
+    fut = asyncio.wrap_future(cfut)
+    # A sync call cannot be stopped: past its timeout, or when the session
+    # shuts down, its thread runs on. One that has not begun is cancelled.
+    try:
+        done, _ = await asyncio.wait((fut,), timeout=timeout)
+    except asyncio.CancelledError:
+        fut.cancel()
+        if not cfut.cancel() and not cfut.done():  # cancel: if not begun
+            _keep(tool, ctx, cfut, "was left running when the session shut down")
+        raise
+    if not done:
+        assert timeout is not None
+        fut.cancel()
+        if cfut.cancel():  # still queued: it never began
+            raise _OwnTimeout(timeout, running=False, began=False)
+        _keep(tool, ctx, cfut, f"timed out after {timeout:g}s")
+        raise _OwnTimeout(timeout, running=True)
+    result, took = fut.result()
     if gate is not None:
         gate.took(tool, took)
     return result
 
 
-def _failed(
-    e: BaseException, kind: FailureKind = "error", *, tb: bool = True
-) -> Failed:
-    return Failed(
-        kind=kind,
-        error=error_text(e),
-        error_type=type(e).__name__,
-        traceback="".join(traceback.format_exception(e)) if tb else None,
-        retry_after=getattr(e, "retry_after", None),
+async def _call_async(tool: Tool, kwargs: dict[str, Any], timeout: float | None) -> Any:
+    if timeout is None:
+        return await await_tool(tool.fn, kwargs)
+    try:
+        async with asyncio.timeout(timeout) as deadline:
+            return await await_tool(tool.fn, kwargs)
+    except TimeoutError:
+        if deadline.expired():  # ours (else the tool raised it itself)
+            raise _OwnTimeout(timeout, running=False) from None
+        raise
+
+
+def _timed_out(tool: Tool, e: _OwnTimeout) -> Outcome:
+    """How an attempt whose call ran past the executor's timeout ended."""
+    t = e.timeout
+    if not e.began:
+        return TimedOut(
+            f"tool {tool.name!r} waited {t:g}s for a tool thread (all busy) and "
+            "timed out before its call began"
+        )
+    if not _unsafe(tool):
+        return TimedOut(f"tool {tool.name!r} timed out after {t:g}s")
+    # Abandoned mid-call, it may still take effect: never run it again on our
+    # own (invariant 2); a person decides.
+    if e.running:
+        return InDoubt(
+            f"tool {tool.name!r} timed out after {t:g}s, and its call is still "
+            "running in this process (a thread cannot be stopped): it may yet "
+            "take effect",
+            running=True,
+        )
+    return InDoubt(
+        f"tool {tool.name!r} timed out after {t:g}s and was stopped mid-call: "
+        "it may or may not have taken effect"
     )
 
 
@@ -267,7 +334,7 @@ def call_inline(
     try:
         result = _run_inline(tool, kwargs, gate)
     except Exception as e:
-        return _stamped(_error_outcome(tool, e, None), t0)
+        return _stamped(error_outcome(tool, e, None), t0)
     if result is _REFUSED:
         return None
     return _stamped(_result_outcome(tool, result, success, artifacts), t0)
@@ -284,7 +351,7 @@ def _kwargs(tool: Tool, args: dict[str, Any], ctx: ToolContext | None) -> Any:
     try:
         kwargs = tool.validate(args)
     except ArgusError as e:
-        return _failed(e, "invalid_args", tb=False)
+        return failed(e, "invalid_args", tb=False)
     if tool.takes_ctx:
         kwargs["ctx"] = ctx
     return kwargs
@@ -308,7 +375,7 @@ async def _attempt(
         return kwargs
     try:
         if tool.is_async:
-            result = await asyncio.wait_for(await_tool(tool.fn, kwargs), timeout)
+            result = await _call_async(tool, kwargs, timeout)
         elif remote is not None:
             # Shipped to a cluster: the executor owns timeouts and cancellation
             # there, and turns a lost worker into a TransientError.
@@ -321,7 +388,9 @@ async def _attempt(
             )
         else:
             try:
-                result = await _call_sync(tool, kwargs, timeout, pool, gate, on_thread)
+                result = await _call_sync(
+                    tool, kwargs, timeout, pool, gate, on_thread, ctx
+                )
             except _NotStarted as e:
                 # "cannot schedule new futures after (interpreter) shutdown": the
                 # process is exiting, which is no failure of the task's; the call
@@ -329,38 +398,11 @@ async def _attempt(
                 return ShutDown(str(e), started=False)
     except asyncio.CancelledError:
         raise
+    except _OwnTimeout as e:
+        return _timed_out(tool, e)
     except Exception as e:
-        return _error_outcome(tool, e, timeout)
+        return error_outcome(tool, e, timeout)
     return _result_outcome(tool, result, success, artifacts)
-
-
-def _error_outcome(tool: Tool, e: Exception, timeout: float | None) -> Outcome:
-    """How an attempt whose call raised ``e`` ended."""
-    if isinstance(e, TimeoutError):
-        if tool.side_effect == "write" and not tool.idempotent:
-            # Abandoned mid-call, it may still take effect: never run it again
-            # on our own (invariant 2); a person decides.
-            return InDoubt(
-                f"tool {tool.name!r} timed out after {timeout:g}s and may or may "
-                "not have taken effect"
-            )
-        if timeout is not None and error_text(e) == type(e).__name__:
-            return TimedOut(f"tool {tool.name!r} timed out after {timeout:g}s")
-        return TimedOut(
-            error_text(e),
-            type(e).__name__,
-            traceback="".join(traceback.format_exception(e)),
-        )
-    if isinstance(e, InDoubtError):  # e.g. a cluster lost a write mid-way
-        return InDoubt(
-            error_text(e),
-            traceback="".join(traceback.format_exception(e)),
-        )
-    if isinstance(e, BudgetExceeded):  # an LLM task's check (the hit is kept)
-        return _failed(e, "budget")
-    if isinstance(e, TransientError | ConnectionError):
-        return _failed(e, "transient")
-    return _failed(e)
 
 
 def _result_outcome(
@@ -382,7 +424,7 @@ def _result_outcome(
     except StorageError:  # not the result's fault: the run stops, says so
         raise
     except ArgusError as e:  # e.g. binary data holding a secret: refused
-        return _failed(e, "bad_result", tb=False)
+        return failed(e, "bad_result", tb=False)
     except (ValueError, TypeError, RecursionError) as e:
         # RecursionError: outside JSON nested thousands deep (never end the run)
         deep = "nested too deeply to store" if isinstance(e, RecursionError) else ""

@@ -103,6 +103,9 @@ class InDoubt:
     error_type: str = "InDoubtError"
     traceback: str | None = None
     duration: float = 0.0
+    running: bool = False
+    """Its call still runs in this process (a thread past its timeout): a
+    retry waits for it to end (runtime/abandoned.py)."""
 
 
 @dataclass(frozen=True, slots=True)

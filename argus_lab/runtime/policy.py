@@ -26,11 +26,12 @@ ShutDown           LeaveIntent: never a failure. A call that may have begun
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from argus_lab.model import Task
+from argus_lab.runtime.abandoned import AbandonedCall
 from argus_lab.runtime.budget import BudgetHit
 from argus_lab.runtime.outcome import (
     Failed,
@@ -59,6 +60,7 @@ __all__ = [
     "Rerun",
     "RetryLater",
     "StopForBudget",
+    "ended_reason",
     "unsafe",
 ]
 
@@ -144,10 +146,18 @@ class FailurePolicy:
     Args:
         backoff: (first delay, largest delay) in seconds between transient
             retries; each delay doubles, with jitter.
+        abandoned: Task id -> its call abandoned while it ran on in this
+            process, running or ended (``abandoned.lookup`` for the session),
+            for ``after_interrupt`` to say so.
     """
 
-    def __init__(self, backoff: tuple[float, float]) -> None:
+    def __init__(
+        self,
+        backoff: tuple[float, float],
+        abandoned: Callable[[str], AbandonedCall | None] | None = None,
+    ) -> None:
         self.backoff = backoff
+        self._abandoned = abandoned
 
     def decide(
         self,
@@ -176,6 +186,13 @@ class FailurePolicy:
                 return Accept()
             case ShutDown(why, started):  # a shutdown is not the task's failure
                 return LeaveIntent(why, started)
+            case InDoubt(running=True):
+                return AskInDoubt(
+                    f"task {task.id!r} is in doubt: {out.error}. Wait for the "
+                    "call to end (this reason and an in_doubt event will say "
+                    f"how it ended; s.retry({task.id!r}) refuses until then), "
+                    f"check, then s.retry({task.id!r}) or s.skip({task.id!r})"
+                )
             case InDoubt():
                 return AskInDoubt(
                     f"task {task.id!r} is in doubt: {out.error}; check, then "
@@ -251,6 +268,9 @@ class FailurePolicy:
         task running: ``alone``) or ``INTERRUPTED_RERUNS_TOGETHER``: its call
         may be what kills the process.
         """
+        call = self._abandoned(task.id) if self._abandoned is not None else None
+        if call is not None and call.attempt == out.attempt:
+            return self._left_running(task.id, call)
         what = (
             f"tool {task.tool!r}"
             if task.tool
@@ -286,6 +306,30 @@ class FailurePolicy:
             f"taken effect. Check, then call s.retry({task.id!r}) to run it "
             f"again or s.skip({task.id!r}) if it took effect."
         )
+
+    @staticmethod
+    def _left_running(tid: str, call: AbandonedCall) -> AskInDoubt:
+        """The attempt's call ran on in this process after it was abandoned
+        (only calls that may make a write that is not idempotent are kept)."""
+        if call.ended is None:
+            return AskInDoubt(
+                f"task {tid!r} is in doubt: {call.what()} {call.why}, and its "
+                "call is still running in this process (a thread cannot be "
+                "stopped): it may yet take effect. Wait for it to end (this "
+                "reason and an in_doubt event will say how it ended; "
+                f"s.retry({tid!r}) refuses until then), check, then "
+                f"s.retry({tid!r}) or s.skip({tid!r})."
+            )
+        return AskInDoubt(ended_reason(tid, call))
+
+
+def ended_reason(tid: str, call: AbandonedCall) -> str:
+    """The in-doubt reason of a task whose abandoned call has ended."""
+    return (
+        f"task {tid!r} is in doubt: {call.what()} {call.why} and ran on in "
+        f"this process; it has since ended: it {call.ended}. Check whether it "
+        f"took effect, then s.retry({tid!r}) or s.skip({tid!r})."
+    )
 
 
 def unsafe(task: Task, tool: Tool, tools: Mapping[str, Tool]) -> bool:

@@ -12,7 +12,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-__all__ = ["ToolCancelled", "ToolExit", "await_tool", "call_tool", "error_text"]
+__all__ = [
+    "ToolBaseException",
+    "ToolCancelled",
+    "ToolExit",
+    "await_tool",
+    "call_tool",
+    "error_text",
+]
 
 
 class ToolExit(Exception):
@@ -45,23 +52,49 @@ class ToolCancelled(Exception):
         super().__init__(f"the tool raised CancelledError{why} without being cancelled")
 
 
+class ToolBaseException(Exception):
+    """A tool raised a BaseException that is not an Exception (KeyboardInterrupt,
+    GeneratorExit, a library's own): the tool's, never a signal to the session.
+
+    Let through, it passed every ``except Exception`` and ended the run (on
+    the loop thread, asyncio re-raises it out of the loop), leaving the tasks
+    running beside it in doubt.
+    """
+
+    def __init__(self, e: BaseException) -> None:
+        super().__init__(
+            f"the tool raised {type(e).__name__}"
+            + (f" ({error_text(e)})" if e.args else "")
+            + ", which is not an Exception: a tool ends its task by returning "
+            "or raising an Exception"
+        )
+
+
 def call_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
-    """``fn(**kwargs)`` with a SystemExit turned into ToolExit and a
-    CancelledError (nothing cancels a sync call) into ToolCancelled."""
+    """``fn(**kwargs)`` with a SystemExit turned into ToolExit, a
+    CancelledError (nothing cancels a sync call) into ToolCancelled and any
+    other BaseException into ToolBaseException."""
     try:
         return fn(**kwargs)
+    except Exception:
+        raise
     except SystemExit as e:
         raise ToolExit(e) from e
     except asyncio.CancelledError as e:
         raise ToolCancelled(e) from e
+    except BaseException as e:
+        raise ToolBaseException(e) from e
 
 
 async def await_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
     """``await fn(**kwargs)`` with a SystemExit turned into ToolExit (inside
     the awaiting task, before asyncio's Task would re-raise it to the loop),
-    and a CancelledError into ToolCancelled unless the call was cancelled."""
+    a CancelledError into ToolCancelled unless the call was cancelled, and any
+    other BaseException into ToolBaseException."""
     try:
         return await fn(**kwargs)
+    except Exception:
+        raise
     except SystemExit as e:
         raise ToolExit(e) from e
     except asyncio.CancelledError as e:
@@ -69,17 +102,22 @@ async def await_tool(fn: Any, kwargs: dict[str, Any]) -> Any:
         if task is None or task.cancelling():
             raise  # a real cancellation (a timeout, a shutdown): not the tool's
         raise ToolCancelled(e) from e
+    except BaseException as e:
+        raise ToolBaseException(e) from e
 
 
 def error_text(e: BaseException) -> str:
     """``str(e)``, or the class name when that is empty or raises: a tool's
     exception whose ``__str__`` fails must fail its task, not end the run
     (raising to the caller a message no redactor had seen)."""
+    name = type(e).__name__ or "an exception"  # a class may be renamed ""
     try:
-        text = str(e) or type(e).__name__
+        text = str(e)
+        if not isinstance(text, str) or not text:
+            return name
         if isinstance(e, KeyError) and type(e).__str__ is KeyError.__str__:
             # str(KeyError("x")) is "'x'": a task's error read "'x'" alone.
-            return f"{type(e).__name__}: {text}"
+            return f"{name}: {text}"
         return text
     except Exception:
-        return f"{type(e).__name__} (its message could not be read)"
+        return f"{name} (its message could not be read)"
