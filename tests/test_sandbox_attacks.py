@@ -1504,3 +1504,113 @@ def test_the_code_and_its_secrets_are_not_in_any_process_listing(
         go.write_text("go")
         thread.join(30)
     assert results[0].stdout == f"{len(secret)}\n", results[0]
+
+
+# --- A third attacker's round ----------------------------------------------------
+
+
+def test_folders_cannot_be_watched_with_dnotify_nor_files_leased(
+    ws: al.Workspace,
+) -> None:
+    # inotify and fanotify were closed, but fcntl(F_NOTIFY) (dnotify) watches
+    # any readable folder the same way: a signal per file read or made in
+    # /etc or the session folder, the host's activity seen from inside (and a
+    # channel between sandboxes). A lease (F_SETLEASE) on a file the code's
+    # uid owns (every file of the user when Argus runs unprivileged) made the
+    # host's open for writing wait until the run ended (up to 45 s).
+    if not enforced("ipc"):
+        return
+    stop = threading.Event()
+    waited: list[float] = []
+
+    def prepare(folder: Path) -> None:
+        (folder / "mine.txt").write_text("the host writes this")
+        if os.geteuid() == 0:  # the code's uid owns it, as without root
+            os.chown(folder / "mine.txt", STATUS["uid"], STATUS["uid"])
+
+        def poke() -> None:  # the host works in the session folder meanwhile
+            i = 0
+            while not stop.wait(0.2):
+                (folder / f"host-{i}.txt").write_text("x")
+                t0 = time.monotonic()
+                with contextlib.suppress(OSError), open(folder / "mine.txt", "w"):
+                    pass
+                waited.append(time.monotonic() - t0)
+                i += 1
+
+        threading.Thread(target=poke, daemon=True).start()
+
+    body = (
+        "import fcntl, signal, time\n"
+        "seen = []\n"
+        "signal.signal(signal.SIGIO, lambda *a: seen.append(1))\n"
+        "def watch(path):\n"
+        "    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)\n"
+        "    fcntl.fcntl(fd, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_CREATE"
+        " | fcntl.DN_MODIFY | fcntl.DN_MULTISHOT)\n"
+        "def lease():\n"
+        "    fd = os.open('../../../mine.txt', os.O_RDONLY)\n"
+        "    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)\n"
+        "t('dnotify_session', lambda: watch('../../..'))\n"
+        "t('dnotify_etc', lambda: watch('/etc'))\n"
+        "t('lease', lease)\n"
+        "time.sleep(2)\n"
+        "t('signals', lambda: len(seen))\n"
+    )
+    try:
+        tries = outcomes(ws, body, prepare=prepare)
+    finally:
+        stop.set()
+    assert tries.pop("signals") == "ok", tries  # len(seen) == 0: nothing seen
+    assert "ok" not in tries.values(), tries
+    assert waited and max(waited) < 1, waited  # the host never waited on a lease
+
+
+def test_seccomp_argument_checks_cannot_be_passed_with_high_bits(
+    ws: al.Workspace,
+) -> None:
+    # The kernel reads an int argument's low 32 bits only, seccomp all 64: a
+    # datagram socketpair with 1 << 32 added to its family (AF_UNIX to the
+    # kernel, not AF_UNIX to the filter) reached a host path socket again, and
+    # fcntl(F_NOTIFY) passed the same way.
+    if not enforced("unix_sockets"):
+        return
+    servers = []
+
+    def prepare(folder: Path) -> None:
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        servers.append(srv)
+        with contextlib.chdir(folder):
+            srv.bind("dgram.sock")
+        os.chmod(folder / "dgram.sock", 0o777)
+        srv.setblocking(False)
+
+    body = (
+        "libc.syscall.restype = ctypes.c_long\n"
+        "L = ctypes.c_long\n"
+        "dg = os.path.abspath('../../../dgram.sock')\n"
+        "def pair(family, kind):\n"
+        "    sv = (ctypes.c_int * 2)()\n"
+        "    c(0 if libc.syscall(L(53), L(family), L(kind), L(0), sv) == 0 else -1)\n"
+        "    socket.socket(fileno=sv[0]).sendto(b'x', dg)\n"
+        "def sock(family):\n"
+        "    fd = libc.syscall(L(41), L(family), L(2), L(0))\n"
+        "    c(0 if fd >= 0 else -1)\n"
+        "    socket.socket(fileno=fd).sendto(b'x', dg)\n"
+        "def notify(cmd):\n"
+        "    fd = os.open('/etc', os.O_RDONLY | os.O_DIRECTORY)\n"
+        "    c(0 if libc.syscall(L(72), L(fd), L(cmd), L(0x80000004)) == 0 else -1)\n"
+        "for high in (1 << 32, 0xFFFFFFFF << 32):\n"
+        "    t(f'dgram_pair {high:#x}', lambda: pair(high | 1, 2))\n"
+        "    t(f'raw_pair {high:#x}', lambda: pair(high | 1, 3))\n"
+        "    t(f'unix_socket {high:#x}', lambda: sock(high | 1))\n"
+        "    t(f'dnotify {high:#x}', lambda: notify(high | 1026))\n"
+    )
+    try:
+        tries = outcomes(ws, body, prepare=prepare)
+        assert len(tries) == 8 and "ok" not in tries.values(), tries
+        with pytest.raises(BlockingIOError):
+            servers[0].recv(100)  # no datagram arrived
+    finally:
+        for srv in servers:
+            srv.close()
