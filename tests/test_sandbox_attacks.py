@@ -1614,3 +1614,67 @@ def test_seccomp_argument_checks_cannot_be_passed_with_high_bits(
     finally:
         for srv in servers:
             srv.close()
+
+
+def test_the_wall_time_signal_after_the_code_ended_harms_nothing(
+    tmp_path: Path,
+) -> None:
+    # At the wall-time limit the host signals the launcher, which killed the
+    # code by its pid. When the code had just ended (the launcher copying
+    # its files out), that pid was already reaped: the kill raised inside the
+    # copy (a file kept cut short, or lost) or after it (exit code 1 for the
+    # code's 5), and a host process given the pid since (the code can cycle
+    # the host's pids by forking) would have been killed, by root.
+    import asyncio
+    import signal
+
+    from argus_lab.tools.sandbox import run_python
+
+    if STATUS["rules"]["disk"] != "tmpfs quota":
+        return  # no copy out: nothing runs after the code
+    folder = tmp_path / "s" / "tasks" / "t" / "attempt-1"
+    code = (
+        "import os, time\n"
+        "while not os.path.exists('../../../go'):  # until the host watches\n"
+        "    time.sleep(0.01)\n"
+        "for i in range(60):  # 240 MiB: the copy out takes a while\n"
+        "    with open(f'f{i}', 'wb') as f:\n"
+        "        f.write(bytes([i]) * (4 << 20))\n"
+        "os._exit(5)\n"
+    )
+    results: list[Any] = []
+
+    def run() -> None:
+        run_ = run_python(code, folder, limits=FAST, readable=[tmp_path / "s"])
+        results.append(asyncio.run(run_))
+
+    (tmp_path / "s").mkdir()
+    thread = threading.Thread(target=run)
+    thread.start()
+    signalled = False
+    try:
+        launcher = child = None
+        deadline = time.monotonic() + 20
+        while child is None and time.monotonic() < deadline:
+            for p in psutil.Process().children():  # the launcher, not the code
+                with contextlib.suppress(psutil.Error):
+                    if str(folder) in "\0".join(p.cmdline()):
+                        launcher = p
+                        child = next(iter(p.children()), None)
+            time.sleep(0.001)
+        assert launcher is not None and child is not None, "no sandbox found"
+        (tmp_path / "s" / "go").write_text("go")
+        while child.is_running() and time.monotonic() < deadline:
+            time.sleep(0.0005)  # until the launcher has reaped the code
+        with contextlib.suppress(psutil.NoSuchProcess):
+            launcher.send_signal(signal.SIGUSR1)  # the host's wall-time stop
+            signalled = True
+    finally:
+        (tmp_path / "s" / "go").write_text("go")
+        thread.join(60)
+    res = results[0]
+    assert signalled, "the copy out ended before the signal: nothing was tried"
+    assert res.exit_code == 5 and not res.warnings, (res.exit_code, res.warnings)
+    assert len(res.files) == 60, res.files
+    for p in res.files:  # every file whole, none cut short
+        assert p.stat().st_size == 4 << 20, p
