@@ -1678,3 +1678,34 @@ def test_the_wall_time_signal_after_the_code_ended_harms_nothing(
     assert len(res.files) == 60, res.files
     for p in res.files:  # every file whole, none cut short
         assert p.stat().st_size == 4 << 20, p
+
+
+def test_a_name_too_long_once_masked_does_not_stop_the_sweep(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "[REDACTED]" is longer than a short secret (6 characters): a 255-byte
+    # name holding one could not be renamed masked (ENAMETOOLONG). The sweep
+    # stopped there, the task failed, and the name, and every file the sweep
+    # had not reached yet (deeper folders go first), stayed on disk unmasked.
+    secret = "Zq" + uuid.uuid4().hex[:4]
+    monkeypatch.setenv("ARGUS_SHORT_TOKEN", secret)
+    code = (
+        "import os\n"
+        "s = '${env.ARGUS_SHORT_TOKEN}'\n"
+        "open('leak.txt', 'w').write('plain ' + s)\n"
+        "os.makedirs('a/b')\n"
+        "open('a/b/' + s * 42 + 'abc', 'w').write('x')  # 255 bytes\n"
+        "os.mkdir('x' * 249 + s)  # 255 bytes\n"
+        "open('x' * 249 + s + '/inner.txt', 'w').write(s)\n"
+        "open('plain.txt', 'w').write('kept')\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 0, res
+    assert [k.split("attempt-1/")[1] for k in res["files"]] == [
+        "leak.txt",
+        "plain.txt",
+    ], res["files"]
+    for p in ws.path.rglob("*"):
+        assert secret not in str(p), p
+        if p.is_file():
+            assert secret.encode() not in p.read_bytes(), p
