@@ -1504,3 +1504,208 @@ def test_the_code_and_its_secrets_are_not_in_any_process_listing(
         go.write_text("go")
         thread.join(30)
     assert results[0].stdout == f"{len(secret)}\n", results[0]
+
+
+# --- A third attacker's round ----------------------------------------------------
+
+
+def test_folders_cannot_be_watched_with_dnotify_nor_files_leased(
+    ws: al.Workspace,
+) -> None:
+    # inotify and fanotify were closed, but fcntl(F_NOTIFY) (dnotify) watches
+    # any readable folder the same way: a signal per file read or made in
+    # /etc or the session folder, the host's activity seen from inside (and a
+    # channel between sandboxes). A lease (F_SETLEASE) on a file the code's
+    # uid owns (every file of the user when Argus runs unprivileged) made the
+    # host's open for writing wait until the run ended (up to 45 s).
+    if not enforced("ipc"):
+        return
+    stop = threading.Event()
+    waited: list[float] = []
+
+    def prepare(folder: Path) -> None:
+        (folder / "mine.txt").write_text("the host writes this")
+        if os.geteuid() == 0:  # the code's uid owns it, as without root
+            os.chown(folder / "mine.txt", STATUS["uid"], STATUS["uid"])
+
+        def poke() -> None:  # the host works in the session folder meanwhile
+            i = 0
+            while not stop.wait(0.2):
+                (folder / f"host-{i}.txt").write_text("x")
+                t0 = time.monotonic()
+                with contextlib.suppress(OSError), open(folder / "mine.txt", "w"):
+                    pass
+                waited.append(time.monotonic() - t0)
+                i += 1
+
+        threading.Thread(target=poke, daemon=True).start()
+
+    body = (
+        "import fcntl, signal, time\n"
+        "seen = []\n"
+        "signal.signal(signal.SIGIO, lambda *a: seen.append(1))\n"
+        "def watch(path):\n"
+        "    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)\n"
+        "    fcntl.fcntl(fd, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_CREATE"
+        " | fcntl.DN_MODIFY | fcntl.DN_MULTISHOT)\n"
+        "def lease():\n"
+        "    fd = os.open('../../../mine.txt', os.O_RDONLY)\n"
+        "    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)\n"
+        "t('dnotify_session', lambda: watch('../../..'))\n"
+        "t('dnotify_etc', lambda: watch('/etc'))\n"
+        "t('lease', lease)\n"
+        "time.sleep(2)\n"
+        "t('signals', lambda: len(seen))\n"
+    )
+    try:
+        tries = outcomes(ws, body, prepare=prepare)
+    finally:
+        stop.set()
+    assert tries.pop("signals") == "ok", tries  # len(seen) == 0: nothing seen
+    assert "ok" not in tries.values(), tries
+    assert waited and max(waited) < 1, waited  # the host never waited on a lease
+
+
+def test_seccomp_argument_checks_cannot_be_passed_with_high_bits(
+    ws: al.Workspace,
+) -> None:
+    # The kernel reads an int argument's low 32 bits only, seccomp all 64: a
+    # datagram socketpair with 1 << 32 added to its family (AF_UNIX to the
+    # kernel, not AF_UNIX to the filter) reached a host path socket again, and
+    # fcntl(F_NOTIFY) passed the same way.
+    if not enforced("unix_sockets"):
+        return
+    servers = []
+
+    def prepare(folder: Path) -> None:
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        servers.append(srv)
+        with contextlib.chdir(folder):
+            srv.bind("dgram.sock")
+        os.chmod(folder / "dgram.sock", 0o777)
+        srv.setblocking(False)
+
+    body = (
+        "libc.syscall.restype = ctypes.c_long\n"
+        "L = ctypes.c_long\n"
+        "dg = os.path.abspath('../../../dgram.sock')\n"
+        "def pair(family, kind):\n"
+        "    sv = (ctypes.c_int * 2)()\n"
+        "    c(0 if libc.syscall(L(53), L(family), L(kind), L(0), sv) == 0 else -1)\n"
+        "    socket.socket(fileno=sv[0]).sendto(b'x', dg)\n"
+        "def sock(family):\n"
+        "    fd = libc.syscall(L(41), L(family), L(2), L(0))\n"
+        "    c(0 if fd >= 0 else -1)\n"
+        "    socket.socket(fileno=fd).sendto(b'x', dg)\n"
+        "def notify(cmd):\n"
+        "    fd = os.open('/etc', os.O_RDONLY | os.O_DIRECTORY)\n"
+        "    c(0 if libc.syscall(L(72), L(fd), L(cmd), L(0x80000004)) == 0 else -1)\n"
+        "for high in (1 << 32, 0xFFFFFFFF << 32):\n"
+        "    t(f'dgram_pair {high:#x}', lambda: pair(high | 1, 2))\n"
+        "    t(f'raw_pair {high:#x}', lambda: pair(high | 1, 3))\n"
+        "    t(f'unix_socket {high:#x}', lambda: sock(high | 1))\n"
+        "    t(f'dnotify {high:#x}', lambda: notify(high | 1026))\n"
+    )
+    try:
+        tries = outcomes(ws, body, prepare=prepare)
+        assert len(tries) == 8 and "ok" not in tries.values(), tries
+        with pytest.raises(BlockingIOError):
+            servers[0].recv(100)  # no datagram arrived
+    finally:
+        for srv in servers:
+            srv.close()
+
+
+def test_the_wall_time_signal_after_the_code_ended_harms_nothing(
+    tmp_path: Path,
+) -> None:
+    # At the wall-time limit the host signals the launcher, which killed the
+    # code by its pid. When the code had just ended (the launcher copying
+    # its files out), that pid was already reaped: the kill raised inside the
+    # copy (a file kept cut short, or lost) or after it (exit code 1 for the
+    # code's 5), and a host process given the pid since (the code can cycle
+    # the host's pids by forking) would have been killed, by root.
+    import asyncio
+    import signal
+
+    from argus_lab.tools.sandbox import run_python
+
+    if STATUS["rules"]["disk"] != "tmpfs quota":
+        return  # no copy out: nothing runs after the code
+    folder = tmp_path / "s" / "tasks" / "t" / "attempt-1"
+    code = (
+        "import os, time\n"
+        "while not os.path.exists('../../../go'):  # until the host watches\n"
+        "    time.sleep(0.01)\n"
+        "for i in range(60):  # 240 MiB: the copy out takes a while\n"
+        "    with open(f'f{i}', 'wb') as f:\n"
+        "        f.write(bytes([i]) * (4 << 20))\n"
+        "os._exit(5)\n"
+    )
+    results: list[Any] = []
+
+    def run() -> None:
+        run_ = run_python(code, folder, limits=FAST, readable=[tmp_path / "s"])
+        results.append(asyncio.run(run_))
+
+    (tmp_path / "s").mkdir()
+    thread = threading.Thread(target=run)
+    thread.start()
+    signalled = False
+    try:
+        launcher = child = None
+        deadline = time.monotonic() + 20
+        while child is None and time.monotonic() < deadline:
+            for p in psutil.Process().children():  # the launcher, not the code
+                with contextlib.suppress(psutil.Error):
+                    if str(folder) in "\0".join(p.cmdline()):
+                        launcher = p
+                        child = next(iter(p.children()), None)
+            time.sleep(0.001)
+        assert launcher is not None and child is not None, "no sandbox found"
+        (tmp_path / "s" / "go").write_text("go")
+        while child.is_running() and time.monotonic() < deadline:
+            time.sleep(0.0005)  # until the launcher has reaped the code
+        with contextlib.suppress(psutil.NoSuchProcess):
+            launcher.send_signal(signal.SIGUSR1)  # the host's wall-time stop
+            signalled = True
+    finally:
+        (tmp_path / "s" / "go").write_text("go")
+        thread.join(60)
+    res = results[0]
+    assert signalled, "the copy out ended before the signal: nothing was tried"
+    assert res.exit_code == 5 and not res.warnings, (res.exit_code, res.warnings)
+    assert len(res.files) == 60, res.files
+    for p in res.files:  # every file whole, none cut short
+        assert p.stat().st_size == 4 << 20, p
+
+
+def test_a_name_too_long_once_masked_does_not_stop_the_sweep(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "[REDACTED]" is longer than a short secret (6 characters): a 255-byte
+    # name holding one could not be renamed masked (ENAMETOOLONG). The sweep
+    # stopped there, the task failed, and the name, and every file the sweep
+    # had not reached yet (deeper folders go first), stayed on disk unmasked.
+    secret = "Zq" + uuid.uuid4().hex[:4]
+    monkeypatch.setenv("ARGUS_SHORT_TOKEN", secret)
+    code = (
+        "import os\n"
+        "s = '${env.ARGUS_SHORT_TOKEN}'\n"
+        "open('leak.txt', 'w').write('plain ' + s)\n"
+        "os.makedirs('a/b')\n"
+        "open('a/b/' + s * 42 + 'abc', 'w').write('x')  # 255 bytes\n"
+        "os.mkdir('x' * 249 + s)  # 255 bytes\n"
+        "open('x' * 249 + s + '/inner.txt', 'w').write(s)\n"
+        "open('plain.txt', 'w').write('kept')\n"
+    )
+    res = attack(ws, code)
+    assert res["exit_code"] == 0, res
+    assert [k.split("attempt-1/")[1] for k in res["files"]] == [
+        "leak.txt",
+        "plain.txt",
+    ], res["files"]
+    for p in ws.path.rglob("*"):
+        assert secret not in str(p), p
+        if p.is_file():
+            assert secret.encode() not in p.read_bytes(), p

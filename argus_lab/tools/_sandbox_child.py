@@ -173,10 +173,30 @@ def _launcher() -> None:
             except OSError:
                 pass  # it stays in: as before, only the OOM killer may pick it
         # The parent's wall-time limit: kill the code (its PID namespace goes
-        # with it), then copy the files out as after any end.
-        signal.signal(signal.SIGUSR1, lambda *_: os.kill(child, signal.SIGKILL))
+        # with it), then copy the files out as after any end. By a pidfd: the
+        # signal may come once the code has ended and been reaped (this
+        # launcher copying its files out), when its pid may be another host
+        # process's already (the code can cycle the host's pids by forking),
+        # and a kill by pid raised inside the copy.
+        try:
+            pidfd = os.pidfd_open(child)
+        except (AttributeError, OSError):  # not Linux, or before 5.3
+            pidfd = -1
+        reaped: list[bool] = []
+
+        def stop(*_: object) -> None:
+            try:
+                if pidfd >= 0:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                elif not reaped:
+                    os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass  # it has ended already
+
+        signal.signal(signal.SIGUSR1, stop)
         say("child", child)
         _, status, usage = os.wait4(child, 0)
+        reaped.append(True)
         copied: object = None
         try:
             copied = _copy_out(cfg, host_dir) if host_dir >= 0 else None

@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 _CONTROLLERS = ("pids", "memory", "cpu")
 _PERIOD = 100_000
@@ -256,6 +257,7 @@ _DENIED = tuple(
 _AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
 _SOCK_STREAM, _SOCK_SEQPACKET = 1, 5
 _NETLINK_ROUTE = 0
+_F_SETLEASE, _F_NOTIFY = 1024, 1026
 _NEW_NAMESPACES = (
     0x00020000,  # CLONE_NEWNS
     0x02000000,  # CLONE_NEWCGROUP
@@ -278,6 +280,13 @@ def seccomp_filter() -> tuple[bytes, str | None]:
         return b"", f"libseccomp is unavailable ({e})"
     try:
         f = sc.SyscallFilter(sc.ALLOW)
+
+        def low(i: int, value: int) -> Any:
+            # An int argument: the kernel reads its low 32 bits only, and the
+            # filter must too (1 << 32 added to socketpair's family made
+            # AF_UNIX pass a check for AF_UNIX).
+            return sc.Arg(i, sc.MASKED_EQ, 0xFFFFFFFF, value)
+
         for name in _DENIED:
             # A name this libseccomp does not know (OSError EINVAL, or older
             # bindings' errors) skips that rule, never the whole filter.
@@ -297,28 +306,35 @@ def seccomp_filter() -> tuple[bytes, str | None]:
             f.add_rule(sc.ERRNO(errno.ENOSYS), name)
         for name in ("fanotify_init", "fanotify_mark"):
             f.add_rule(sc.ERRNO(errno.EPERM), name)
+        # dnotify (fcntl F_NOTIFY) watches a readable folder as inotify does
+        # (/etc, the session folder); a lease (F_SETLEASE) on a file the code's
+        # uid owns makes the host's open for writing wait on the code. EINVAL:
+        # what a kernel without them (or with leases off) answers.
+        for cmd in (_F_NOTIFY, _F_SETLEASE):
+            f.add_rule(sc.ERRNO(errno.EINVAL), "fcntl", low(1, cmd))
         # Unix sockets by path or abstract name reach past every namespace;
         # socketpair (pipes between the code's own processes) stays allowed.
-        f.add_rule(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.EQ, 1))
+        f.add_rule(sc.ERRNO(errno.EACCES), "socket", low(0, _AF_UNIX))
         # A datagram pair (SOCK_RAW is one too, for unix sockets) is not bound
         # to its peer: sendto() or connect() reach any path socket (/dev/log,
         # a socket in the session folder). Stream and seqpacket pairs are
         # connected for good (connect: EISCONN); they stay for multiprocessing.
         for kind in range(16):
             if kind not in (_SOCK_STREAM, _SOCK_SEQPACKET):
-                args = (sc.Arg(0, sc.EQ, _AF_UNIX), sc.Arg(1, sc.MASKED_EQ, 15, kind))
+                args = (low(0, _AF_UNIX), sc.Arg(1, sc.MASKED_EQ, 15, kind))
                 f.add_rule(sc.ERRNO(errno.EACCES), "socketpair", *args)
         # Every other family but IP and netlink (both per network namespace):
         # vsock reaches a virtual machine's host, others reach hardware.
         for family in range(64):
             if family not in (_AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK):
-                arg = sc.Arg(0, sc.EQ, family)
-                f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", arg)
+                f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", low(0, family))
+        # And any family with high bits (the kernel would read the low ones).
         f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.GE, 64))
         # Netlink for routes and addresses only (getifaddrs): the other
         # protocols are not all per network namespace (uevents brought the
         # host's device events in, such as a USB key plugged in).
-        args = (sc.Arg(0, sc.EQ, _AF_NETLINK), sc.Arg(2, sc.NE, _NETLINK_ROUTE))
+        # (NE sees all 64 bits: high bits in the protocol are refused too.)
+        args = (low(0, _AF_NETLINK), sc.Arg(2, sc.NE, _NETLINK_ROUTE))
         f.add_rule(sc.ERRNO(errno.EPROTONOSUPPORT), "socket", *args)
         with tempfile.TemporaryFile() as out:
             f.export_bpf(out)

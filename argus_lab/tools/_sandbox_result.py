@@ -141,21 +141,35 @@ def _scrub(run: RunResult, ctx: ToolContext, folder: Path, most: int) -> list[st
                 if gone:
                     refused.append(red.text(name))
                     continue
-            if red.needed(name):
-                masked = red.text(name)
-                try:
-                    os.stat(masked, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    os.rename(name, masked, src_dir_fd=fd, dst_dir_fd=fd)
-                else:  # the masked name is taken: drop this one
-                    if stat.S_ISDIR(st.st_mode):
-                        shutil.rmtree(name, dir_fd=fd)
-                    else:
-                        os.unlink(name, dir_fd=fd)
+            if red.needed(name) and not _rename(name, red.text(name), fd):
+                # The masked name is taken, or too long ("[REDACTED]" is
+                # longer than a short secret): drop this one, never keep it.
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(name, dir_fd=fd)
+                else:
+                    os.unlink(name, dir_fd=fd)
     if red.needed(str(folder)):  # the task id is refused earlier; to be sure
         raise ToolError(f"python: task {ctx.task_id!r}: its folder names a secret")
     run.files = _listed(folder, most)[0]
     return refused
+
+
+def _rename(name: str, masked: str, fd: int) -> bool:
+    """Renames ``name`` to ``masked`` in the folder ``fd`` unless that name is
+    taken or cannot be made (over 255 bytes); returns whether it did."""
+    try:
+        os.stat(masked, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        pass
+    except OSError:  # ENAMETOOLONG
+        return False
+    else:
+        return False
+    try:
+        os.rename(name, masked, src_dir_fd=fd, dst_dir_fd=fd)
+    except OSError:
+        return False
+    return True
 
 
 def _check(run: RunResult, redactor: Redactor | None = None) -> None:

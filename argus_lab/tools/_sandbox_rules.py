@@ -28,7 +28,8 @@ RULES: dict[str, str] = {
     "unix_sockets": "unix sockets (by path or abstract name) cannot be created",
     "ipc": (
         "no IPC reaches outside the sandbox: SysV IPC, message queues and "
-        "/dev/shm are private, and files cannot be watched (inotify, fanotify)"
+        "/dev/shm are private, and files cannot be watched (inotify, fanotify, "
+        "dnotify) or leased"
     ),
     "ptrace": "ptrace and process_vm_readv/writev fail",
     "namespaces": "new user (and other) namespaces cannot be created",

@@ -245,7 +245,17 @@ def _copy_out(cfg: dict[str, Any], host_dir: int) -> dict[str, int]:
                     fout = os.open(rel, flags, 0o644, dir_fd=host_dir)
                     try:
                         while chunk := os.read(fin, 1 << 20):
-                            os.write(fout, chunk)
+                            view = memoryview(chunk)
+                            while view:  # a write may take only part of it
+                                view = view[os.write(fout, view) :]
+                    except BaseException:
+                        # Never a file cut short (the host's disk full, say):
+                        # it would be kept and listed as if whole.
+                        try:  # noqa: SIM105 - no contextlib import (see above)
+                            os.unlink(rel, dir_fd=host_dir)
+                        except OSError:
+                            pass
+                        raise
                     finally:
                         os.close(fout)
                 finally:
