@@ -338,7 +338,9 @@ def test_the_trigger_prefilter_answers_as_a_test_of_every_trigger() -> None:
         return any(t in low for t in _TRIGGERS) or ("@" in s and "://" in s)
 
     pieces = [*_TRIGGERS, *(t[:-1] for t in _TRIGGERS), "gh", "api", "passw"]
+    pieces += [t[1:] for t in _TRIGGERS]  # each side of the anchor of a trigger
     pieces += ["GHS_", "Api-Key", "PassWd", "x", " ", "-", "_", "@", "://", "é"]
+    pieces += ["/", "=", ".", "j", "J", "z", "-----", "\u212a", "\u017f"]
     rng = random.Random(7)
     texts = [t.upper() for t in _TRIGGERS] + ["", "x" * 256, "github pat"]
     texts += ["".join(rng.choices(pieces, k=rng.randint(1, 6))) for _ in range(3000)]
