@@ -21,14 +21,45 @@ __all__ = [
 
 _URL_PASSWORD = r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:@/]*:[^\s@/]+@"
 URL_MATCH = re.compile(_URL_PASSWORD)
+
+
+_WORD = "A-Za-z0-9"
+
+
+def _token_start(prefix: str, word: str = _WORD) -> str:
+    """``prefix`` as a regex that matches only where a token starts: not
+    after a character of ``word`` ("task_test_...", "risk-assessment-..."
+    hold "sk_test_" and "sk-"), but after any other character, or after an
+    escape that JSON, a repr or a URL writes in front of it ("\\nsk_live_...",
+    "%3Dsk_live_..."). The test follows the first letter, so that the regex
+    seeks the letter."""
+    f = re.escape(prefix[0])
+    return (
+        f
+        + rf"(?:(?<![{word}]{f})|(?<=\\[nrt]{f})|(?<=%[0-9A-Fa-f]{{2}}{f}))"
+        + re.escape(prefix[1:])
+    )
+
+
+_ANTHROPIC_OPENAI = (
+    _token_start("sk-ant-")
+    + r"[A-Za-z0-9_\-]{16,}|"
+    + _token_start("sk-")
+    + r"[A-Za-z0-9_\-]{32,}"
+)
+_GITHUB = r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+_SLACK = r"xox[abeprs]-[A-Za-z0-9-]{10,}"
+_AWS = r"A[KS]IA[0-9A-Z]{16}"
 SHAPES = re.compile(
-    r"(sk-ant-[A-Za-z0-9_\-]{16,}"  # Anthropic
-    r"|sk-[A-Za-z0-9_\-]{32,}"  # OpenAI-style
-    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub
-    r"|github_pat_[A-Za-z0-9_]{30,}"  # GitHub fine-grained
-    r"|xox[baprs]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key id (ASIA: temporary, from STS)
-    r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}|"
+    "("
+    + _ANTHROPIC_OPENAI  # Anthropic, OpenAI-style
+    + "|"
+    + _GITHUB  # GitHub, GitHub fine-grained
+    + "|"
+    + _SLACK  # Slack (xoxe-: a refresh token)
+    + "|"
+    + _AWS  # AWS access key id (ASIA: temporary, from STS)
+    + r"|(?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}|"
     # scheme://user:password@, the scheme bounded: unbounded, it rescanned a
     # long word from each of its letters (quadratic time on every step's text).
     + _URL_PASSWORD
@@ -164,13 +195,10 @@ FOLD = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
 letter (dotted and dotless i, long s, the Kelvin sign): "\u017fecret: ..." is
 a shape, and the prefilter must see "secret" in it."""
 _LITERALS = (
-    (("sk-",), re.compile(r"sk-ant-[A-Za-z0-9_\-]{16,}|sk-[A-Za-z0-9_\-]{32,}")),
-    (
-        ("gh", "github_pat_"),
-        re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"),
-    ),
-    (("xox",), re.compile(r"xox[baprs]-[A-Za-z0-9-]{10,}")),
-    (("AKIA", "ASIA"), re.compile(r"A[KS]IA[0-9A-Z]{16}")),
+    (("sk-",), re.compile(_ANTHROPIC_OPENAI)),
+    (("gh", "github_pat_"), re.compile(_GITHUB)),
+    (("xox",), re.compile(_SLACK)),
+    (("AKIA", "ASIA"), re.compile(_AWS)),
 )
 """SHAPES' case-sensitive shapes, each behind the literal it starts with."""
 

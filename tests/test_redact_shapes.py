@@ -29,7 +29,7 @@ PIECES = [
     "https://", "://", "@", "user:", ":pw", "ftp", "a+b.c-d",
     ":", "=", " = ", '"', "'", " ", "\t", "\n", ",", ";", "}", "{", "/", "_", "-",
     "abcdefghijklmnop", "ABCDEFGHIJKLMNOP", "0123456789", "Zz9", "~+/=.",
-    "\u017f", "\u212a", "\u0130", "\u00e9", "\u00df",
+    "\u017f", "\u212a", "\u0130", "\u00e9", "\u00df", "\\n", "\\", "%3D",
 ]  # fmt: skip
 
 texts = st.lists(st.sampled_from(PIECES), max_size=14).map("".join)
@@ -65,6 +65,15 @@ CASES = [
     ("AUTHOR\u0130ZATION: abcdefgh", True),
     ("to\u212aen=abcdefgh", True),
     ("caf\u00e9 secret=abcdefgh", True),
+    ("xoxe-1-" + "A1" * 10, True),  # Slack's refresh token
+    ("xoxo-from-grandma-and-grandpa", False),
+    # "sk-" starts a key only where a token starts: not in a URL's slug.
+    ("risk-assessment-for-the-quarterly-report", False),
+    ("https://example.org/mask-rcnn-benchmark-results-on-coco-data", False),
+    ("sk-assessment-for-the-quarterly-report", True),
+    ("OPENAI_API_KEY=sk-proj-" + "a1B2" * 8, True),
+    ("\\nsk-" + "a1B2" * 8, True),  # after an escape JSON or a repr writes
+    ("%3Dsk-" + "a1B2" * 8, True),  # after a URL-encoded "="
 ]
 
 
