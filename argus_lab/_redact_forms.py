@@ -5,6 +5,7 @@ secret value in by themselves."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -179,11 +180,31 @@ def _prefixed_source(prefixes: tuple[str, ...], rest: str, word: str | None) -> 
 
 
 _PREFIXED_SOURCES = [_prefixed_source(*entry) for entry in PREFIXED]
-_PREFIXED_PATTERNS = [re.compile(src) for src in _PREFIXED_SOURCES]
-SHAPES = re.compile(_CLASSIC[:-1] + "|" + "|".join(_PREFIXED_SOURCES) + ")")
+SHAPES: re.Pattern[str]
+"""Every shape, in one regex (masking, ``Redactor.text``, goes left to right
+through it). Compiled on first use (``__getattr__``): ~8 ms, where nothing
+but a text holding a shape needs it."""
 _CLASSIC_SHAPES = re.compile(_CLASSIC)
 """SHAPES without PREFIXED: SHAPES matches where one of its alternatives
 does, so ``_CLASSIC_SHAPES.search(s) or`` a PREFIXED one's is its answer."""
+
+
+def __getattr__(name: str) -> re.Pattern[str]:
+    """SHAPES, compiled at its first use (PEP 562)."""
+    if name == "SHAPES":
+        shapes = re.compile(_CLASSIC[:-1] + "|" + "|".join(_PREFIXED_SOURCES) + ")")
+        globals()["SHAPES"] = shapes  # the module's own from now on
+        return shapes
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _prefixed_pattern(i: int) -> re.Pattern[str]:
+    """PREFIXED[i]'s regex, compiled when a text first holds its trigger (all
+    of them at import were ~8 ms more for every process)."""
+    return re.compile(_PREFIXED_SOURCES[i])
+
+
 PREFIXES = tuple(p for prefixes, _, _ in PREFIXED for p in prefixes)
 """What every PREFIXED secret starts with."""
 KEPT = re.compile(
@@ -351,19 +372,17 @@ _LITERALS = (
 with (PREFIXED ones are found from their triggers: ``_prefixed``)."""
 
 
-_Shapes = dict[str, list[tuple[str, int, re.Pattern[str]]]]
-_Finder = tuple[
-    str, re.Pattern[str] | None, _Shapes, tuple[tuple[str, re.Pattern[str]], ...]
-]
+_Shapes = dict[str, list[tuple[str, int, int]]]
+_Finder = tuple[str, re.Pattern[str] | None, _Shapes, tuple[tuple[str, int], ...]]
 
 
-def _by_anchor() -> tuple[_Finder, ...]:
-    where: dict[str, re.Pattern[str]] = {}
-    for prefixes, pattern in zip(
-        (p for p, _, _ in PREFIXED), _PREFIXED_PATTERNS, strict=True
-    ):
-        for p in prefixes:
-            where[p.lower()] = pattern
+@functools.cache
+def _finders() -> tuple[_Finder, ...]:
+    """(anchor, the regex that finds the PREFIXED triggers it seeks (_split),
+    {the character before the anchor in such a trigger: [(trigger, where the
+    anchor is in it, its PREFIXED entry)]}, ((a trigger tested whole, its
+    entry), ...)). Built when a text first holds a trigger."""
+    where = {p.lower(): n for n, (ps, _, _) in enumerate(PREFIXED) for p in ps}
     out = []
     for a, members in _anchored(list(where)).items():
         sought, whole = _split(members)
@@ -372,13 +391,6 @@ def _by_anchor() -> tuple[_Finder, ...]:
             at.setdefault(t[i - 1], []).append((t, i, where[t]))
         out.append((a, _seeker(a, sought), at, tuple((t, where[t]) for t in whole)))
     return tuple(out)
-
-
-_FIND = _by_anchor()
-"""(anchor, the regex that finds the PREFIXED triggers it seeks (_split),
-{the character before the anchor in such a trigger: [(trigger, where the
-anchor is in it, the shape that starts with it)]}, ((a trigger tested
-whole, its shape), ...))."""
 
 
 def has_shape(s: str) -> bool:
@@ -415,21 +427,25 @@ def _found_shape(s: str) -> bool:
 def _prefixed(s: str, low: str) -> bool:
     """Whether a PREFIXED shape starts at one of its triggers in ``s`` (ASCII;
     ``low`` is ``s`` lower-cased)."""
-    for anchor, seeker, at, whole in _FIND:
+    for anchor, seeker, at, whole in _finders():
         if anchor not in low:
             continue
-        for trigger, pattern in whole:
+        for trigger, n in whole:
             p = low.find(trigger)
             while p >= 0:
-                if pattern.match(s, p):
+                if _prefixed_pattern(n).match(s, p):
                     return True
                 p = low.find(trigger, p + 1)
         if seeker is not None:
             for m in seeker.finditer(low):
                 a = m.start()
-                for trigger, i, pattern in at[low[a - 1]]:
+                for trigger, i, n in at[low[a - 1]]:
                     p = a - i
-                    if p >= 0 and low.startswith(trigger, p) and pattern.match(s, p):
+                    if (
+                        p >= 0
+                        and low.startswith(trigger, p)
+                        and _prefixed_pattern(n).match(s, p)
+                    ):
                         return True
     return False
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from argus_lab import _redact_forms as _forms
 from argus_lab._redact_forms import KEPT as _KEPT
 from argus_lab._redact_forms import PREFIXES as _PREFIXES
-from argus_lab._redact_forms import SHAPES as _SHAPES
 from argus_lab._redact_forms import URL_MATCH as _URL_MATCH
 from argus_lab._redact_forms import encoded_forms, text_codec
 from argus_lab._redact_forms import has_shape as _has_shape
@@ -249,7 +249,7 @@ class Redactor:
             if v in s:
                 s = s.replace(v, MASK)
         if _has_shape(s):
-            s = _SHAPES.sub(_mask_shape, s)
+            s = _forms.SHAPES.sub(_mask_shape, s)  # compiled at first need
         return s
 
     def value(self, v: Any) -> Any:
@@ -316,7 +316,7 @@ class Redactor:
                 out.append((i, i + len(v)))
                 i = text.find(v, i + 1)
         if _has_shape(text):
-            out += [m.span() for m in _SHAPES.finditer(text)]
+            out += [m.span() for m in _forms.SHAPES.finditer(text)]
         return out
 
     def may_hold_secrets(self, json_text: str) -> bool:
