@@ -19,10 +19,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from argus_lab._redact_forms import SHAPES as _SHAPES
+from argus_lab import _redact_forms as _forms
+from argus_lab._redact_forms import KEPT as _KEPT
+from argus_lab._redact_forms import PREFIXES as _PREFIXES
 from argus_lab._redact_forms import URL_MATCH as _URL_MATCH
 from argus_lab._redact_forms import encoded_forms, text_codec
 from argus_lab._redact_forms import has_shape as _has_shape
+from argus_lab._redact_forms import may_have_shape as _may_have_shape
 from argus_lab._redact_given import KNOWN as _KNOWN
 from argus_lab._redact_given import MIN_LEN as _MIN_LEN
 from argus_lab._redact_given import check_secrets, count_secrets, known_secrets
@@ -71,8 +74,6 @@ _KEY_HINTS = (
     "cookie",
 )
 """Every key ``_SECRET_FIELD`` matches contains one of these (lower-cased)."""
-_HINTS = ("sk-", "gh", "github", "xox", "akia", "asia", "basic", "://", *_KEY_HINTS)
-"""Every shape (``TRIGGERS``, _redact_forms.py) and every secret key holds one."""
 
 _NESTED = frozenset({list, tuple, dict})
 _CODECS = ("utf-8", "utf-16-le", "utf-16-be")  # how a secret sits in binary data
@@ -248,7 +249,7 @@ class Redactor:
             if v in s:
                 s = s.replace(v, MASK)
         if _has_shape(s):
-            s = _SHAPES.sub(_mask_shape, s)
+            s = _forms.SHAPES.sub(_mask_shape, s)  # compiled at first need
         return s
 
     def value(self, v: Any) -> Any:
@@ -315,7 +316,7 @@ class Redactor:
                 out.append((i, i + len(v)))
                 i = text.find(v, i + 1)
         if _has_shape(text):
-            out += [m.span() for m in _SHAPES.finditer(text)]
+            out += [m.span() for m in _forms.SHAPES.finditer(text)]
         return out
 
     def may_hold_secrets(self, json_text: str) -> bool:
@@ -330,7 +331,9 @@ class Redactor:
         """
         if "\\" in json_text or self.has_value(json_text):
             return True
-        return any(map(json_text.lower().__contains__, _HINTS))
+        # A secret key holds one of _KEY_HINTS; a shape, one of TRIGGERS.
+        low = json_text.lower()
+        return any(map(low.__contains__, _KEY_HINTS)) or _may_have_shape(json_text)
 
     def _rewrites(self, key: str) -> bool:
         return self.needed(key) or (not key.isascii() and _utf8(key) is not key)
@@ -400,15 +403,26 @@ def _utf8(s: str) -> str:
     return s
 
 
+_WHOLE = ("sk-", "gh", "xox", "AKIA", *_PREFIXES)
+"""What a shape masked whole starts with (a key: value's and a Bearer
+header's start with their keyword)."""
+
+
 def _mask_shape(m: re.Match[str]) -> str:
     s = m.group(0)
     # A URL's password: the user and host stay. (A "token=" value can end in
     # "@" after a scheme too, with no user:password colon: not this branch.)
     if _URL_MATCH.fullmatch(s):
         return s[: s.index(":", s.index("://") + 3) + 1] + MASK + "@"
+    # A token known by what it starts with is masked whole: a PEM block holds
+    # spaces and "Proc-Type:", a key "=", which the cut below would keep a
+    # part of. A webhook's host and path still read, and "AccountKey=".
+    if s.startswith(_WHOLE):
+        kept = _KEPT.match(s)
+        return MASK if kept is None else kept.group() + MASK
     # Keep the "password=" / "Bearer " prefix so the text still reads.
     cut = max(s.rfind("="), s.rfind(":"), s.rfind(" "))
-    if 0 < cut < len(s) - 1 and not s.startswith(("sk-", "gh", "xox", "AKIA")):
+    if 0 < cut < len(s) - 1:
         # The quote that opens the value stays too: 'password: "x"' is still
         # quoted after masking ('password: "[REDACTED]"').
         rest = s[cut + 1 :]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -338,7 +339,9 @@ def test_the_trigger_prefilter_answers_as_a_test_of_every_trigger() -> None:
         return any(t in low for t in _TRIGGERS) or ("@" in s and "://" in s)
 
     pieces = [*_TRIGGERS, *(t[:-1] for t in _TRIGGERS), "gh", "api", "passw"]
+    pieces += [t[1:] for t in _TRIGGERS]  # each side of the anchor of a trigger
     pieces += ["GHS_", "Api-Key", "PassWd", "x", " ", "-", "_", "@", "://", "é"]
+    pieces += ["/", "=", ".", "j", "J", "z", "-----", "\u212a", "\u017f"]
     rng = random.Random(7)
     texts = [t.upper() for t in _TRIGGERS] + ["", "x" * 256, "github pat"]
     texts += ["".join(rng.choices(pieces, k=rng.randint(1, 6))) for _ in range(3000)]
@@ -437,4 +440,163 @@ def test_an_env_reference_under_a_secret_named_argument_survives_a_reopen(
     assert r.value({"api_key": "live-123456", "token": "x ${env.K}"}) == {
         "api_key": MASK,
         "token": MASK,
+    }
+
+
+def _pem(label: str, body_lines: int = 8, headers: str = "") -> str:
+    import base64
+
+    raw = base64.b64encode(os.urandom(48 * body_lines)).decode()
+    body = "\n".join(raw[i : i + 64] for i in range(0, len(raw), 64))
+    return f"-----BEGIN {label}-----\n{headers}{body}\n-----END {label}-----"
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "RSA PRIVATE KEY",
+        "PRIVATE KEY",
+        "EC PRIVATE KEY",
+        "DSA PRIVATE KEY",
+        "OPENSSH PRIVATE KEY",
+        "ENCRYPTED PRIVATE KEY",
+        "PGP PRIVATE KEY BLOCK",
+    ],
+)
+def test_a_pem_private_key_is_masked_whole_across_its_lines(label: str) -> None:
+    r = Redactor(environ={})
+    pem = _pem(label)
+    body = pem.splitlines()[1:-1]
+    out = r.text(f"key file:\n{pem}\nloaded from /etc/ssl/k.pem")
+    assert out == f"key file:\n{MASK}\nloaded from /etc/ssl/k.pem"
+    # In an error quoting it with repr() (its newlines written "\\n"), in a
+    # JSON document's text, and as a value: the same.
+    err = r.text(f"ValueError: bad key {pem!r} (len {len(pem)})")
+    assert err == f"ValueError: bad key '{MASK}' (len {len(pem)})"
+    doc = r.text(json.dumps({"key": pem, "path": "k.pem"}))
+    assert json.loads(doc) == {"key": MASK, "path": "k.pem"}
+    assert r.value({"files": [pem]}) == {"files": [MASK]}
+    assert not any(line in out + err + doc for line in body)
+
+
+def test_a_pem_block_cut_short_or_with_headers_is_masked_from_its_begin_line() -> None:
+    r = Redactor(environ={})
+    legacy = _pem(
+        "RSA PRIVATE KEY",
+        headers="Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0A1B2C3D4E5F6071\n\n",
+    )
+    assert r.text(f"a {legacy} b") == f"a {MASK} b"
+    # No END line (a truncated log line, a result cut at a size limit): the
+    # body after BEGIN is masked, to the end of the text ...
+    cut = _pem("OPENSSH PRIVATE KEY")[:400]
+    assert (
+        r.text(f"head -c 400 id_ed25519:\n{cut}") == f"head -c 400 id_ed25519:\n{MASK}"
+    )
+    # ... or to the quote that ends the string it is in, so that a JSON row
+    # or a repr still parses.
+    doc = json.dumps({"out": cut, "truncated": True})
+    assert json.loads(r.text(doc)) == {"out": MASK, "truncated": True}
+    assert r.text(repr(cut) + " was cut") == f"'{MASK}' was cut"
+    # A certificate or a public key is no secret.
+    cert = _pem("CERTIFICATE")
+    assert r.text(cert) == cert
+    pub = _pem("PUBLIC KEY")
+    assert r.text(pub) == pub
+
+
+def test_a_pem_after_a_secret_keyword_is_masked_whole_not_cut_at_its_first_space() -> (
+    None
+):
+    """A "key: value" shape stopped the value at the first space (after
+    "-----BEGIN"), and the scan went on past the block: its body stayed."""
+    r = Redactor(environ={})
+    pem = _pem("RSA PRIVATE KEY")
+    for text, masked in [
+        (f"secret: {pem}", f"secret: {MASK}"),
+        (f"password='{pem}'", f"password='{MASK}'"),
+        (f'{{"token": "{pem}"}}', f'{{"token": "{MASK}"}}'),
+        (f"private_key = {pem}\n", f"private_key = {MASK}\n"),
+    ]:
+        assert r.text(text) == masked
+    doc = json.dumps({"secret": pem, "x": 1}, indent=1)  # as text, not a dict
+    assert json.loads(r.text(doc)) == {"secret": MASK, "x": 1}
+
+
+JWT = (
+    "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ"
+    ".eyJzdWIiOiJ1c2VyLTQyIiwiZXhwIjoxOTAwMDAwMDAwfQ"
+    ".dGhpcyBpcyBub3QgYSByZWFsIHNpZ25hdHVyZSBidXQgaXQgbG9va3MgbGlrZSBvbmU"
+)
+
+
+def test_a_jwt_is_masked_in_json_text_headers_cookies_and_urls() -> None:
+    r = Redactor(environ={})
+    doc = json.dumps({"id_token": JWT, "jwt": JWT, "list": [JWT], "n": 2})
+    assert json.loads(r.text(doc)) == {
+        "id_token": MASK,
+        "jwt": MASK,
+        "list": [MASK],
+        "n": 2,
+    }
+    assert r.text(f"Authorization: Bearer {JWT}") == f"Authorization: Bearer {MASK}"
+    assert r.text(f"Set-Cookie: session={JWT}; Path=/") == (
+        f"Set-Cookie: session={MASK}; Path=/"
+    )
+    assert r.text(f"GET /cb#state=1&access={JWT}") == f"GET /cb#state=1&access={MASK}"
+    # A JWE (encrypted): five parts, the key empty for "dir".
+    jwe = (
+        "eyJhbGciOiJkaXIiLCJlbmMiOiJBMjU2R0NNIn0"
+        "..aXZpdmFsdWUxMjM0NQ.Y2lw.dGFnMTIzNDU2Nzg5MDEy"
+    )
+    assert r.text(f"jwe {jwe} ok") == f"jwe {MASK} ok"
+    assert r.value({"claims": JWT}) == {"claims": MASK}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pk_live_51H8b2cKZ3a4b5c6d7e8f9g0h1i2j3k4l5",  # Stripe publishable
+        "pk_test_TYooMQauvdEDq54NiTphI7jx",
+        "def test_network_test_connectivityWithRetries():",
+        "risk-assessment-for-the-quarterly-report-2024",  # a URL's slug
+        "https://github.com/u/mask-rcnn-benchmark-results-on-coco-dataset",
+        "the skeleton key opens the basic shed",
+        "hf_hub_download(repo_id='gpt2', filename='config.json')",
+        "npm_config_cache=/home/u/.npm",
+        "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "uuid 123e4567-e89b-12d3-a456-426614174000",
+        "data:application/json;base64,eyJhIjogMSwgImIiOiAyfQ==",
+        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----",
+        "glpat- is GitLab's prefix for personal tokens",
+        "AIza is how a Google key starts",
+        "https://hooks.slack.com/services/ (your webhook here)",
+    ],
+)
+def test_look_alikes_of_secrets_known_by_their_prefix_are_left_alone(
+    text: str,
+) -> None:
+    r = Redactor(environ={})
+    assert r.text(text) == text and not r.needed(text)
+
+
+def test_rows_holding_prefixed_secrets_stay_json_once_scrubbed() -> None:
+    """The store masks a row value by value (``_commit.scrubbed``): a row
+    with a PEM block, a JWT and a webhook in its strings and keys parses."""
+    from argus_lab.store._commit import scrubbed
+
+    r = Redactor(environ={})
+    pem = _pem("EC PRIVATE KEY")
+    hook = "https://hooks.slack.com/services/T0A1B2C3D/B0A1B2C3D/" + "Zq" * 12
+    row = {
+        "result": {"pem": pem, "text": f"tok {JWT}; hook {hook}", JWT: 1},
+        "error": f"RuntimeError: {pem[:300]!r}",
+    }
+    out = json.loads(scrubbed(r, json.dumps(row)))
+    assert out == {
+        "result": {
+            "pem": MASK,
+            "text": f"tok {MASK}; hook https://hooks.slack.com/services/{MASK}",
+            MASK: 1,
+        },
+        "error": f"RuntimeError: '{MASK}'",
     }

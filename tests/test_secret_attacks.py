@@ -8,6 +8,10 @@ produces on its own, then scans every byte under the workspace: no copy lands.
 from __future__ import annotations
 
 import base64
+import json
+import os
+import secrets
+import string
 import urllib.parse
 import uuid
 from pathlib import Path
@@ -561,12 +565,14 @@ def test_rows_whose_text_holds_a_secret_shape_stay_json_and_masked(
 
 
 def test_the_hint_scan_for_hashes_misses_no_shape_and_no_secret_key() -> None:
-    # may_hold_secrets answers False only when nothing could be masked: every
-    # shape's trigger and every key the secret-key rule matches holds a hint.
+    # may_hold_secrets answers False only when nothing could be masked: it
+    # sees every shape's trigger (may_have_shape), and every key the
+    # secret-key rule matches holds one of its hints.
     from argus_lab._redact_forms import TRIGGERS
-    from argus_lab.redact import _HINTS, _SECRET_FIELD
+    from argus_lab.redact import _SECRET_FIELD
 
-    assert [t for t in TRIGGERS if not any(h in t for h in _HINTS)] == []
+    red = Redactor(environ={})
+    assert [t for t in TRIGGERS if not red.may_hold_secrets(f'["{t.upper()}"]')] == []
     keys = [
         "api_key",
         "apikey",
@@ -589,7 +595,6 @@ def test_the_hint_scan_for_hashes_misses_no_shape_and_no_secret_key() -> None:
         "bearer",
         "cookie",
     ]
-    red = Redactor(environ={})
     for k in keys:
         assert _SECRET_FIELD.search(k), k
         assert red.value({k: "abcdefgh"}) != {k: "abcdefgh"}, k
@@ -709,3 +714,159 @@ def test_a_tools_hash_does_not_depend_on_a_secret_default(
         hashes.add(make(pin).code_hash)
     assert len(hashes) == 1  # the same code, whatever the PIN
     assert make("plain-default").code_hash not in hashes  # defaults still count
+
+
+# -- secrets known by their prefix (an outside check, twelfth session) --------
+
+
+def _random(alphabet: str, n: int) -> str:
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+_AN = string.ascii_letters + string.digits
+_UD = string.ascii_uppercase + string.digits
+
+
+def _pem_block(label: str, end: bool = True) -> str:
+    raw = base64.b64encode(os.urandom(480)).decode()
+    body = "\n".join(raw[i : i + 64] for i in range(0, len(raw), 64))
+    return f"-----BEGIN {label}-----\n{body}" + (f"\n-----END {label}-----" * end)
+
+
+PREFIXED_SECRETS = {
+    "pem_rsa": _pem_block("RSA PRIVATE KEY"),
+    "pem_pkcs8": _pem_block("PRIVATE KEY"),
+    "pem_ec": _pem_block("EC PRIVATE KEY"),
+    "pem_openssh": _pem_block("OPENSSH PRIVATE KEY"),
+    "pem_encrypted": _pem_block("ENCRYPTED PRIVATE KEY"),
+    "pem_cut_short": _pem_block("RSA PRIVATE KEY", end=False),
+    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+    + "eyJ"
+    + _random(_AN, 60)
+    + "."
+    + _random(_AN + "_-", 43),
+    "stripe_sk_live": "sk_live_" + _random(_AN, 24),
+    "stripe_sk_test": "sk_test_" + _random(_AN, 99),
+    "stripe_rk_live": "rk_live_" + _random(_AN, 24),
+    "stripe_rk_test": "rk_test_" + _random(_AN, 24),
+    "google": "AIza" + _random(_AN + "_-", 35),
+    "huggingface": "hf_" + _random(string.ascii_letters, 34),
+    "gitlab": "glpat-" + _random(_AN + "_-", 20),
+    "npm": "npm_" + _random(_AN, 36),
+    "pypi": "pypi-AgEIcHlwaS5vcmc" + _random(_AN + "_-", 120),
+    "slack_webhook": "https://hooks.slack.com/services/T"
+    + _random(_UD, 8)
+    + "/B"
+    + _random(_UD, 8)
+    + "/"
+    + _random(_AN, 24),
+    "google_oauth": "GOCSPX-" + _random(_AN + "_-", 28),
+    "slack_app": "xapp-1-A" + _random(_UD, 10) + "-" + _random(_AN, 40),
+}
+
+
+def _needles() -> dict[str, str]:
+    """Each secret whole, and pieces of it that name it: every body line of
+    a PEM block, the last 16 characters of the others (a webhook's host and
+    path are kept; its token is what ends it)."""
+    out = {}
+    for name, v in PREFIXED_SECRETS.items():
+        out[name] = v
+        if name.startswith("pem"):
+            lines = [ln for ln in v.splitlines() if "-----" not in ln]
+            out |= {f"{name}:{i}": ln[:40] for i, ln in enumerate(lines)}
+        else:
+            out[f"{name}:tail"] = v[-16:]
+    return out
+
+
+@al.tool
+def hands_out_prefixed() -> dict[str, Any]:
+    """A result holding each secret the ways a tool returns them."""
+    values = list(PREFIXED_SECRETS.values())
+    return {
+        "by_name": dict(PREFIXED_SECRETS),
+        "listed": values,
+        "log": "\n".join(f"{k}={v}" for k, v in PREFIXED_SECRETS.items()),
+        "json_text": json.dumps({"creds": PREFIXED_SECRETS}),
+        "repr": repr(values),
+    }
+
+
+@al.tool
+def fails_quoting(which: str) -> None:
+    """Fails with one of the secrets quoted in its message."""
+    raise RuntimeError(f"auth failed with {PREFIXED_SECRETS[which]!r}, retry")
+
+
+@al.tool
+def big_prefixed() -> str:
+    """A result too large to sit inline: an artifact."""
+    return "x" * 100_000 + "\n" + "\n".join(PREFIXED_SECRETS.values())
+
+
+@al.tool
+def frame_prefixed() -> Any:
+    """A DataFrame with the secrets in its cells."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {"name": list(PREFIXED_SECRETS), "v": [*PREFIXED_SECRETS.values()]}
+    )
+
+
+def test_secrets_known_by_their_prefix_never_land(
+    ws: al.Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PEM private keys, JWTs, Stripe, Google, Hugging Face, GitLab, npm and
+    PyPI tokens and Slack webhooks, returned or quoted in an error: no byte
+    of them under the workspace (rows, WAL, artifacts), in the frames or in
+    the logs."""
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    tasks: list[dict[str, Any]] = [
+        {"id": "result", "tool": "hands_out_prefixed"},
+        {"id": "big", "tool": "big_prefixed"},
+        {"id": "frame", "tool": "frame_prefixed"},
+    ]
+    tasks += [
+        {"id": f"err_{name}", "tool": "fails_quoting", "args": {"which": name}}
+        for name in PREFIXED_SECRETS
+    ]
+    s = ws.new_session(
+        plan={"goal": "g", "tasks": tasks},
+        tools=[hands_out_prefixed, fails_quoting, big_prefixed, frame_prefixed],
+        name=f"prefixed-{uuid.uuid4().hex[:6]}",
+        max_consecutive_failures=None,
+    )
+    s.run()
+    needles = _needles()
+    files = [p for p in ws.path.rglob("*") if p.is_file()]
+    assert any(p.name == "cache.db-wal" for p in files)  # there while open
+    assert any(p.is_relative_to(ws.path / "artifacts") for p in files)
+    assert scan(ws.path, needles) == []
+    out = s.result("result")
+    assert set(out["by_name"].values()) <= {
+        MASK,
+        f"https://hooks.slack.com/services/{MASK}",
+    }
+    assert json.loads(out["json_text"])  # still JSON
+    for name in PREFIXED_SECRETS:
+        rec = s.record(f"err_{name}")
+        assert rec.status == "failed"
+        err = rec.error or ""
+        assert "auth failed with '" in err and f"{MASK}', retry" in err, err[-300:]
+    assert MASK in s.result("big")[-2000:]
+    cells = s.result("frame")["v"].tolist()
+    assert all(MASK in c for c in cells), cells
+    frames = [s.tasks_df(), s.events_df()]
+    texts = [
+        f.to_json(date_format="iso", default_handler=str) + f.to_csv() for f in frames
+    ]
+    s.close()
+    ws.close()
+    for name, n in needles.items():
+        assert all(n not in t for t in texts), name
+        assert n not in caplog.text, name
+    assert scan(ws.path, needles) == []
