@@ -139,12 +139,16 @@ def _lost_intent(session_id: str, rec: TaskRecord) -> TaskRecord:
     from argus_lab.model import idempotency_key
 
     gen = rec.generation + (1 if rec.status in ("failed", "blocked") else 0)
+    # A fork's task carried from its parent keys its generation by the
+    # parent's id (TaskRecord.key_of); a new generation by its own.
+    of = rec.key_of if gen == rec.generation else None
     return rec.model_copy(
         update={
             "status": "running",
             "attempts": rec.attempts + 1,
             "generation": gen,
-            "idempotency_key": idempotency_key(session_id, rec.task_id, gen),
+            "key_of": of,
+            "idempotency_key": idempotency_key(of or session_id, rec.task_id, gen),
             "approval": rec.approval if gen == rec.generation else None,
             "next_attempt_at": None,
         }
