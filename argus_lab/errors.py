@@ -127,6 +127,12 @@ class ToolArgumentsError(ToolError):
 class TransientError(ArgusError):
     """A failure worth retrying (timeouts, rate limits, 5xx, dropped connections).
 
+    From a write tool that is not idempotent, raise it only when nothing took
+    effect (refused, rate limited before any work): it is retried as it is.
+    One raised over a lost reply (``raise TransientError(...) from e`` with a
+    reset connection or a read timeout in ``e``'s chain) puts the task in
+    doubt instead, since the request may have gone through.
+
     Attributes:
         retry_after: Seconds the remote side asked us to wait, if it said.
     """
