@@ -138,6 +138,27 @@ def state(p: Path) -> tuple[str, int, float, list[str]]:
 # --- The seven holes of issue 14 -------------------------------------------------
 
 
+def _started(
+    code: str, folder: Path, shared: Path
+) -> tuple[threading.Thread, list[Any]]:
+    """Runs ``code`` in the sandbox on a thread of its own (``shared``, made
+    now, readable by it); the thread, and the list its result lands in."""
+    import asyncio
+
+    from argus_lab.tools.sandbox import run_python
+
+    results: list[Any] = []
+
+    def run() -> None:
+        run_ = run_python(code, folder, limits=FAST, readable=[shared])
+        results.append(asyncio.run(run_))
+
+    shared.mkdir()
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, results
+
+
 def test_1_chmod_utime_setxattr_outside_the_task_folder_fail(ws: al.Workspace) -> None:
     if not enforced("metadata"):
         return
@@ -1465,9 +1486,6 @@ def test_the_code_and_its_secrets_are_not_in_any_process_listing(
 ) -> None:
     # The code went in the launcher's argv: `ps` on the host, for any user,
     # showed it, and with it every secret a ${env.NAME} had put in it.
-    import asyncio
-
-    from argus_lab.tools.sandbox import run_python
 
     secret = "ps-" + uuid.uuid4().hex
     folder = tmp_path / "s" / "tasks" / "t" / "attempt-1"
@@ -1479,15 +1497,7 @@ def test_the_code_and_its_secrets_are_not_in_any_process_listing(
         "    time.sleep(0.05)\n"
         "print(len(token))\n"
     )
-    results: list[Any] = []
-
-    def run() -> None:
-        run_ = run_python(code, folder, limits=FAST, readable=[tmp_path / "s"])
-        results.append(asyncio.run(run_))
-
-    (tmp_path / "s").mkdir()
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, results = _started(code, folder, tmp_path / "s")
     try:
         seen: list[str] = []
         deadline = time.monotonic() + 20
@@ -1625,10 +1635,7 @@ def test_the_wall_time_signal_after_the_code_ended_harms_nothing(
     # copy (a file kept cut short, or lost) or after it (exit code 1 for the
     # code's 5), and a host process given the pid since (the code can cycle
     # the host's pids by forking) would have been killed, by root.
-    import asyncio
     import signal
-
-    from argus_lab.tools.sandbox import run_python
 
     if STATUS["rules"]["disk"] != "tmpfs quota":
         return  # no copy out: nothing runs after the code
@@ -1642,15 +1649,7 @@ def test_the_wall_time_signal_after_the_code_ended_harms_nothing(
         "        f.write(bytes([i]) * (4 << 20))\n"
         "os._exit(5)\n"
     )
-    results: list[Any] = []
-
-    def run() -> None:
-        run_ = run_python(code, folder, limits=FAST, readable=[tmp_path / "s"])
-        results.append(asyncio.run(run_))
-
-    (tmp_path / "s").mkdir()
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, results = _started(code, folder, tmp_path / "s")
     signalled = False
     try:
         launcher = child = None
