@@ -288,7 +288,7 @@ def test_foreign_lease(
             holder = _dead_pid() if pid == "dead" else os.getppid()
             started = _start_time(holder)
             lease = {
-                **make_lease("foreign", 1.0),
+                **make_lease("foreign", 1.0, renewed=True),  # a run's
                 "host": host,
                 "pid": holder,
                 # As that runner wrote it (a reused pid: another process's).
@@ -475,7 +475,7 @@ def test_pause_of_a_session_another_process_runs_says_where_to_pause_it(
             h = store.read_head()
             assert h is not None
             lease = {
-                **make_lease("foreign", 1.0),
+                **make_lease("foreign", 1.0, renewed=True),  # a run's
                 "host": host,
                 "pid": holder_pid,
                 "expires": time.time() + ttl,

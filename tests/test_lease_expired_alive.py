@@ -39,7 +39,7 @@ def other() -> Iterator[subprocess.Popen[bytes]]:
 
 def lease_of(p: subprocess.Popen[bytes], *, expired: bool = True) -> dict[str, object]:
     """A lease as process ``p`` would have written it, expired a minute ago."""
-    lease = make_lease("them", 30.0)
+    lease = make_lease("them", 30.0, renewed=True)  # a run's (its heartbeat's)
     lease["pid"] = p.pid
     lease["started"] = head_mod._start_time(p.pid)
     if expired:
@@ -66,6 +66,12 @@ def test_an_expired_lease_of_a_live_process_here_is_live(
     assert not lease_is_live(mine, now)
     # A typed state's lock expires with its holder alive, as documented.
     assert not held(lease, "me")
+    # A lease nothing renews (a LangGraph thread's, held between invocations)
+    # keeps the expiry rule: its idle holder must not lock others out.
+    assert not lease_is_live({k: v for k, v in lease.items() if k != "renewed"}, now)
+    # Past the bound, a run that cannot renew is taken for hung (or a failed
+    # release): the session is free again.
+    assert not lease_is_live(lease, now + head_mod.PAST_EXPIRY_S)
 
 
 def test_an_expired_lease_of_a_process_that_ended_is_not_live() -> None:

@@ -313,3 +313,23 @@ def test_tasks_in_doubt_after_a_loss_carry_the_key_their_lost_attempt_used(
                 s.retry(t)
         assert s.run().status == "succeeded"
     assert set(Counter(ln.split()[0] for ln in lw.ledger_lines()).values()) == {1}
+
+
+@pytest.mark.parametrize(
+    ("status", "bump"),
+    [("failed", 1), ("blocked", 1), ("skipped", 1), ("succeeded", 1), ("pending", 0)],
+)
+def test_a_lost_intents_key_is_its_generations(status: str, bump: int) -> None:
+    # A skipped task moves on only by s.retry, a succeeded one by a rerun of
+    # a stale result: each a new generation, whose key the lost attempt used.
+    from argus_lab.model import TaskRecord, idempotency_key
+    from argus_lab.store.loss import _lost_intent
+
+    rec = TaskRecord(task_id="t", status=status, generation=2)  # type: ignore[arg-type]
+    lost = _lost_intent("sid", rec)
+    assert lost.generation == 2 + bump
+    assert lost.idempotency_key == idempotency_key("sid", "t", 2 + bump)
+    carried = rec.model_copy(update={"key_of": "parent"})
+    key = _lost_intent("sid", carried).idempotency_key
+    # A fork's carried task keeps its parent's key only in its own generation.
+    assert key == idempotency_key("parent" if not bump else "sid", "t", 2 + bump)

@@ -133,7 +133,12 @@ class Actions:
                 f"{rec.status}; only failed, in-doubt, blocked or skipped tasks can "
                 "be retried",
             )
-        call = abandoned.running(st.info.id, tid)
+        # Its call may run in this session, or (a fork's task carried from
+        # its parent) in the session it came from.
+        ids = dict.fromkeys(x for x in (st.info.id, rec.key_of, st.info.parent) if x)
+        call = next(
+            (c for sid in ids if (c := abandoned.running(sid, tid)) is not None), None
+        )
         if call is not None:
             # Python cannot stop a thread: a second call beside it may take
             # effect as well as the first (invariant 2).

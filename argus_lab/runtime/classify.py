@@ -110,10 +110,15 @@ MaxRetryError and urllib's URLError: ``reason``; aiohttp: ``os_error``)."""
 _MAX_LINKS = 64
 
 
+_REFUSED = (ConnectionRefusedError, socket.gaierror, socket.herror)
+"""Failures to connect that prove nothing was sent when the tool raises them
+as they are (not a client library's, which may come after a redirect)."""
+
+
 def _verdict(e: BaseException) -> tuple[Sent | None, bool]:
     """What ``e`` alone says: (whether the request may have been sent or
     None if it says nothing, whether that verdict is only a broad class's)."""
-    if isinstance(e, ConnectionRefusedError | socket.gaierror | socket.herror):
+    if isinstance(e, _REFUSED):
         return "no", False
     if isinstance(
         e,
@@ -254,10 +259,14 @@ def _classify(tool: Tool, e: BaseException, timeout: float | None) -> Outcome:
                 "automatically",
                 traceback=_traceback(e),
             )
-        if sent == "no":  # nothing went out: trying again is safe
-            return failed(e, "transient")
         if isinstance(e, TransientError):  # the tool's own word: safe to retry
             return failed(e, "transient")
+        if sent == "no" and isinstance(e, _REFUSED):
+            return failed(e, "transient")  # raised as it is: nothing went out
+        # A client library's failure to connect proves less: it may follow a
+        # redirect after the write took effect (a POST answered 303 to a host
+        # that is down), or the tool may have made its write before another
+        # request. It fails once, as any other error of the tool.
         return failed(e)
     if isinstance(e, TimeoutError):
         return TimedOut(

@@ -72,7 +72,7 @@ class Lease:
 
     def fresh(self) -> dict[str, Any]:
         """A new lease for this holder, valid for ``ttl`` seconds from now."""
-        return make_lease(self.holder, self.ttl, self.where)
+        return make_lease(self.holder, self.ttl, self.where, renewed=True)
 
     def renewal(self, now: float) -> dict[str, Any] | None:
         """A fresh lease if one is taken but not written yet, or held and past

@@ -400,7 +400,7 @@ class SessionStore:
                 raise self._read.corrupt("head", "missing")
             self.refuse_if_held(head, holder)
             head.version += 1
-            head.lease = make_lease(holder, ttl, self.origin.where)
+            head.lease = make_lease(holder, ttl, self.origin.where, renewed=True)
             self._heads.put(self.cache._con, head)
         release_abandoned(holder)
         self.witness.record(head.version, [], last_seq=head.last_seq)

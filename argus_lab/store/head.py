@@ -104,6 +104,10 @@ def _start_time(pid: int) -> int | None:
         return None
 
 
+PAST_EXPIRY_S = 600.0
+"""How long past its expiry a live local run's lease still holds: a call
+blocking its event loop longer than this is taken for a hung process."""
+
 _STARTED: list[int | None] = []
 """This process's start time, once read (``make_lease`` writes it)."""
 
@@ -119,21 +123,27 @@ def lease_is_live(
 ) -> bool:
     """Whether a lease still protects its holder: not expired and (here) alive.
 
-    ``past_expiry``: an expired lease of another process on this host that
-    still runs (the same process: its start time) is live too. Its heartbeat
-    could not renew it while its event loop was blocked (a long call run on
-    the loop), and it may still make that call's effect and commit: a second
-    runner would repeat the call (an outside check paid twice that way).
-    A holder on another host is judged by the expiry alone.
+    ``past_expiry``: an expired run's lease (``renewed``: a heartbeat renews
+    it while the run goes on) of another process on this host that still
+    runs (the same process: its start time) is live too, for
+    ``PAST_EXPIRY_S`` more. Its heartbeat could not renew it while its event
+    loop was blocked (a long call run on the loop), and it may still make
+    that call's effect and commit: a second runner would repeat the call (an
+    outside check paid twice that way). Leases nothing renews (a LangGraph
+    thread's, held between invocations) keep the expiry rule, and so does a
+    holder on another host. A run whose release failed (a full disk) frees
+    its session ``PAST_EXPIRY_S`` after its lease ran out.
     """
     if not lease:
         return False
     here = lease.get("host") == HOST
     pid = int(lease.get("pid", 0))
-    if lease.get("expires", 0) <= now:
+    if (expires := lease.get("expires", 0)) <= now:
         started = lease.get("started")
         return (
             past_expiry
+            and lease.get("renewed") is True
+            and now - expires < PAST_EXPIRY_S
             and here
             and pid != os.getpid()
             and started is not None
@@ -157,10 +167,15 @@ def release_abandoned(holder: str) -> None:
 
 
 def make_lease(
-    holder: str, ttl: float, where: dict[str, Any] | None = None
+    holder: str,
+    ttl: float,
+    where: dict[str, Any] | None = None,
+    *,
+    renewed: bool = False,
 ) -> dict[str, Any]:
     """A lease for this process, valid for ``ttl`` seconds; ``where``: the
-    files it is written to (``copies.where``)."""
+    files it is written to (``copies.where``); ``renewed``: a run's lease,
+    which its heartbeat renews while it runs (``lease_is_live``)."""
     lease = {
         "holder": holder,
         "pid": os.getpid(),
@@ -169,6 +184,8 @@ def make_lease(
     }
     if (started := _own_start()) is not None:
         lease["started"] = started
+    if renewed:
+        lease["renewed"] = True
     if where:
         lease.update(where)
     return lease

@@ -134,11 +134,15 @@ def _lost_intent(session_id: str, rec: TaskRecord) -> TaskRecord:
     """``rec`` as the intent a lost commit may have held: running its next
     attempt under the idempotency key that attempt used, the key a rerun or
     ``s.retry`` uses too, so whoever checks the effect by key finds it. A
-    failed or blocked task runs again only after ``s.retry``, which starts a
-    new generation (a fresh key); any other keeps its generation."""
+    failed, blocked or skipped task runs again only after ``s.retry``, and a
+    succeeded one after a rerun, each a new generation (a fresh key); any
+    other keeps its generation."""
     from argus_lab.model import idempotency_key
 
-    gen = rec.generation + (1 if rec.status in ("failed", "blocked") else 0)
+    # Only a new generation moves a task on from these (s.retry of a failure
+    # or a skip, a rerun of a stale success); an in-doubt one keeps its own.
+    moved = ("failed", "blocked", "skipped", "succeeded")
+    gen = rec.generation + (1 if rec.status in moved else 0)
     # A fork's task carried from its parent keys its generation by the
     # parent's id (TaskRecord.key_of); a new generation by its own.
     of = rec.key_of if gen == rec.generation else None
