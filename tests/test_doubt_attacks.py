@@ -464,6 +464,13 @@ def test_a_real_reset_after_the_request_went_out_is_in_doubt(
 # -- a call that runs on after its attempt was abandoned ------------------------
 
 
+ORDER_PLAN = {
+    "goal": "g",
+    "tasks": [{"id": "o1", "tool": "charge", "args": {"order": "o1"}}],
+}
+"""One charge, for ``_slow_charge``'s tool."""
+
+
 def _slow_charge(
     release: threading.Event, entered: threading.Event, charged: list[int]
 ) -> al.Tool:
@@ -481,8 +488,7 @@ def _slow_charge(
 def test_a_timed_out_call_still_running_blocks_its_retry(ws: al.Workspace) -> None:
     release, entered, charged = threading.Event(), threading.Event(), []
     tool = _slow_charge(release, entered, charged)
-    plan = {"goal": "g", "tasks": [{"id": "o1", "tool": "charge"}]}
-    plan["tasks"][0]["args"] = {"order": "o1"}
+    plan = ORDER_PLAN
     s = ws.new_session(plan=plan, tools=[tool], name="c", approvals=[])
     try:
         assert s.run().status == "paused"
@@ -515,8 +521,7 @@ def test_a_forks_retry_waits_for_its_parents_call_still_running(
     # carried the task in doubt, but its retry charged beside the first call.
     release, entered, charged = threading.Event(), threading.Event(), []
     tool = _slow_charge(release, entered, charged)
-    plan = {"goal": "g", "tasks": [{"id": "o1", "tool": "charge"}]}
-    plan["tasks"][0]["args"] = {"order": "o1"}
+    plan = ORDER_PLAN
     s = ws.new_session(plan=plan, tools=[tool], name="c", approvals=[])
     try:
         assert s.run().status == "paused"
@@ -580,8 +585,7 @@ def test_close_then_reopen_in_the_same_process_waits_for_the_call(
     release, entered, charged = threading.Event(), threading.Event(), []
     tool = _slow_charge(release, entered, charged)
     tool.timeout = None  # no timeout: close() abandons it instead
-    plan = {"goal": "g", "tasks": [{"id": "o1", "tool": "charge"}]}
-    plan["tasks"][0]["args"] = {"order": "o1"}
+    plan = ORDER_PLAN
     s0 = ws.new_session(
         plan=plan, tools=[tool], name="c", approvals=[], shutdown_grace=0.0
     )
