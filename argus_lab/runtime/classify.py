@@ -220,10 +220,6 @@ def _type_name(e: BaseException) -> str:
     return name if isinstance(name, str) and name else "Exception"
 
 
-def _unsafe(tool: Tool) -> bool:
-    return tool.side_effect == "write" and not tool.idempotent
-
-
 def error_outcome(tool: Tool, e: BaseException, timeout: float | None) -> Outcome:
     """How an attempt whose call raised ``e`` itself ended (never raises).
 
@@ -236,7 +232,7 @@ def error_outcome(tool: Tool, e: BaseException, timeout: float | None) -> Outcom
         return _classify(tool, e, timeout)
     except Exception as bug:  # never end the run over how to read an error
         text = f"{_type_name(e)} (it could not be classified: {_type_name(bug)})"
-        if _unsafe(tool):
+        if tool.unsafe_to_repeat:
             return InDoubt(
                 f"tool {tool.name!r} raised {text} and may or may not have taken effect"
             )
@@ -248,7 +244,7 @@ def _classify(tool: Tool, e: BaseException, timeout: float | None) -> Outcome:
         return InDoubt(error_text(e), traceback=_traceback(e))
     if isinstance(e, BudgetExceeded):  # an LLM task's check (the hit is kept)
         return failed(e, "budget")
-    if _unsafe(tool):
+    if tool.unsafe_to_repeat:
         sent = request_sent(e)
         if sent == "maybe":
             return InDoubt(

@@ -157,16 +157,12 @@ class _OwnTimeout(Exception):
         """False: it waited for a tool thread all along and never began."""
 
 
-def _unsafe(tool: Tool) -> bool:
-    return tool.side_effect == "write" and not tool.idempotent
-
-
 def _keep(
     tool: Tool, ctx: ToolContext | None, fut: concurrent.futures.Future[Any], why: str
 ) -> None:
     """Keeps an unsafe call that runs on after its attempt was abandoned in
     the process-wide registry (abandoned.py): no retry starts beside it."""
-    if _unsafe(tool) and ctx is not None:
+    if tool.unsafe_to_repeat and ctx is not None:
         abandoned.abandon(
             fut,
             session_id=ctx.session_id,
@@ -243,7 +239,7 @@ def _timed_out(tool: Tool, e: _OwnTimeout) -> Outcome:
             f"tool {tool.name!r} waited {t:g}s for a tool thread (all busy) and "
             "timed out before its call began"
         )
-    if not _unsafe(tool):
+    if not tool.unsafe_to_repeat:
         return TimedOut(f"tool {tool.name!r} timed out after {t:g}s")
     # Abandoned mid-call, it may still take effect: never run it again on our
     # own (invariant 2); a person decides.

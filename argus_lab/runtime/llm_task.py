@@ -248,7 +248,7 @@ class LlmTaskRunner:
             else:
                 # A retried LLM task replays its model turns, tool_use ids and
                 # all: a write that already ran is answered from the record.
-                once = tool.side_effect == "write" and not tool.idempotent
+                once = tool.unsafe_to_repeat
                 done_key = f"llmtool:{ctx.idempotency_key}:{use.id}"
                 done = st.get_replay(done_key) if once else None
                 if done is not None:

@@ -335,13 +335,10 @@ def ended_reason(tid: str, call: AbandonedCall) -> str:
 def unsafe(task: Task, tool: Tool, tools: Mapping[str, Tool]) -> bool:
     """Whether an attempt of ``task`` with ``tool`` may make a write that is not
     idempotent: the tool's own, or (an LLM task) one its model may call."""
-    if tool.side_effect == "write" and not tool.idempotent:
+    if tool.unsafe_to_repeat:
         return True
     if not task.llm_tools:  # every step asks: no generator for an empty list
         return False
     return any(
-        (t := tools.get(n)) is not None
-        and t.side_effect == "write"
-        and not t.idempotent
-        for n in task.llm_tools
+        (t := tools.get(n)) is not None and t.unsafe_to_repeat for n in task.llm_tools
     )

@@ -150,6 +150,12 @@ class Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
+    @property
+    def unsafe_to_repeat(self) -> bool:
+        """Whether a call may make a write that is not idempotent: Argus never
+        runs one again on its own when it may have taken effect (invariant 2)."""
+        return self.side_effect == "write" and not self.idempotent
+
     def __repr__(self) -> str:
         return f"<Tool {self.name} side_effect={self.side_effect}>"
 
