@@ -231,6 +231,11 @@ class TaskRecord(BaseModel):
     done_at_interrupt: int = -1
     """How many tasks of the session were done at the last interrupt."""
 
+    def key_in(self, session_id: str) -> str:
+        """The idempotency key of this generation's attempts in session
+        ``session_id`` (or in the session ``key_of`` names)."""
+        return idempotency_key(self.key_of or session_id, self.task_id, self.generation)
+
 
 class SessionInfo(BaseModel):
     """What a workspace knows about a session without running it."""

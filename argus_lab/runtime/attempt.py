@@ -34,7 +34,6 @@ from argus_lab.runtime.intents import IntentBatch
 from argus_lab.runtime.llm_task import LlmTaskRunner
 from argus_lab.runtime.options import (
     SessionOptions,
-    idempotency_key,
     input_hashes,
     plain_args,
     tool_replay_key,
@@ -202,7 +201,7 @@ class AttemptRunner:
                     st, self._settler, tid, rec, tool, args, in_hash, decision, policy
                 )
                 return None
-        key = idempotency_key(rec.key_of or st.info.id, tid, rec.generation)
+        key = rec.key_in(st.info.id)
         attempt = rec.attempts + 1
         if st.info.budgets or task.budget is not None:  # else no limit to cross
             hit = self._budget.check(tid, {"steps": 1})

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from argus_lab.errors import StorageError
 from argus_lab.model import TaskRecord
 from argus_lab.plan.graph import iter_references, resolve_args
-from argus_lab.runtime.options import idempotency_key, tool_replay_key
+from argus_lab.runtime.options import tool_replay_key
 from argus_lab.runtime.outcome import Rejected
 from argus_lab.runtime.settle import Settler
 from argus_lab.runtime.state import SessionState
@@ -267,7 +267,7 @@ def _carried(st: SessionState, r: TaskRecord) -> TaskRecord:
     """A fork's record of a task whose attempt was running or in doubt in
     the parent ``st``: in doubt, or (safe to repeat) pending, with the key."""
     tid, of = r.task_id, r.key_of or st.info.id
-    key = r.idempotency_key or idempotency_key(of, tid, r.generation)
+    key = r.idempotency_key or r.key_in(st.info.id)
     rec = TaskRecord(
         task_id=tid,
         attempts=r.attempts,

@@ -137,23 +137,21 @@ def _lost_intent(session_id: str, rec: TaskRecord) -> TaskRecord:
     failed, blocked or skipped task runs again only after ``s.retry``, and a
     succeeded one after a rerun, each a new generation (a fresh key); any
     other keeps its generation."""
-    from argus_lab.model import idempotency_key
-
     # Only a new generation moves a task on from these (s.retry of a failure
     # or a skip, a rerun of a stale success); an in-doubt one keeps its own.
     moved = ("failed", "blocked", "skipped", "succeeded")
     gen = rec.generation + (1 if rec.status in moved else 0)
     # A fork's task carried from its parent keys its generation by the
     # parent's id (TaskRecord.key_of); a new generation by its own.
-    of = rec.key_of if gen == rec.generation else None
-    return rec.model_copy(
+    lost = rec.model_copy(
         update={
             "status": "running",
             "attempts": rec.attempts + 1,
             "generation": gen,
-            "key_of": of,
-            "idempotency_key": idempotency_key(of or session_id, rec.task_id, gen),
+            "key_of": rec.key_of if gen == rec.generation else None,
             "approval": rec.approval if gen == rec.generation else None,
             "next_attempt_at": None,
         }
     )
+    lost.idempotency_key = lost.key_in(session_id)
+    return lost
