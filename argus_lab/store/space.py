@@ -144,26 +144,22 @@ def full_error(
     )
     if limit is not None:
         size = f" of {_human(limit)}" if limit > 0 else ""
-        err = StorageFullError(
+        text = (
             f"{who}the file size limit{size} is reached (RLIMIT_FSIZE, "
             f"`ulimit -f`; like a full quota): {what} {path}{task} failed "
             f"({why}). {kept} Raise the limit for the process (`ulimit -f "
             "unlimited` in the shell that starts Python, or the service's "
-            f"LimitFSIZE=), {again}.",
-            path=str(path),
-            session_id=session_id,
-            task_id=task_id,
+            f"LimitFSIZE=), {again}."
         )
-        err.errno = errno.EFBIG
     else:
-        err = StorageFullError(
+        text = (
             f"{who}the disk is full: {what} {path}{task} failed ({why}). {kept} "
             f"Free space on the disk holding {path.parent}{room}, e.g. with "
-            f"`argus gc` or by deleting other files, {again}.",
-            path=str(path),
-            session_id=session_id,
-            task_id=task_id,
+            f"`argus gc` or by deleting other files, {again}."
         )
+    err = StorageFullError(text, path=str(path), session_id=session_id, task_id=task_id)
+    if limit is not None:
+        err.errno = errno.EFBIG
     err.why, err.what = why, what  # type: ignore[attr-defined]  # for with_context
     return err
 
