@@ -200,20 +200,22 @@ async def _call_sync(
     # A sync call cannot be stopped: past its timeout, or when the session
     # shuts down, its thread runs on. One that has not begun is cancelled.
     try:
-        done, _ = await asyncio.wait((fut,), timeout=timeout)
+        if timeout is None:  # awaited as it is: no waiter, no extra loop turn
+            result, took = await fut
+        else:
+            done, _ = await asyncio.wait((fut,), timeout=timeout)
+            if not done:
+                fut.cancel()
+                if cfut.cancel():  # still queued: it never began
+                    raise _OwnTimeout(timeout, running=False, began=False)
+                _keep(tool, ctx, cfut, f"timed out after {timeout:g}s")
+                raise _OwnTimeout(timeout, running=True)
+            result, took = fut.result()
     except asyncio.CancelledError:
         fut.cancel()
         if not cfut.cancel() and not cfut.done():  # cancel: if not begun
             _keep(tool, ctx, cfut, "was left running when the session shut down")
         raise
-    if not done:
-        assert timeout is not None
-        fut.cancel()
-        if cfut.cancel():  # still queued: it never began
-            raise _OwnTimeout(timeout, running=False, began=False)
-        _keep(tool, ctx, cfut, f"timed out after {timeout:g}s")
-        raise _OwnTimeout(timeout, running=True)
-    result, took = fut.result()
     if gate is not None:
         gate.took(tool, took)
     return result
