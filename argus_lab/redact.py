@@ -59,7 +59,8 @@ _SECRET_FIELD = re.compile(
 """Dict keys whose values are secrets, as whole words: "api_key", "github_token",
 "password", but not "author", "keywords" or "primary_key"."""
 
-_PLAIN = frozenset({int, float, bool})
+_NUMBER = frozenset({int, float})  # bool is no number here: a flag hides nothing
+_NUMERIC = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _MEMO_LEN = 200  # ``changes`` remembers clean entries this short (names, ids)
 _MEMO_SIZE = 4096  # ... this many at most, forgotten together
 _KEY_HINTS = (
@@ -144,6 +145,41 @@ def _secret_field(key: str) -> bool:
     return _SECRET_FIELD.search(key) is not None or key.lower().endswith(_SHAPE_KEYS)
 
 
+_NUMBER_KEYS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "secret",
+    "apikey",
+    "api_key",
+    "api-key",
+    "secretkey",
+    "secret_key",
+    "privatekey",
+    "private_key",
+    "accesskey",
+    "access_key",
+    "token",
+)
+
+
+_PLAIN_NUMBER_KEYS: set[str] = set()
+"""Keys ``_secret_number_key`` said no to, seen by ``changes`` (a set test
+costs less than the cached call, on every number of every event)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_number_key(key: str) -> bool:
+    """Whether a number under ``key`` is a secret: a key ending in a password's
+    or a key's name ("db_password", "userPasscode", "api_key"), so a numeric
+    password is masked. Narrower than ``_secret_field``, whose whole words
+    also name counters ("token_budget", "auth_retries"); "pin" is left out
+    (a GPIO pin, a pinned version). Each ending holds one of ``_KEY_HINTS``,
+    so ``may_hold_secrets`` still sees every key this masks a number under."""
+    return key.lower().endswith(_NUMBER_KEYS)
+
+
 @functools.lru_cache(maxsize=1024)
 def _secret_env_name(name: str) -> bool:
     return SECRET_NAME.search(name) is not None  # once a name: learn_env runs often
@@ -195,6 +231,8 @@ class Redactor:
         self.values = sorted(
             kept | encoded_forms(kept, _MIN_LEN), key=len, reverse=True
         )
+        self._numbers = {v for v in kept if _NUMERIC.fullmatch(v)}
+        """The secret values a number can equal (a numeric password), as text."""
         self._clean: set[tuple[Any, str]] = set()
         """(key, short text) entries ``changes`` found nothing to mask in, with
         these ``values``: event fields repeat (a tool's name every step)."""
@@ -204,6 +242,8 @@ class Redactor:
         if len(value) < _MIN_LEN or value in self.values or self._is_word(value):
             return
         _KNOWN.add(value)
+        if _NUMERIC.fullmatch(value):
+            self._numbers.add(value)
         more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
         self.values = sorted(more, key=len, reverse=True)
         self._clean = set()  # a text clean before may hold this one
@@ -261,6 +301,8 @@ class Redactor:
             for k, x in v.items():
                 if _secret_entry(k, x):
                     out[k] = self._under_secret_key(x)
+                elif x.__class__ in _NUMBER and isinstance(k, str):
+                    out[k] = MASK if self._secret_number(k, x) else x
                 else:
                     out[k] = self.value(x)
             # Keys are outside text too (a tool may key a dict by a token): the
@@ -273,7 +315,16 @@ class Redactor:
             return out
         if isinstance(v, list | tuple):
             return [self.value(x) for x in v]
+        if v.__class__ in _NUMBER and self._numbers and str(v) in self._numbers:
+            return MASK
         return v
+
+    def _secret_number(self, k: str, x: object) -> bool:
+        """Whether the number ``x`` under the key ``k`` is to be masked: it
+        equals a secret value, or ``k`` names a password, a PIN or a key."""
+        return (bool(self._numbers) and str(x) in self._numbers) or _secret_number_key(
+            k
+        )
 
     def _under_secret_key(self, x: Any) -> Any:
         # Every string under a secret key is the secret or part of it: a list
@@ -289,9 +340,20 @@ class Redactor:
         masked (empty when nothing needs masking; no copy of the rest)."""
         out: dict[str, Any] = {}
         clean = self._clean
+        numbers = self._numbers
         for k, x in data.items():
-            if x is None or x.__class__ in _PLAIN:
-                continue  # nothing to mask in a number
+            if x.__class__ in _NUMBER:
+                if not numbers and k in _PLAIN_NUMBER_KEYS:
+                    continue  # a counter's name (every step's seq, attempt)
+                if (numbers and str(x) in numbers) or (
+                    k.__class__ is str and _secret_number_key(k)
+                ):
+                    out[k] = MASK
+                elif k.__class__ is str and len(_PLAIN_NUMBER_KEYS) < _MEMO_SIZE:
+                    _PLAIN_NUMBER_KEYS.add(k)
+                continue
+            if x is None or x.__class__ is bool:
+                continue
             short = x.__class__ is str and len(x) <= _MEMO_LEN
             if short and (k, x) in clean:
                 continue  # scanned before, with the same secrets

@@ -299,6 +299,8 @@ def test_every_field_of_a_step_that_holds_outside_text_is_masked(
         {"tool": "noop", "bytes": 258, "cached": False},
         {"nested": {"password": "pw-12345", "list": ["Bearer abcdefghijklmnop"]}},
         {"note": "used s3cr3t-Value-7f9a2c41e8 here", "f": 1.5},
+        {"db_password": 424242, "token_budget": 5, "input_tokens": 9, "ok": True},
+        {"pin_code": 12345678, "apiKey": 7.5, "creds": {"password": [1, "x"]}},
         {},
     ],
 )
@@ -600,3 +602,79 @@ def test_rows_holding_prefixed_secrets_stay_json_once_scrubbed() -> None:
         },
         "error": f"RuntimeError: '{MASK}'",
     }
+
+
+def test_numbers_under_password_and_key_names_and_equal_to_a_secret_are_masked(
+    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A numeric password is a secret too: under a key ending in a password's
+    or a key's name, or equal to a secret env var's value. Counters named
+    with a secret word ("token_budget", "input_tokens") and flags stay."""
+    monkeypatch.setenv("ARGUS_TEST_DB_PASSWORD", "90817263")
+    r = Redactor(secrets=["55443322"])
+    data = {
+        "db_password": 424242,
+        "userPasscode": 1234.5,
+        "openaiApiKey": 777777,
+        "token_budget": 5,
+        "input_tokens": 9,
+        "is_secret": True,
+        "rows": 90817263,
+        "also": [55443322, 3],
+        "auth": {"user": "bob", "retries": 3},
+    }
+    assert r.value(data) == {
+        "db_password": MASK,
+        "userPasscode": MASK,
+        "openaiApiKey": MASK,
+        "token_budget": 5,
+        "input_tokens": 9,
+        "is_secret": True,
+        "rows": MASK,
+        "also": [MASK, 3],
+        "auth": {"user": MASK, "retries": 3},  # its text: all under a secret key
+    }
+    assert r.may_hold_secrets(json.dumps({"x": {"db_password": 4}}))
+
+    @al.tool
+    def login(user: str) -> dict[str, object]:
+        """Returns a numeric password and the env secret as a number."""
+        return {"user": user, "password": 424242, "n": 90817263}
+
+    s = ws.new_session(
+        plan={
+            "goal": "g",
+            "tasks": [{"id": "a", "tool": "login", "args": {"user": "b"}}],
+        },
+        tools=[login],
+        name="numbers",
+    )
+    assert s.run().status == "succeeded"
+    assert s.result("a") == {"user": "b", "password": MASK, "n": MASK}
+    frame = s.tasks_df().to_string()
+    s.close()
+    stored = all_bytes(ws.path / "sessions" / s.id)
+    for needle in (b"424242", b"90817263"):
+        assert needle not in stored and needle.decode() not in frame
+
+
+def test_a_number_under_a_password_argument_is_refused_in_a_plan(
+    ws: al.Workspace,
+) -> None:
+    """Stored masked, a resumed task would get "[REDACTED]" for its number:
+    refused before anything is written, as text is."""
+
+    @al.tool
+    def unlock(door_password: int) -> str:
+        """Opens a door."""
+        return "open"
+
+    plan = {
+        "goal": "g",
+        "tasks": [{"id": "a", "tool": "unlock", "args": {"door_password": 4321}}],
+    }
+    with pytest.raises(
+        al.PlanError, match="'door_password' holds a secret by its name"
+    ):
+        ws.new_session(plan=plan, tools=[unlock], name="door")
+    assert ws.sessions() == []
