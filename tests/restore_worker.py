@@ -3,7 +3,8 @@
 Run as ``python tests/restore_worker.py WORKSPACE LEDGER``: opens session "pay"
 of WORKSPACE (``test_restore_backup.py`` created it and ran its first task),
 runs it, prints the result's status and kills itself: the witness, journal and
-mark were last written by commits, never by a close. The tests import this
+mark were last written by commits, never by a close. With ``ARGUS_TEST_HOLD``
+set, task c waits for the test (``pay``). The tests import this
 module for the same tools and plan.
 
 The plan is a chain ``a -> b -> c -> d``: ``a``, ``b`` and ``c`` call ``pay``
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import argus_lab as al
@@ -44,7 +46,16 @@ def _append(line: str) -> None:
 
 @al.tool(side_effect="write")
 def pay(amount: int, *, ctx: al.ToolContext) -> int:
-    """Pays once per call: a repeat is a second payment."""
+    """Pays once per call: a repeat is a second payment.
+
+    With ``ARGUS_TEST_HOLD`` set to a folder, task c first makes
+    ``started.c`` there and waits for ``release`` to appear: the test copies
+    the session folder meanwhile, with the run holding its lease."""
+    hold = os.environ.get("ARGUS_TEST_HOLD")
+    if hold and ctx.task_id == "c":
+        Path(hold, "started.c").touch()
+        while not Path(hold, "release").exists():
+            time.sleep(0.005)
     _append(f"{ctx.task_id} {ctx.idempotency_key}")
     return amount
 

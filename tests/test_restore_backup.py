@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -48,15 +49,17 @@ def _restore(backup: Path, folder: Path) -> None:
     _copy(backup, folder)
 
 
-def _run_a_then_back_up(ws: al.Workspace, backup: Path) -> Path:
-    """Session "pay" run through task a, closed, its folder copied to ``backup``."""
+def _run_a_then_back_up(ws: al.Workspace, backup: Path | None) -> Path:
+    """Session "pay" run through task a, closed, its folder copied to ``backup``
+    (if given); returns the folder."""
     with ws.new_session(
         plan=rw.plan(), tools=rw.TOOLS, name="pay", approvals=rw.APPROVE_ALL
     ) as s:
         s.step()
         assert s.record("a").status == "succeeded"
         folder = ws.path_of(s)
-    _copy(folder, backup)
+    if backup is not None:
+        _copy(folder, backup)
     return folder
 
 
@@ -153,6 +156,58 @@ def test_a_backup_restored_after_a_crash_is_seen(tmp_path: Path, ledger: Path) -
     _restore(tmp_path / "backup", folder)
     assert backup_version is not None
     _check_the_restore_is_seen_and_nothing_repeats(ws, backup_version)
+
+
+def test_a_backup_taken_while_a_run_held_the_session_is_seen(
+    tmp_path: Path, ledger: Path
+) -> None:
+    # Backed up mid-run (the lease held, c's intent committed and its call
+    # under way, the WAL live), the run then finishes and its process dies.
+    ws = al.Workspace(tmp_path / "ws")
+    folder = _run_a_then_back_up(ws, None)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).parent.parent),
+        "ARGUS_TEST_HOLD": str(hold),
+    }
+    p = subprocess.Popen(
+        [sys.executable, rw.__file__, str(ws.path), str(ledger)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (hold / "started.c").exists():  # c's call has begun
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, "task c never started"
+            time.sleep(0.005)
+        _copy(folder, tmp_path / "backup")
+        (hold / "release").touch()
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == -9, err
+    assert out.strip() == "succeeded"
+    _restore(tmp_path / "backup", folder)
+    before = paid()
+    assert before == {"a": 1, "b": 1, "c": 1, "d": 1}
+    with pytest.raises(al.LostCommitsError) as info:
+        ws.open("pay", tools=rw.TOOLS)
+    assert "is older than its last commit" in info.value.message
+    with ws.open("pay", tools=rw.TOOLS, accept_lost_commits=True) as s:
+        assert s.record("b").status == "succeeded"  # done before the backup
+        res = s.run()
+        assert res.status == "paused"
+        assert s.record("c").status == "in_doubt"  # paid after the backup
+        s.skip("c", "the ledger shows the payment")
+        assert s.run().status == "succeeded"
+    assert paid() == before
 
 
 def test_argus_resume_says_so_and_accepting_holds_the_payments(
