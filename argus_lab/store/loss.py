@@ -109,12 +109,19 @@ def check_witness(
         names = ", ".join(lost[:20]) + (
             f", ... ({len(lost)} in all)" if len(lost) > 20 else ""
         )
-        which = (
-            f"Tasks whose intent or result may be lost: {names or 'none'}."
-            if touched is not None
-            else "The journal does not name every lost commit's tasks, so every "
-            f"unfinished task may be affected: {names or 'none'}."
-        )
+        if touched is not None:
+            which = f"Tasks whose intent or result may be lost: {names or 'none'}."
+        elif restored:
+            which = (
+                "The folder's journal cannot name what ran after it was "
+                "copied, so every task it shows unfinished may have run: "
+                f"{names or 'none'}."
+            )
+        else:
+            which = (
+                "The journal does not name every lost commit's tasks, so every "
+                f"unfinished task may be affected: {names or 'none'}."
+            )
         root = store.directory.parent.parent
         tools = sorted({t.tool for t in loaded.plan.tasks if t.tool})
         raise LostCommitsError(
