@@ -242,8 +242,11 @@ class Witness:
         cannot be (a read-only or full disk: no mark then, as no witness)."""
         assert self.mark_path is not None
         try:
-            self.mark_path.parent.mkdir(exist_ok=True)
-            return os.open(self.mark_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                return os.open(self.mark_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # the workspace's first mark
+                self.mark_path.parent.mkdir(exist_ok=True)
+                return os.open(self.mark_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
             self._mark_failed(e)
             return -1
