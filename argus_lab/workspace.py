@@ -7,6 +7,8 @@ Layout::
     <root>/artifacts/               content-addressed large results
     <root>/files/<session id>/      tools' working files (ctx.workdir)
     <root>/memory/                  long-term memory (LanceDB), shared by sessions
+    <root>/marks/<session id>       its latest commit's version, outside its folder
+                                    (an older copy of the folder put back is seen)
 """
 
 from __future__ import annotations

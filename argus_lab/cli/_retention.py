@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.store.folders import dir_bytes
+from argus_lab.store.folders import MARKS, dir_bytes
 
 if TYPE_CHECKING:
     from argus_lab.model import SessionInfo
@@ -224,6 +224,19 @@ def plan_gc(
                 for p in sorted(folder.iterdir())
                 if folder.name == ".trash" or p.name not in owned
             ]
+    marks = ws.path / MARKS
+    if marks.is_dir():
+        # A mark whose session folder is gone (a deletion cut short, a folder
+        # removed by hand): it would take a backup of that session restored
+        # later for a rollback. Not one made a moment ago (its folder is
+        # written first, but a listing may have raced it).
+        plan.leftovers += [
+            (p, p.stat().st_size)
+            for p in sorted(marks.iterdir())
+            if p.name not in owned
+            and not (ws.path / "sessions" / p.name).exists()
+            and now - p.stat().st_mtime > GRACE_S
+        ]
     if ws.artifacts.root.is_dir():
         plan.leftovers += [
             (p, p.stat().st_size)

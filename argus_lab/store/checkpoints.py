@@ -48,6 +48,7 @@ from argus_lab.store.envelope import (
     migration,
     open_cache,
 )
+from argus_lab.store.folders import mark_of
 from argus_lab.store.head import (
     Head,
     abandon_lease,
@@ -86,7 +87,9 @@ class SessionStore:
         self.durability = durability
         self.redactor: Redactor | None = None
         """Set by the Session: a last scrub of every value before it is written."""
-        self.witness = Witness(self.directory, fsync=durability == "full")
+        self.witness = Witness(
+            self.directory, fsync=durability == "full", mark=mark_of(self.directory)
+        )
         wal = self.directory / "cache.db-wal"
         # No WAL before we open: every commit is in cache.db itself, so the
         # journal of which task each version touched can start afresh.
@@ -155,15 +158,18 @@ class SessionStore:
 
         Raises:
             LostCommitsError: the head is older than its witness (commits were
-                lost), unless ``accept_lost_commits``: then each task they
-                touched is marked as interrupted, for the runtime to rerun
+                lost), or than its mark outside the folder (an older copy of
+                the folder was put in its place: a backup restored), unless
+                ``accept_lost_commits``: then each task they may have touched
+                is marked as interrupted, for the runtime to rerun
                 (idempotent) or hold in doubt, and the loss is recorded.
         """
-        # The witness first: it is written after each commit, so what it says
-        # now is at most what the head read next holds. Read the other way
-        # round, a commit landing in between (another thread or process
-        # writing while this one loads) looked like a lost commit.
+        # The witness and the mark first: each is written after each commit,
+        # so what they say now is at most what the head read next holds. Read
+        # the other way round, a commit landing in between (another thread or
+        # process writing while this one loads) looked like a lost commit.
         witnessed = self.witness.read()
+        marked = self.witness.read_mark()
         head = self.read_head()
         if head is None:
             if witnessed:  # everything was lost, the session's plan included
@@ -174,7 +180,17 @@ class SessionStore:
             plan = self._read.stored_plan()
         records = self.task_records()
         loaded = Loaded(head=head, meta=meta, plan=plan, records=records)
-        if witnessed is not None and head.version < witnessed:
+        if (
+            marked is not None
+            and marked > max(witnessed or 0, head.version)
+            and meta.id == self.session_id  # (else ws.open says whose it is)
+        ):
+            # The folder agrees with itself but is older than its last
+            # commit: an older copy of it put in its place (witness.py).
+            check_witness(
+                self, loaded, marked, accept=accept_lost_commits, restored=True
+            )
+        elif witnessed is not None and head.version < witnessed:
             check_witness(self, loaded, witnessed, accept=accept_lost_commits)
         elif self._settled and witnessed == head.version:
             self.witness.compact()

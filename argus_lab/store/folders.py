@@ -4,12 +4,15 @@ Light to import (the CLI's front reads sizes with it): the store is imported
 only to delete.
 
 Layout (see argus_lab.workspace): ``sessions/<id>/`` holds a session's
-checkpoints, ``files/<id>/`` its tools' working files, ``.trash/`` what a removal
-cut short left behind.
+checkpoints, ``files/<id>/`` its tools' working files, ``marks/<id>`` the
+version of its latest commit (``witness.py``: kept outside its folder, so
+that an older copy of the folder restored over it is seen), ``.trash/`` what
+a removal cut short left behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -22,9 +25,11 @@ if TYPE_CHECKING:
     from argus_lab.store.envelope import Durability
 
 __all__ = [
+    "MARKS",
     "delete_session",
     "dir_bytes",
     "fsync_dir",
+    "mark_of",
     "remove_session_folders",
     "session_folder_ids",
 ]
@@ -53,12 +58,30 @@ def session_folder_ids(root: Path) -> list[str]:
     ]
 
 
+MARKS = "marks"
+"""The workspace's folder of session marks (``mark_of``)."""
+
+
+def mark_of(folder: Path) -> Path | None:
+    """The mark of the session in ``folder`` (``<root>/sessions/<id>``):
+    ``<root>/marks/<id>``, outside the folder; None for a folder that is no
+    workspace's session folder (a store opened on a bare folder keeps none)."""
+    folder = Path(folder)
+    if folder.parent.name != "sessions":
+        return None
+    return folder.parent.parent / MARKS / folder.name
+
+
 def remove_session_folders(root: Path, sid: str) -> int:
-    """Removes a session's checkpoint folder and working files; returns the bytes.
+    """Removes a session's checkpoint folder, working files and mark; returns
+    the bytes.
 
     The checkpoint folder is first moved aside (one rename: the session vanishes
     at once), then deleted; an interruption leaves only a folder under
-    ``.trash`` (``argus gc`` deletes those).
+    ``.trash`` (``argus gc`` deletes those). The mark goes after the folder: a
+    session deleted on purpose and a backup of it restored later is not a
+    rollback to report (a mark left by an interruption is: ``argus gc``
+    deletes marks whose folder is gone).
     """
     src, files = root / "sessions" / sid, root / "files" / sid
     freed = dir_bytes(src) + dir_bytes(files)
@@ -69,6 +92,8 @@ def remove_session_folders(root: Path, sid: str) -> int:
         src.rename(trash / sid)
     shutil.rmtree(trash / sid, ignore_errors=True)
     shutil.rmtree(files, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        (root / MARKS / sid).unlink(missing_ok=True)
     return freed
 
 

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from argus_lab.errors import LostCommitsError
+from argus_lab.store.folders import mark_of
 
 if TYPE_CHECKING:
     from argus_lab.model import TaskRecord
     from argus_lab.store.checkpoints import Loaded, SessionStore
 
-__all__ = ["check_witness", "lost_versions"]
+__all__ = ["check_witness", "lost_versions", "restored_versions"]
 
 
 def lost_versions(
@@ -34,10 +35,33 @@ def lost_versions(
     )
 
 
+def restored_versions(subject: str, have: int, marked: int, folder: Path) -> str:
+    """What a folder older than its mark means (``witness.py``): a copy of it
+    from before version ``marked`` was put in its place."""
+    gone = f"{have + 1}-{marked}" if marked > have + 1 else str(marked)
+    mark = mark_of(folder)
+    return (
+        f"{subject}: its folder {folder} is older than its last commit: it "
+        f"holds version {have} but version {marked} had been committed "
+        f"(the workspace's mark {mark} says so; versions {gone} are missing). "
+        "Was an older backup of the folder restored over it? The commits "
+        "since that backup may have run tools whose effects stay (a payment "
+        "made), though the folder shows them as not run"
+    )
+
+
 def check_witness(
-    store: SessionStore, loaded: Loaded | None, witnessed: int, *, accept: bool
+    store: SessionStore,
+    loaded: Loaded | None,
+    witnessed: int,
+    *,
+    accept: bool,
+    restored: bool = False,
 ) -> None:
     """Raises LostCommitsError for a head older than ``witnessed``, or accepts it.
+
+    ``restored``: ``witnessed`` is the mark's (the witness in the folder says
+    no more than the head): the folder was put back as an older copy of it.
 
     Accepting marks each task the lost commits touched that has no surviving
     result as interrupted ("running"): the runtime's recovery then reruns it
@@ -49,17 +73,22 @@ def check_witness(
     from argus_lab.model import TaskRecord
 
     head_v = loaded.head.version if loaded is not None else 0
-    touched = store.witness.touched(head_v, witnessed)
+    # A folder put back from a backup has the backup's journal: it cannot name
+    # what was done after the backup (every unfinished task may have run).
+    touched = None if restored else store.witness.touched(head_v, witnessed)
     name = loaded.meta.name if loaded is not None else store.session_id
     label = f"{name!r} ({store.session_id})"
-    what = lost_versions(
-        f"session {label}",
-        "version(s)",
-        "checkpoint",
-        head_v,
-        witnessed,
-        store.directory,
-    )
+    if restored:
+        what = restored_versions(f"session {label}", head_v, witnessed, store.directory)
+    else:
+        what = lost_versions(
+            f"session {label}",
+            "version(s)",
+            "checkpoint",
+            head_v,
+            witnessed,
+            store.directory,
+        )
     if loaded is None:
         raise LostCommitsError(
             f"{what}. Nothing of the session survived, not even its plan: it "
@@ -80,12 +109,19 @@ def check_witness(
         names = ", ".join(lost[:20]) + (
             f", ... ({len(lost)} in all)" if len(lost) > 20 else ""
         )
-        which = (
-            f"Tasks whose intent or result may be lost: {names or 'none'}."
-            if touched is not None
-            else "The journal does not name every lost commit's tasks, so every "
-            f"unfinished task may be affected: {names or 'none'}."
-        )
+        if touched is not None:
+            which = f"Tasks whose intent or result may be lost: {names or 'none'}."
+        elif restored:
+            which = (
+                "The folder's journal cannot name what ran after it was "
+                "copied, so every task it shows unfinished may have run: "
+                f"{names or 'none'}."
+            )
+        else:
+            which = (
+                "The journal does not name every lost commit's tasks, so every "
+                f"unfinished task may be affected: {names or 'none'}."
+            )
         root = store.directory.parent.parent
         tools = sorted({t.tool for t in loaded.plan.tasks if t.tool})
         raise LostCommitsError(

@@ -30,6 +30,21 @@ files once.
 If the journal does not cover a lost version, every unfinished task counts as
 possibly lost: the fallback is conservative, never silent.
 
+A third copy of the line, the *mark*, is kept outside the folder (a session's
+is ``<workspace>/marks/<session id>``, ``mark=``): the witness and journal
+travel with the folder, so an older backup of the whole folder restored over
+it brings back an older witness and journal that agree with its older
+checkpoint, and nothing in the folder can tell. The mark stays behind, still
+naming the latest commit, and a head older than it is a loss all the same
+(``SessionStore.load``). It is written like the witness and with it: the same
+line, one ``pwrite`` right after the witness's, inside the witness's ``flock``
+(every writer of the folder takes it: no lock of its own), and only a greater
+version than it names (one ``pread`` first), so it never moves backwards (an
+accepted loss moves the head past the mark instead). A kill between the two
+writes leaves it behind the witness: harmless, as for the witness. It is
+never fsynced (nor at close): a mark lagging after a power cut misses a
+restore made of exactly those commits, and claims nothing SQLite did not do.
+
 The witness never moves backwards. Two writers of one folder (two processes, or
 two stores in one) each write after their own commit: A commits v10 and is
 descheduled, B commits v11 and witnesses it, then A's late write of 10 would
@@ -110,8 +125,15 @@ def _parse(data: bytes) -> int | None:
 class Witness:
     """The witness and journal files of one session folder."""
 
-    def __init__(self, directory: Path, *, fsync: bool) -> None:
+    def __init__(
+        self, directory: Path, *, fsync: bool, mark: Path | None = None
+    ) -> None:
         self.path = Path(directory) / "witness"
+        self.mark_path = mark
+        """The mark outside the folder (module docstring); None: none kept."""
+        self._mfd: int | None = None
+        """The mark's descriptor; -1 once it could not be opened (given up)."""
+        self._mark_mine = b""
         self.journal_path = Path(directory) / "journal"
         self.fsync = fsync
         """fdatasync both files on close (durability "full"), never per commit."""
@@ -177,8 +199,62 @@ class Witness:
                     return
             os.pwrite(fd, line, 0)
             self._mine = line
+            if self.mark_path is not None:
+                self._raise_mark(line, version)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def read_mark(self) -> int | None:
+        """The version the mark names (None: no mark kept, none written yet,
+        or a damaged one, which the next commit rewrites)."""
+        if self.mark_path is None:
+            return None
+        try:
+            data = self.mark_path.read_bytes()
+        except OSError:
+            return None
+        return _parse(data)
+
+    def _raise_mark(self, line: bytes, version: int) -> None:
+        """Writes ``line`` (of ``version``) to the mark unless it names as much
+        already. Called holding the witness's lock, after the witness's write."""
+        fd = self._mfd
+        if fd is None:
+            fd = self._mfd = self._open_mark()
+        if fd < 0:
+            return
+        try:
+            data = os.pread(fd, _SIZE, 0)
+            if data != self._mark_mine:
+                # Another writer's, or none yet (or damage: ours replaces it).
+                cur = _parse(data)
+                if cur is not None and cur >= version:
+                    return
+            elif data >= line:  # ours: compares as bytes as it does as numbers
+                return
+            os.pwrite(fd, line, 0)
+            self._mark_mine = line
+        except OSError as e:
+            self._mark_failed(e)
+
+    def _open_mark(self) -> int:
+        """The mark's descriptor, made with its folder if missing; -1 if it
+        cannot be (a read-only or full disk: no mark then, as no witness)."""
+        assert self.mark_path is not None
+        try:
+            try:
+                return os.open(self.mark_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # the workspace's first mark
+                self.mark_path.parent.mkdir(exist_ok=True)
+                return os.open(self.mark_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            self._mark_failed(e)
+            return -1
+
+    def _mark_failed(self, e: OSError) -> None:
+        if not self._warned:
+            log.warning("could not update %s: %s", self.mark_path, e)
+            self._warned = True
 
     def origin(self) -> str | None:
         """The folder named as the origin: by the witness, else by the
@@ -330,6 +406,9 @@ class Witness:
 
     def close(self) -> None:
         """Flushes (under "full") and closes the files (the data stays on disk)."""
+        if self._mfd is not None and self._mfd >= 0:
+            os.close(self._mfd)  # never fsynced (module docstring)
+        self._mfd = None
         for fd in (self._jfd, self._fd):
             if fd is None:
                 continue
