@@ -169,6 +169,12 @@ def test_sessions_read_and_control(server: Server) -> None:
         headers={"Content-Type": "application/json"},
     )
     assert r.status_code == 422
+    # An edit may not add an env reference: it would send the server's secret
+    # to the tool (os.environ holds ARGUS_SERVER_TEST_TOKEN or the like).
+    leak = {"task_id": "two", "args": {"x": "${env.HOME}"}}
+    r = server.http.post("/sessions/approve/approve", json=leak)
+    assert r.status_code == 400 and "${env.HOME}" in r.text, r.text
+    assert "two" in _session(server, "approve")["pending_approvals"]
     r = server.http.post(
         "/sessions/approve/approve", json={"task_id": "two", "args": {"x": 42}}
     )

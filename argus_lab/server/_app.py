@@ -23,6 +23,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from argus_lab.errors import ArgusError
 from argus_lab.events import event_adapter
+from argus_lab.plan._refs import iter_references
 from argus_lab.runtime.session import Session
 from argus_lab.server._errors import add_error_handlers
 from argus_lab.server._guard import LOOPBACK, MAX_BODY, Guard
@@ -59,6 +60,30 @@ class Breakpoint(TaskRef):
 
 class Pause(_Strict):
     reason: str = Field(default="paused by the API", max_length=2000)
+
+
+def _env_names(value: Any) -> set[str]:
+    return {r.path[0] for _, r in iter_references(value) if r is not None and r.is_env}
+
+
+def _refuse_new_env_references(s: Session, task_id: str, args: dict[str, Any]) -> None:
+    """Edited args over HTTP may keep the plan's ``${env.NAME}`` references
+    but not add one: it would be read from this server's environment when
+    the task runs and sent to the tool, so a client holding the token could
+    route any of the server's secrets to a write tool. (Typed states take a
+    client's ``${env.NAME}`` as text for the same reason.)"""
+    try:
+        asked = s.plan.task(task_id).args
+    except KeyError:
+        return  # approve() says what is wrong with the task id
+    added = _env_names(args) - _env_names(asked)
+    if added:
+        raise ArgusError(
+            f"the edited args add ${{env.{sorted(added)[0]}}}: over HTTP an approval "
+            "may keep the plan's environment references but not add one (it "
+            "would send this server's secret to the tool). Approve from Python "
+            "in the server's process, or change the plan"
+        )
 
 
 class ForkSession(_Strict):
@@ -353,7 +378,10 @@ def create_app(
 
     @app.post("/sessions/{name}/approve", summary="Approve a task (edited args)")
     def approve(name: str, body: Approve) -> dict[str, Any]:
-        hub.control(name).approve(body.task_id, body.args, by=body.by or "api")
+        s = hub.control(name)
+        if body.args is not None:
+            _refuse_new_env_references(s, body.task_id, body.args)
+        s.approve(body.task_id, body.args, by=body.by or "api")
         return {"ok": True}
 
     @app.post("/sessions/{name}/reject", summary="Refuse a task")
