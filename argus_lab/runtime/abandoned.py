@@ -36,8 +36,8 @@ it was written on this host. So on this host the guard holds across
 processes for as long as the call runs, and no longer. A process forked
 while a call runs (``multiprocessing`` with "fork") lets go of its copy of
 the lock at once (``os.register_at_fork``), so a long-lived child does not
-hold the guard past the call; ``subprocess`` children never get it (the
-descriptor is close-on-exec).
+keep the guard once the call's process died; ``subprocess`` children never
+get it (the descriptor is close-on-exec).
 
 Not covered: a call whose lock file could not be written (a read-only or
 full disk) is guarded in this process only (logged; a timed-out call's
@@ -47,8 +47,10 @@ the like): the lock reaches other hosts only if the file system carries
 byte-range locks the server arbitrates, unless mounted ``nolock`` or
 ``local_lock=flock``/``all``; many FUSE and SMB setups do not); a file
 another host wrote that this host can lock is ignored, with a warning, and
-kept (this host cannot tell whether its process lives). Calls shipped to a
-remote executor (Dask) are not kept here at all.
+kept (this host cannot tell whether its process lives). Work the call
+handed to another process that outlives it (a child it started) is not
+guarded once the call's process is gone. Calls shipped to a remote executor
+(Dask), and the tool calls an LLM task's model makes, are not kept here.
 """
 
 from __future__ import annotations
@@ -155,9 +157,10 @@ _fds: set[int] = set()
 
 
 def _drop_in_child() -> None:
-    # A forked child shares each lock with us until it closes its copy:
-    # a long-lived one (a multiprocessing worker) would hold the guard past
-    # the call. Only this thread runs in the child: no lock is taken.
+    # A forked child shares each lock with us until it closes its copy: a
+    # long-lived one (a multiprocessing worker) would keep the file of a call
+    # whose process died locked (a call that ends removes its file anyway).
+    # Only this thread runs in the child: no lock is taken.
     for fd in list(_fds):
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -200,7 +203,7 @@ def _prefix(task_id: str) -> str:
 
 def _take_lock(call: AbandonedCall, folder: Path) -> None:
     """Writes and locks the call's lock file (see the module's docstring);
-    if it cannot, says so in the log and leaves ``call.lock`` None."""
+    if it cannot, says so in the log and leaves ``call.locked`` False."""
     name = f"{_prefix(call.task_id)}-{call.attempt}-{call.pid}-{uuid.uuid4().hex[:12]}"
     tmp, final = folder / f".tmp-{name}", folder / f"{name}.lock"
     data = {
@@ -214,31 +217,22 @@ def _take_lock(call: AbandonedCall, folder: Path) -> None:
         "started": _own_start(),
         "host": call.host,
     }
+    fd = None
     try:
         folder.mkdir(exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except OSError as e:
-        log.warning(
-            "task %s of session %s: could not write the lock file of %s, which "
-            "runs on after it was abandoned (%s): only this process will refuse "
-            "to retry it while it runs",
-            call.task_id,
-            call.session_id,
-            call.what(),
-            e,
-        )
-        return
-    try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: never waits
         os.write(fd, json.dumps(data).encode())
         os.rename(tmp, final)
     except OSError as e:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if fd is not None:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         log.warning(
-            "task %s of session %s: could not write the lock file of %s (%s): "
-            "only this process will refuse to retry it while it runs",
+            "task %s of session %s: could not write the lock file of %s, which "
+            "runs on after it was abandoned (%s): only this process will refuse "
+            "to retry it while it runs",
             call.task_id,
             call.session_id,
             call.what(),
