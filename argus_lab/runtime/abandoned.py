@@ -13,31 +13,90 @@ task's in-doubt reason.
 Thread-safe: calls are added on a session's loop thread, end on tool
 threads, and are read from any thread; the session hears of an end through
 the callback it watches with, which only hands the news to its loop thread.
+
+Other processes (``argus retry`` in a shell, a second kernel) do not see
+this registry, so each such call also holds a lock file while it runs. When
+a call is abandoned (before its attempt's outcome goes back to the run, so
+before that run can release the session's lease), an exclusive
+``fcntl.flock`` is taken on a new file in the session's folder,
+``abandoned/<task>-<attempt>-<pid>-<random>.lock`` (``<task>``: a sha256 of
+the task id, safe for any id), which holds the call as JSON (session, task,
+attempt, tool, why, since, pid, the process's start time, host). It is made
+under a dot name, locked, written, then renamed into place: under its final
+name it is locked from the moment it can be seen. When the call ends, the
+file is removed, then its descriptor closed (the lock goes with it); when
+the process dies, however it dies, the system drops the lock.
+
+``held`` (what ``s.retry`` asks, about the task's session and, for a fork's
+task, the sessions its key and its parent came from; and the failure
+policy, when a reopened session finds the attempt RUNNING) tries a shared
+lock on each file of the task without waiting: one it cannot get is a call
+still running; one it can lock is a leftover (its process died), removed if
+it was written on this host. So on this host the guard holds across
+processes for as long as the call runs, and no longer. A process forked
+while a call runs (``multiprocessing`` with "fork") lets go of its copy of
+the lock at once (``os.register_at_fork``), so a long-lived child does not
+keep the guard once the call's process died; ``subprocess`` children never
+get it (the descriptor is close-on-exec).
+
+Not covered: a call whose lock file could not be written (a read-only or
+full disk) is guarded in this process only (logged; a timed-out call's
+in-doubt reason says so). A session folder shared between hosts (NFS and
+the like): the lock reaches other hosts only if the file system carries
+``flock`` locks between its clients (Linux NFS clients emulate them with
+byte-range locks the server arbitrates, unless mounted ``nolock`` or
+``local_lock=flock``/``all``; many FUSE and SMB setups do not); a file
+another host wrote that this host can lock is ignored, with a warning, and
+kept (this host cannot tell whether its process lives). Work the call
+handed to another process that outlives it (a child it started) is not
+guarded once the call's process is gone. Calls shipped to a remote executor
+(Dask), and the tool calls an LLM task's model makes, are not kept here.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
 import threading
 import time
+import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from argus_lab.runtime.options import log
 from argus_lab.runtime.toolcall import error_text
+from argus_lab.store.head import HOST, _own_start
 
-__all__ = ["AbandonedCall", "abandon", "lookup", "running", "wait", "watch"]
+__all__ = [
+    "LOCKS",
+    "AbandonedCall",
+    "abandon",
+    "held",
+    "lookup",
+    "lookup_anywhere",
+    "running",
+    "wait",
+    "watch",
+]
 
 _KEEP_ENDED = 256
 """Ended calls remembered (for a session reopened after its call ended)."""
+LOCKS = "abandoned"
+"""The folder, in a session's folder, of the lock files of its calls that run."""
 
 
 @dataclass(eq=False)
 class AbandonedCall:
-    """One abandoned call, running or ended."""
+    """One abandoned call, running or ended (in this process, or one another
+    process holds the lock file of: ``held``)."""
 
     session_id: str
     task_id: str
@@ -51,17 +110,64 @@ class AbandonedCall:
     ended: str | None = None
     """How it ended ("returned", "raised KeyError: ..."); None while it runs."""
     done: threading.Event = field(default_factory=threading.Event)
-    """Set once it ended."""
+    """Set once it ended (only for a call of this process)."""
+    pid: int = field(default_factory=os.getpid)
+    """The process it runs in."""
+    host: str = HOST
+    """The host that process runs on."""
+    locked: bool = False
+    """Its lock file was written: other processes of this host see the call
+    while it runs (``held``)."""
+    _lockfile: Path | None = field(default=None, repr=False)
+    _fd: int | None = field(default=None, repr=False)
 
     def what(self) -> str:
         """The call, for a person: ``attempt 1 of tool 'charge'``."""
         return f"attempt {self.attempt} of tool {self.tool!r}"
+
+    def here(self) -> bool:
+        """Whether it runs in this process."""
+        return self.pid == os.getpid() and self.host == HOST
+
+    def where(self) -> str:
+        """Where it runs: ``in this process`` or ``in process 12 on host h``."""
+        if self.here():
+            return "in this process"
+        return f"in process {self.pid} on host {self.host}"
+
+    def at(self) -> str:
+        """When it was abandoned, for a person (UTC)."""
+        if self.since <= 0:  # a lock file that could not be read
+            return "an unknown time"
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.since))
+
+    def when(self) -> str:
+        """When it was abandoned, and how long ago (for a message, not a record)."""
+        if self.since <= 0:
+            return self.at()
+        return f"{self.at()}, {max(0.0, time.time() - self.since):.0f}s ago"
 
 
 _lock = threading.Lock()
 _running: dict[tuple[str, str], list[AbandonedCall]] = {}
 _ended: OrderedDict[tuple[str, str], AbandonedCall] = OrderedDict()
 _watchers: dict[str, list[Callable[[AbandonedCall], None]]] = {}
+_fds: set[int] = set()
+"""Descriptors of the lock files this process holds (closed in a forked child)."""
+
+
+def _drop_in_child() -> None:
+    # A forked child shares each lock with us until it closes its copy: a
+    # long-lived one (a multiprocessing worker) would keep the file of a call
+    # whose process died locked (a call that ends removes its file anyway).
+    # Only this thread runs in the child: no lock is taken.
+    for fd in list(_fds):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _fds.clear()
+
+
+os.register_at_fork(after_in_child=_drop_in_child)
 
 
 def abandon(
@@ -72,15 +178,85 @@ def abandon(
     attempt: int,
     tool: str,
     why: str,
+    sessions: Path | None = None,
 ) -> AbandonedCall:
     """Keeps the call running in ``fut`` until it ends; then tells the
-    session's watchers. A call already over is only remembered as ended."""
+    session's watchers. A call already over is only remembered as ended.
+
+    ``sessions``: the workspace's sessions folder; the call's lock file is
+    written in its session's folder there before this returns (None: no
+    lock file, the call is guarded in this process only)."""
     call = AbandonedCall(session_id, task_id, attempt, tool, why)
+    if sessions is not None:
+        _take_lock(call, sessions / session_id / LOCKS)
     key = (session_id, task_id)
     with _lock:
         _running.setdefault(key, []).append(call)
     fut.add_done_callback(lambda f: _end(call, f))
     return call
+
+
+def _prefix(task_id: str) -> str:
+    """The start of the task's lock file names: safe for any task id."""
+    return hashlib.sha256(task_id.encode()).hexdigest()[:32]
+
+
+def _take_lock(call: AbandonedCall, folder: Path) -> None:
+    """Writes and locks the call's lock file (see the module's docstring);
+    if it cannot, says so in the log and leaves ``call.locked`` False."""
+    name = f"{_prefix(call.task_id)}-{call.attempt}-{call.pid}-{uuid.uuid4().hex[:12]}"
+    tmp, final = folder / f".tmp-{name}", folder / f"{name}.lock"
+    data = {
+        "session_id": call.session_id,
+        "task_id": call.task_id,
+        "attempt": call.attempt,
+        "tool": call.tool,
+        "why": call.why,
+        "since": call.since,
+        "pid": call.pid,
+        "started": _own_start(),
+        "host": call.host,
+    }
+    fd = None
+    try:
+        folder.mkdir(exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: never waits
+        os.write(fd, json.dumps(data).encode())
+        os.rename(tmp, final)
+    except OSError as e:
+        if fd is not None:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        log.warning(
+            "task %s of session %s: could not write the lock file of %s, which "
+            "runs on after it was abandoned (%s): only this process will refuse "
+            "to retry it while it runs",
+            call.task_id,
+            call.session_id,
+            call.what(),
+            e,
+        )
+        return
+    call._lockfile, call._fd, call.locked = final, fd, True
+    with _lock:
+        _fds.add(fd)
+
+
+def _let_go(call: AbandonedCall) -> None:
+    """Removes the call's lock file, then lets go of its lock: never is an
+    unlocked file left under its name by a process that lives."""
+    fd, path = call._fd, call._lockfile
+    if fd is None or path is None:
+        return
+    call._fd = call._lockfile = None
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    with _lock:
+        _fds.discard(fd)
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def _how(fut: concurrent.futures.Future[Any]) -> str:
@@ -97,6 +273,7 @@ def _end(call: AbandonedCall, fut: concurrent.futures.Future[Any]) -> None:
         how = _how(fut)
     except Exception:  # never lose the end of a call over its message
         how = "ended (how could not be read)"
+    _let_go(call)  # first: other processes may retry from now on
     key = (call.session_id, call.task_id)
     with _lock:
         call.ended = how
@@ -133,6 +310,110 @@ def lookup(session_id: str, task_id: str) -> AbandonedCall | None:
         if calls:
             return calls[-1]
         return _ended.get((session_id, task_id))
+
+
+def held(
+    sessions: Path, session_ids: Iterable[str], task_id: str
+) -> AbandonedCall | None:
+    """An abandoned call of ``task_id`` in any of the sessions ``session_ids``
+    that still runs in a process of this host (this one included), as its
+    lock file says; else None. File work: only for a retry, or a reopened
+    session deciding about an attempt found running.
+
+    ``sessions``: the workspace's sessions folder. Leftover files (their
+    process died, or could not remove them) are removed on the way."""
+    prefix = _prefix(task_id) + "-"
+    for sid in session_ids:
+        folder = sessions / sid / LOCKS
+        try:
+            names = sorted(
+                n
+                for n in os.listdir(folder)
+                if n.startswith(prefix) and n[-5:] == ".lock"
+            )
+        except FileNotFoundError:  # no call of the session was ever left
+            continue
+        except OSError as e:
+            log.warning("could not read %s (%s): calls left running unseen", folder, e)
+            continue
+        for name in names:
+            call = _probe(folder / name, sid, task_id)
+            if call is not None:
+                return call
+    return None
+
+
+def _probe(path: Path, sid: str, task_id: str) -> AbandonedCall | None:
+    """The call of lock file ``path`` if a process holds its lock, else None
+    (a leftover written on this host is removed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:  # its call ended just now
+        return None
+    except OSError as e:
+        log.warning("could not open %s (%s): a call left running unseen", path, e)
+        return None
+    try:
+        try:
+            data = json.loads(os.read(fd, 1 << 16) or b"{}")
+            if not isinstance(data, dict):
+                data = {}
+        except (OSError, ValueError):
+            data = {}
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: the call runs
+            return _call_of(data, sid, task_id)
+        except OSError as e:  # no locks here (some network file systems)
+            log.warning("could not lock %s (%s): a call left running unseen", path, e)
+            return None
+        if data.get("host", HOST) == HOST:
+            # Its process let go of it without removing it, or died: a
+            # leftover (nobody locks a file again once it is let go of).
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        else:
+            log.warning(
+                "%s was written by process %s on host %s, and this host sees no "
+                "lock on it: its call ended, or that host's locks do not reach "
+                "this one (the guard against a second call then does not hold)",
+                path,
+                data.get("pid"),
+                data.get("host"),
+            )
+        return None
+    finally:
+        os.close(fd)
+
+
+def _call_of(data: dict[str, Any], sid: str, task_id: str) -> AbandonedCall:
+    """A held lock file's call, from what it says (what it cannot say: 0, ?)."""
+
+    def num(key: str) -> float:
+        v = data.get(key)
+        return v if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+    return AbandonedCall(
+        session_id=sid,
+        task_id=task_id,
+        attempt=int(num("attempt")),
+        tool=str(data.get("tool", "?")),
+        why=str(data.get("why", "was abandoned")),
+        since=float(num("since")),
+        pid=int(num("pid")),
+        host=str(data.get("host", "?")),
+    )
+
+
+def lookup_anywhere(
+    sessions: Path, session_id: str, task_id: str
+) -> AbandonedCall | None:
+    """``lookup``, but a call still running in another process of this host
+    (its lock file held) comes before one of this process that ended."""
+    call = running(session_id, task_id)
+    if call is None:
+        call = held(sessions, (session_id,), task_id) or lookup(session_id, task_id)
+    return call
 
 
 def wait(session_id: str, task_id: str, timeout: float | None = None) -> bool:

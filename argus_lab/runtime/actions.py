@@ -134,12 +134,13 @@ class Actions:
                 "be retried",
             )
         # Its call may run in this session, or (a fork's task carried from
-        # its parent) in the session it came from.
+        # its parent) in the session it came from; in this process, or in
+        # another one of this host (its lock file: abandoned.held).
         ids = dict.fromkeys(x for x in (st.info.id, rec.key_of, st.info.parent) if x)
         call = next(
             (c for sid in ids if (c := abandoned.running(sid, tid)) is not None), None
-        )
-        if call is not None:
+        ) or abandoned.held(st.path.parent, ids, tid)
+        if call is not None and call.here():
             # Python cannot stop a thread: a second call beside it may take
             # effect as well as the first (invariant 2).
             raise self._misuse(
@@ -149,6 +150,21 @@ class Actions:
                 "could take effect twice. Wait for it to end (the task's "
                 "reason and an in_doubt event will say how it ended), check, "
                 "then retry or skip it",
+            )
+        if call is not None:
+            of = (
+                ""
+                if call.session_id == st.info.id
+                else f" for session {call.session_id}"
+            )
+            raise self._misuse(
+                tid,
+                f"{rec.status}, and its last call ({call.what()}, which "
+                f"{call.why} at {call.when()}) is still running {call.where()}"
+                f"{of}: a retry now could take effect twice. Wait for that call to "
+                f"end, or end process {call.pid} if it must not go on (its "
+                "lock is let go of when the call or the process ends); check "
+                "whether it took effect, then retry or skip it",
             )
         # A failed attempt gets a fresh idempotency key; an in-doubt one keeps
         # its key so a remote that deduplicates can still recognise it.

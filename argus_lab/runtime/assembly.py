@@ -81,7 +81,10 @@ def assemble(
     )
     signals = Signals()
     sid = state.info.id
-    policy = FailurePolicy(options.backoff, partial(abandoned.lookup, sid))
+    sessions = workspace.path / "sessions"  # as the tools' ctx.workspace
+    policy = FailurePolicy(
+        options.backoff, partial(abandoned.lookup_anywhere, sessions, sid)
+    )
     budget = BudgetChecker(state)
     memories = Rememberer(lambda: workspace.memory)
     memory = MemoryFeed(state, memories, options.remember)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -27,6 +28,7 @@ from argus_lab.runtime.outcome import (
 )
 from argus_lab.runtime.toolcall import await_tool, call_tool, error_text
 from argus_lab.store.artifacts import ArtifactStore, to_stored
+from argus_lab.store.head import HOST
 from argus_lab.tools.registry import Tool, ToolContext
 
 __all__ = [
@@ -148,29 +150,44 @@ def _run_inline(tool: Tool, kwargs: dict[str, Any], gate: InlineGate) -> Any:
 class _OwnTimeout(Exception):
     """The executor's own timeout ran out (not a TimeoutError the tool raised)."""
 
-    def __init__(self, timeout: float, *, running: bool, began: bool = True) -> None:
+    def __init__(
+        self,
+        timeout: float,
+        *,
+        running: bool,
+        began: bool = True,
+        call: abandoned.AbandonedCall | None = None,
+    ) -> None:
         super().__init__(f"timed out after {timeout:g}s")
         self.timeout = timeout
         self.running = running
         """The call still runs, on a thread (kept in abandoned.py if unsafe)."""
         self.began = began
         """False: it waited for a tool thread all along and never began."""
+        self.call = call
+        """How abandoned.py keeps it (an unsafe call still running)."""
 
 
 def _keep(
     tool: Tool, ctx: ToolContext | None, fut: concurrent.futures.Future[Any], why: str
-) -> None:
+) -> abandoned.AbandonedCall | None:
     """Keeps an unsafe call that runs on after its attempt was abandoned in
-    the process-wide registry (abandoned.py): no retry starts beside it."""
+    the process-wide registry (abandoned.py): no retry starts beside it.
+
+    Called before the attempt's outcome goes back to the run, so its lock
+    file is held before the run can release the session's lease: no other
+    process may retry in between."""
     if tool.unsafe_to_repeat and ctx is not None:
-        abandoned.abandon(
+        return abandoned.abandon(
             fut,
             session_id=ctx.session_id,
             task_id=ctx.task_id,
             attempt=ctx.attempt,
             tool=tool.name,
             why=why,
+            sessions=ctx.workspace / "sessions",
         )
+    return None
 
 
 async def _call_sync(
@@ -208,8 +225,8 @@ async def _call_sync(
                 fut.cancel()
                 if cfut.cancel():  # still queued: it never began
                     raise _OwnTimeout(timeout, running=False, began=False)
-                _keep(tool, ctx, cfut, f"timed out after {timeout:g}s")
-                raise _OwnTimeout(timeout, running=True)
+                call = _keep(tool, ctx, cfut, f"timed out after {timeout:g}s")
+                raise _OwnTimeout(timeout, running=True, call=call)
             result, took = fut.result()
     except asyncio.CancelledError:
         fut.cancel()
@@ -246,10 +263,16 @@ def _timed_out(tool: Tool, e: _OwnTimeout) -> Outcome:
     # Abandoned mid-call, it may still take effect: never run it again on our
     # own (invariant 2); a person decides.
     if e.running:
+        seen = (
+            ""
+            if e.call is None or e.call.locked
+            else "; its lock file could not be written, so only that process "
+            "refuses to retry it while it runs"
+        )
         return InDoubt(
             f"tool {tool.name!r} timed out after {t:g}s, and its call is still "
-            "running in this process (a thread cannot be stopped): it may yet "
-            "take effect",
+            f"running in process {os.getpid()} on host {HOST}, which made it (a "
+            f"thread cannot be stopped): it may yet take effect{seen}",
             running=True,
         )
     return InDoubt(

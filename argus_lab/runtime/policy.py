@@ -1,7 +1,8 @@
 """The failure policy: what happens after an attempt, decided from its outcome.
 
 Pure: no I/O, no clock, no randomness of its own (the caller hands in the
-jitter), so every rule here is a unit test away. The settler (settle.py)
+jitter, and the look-up of calls left running, which reads lock files), so
+every rule here is a unit test away. The settler (settle.py)
 carries out the decision; this module only makes it.
 
 =================  ============================================================
@@ -146,9 +147,10 @@ class FailurePolicy:
     Args:
         backoff: (first delay, largest delay) in seconds between transient
             retries; each delay doubles, with jitter.
-        abandoned: Task id -> its call abandoned while it ran on in this
-            process, running or ended (``abandoned.lookup`` for the session),
-            for ``after_interrupt`` to say so.
+        abandoned: Task id -> its call abandoned while it ran on, in this
+            process (running or ended) or in another one of this host
+            (running: ``abandoned.lookup_anywhere`` for the session), for
+            ``after_interrupt`` to say so.
     """
 
     def __init__(
@@ -189,9 +191,11 @@ class FailurePolicy:
             case InDoubt(running=True):
                 return AskInDoubt(
                     f"task {task.id!r} is in doubt: {out.error}. Wait for the "
-                    "call to end (this reason and an in_doubt event will say "
-                    f"how it ended; s.retry({task.id!r}) refuses until then), "
-                    f"check, then s.retry({task.id!r}) or s.skip({task.id!r})"
+                    "call to end (while the session is open in that process, "
+                    "this reason and an in_doubt event will say how it ended; "
+                    f"s.retry({task.id!r}) refuses until then, in any process "
+                    f"of this host), check, then s.retry({task.id!r}) or "
+                    f"s.skip({task.id!r})"
                 )
             case InDoubt():
                 return AskInDoubt(
@@ -309,8 +313,19 @@ class FailurePolicy:
 
     @staticmethod
     def _left_running(tid: str, call: AbandonedCall) -> AskInDoubt:
-        """The attempt's call ran on in this process after it was abandoned
+        """The attempt's call ran on after it was abandoned, in this process
+        or (its lock file held: abandoned.held) in another one of this host
         (only calls that may make a write that is not idempotent are kept)."""
+        if call.ended is None and not call.here():
+            return AskInDoubt(
+                f"task {tid!r} is in doubt: {call.what()} {call.why}, and its "
+                f"call is still running {call.where()} (abandoned there at "
+                f"{call.at()}; a thread cannot be stopped): it may yet take "
+                f"effect. Wait for it to end there (s.retry({tid!r}) refuses "
+                "until then; this reason does not change when it does), or end "
+                f"process {call.pid} if it must not go on; check, then "
+                f"s.retry({tid!r}) or s.skip({tid!r})."
+            )
         if call.ended is None:
             return AskInDoubt(
                 f"task {tid!r} is in doubt: {call.what()} {call.why}, and its "
