@@ -1,0 +1,180 @@
+"""A cut through a secret before it is masked leaves a part no mask knows.
+
+Masking finds a secret whole: a known value, or a shape (a key, a token,
+``password=...``). Text cut before it is masked (a document into chunks, a
+tool result for the model, the start of a reply for an error) must end before
+a secret or hold it whole. Each test scans every byte under the workspace
+(LanceDB data files, SQLite and its -wal) for any 12 characters of the secret.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from pathlib import Path
+
+import pytest
+
+from argus_lab.redact import MASK, Redactor, cut_clear, merged_spans
+from argus_lab.store.chunking import chunk_text
+from argus_lab.store.memory import Memory
+
+ENV = "ARGUS_CUTS_TOKEN"
+
+
+def _secret() -> str:
+    return "Cq" + uuid.uuid4().hex[:22]  # 24 characters, random from the 3rd
+
+
+def pieces(secret: str, n: int = 12) -> list[str]:
+    """Every ``n`` consecutive characters of ``secret``."""
+    return [secret[i : i + n] for i in range(len(secret) - n + 1)]
+
+
+def scan(root: Path, secret: str) -> list[str]:
+    """The files under ``root`` (and paths) holding 12 characters of ``secret``."""
+    needles = pieces(secret)
+    hits = []
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        hits += [f"{rel} (its path)" for s in needles if s in rel]
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            hits += [f"{rel}: {s}" for s in needles if s.encode() in data]
+    return hits
+
+
+def leaks(text: str, secret: str) -> list[str]:
+    return [s for s in pieces(secret) if s in text]
+
+
+# -- the helpers -----------------------------------------------------------
+
+
+def test_a_cut_through_a_secret_moves_before_it() -> None:
+    secret = _secret()
+    red = Redactor([secret], environ={})
+    text = "a" * 100 + secret + "b" * 100
+    for limit in range(95, 130):
+        cut = red.cut_point(text, limit)
+        if 100 < limit < 124:
+            assert cut == 100, limit
+        else:
+            assert cut == min(limit, len(text)), limit
+    assert red.cut_point(text, 10_000) == len(text)
+    # A shape (no known value): "password=..." is cut before its keyword.
+    shaped = "x " * 40 + "password=Rb7nM2kQ9xR4tW8z tail"
+    start = shaped.index("password")
+    assert Redactor([], environ={}).cut_point(shaped, start + 12) == start
+    assert Redactor([], environ={}).cut_point(shaped, start) == start
+
+
+def test_cut_clear_settles_between_overlapping_secrets_of_two_redactors() -> None:
+    a, b = _secret(), _secret()
+    text = "z" * 50 + a + "-" + b + "z" * 50
+    # One redactor knows a value that starts inside ``a``: moved before it,
+    # the cut splits ``a``, and is moved again, before ``a``.
+    red_a, red_b = Redactor([a], environ={}), Redactor([a[10:] + "-" + b], environ={})
+    limit = text.index(b) + 5
+    assert red_b.cut_point(text, limit) == 60
+    assert cut_clear(text, limit, red_b, red_a) == "z" * 50
+    assert cut_clear("short", 80) == "short"
+
+
+def test_merged_spans_join_overlaps_only() -> None:
+    assert merged_spans([(5, 9), (0, 3), (8, 12), (12, 14)]) == [
+        (0, 3),
+        (5, 12),
+        (12, 14),
+    ]
+
+
+# -- chunking ----------------------------------------------------------------
+
+
+def test_no_chunk_edge_cuts_a_span_at_any_size_or_overlap() -> None:
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta\n", "eps.", "\n\n", "zeta", "eta"]
+    for _ in range(300):
+        parts = [rng.choice(words) for _ in range(rng.randint(5, 120))]
+        spans: list[tuple[int, int]] = []
+        text = ""
+        for w in parts:
+            if rng.random() < 0.15:  # a secret, sometimes with blanks in it
+                s = rng.choice(["Qx" * rng.randint(3, 40), " pass phrase here ", "k\n"])
+                spans.append((len(text), len(text) + len(s)))
+                text += s
+            text += w + rng.choice([" ", "", "\n"])
+        size = rng.randint(2, 80)
+        overlap = rng.randint(0, size - 1)
+        chunks = chunk_text(text, chunk_size=size, overlap=overlap, whole=spans)
+        covered = set()
+        for c in chunks:
+            assert text[c.start : c.end] == c.text
+            covered.update(range(c.start, c.end))
+            for a, b in spans:
+                assert b <= c.start or a >= c.end or (c.start <= a and b <= c.end), (
+                    text,
+                    size,
+                    overlap,
+                    c,
+                    (a, b),
+                )
+        missed = [i for i in range(len(text)) if i not in covered]
+        assert all(text[i].isspace() for i in missed), (text, size, overlap)
+        assert len(chunks) <= 2 * len(text)  # no creeping a word at a time
+
+
+def test_a_secret_longer_than_a_chunk_is_held_whole() -> None:
+    pem = "-----BEGIN RSA PRIVATE KEY-----\n" + "MIIEow" * 60 + "\n-----END RSA"
+    text = "intro words here. " * 3 + pem + " and after it. " * 3
+    a = text.index(pem)
+    chunks = chunk_text(text, chunk_size=100, overlap=20, whole=[(a, a + len(pem))])
+    assert [c for c in chunks if pem in c.text]
+    b = a + len(pem)
+    assert all(pem in c.text or c.end <= a or c.start >= b for c in chunks)
+    assert len(chunks) < 8  # no creeping up to it a word at a time
+
+
+def _document(secret: str, at: int) -> str:
+    """Minified JSON whose token starts ``at`` characters in (as find_06)."""
+    head = '{"events":"' + "e" * max(0, at - 24) + '","auth":{"token":"'
+    return head[: max(at, 0)] + secret + '"},"tail":"' + "t" * 300 + '"}'
+
+
+@pytest.mark.parametrize("chunk_size", [16, 50, 1200])
+def test_ingest_stores_no_part_of_a_secret_across_chunk_edges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_size: int
+) -> None:
+    secret = _secret()
+    monkeypatch.setenv(ENV, secret)
+    mem = Memory(tmp_path / "memory", embedder=None)
+    red = Redactor([], environ={ENV: secret})
+    for at in (1150, 1170, 1185, 1195, 40, 45):
+        doc = _document(secret, at)
+        overlap = min(200, chunk_size // 3)
+        ids = mem.ingest(
+            doc, source=f"log-{at}", chunk_size=chunk_size, overlap=overlap
+        )
+        rows = [mem.get(i) for i in ids]
+        assert all(r is not None for r in rows)
+        texts = [r.text for r in rows if r is not None]
+        assert not [t for t in texts if leaks(t, secret)], at
+        assert not leaks("".join(texts), secret)
+        assert any(MASK in t for t in texts)
+        for r in rows:  # offsets still point into the document as given
+            assert r is not None
+            m = r.metadata
+            assert red.text(doc[m["start"] : m["end"]]) == r.text
+    assert list((tmp_path / "memory").rglob("*.lance"))
+    assert scan(tmp_path, secret) == []
+
+
+def test_ingest_of_a_shape_split_at_a_chunk_edge(tmp_path: Path) -> None:
+    key = "sk-ant-api03-" + uuid.uuid4().hex + uuid.uuid4().hex[:8]
+    mem = Memory(tmp_path / "memory", embedder=None)
+    text = "note: " + "word " * 30 + "ANTHROPIC_API_KEY=" + key + " end"
+    ids = mem.ingest(text, source="note.txt", chunk_size=16, overlap=0)
+    texts = [r.text for r in map(mem.get, ids) if r is not None]
+    assert not [t for t in texts if leaks(t, key[13:])]
+    assert scan(tmp_path, key[13:]) == []
