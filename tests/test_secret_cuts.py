@@ -9,15 +9,21 @@ a secret or hold it whole. Each test scans every byte under the workspace
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import argus_lab as al
+from argus_lab.llm import ModelRequest
+from argus_lab.llm.testing import FunctionModel, tool_call
 from argus_lab.redact import MASK, Redactor, cut_clear, merged_spans
 from argus_lab.store.chunking import chunk_text
 from argus_lab.store.memory import Memory
+from tests.fixtures.llm.fake_api import block_network
 
 ENV = "ARGUS_CUTS_TOKEN"
 
@@ -178,3 +184,89 @@ def test_ingest_of_a_shape_split_at_a_chunk_edge(tmp_path: Path) -> None:
     texts = [r.text for r in map(mem.get, ids) if r is not None]
     assert not [t for t in texts if leaks(t, key[13:])]
     assert scan(tmp_path, key[13:]) == []
+
+
+# -- the LLM tool loop -------------------------------------------------------
+
+
+@pytest.fixture
+def _no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    block_network(monkeypatch, tmp_path)
+
+
+@pytest.mark.usefixtures("_no_network")
+@pytest.mark.parametrize("inside", [1, 12, 21, 23])
+def test_a_tool_result_cut_for_the_model_splits_no_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inside: int
+) -> None:
+    from argus_lab.runtime.llm_task import TOOL_RESULT_CHARS
+
+    secret = _secret()
+    monkeypatch.setenv(ENV, secret)
+    seen: list[str] = []
+
+    @al.tool
+    def fetch(n: int) -> str:
+        """Reads a long page."""
+        return "x" * n + secret + "y" * 50
+
+    def script(req: ModelRequest) -> Any:
+        if not any(m.role == "assistant" for m in req.messages):
+            # The JSON string opens with a quote: the cut falls ``inside``.
+            return tool_call("fetch", {"n": TOOL_RESULT_CHARS - 1 - inside})
+        last = req.messages[-1].content[0]
+        seen.append(last.content)
+        return "Read: " + last.content[-40:]  # quotes what it read
+
+    ws = al.Workspace(tmp_path / "ws")
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "x", "kind": "llm", "description": "Fetch.", "llm_tools": ["fetch"]}
+        ],
+    }
+    s = ws.new_session(
+        plan=plan, tools=[fetch], name="l", models=FunctionModel(script, name="m")
+    )
+    assert s.run().status == "succeeded"
+    s.close()
+    (content,) = seen
+    assert content == '"' + "x" * (TOOL_RESULT_CHARS - 1 - inside)  # no quote after
+    assert not leaks(content, secret)
+    assert scan(tmp_path / "ws", secret) == []
+
+
+@pytest.mark.usefixtures("_no_network")
+def test_a_result_under_the_limit_reaches_the_model_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = _secret()
+    monkeypatch.setenv(ENV, secret)
+    seen: list[str] = []
+
+    @al.tool
+    def token() -> str:
+        """The token a later call needs."""
+        return secret
+
+    def script(req: ModelRequest) -> Any:
+        if not any(m.role == "assistant" for m in req.messages):
+            return tool_call("token", {})
+        seen.append(req.messages[-1].content[0].content)
+        return "The token is " + json.loads(seen[-1])
+
+    ws = al.Workspace(tmp_path / "ws")
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": "x", "kind": "llm", "description": "T.", "llm_tools": ["token"]}
+        ],
+    }
+    s = ws.new_session(
+        plan=plan, tools=[token], name="w", models=FunctionModel(script, name="m")
+    )
+    assert s.run().status == "succeeded"
+    assert seen == [json.dumps(secret)]  # the model works with it unmasked
+    assert s.result("x") == "The token is " + MASK
+    s.close()
+    assert scan(tmp_path / "ws", secret) == []
