@@ -270,3 +270,26 @@ def test_a_result_under_the_limit_reaches_the_model_whole(
     assert s.result("x") == "The token is " + MASK
     s.close()
     assert scan(tmp_path / "ws", secret) == []
+
+
+# -- cuts in llm/ for error messages -----------------------------------------
+
+
+def test_error_snippets_end_before_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    from argus_lab.llm.anthropic import _start
+    from argus_lab.llm.base import Message
+
+    secret = _secret()
+    monkeypatch.setenv(ENV, secret)
+    page = "<html>" + "p" * 70 + secret + "</html>"
+    assert _start(page) == page[: page.index(secret)]
+    assert _start("<html>short</html>") == "<html>short</html>"
+    phrase = "correct horse battery staple"
+    monkeypatch.setenv("ARGUS_CUTS_PASSWORD", phrase)
+    req = ModelRequest(
+        messages=[Message.user("w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 " + phrase + " end")]
+    )
+    first = req.last_user_text()
+    assert first == "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 ...", first
+    short = ModelRequest(messages=[Message.user("just a few words")])
+    assert short.last_user_text() == "just a few words"
