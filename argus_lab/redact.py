@@ -36,7 +36,9 @@ __all__ = [
     "Redactor",
     "check_secrets",
     "count_secrets",
+    "cut_clear",
     "known_secrets",
+    "merged_spans",
     "reference_only",
     "refuse_secret_key",
 ]
@@ -77,6 +79,10 @@ _KEY_HINTS = (
 """Every key ``_SECRET_FIELD`` matches contains one of these (lower-cased)."""
 
 _NESTED = frozenset({list, tuple, dict})
+_CUT_REACH = 1 << 16
+"""How far past a cut ``Redactor.cut_point`` seeks a secret running across
+it: farther than any key, token or PEM block (a whole text of megabytes would
+cost the regex seconds)."""
 _CODECS = ("utf-8", "utf-16-le", "utf-16-be")  # how a secret sits in binary data
 
 
@@ -381,6 +387,25 @@ class Redactor:
             out += [m.span() for m in _forms.SHAPES.finditer(text)]
         return out
 
+    def cut_point(self, text: str, limit: int) -> int:
+        """Where to cut ``text`` to keep at most ``limit`` characters without
+        splitting a secret: ``limit``, or the start of the secret (a value or
+        a shape) that runs across it. A cut through one leaves a prefix that
+        masking no longer recognises (a model quoting a cut tool result stored
+        21 of a token's 24 characters); cut before it, nothing of it is left.
+
+        Secrets are sought up to ``_CUT_REACH`` characters past the cut (a
+        known value's length, if longer), not in all of a huge text.
+        """
+        if limit >= len(text):
+            return len(text)
+        cut = max(limit, 0)
+        reach = max(_CUT_REACH, len(self.values[0]) if self.values else 0)
+        for a, b in merged_spans(self.spans(text[: cut + reach])):
+            if a < cut < b:
+                return a
+        return cut
+
     def may_hold_secrets(self, json_text: str) -> bool:
         """Whether the data ``json_text`` was written from holds anything
         ``value()`` would mask: False is certain, True may be a false alarm.
@@ -452,6 +477,34 @@ class Redactor:
         tmp.write_bytes(masked)
         os.replace(tmp, path)
         return "masked"
+
+
+def cut_clear(text: str, limit: int, *redactors: Redactor) -> str:
+    """``text[:limit]``, or shorter: ended before a secret that runs across
+    the cut (``Redactor.cut_point``), one that ``redactors`` know or one of
+    this process's (``known_secrets``) and the env's, so that what is kept
+    holds each secret whole (masked where it is stored) or none of it. For
+    text cut before it is masked: a cut prefix is no secret to any mask."""
+    if len(text) <= limit:
+        return text
+    reds = (*redactors, Redactor(known_secrets()))
+    cut, moved = limit, True
+    while moved:  # moved before one's secret, the cut may split another's
+        new = min(r.cut_point(text, cut) for r in reds)
+        cut, moved = new, new != cut
+    return text[:cut]
+
+
+def merged_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` (``Redactor.spans``) sorted, overlapping ones joined: a cut
+    strictly inside one of these splits a secret; one between two does not."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def _utf8(s: str) -> str:

@@ -222,13 +222,22 @@ def _check_reply(message: Any, model: str) -> None:
     if isinstance(content, list) and usage is not None:
         return
     got = (
-        f"text {message[:80]!r}"
+        f"text {_start(message)!r}"
         if isinstance(message, str)
         else f"JSON without {'content' if not isinstance(content, list) else 'usage'}"
     )
     raise TransientError(
         f"{model}: the API answered with {got}, not a message" + (_UNREADABLE)
     )
+
+
+def _start(message: str) -> str:
+    """The first 80 characters of a reply, for an error (stored, masked):
+    ended before a secret the cut would split (a proxy's page echoing the
+    request's header), whose prefix no mask would recognise."""
+    from argus_lab.redact import cut_clear
+
+    return cut_clear(message, 80)
 
 
 def _no_key_error(model: str) -> ModelError:

@@ -262,7 +262,14 @@ class ModelRequest(BaseModel):
                         text = c if isinstance(c, str) else json.dumps(c)
                         break
             parts = text.split()
-            return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
+            if len(parts) <= words:
+                return " ".join(parts)
+            # Cut before a secret the cut would split (a passphrase's words):
+            # this names the request in an error, which is stored masked.
+            from argus_lab.redact import cut_clear
+
+            some = " ".join(parts[:words])
+            return cut_clear(" ".join(parts), len(some)).rstrip() + " ..."
         return ""
 
 

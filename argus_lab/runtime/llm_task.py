@@ -38,6 +38,9 @@ __all__ = ["FINAL_ANSWER", "LlmTaskRunner"]
 log = logging.getLogger("argus_lab")
 
 FINAL_ANSWER = "final_answer"
+TOOL_RESULT_CHARS = 20_000
+"""The most of a tool result's JSON the model reads (cut before a secret that
+runs across the limit: ``_clipped``)."""
 _COUNTED = "counted:"
 """Prefix of the replay key saying a recorded reply's cost was committed."""
 SYSTEM = (
@@ -269,7 +272,8 @@ class LlmTaskRunner:
                             out = await asyncio.get_running_loop().run_in_executor(
                                 None, call_tool, tool.fn, kwargs
                             )
-                        content, ok = json.dumps(out, default=str)[:20000], True
+                        text = json.dumps(out, default=str)
+                        content, ok = _clipped(st, text, TOOL_RESULT_CHARS), True
                     except asyncio.CancelledError:
                         if not once:
                             raise
@@ -383,6 +387,22 @@ class LlmTaskRunner:
         if not seen:
             return 0.0, 0.0
         return max(c for c, _ in seen), float(max(t for _, t in seen))
+
+
+def _clipped(st: SessionState, text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, before a secret that runs across
+    the cut: a prefix of one (21 of a token's 24 characters) is no secret to
+    any mask, and the model may quote it in its reply, which is stored. The
+    model gets the result unmasked (a token a later call needs), each secret
+    whole or not at all. Sought with the session's redactor (a secret a tool
+    just set in os.environ too) and every secret of this process, which
+    memory's masking knows; a result under the limit costs nothing."""
+    if len(text) <= limit:
+        return text
+    from argus_lab.redact import cut_clear
+
+    st.redactor.learn_new_env()
+    return cut_clear(text, limit, st.redactor)
 
 
 def _off_schema(answer: Any, task: Task) -> str | None:

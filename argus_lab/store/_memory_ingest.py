@@ -48,8 +48,11 @@ class _MemoryIngest:
 
         Each chunk's metadata holds ``source``, ``start``/``end`` (character
         offsets in the extracted text: for html, the text after tags are
-        stripped), ``chunk``, ``n_chunks``, ``format`` and, for markdown, the
-        ``heading`` above it. Ingesting the same source again replaces its
+        stripped; secrets unmasked, so they hold for the document as it is),
+        ``chunk``, ``n_chunks``, ``format`` and, for markdown, the ``heading``
+        above it. No chunk edge cuts a secret: each chunk holds one whole, and
+        masked, or none of it (a chunk grows past ``chunk_size`` to hold a
+        long one, a PEM block, whole). Ingesting the same source again replaces its
         chunks (ids derive from the source), dropping any left over.
 
         Args:
@@ -66,6 +69,10 @@ class _MemoryIngest:
         Returns:
             The chunks' memory ids, in order.
         """
+        from argus_lab.redact import Redactor, known_secrets
+
+        # Each chunk is masked on its own (``_prepare``): an edge through a
+        # secret left two halves no mask recognised, so none cuts one.
         prefix, recs = document_records(
             path_or_text,
             source=source,
@@ -73,6 +80,7 @@ class _MemoryIngest:
             overlap=overlap,
             format=format,
             metadata=metadata,
+            whole=Redactor(known_secrets()).spans,
         )
         ready, vectors = self._prepare(recs)  # embedded before the lock
         with self._writing(f"ingest {len(recs)} chunks"):

@@ -14,11 +14,13 @@ import bisect
 import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Literal
+
+from argus_lab.redact import merged_spans
 
 __all__ = [
     "Chunk",
@@ -171,8 +173,20 @@ def _headings(text: str) -> tuple[list[int], list[str]]:
     return positions, crumbs
 
 
+def _inside(starts: list[int], ends: list[int], i: int) -> int:
+    """The index of the span (sorted, disjoint) that ``i`` falls strictly
+    inside (a cut there splits it), else -1."""
+    k = bisect.bisect_right(starts, i) - 1
+    return k if k >= 0 and starts[k] < i < ends[k] else -1
+
+
 def chunk_text(
-    text: str, *, chunk_size: int = 1200, overlap: int = 200, markdown: bool = False
+    text: str,
+    *,
+    chunk_size: int = 1200,
+    overlap: int = 200,
+    markdown: bool = False,
+    whole: Iterable[tuple[int, int]] = (),
 ) -> list[Chunk]:
     """Cuts text into chunks of at most ``chunk_size`` characters with overlap.
 
@@ -189,6 +203,10 @@ def chunk_text(
         overlap: Characters shared by consecutive chunks (less than chunk_size).
         markdown: Break at headings and record the heading breadcrumb in force
             where each chunk's new text begins.
+        whole: (start, end) spans no chunk edge cuts (``Redactor.spans``: the
+            secrets, masked chunk by chunk; a cut through one left two halves
+            no mask recognised). A chunk ends before such a span, or holds it
+            whole, past ``chunk_size`` if need be.
 
     Returns:
         The chunks, in order; empty for blank text.
@@ -203,6 +221,8 @@ def chunk_text(
             f"overlap must be >= 0 and < chunk_size ({chunk_size}), got {overlap}"
         )
     positions, crumbs = _headings(text) if markdown else ([], [])
+    spans = merged_spans(whole)
+    starts_, ends_ = [a for a, _ in spans], [b for _, b in spans]
     starts = set(positions)
     n = len(text)
     out: list[Chunk] = []
@@ -211,11 +231,21 @@ def chunk_text(
         hi = min(n, pos + chunk_size)
         lo = pos + chunk_size // 2
         end = hi if hi == n else _break_before(text, lo, hi, positions)
+        if (k := _inside(starts_, ends_, end)) >= 0:
+            # Before the span where that is in the chunk's second half, as a
+            # break is; else past it (the chunk grows): ended before it each
+            # time, the next chunks would creep up to it a word at a time.
+            end = starts_[k] if starts_[k] >= lo else ends_[k]
         start, stop = pos, end
         while start < stop and text[start].isspace():
             start += 1
         while stop > start and text[stop - 1].isspace():
             stop -= 1
+        # Blanks are kept where a span holds them (a secret ending in "\n").
+        if (k := _inside(starts_, ends_, start)) >= 0:
+            start = starts_[k]
+        if (k := _inside(starts_, ends_, stop)) >= 0:
+            stop = ends_[k]
         if stop > start:
             i = bisect.bisect_right(positions, max(start, fresh)) - 1
             out.append(
@@ -233,6 +263,8 @@ def chunk_text(
         # Start the overlap at a word boundary, never past the chunk's end.
         while 0 < nxt < end and not text[nxt - 1].isspace():
             nxt += 1
+        if (k := _inside(starts_, ends_, nxt)) >= 0:
+            nxt = ends_[k]  # within the chunk: ``end`` splits no span
         pos = nxt
     return out
 
@@ -245,10 +277,13 @@ def document_records(
     overlap: int = 200,
     format: Format | Literal["auto"] = "auto",
     metadata: Mapping[str, Any] | None = None,
+    whole: Callable[[str], Iterable[tuple[int, int]]] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
     """Reads and chunks a document into ``document`` memory records.
 
-    See ``Memory.ingest`` for the arguments.
+    See ``Memory.ingest`` for the arguments; ``whole`` gives the spans of the
+    extracted text no chunk edge may cut (``Redactor.spans``: see
+    :func:`chunk_text`).
 
     Returns:
         The id prefix shared by the document's chunks (derived from the source,
@@ -289,11 +324,13 @@ def document_records(
         raw = text
     fmt: Format = detect_format(raw, name) if format == "auto" else format
     source = source or "text:" + hashlib.sha256(raw.encode()).hexdigest()[:16]
+    plain = extract(raw, fmt)
     chunks = chunk_text(
-        extract(raw, fmt),
+        plain,
         chunk_size=chunk_size,
         overlap=overlap,
         markdown=fmt == "markdown",
+        whole=() if whole is None else whole(plain),
     )
     prefix = "document-" + hashlib.sha256(source.encode()).hexdigest()[:20]
     records = []
