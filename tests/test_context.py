@@ -301,3 +301,24 @@ def test_an_async_client_is_refused_clearly() -> None:
     )
     with pytest.raises(TypeError, match="sync"):
         AnthropicTokenCounter(aclient, model="m")("hello")
+
+
+def test_a_cut_never_ends_inside_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task text cut to fit holds each secret whole or none of it: a model
+    quoting a cut prefix would store what no mask recognises."""
+    secret = "Zq8vN3kP7wR2xT6mB9cL4hJ1"
+    monkeypatch.setenv("ARGUS_TEST_CTX_TOKEN", secret)
+    for shift in range(0, 40, 3):
+        desc = "word " * (20 + shift) + secret + " tail" * 50
+        ctx = build_context(
+            task={"id": "t", "description": desc},
+            goal=None,
+            dep_results={},
+            memories=[],
+            budget_tokens=40,
+            estimator=lambda s: len(s) // 4,
+        )
+        body = ctx.prompt.split("\n", 1)[1]
+        for n in range(12, len(secret)):
+            part = secret[:n]
+            assert part not in body or secret in body, (shift, n)

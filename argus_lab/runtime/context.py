@@ -34,6 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from argus_lab.redact import cut_clear
+
 if TYPE_CHECKING:
     from argus_lab.model import Task
     from argus_lab.store.memory import MemoryHit
@@ -253,7 +255,9 @@ def _fit(head: str, body: str, room: int, est: Estimator) -> str | None:
             lo = mid
         else:
             hi = mid - 1
-    return head + body[:lo].rstrip() + TRUNCATED + "\n\n"
+    # Not inside a secret: an argument read through ${env.X}, a goal quoting a
+    # key; a model quoting a cut prefix would store what no mask knows.
+    return head + cut_clear(body, lo).rstrip() + TRUNCATED + "\n\n"
 
 
 def build_context(
