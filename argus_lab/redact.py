@@ -228,7 +228,9 @@ class Redactor:
         """os.environ's secret-named variables as last learnt: a new value of
         one (a token refresh) leaves the count as it was."""
         # An env value that is a word of the rows (AUTH_MODE=session) is no secret.
-        named = named_env.values()
+        # A value read from a file keeps its newline (TOKEN="$(cat f)\n"): the
+        # text a tool returns holds the value without it as well.
+        named = {*named_env.values(), *(v.strip() for v in named_env.values())}
         values = {v for v in named if len(v) >= _MIN_LEN and not self._is_word(v)}
         values.update(secrets)
         _KNOWN.update(v for v in secrets if v and len(v) >= _MIN_LEN)
@@ -244,7 +246,10 @@ class Redactor:
         these ``values``: event fields repeat (a tool's name every step)."""
 
     def add(self, value: str) -> None:
-        """Masks ``value`` from now on (e.g. a secret read through ${env.NAME})."""
+        """Masks ``value`` from now on (e.g. a secret read through ${env.NAME}),
+        and the value without the blanks around it (a newline read from a file)."""
+        if value.strip() != value:
+            self.add(value.strip())
         if len(value) < _MIN_LEN or value in self.values or self._is_word(value):
             return
         _KNOWN.add(value)

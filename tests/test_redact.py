@@ -678,3 +678,13 @@ def test_a_number_under_a_password_argument_is_refused_in_a_plan(
     ):
         ws.new_session(plan=plan, tools=[unlock], name="door")
     assert ws.sessions() == []
+
+
+def test_an_env_secret_read_with_its_newline_is_masked_without_it() -> None:
+    """TOKEN="$(cat file)" style values keep a newline; a tool's text holds
+    the value without it (in JSON, at the end of a line)."""
+    r = Redactor(environ={"VENDOR_TOKEN": "Qm4xT8vK2pL9wZ3nB7cR5\n"})
+    assert r.text('{"t": "Qm4xT8vK2pL9wZ3nB7cR5"}') == f'{{"t": "{MASK}"}}'
+    r2 = Redactor(environ={})
+    r2.add("  Zq8vN3kP7wR2xT6mB9cL\n")
+    assert r2.text("key Zq8vN3kP7wR2xT6mB9cL.") == f"key {MASK}."
