@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import argus_lab as al
+from argus_lab.runtime import abandoned
 from tests import attack_worker as aw
 from tests.crash_worker import append_line, read_lines
 from tests.waiting import wait_until
@@ -325,6 +326,13 @@ def test_an_llm_task_timing_out_during_its_models_write_is_in_doubt(
         assert s.record("t").status == "in_doubt", res
         assert "'send'" in (s.record("t").error or "")
         assert sent == ["all"]
+        # The model's call still runs on its thread: a retry would send again
+        # beside it (replayed turn, same tool_use), so it is refused until then.
+        with pytest.raises(al.ArgusError, match="still running in this process"):
+            s.retry("t")
+        release.set()
+        assert abandoned.wait(s.id, "t", 30)
+        s.retry("t")  # the call ended: the person may retry
     finally:
         release.set()
         s.close()

@@ -50,7 +50,8 @@ another host wrote that this host can lock is ignored, with a warning, and
 kept (this host cannot tell whether its process lives). Work the call
 handed to another process that outlives it (a child it started) is not
 guarded once the call's process is gone. Calls shipped to a remote executor
-(Dask), and the tool calls an LLM task's model makes, are not kept here.
+(Dask), and async tool calls an LLM task's model makes (cancelled with it),
+are not kept here; its sync ones are (``llm_task._fill``).
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ class _OwnTimeout(Exception):
         """How abandoned.py keeps it (an unsafe call still running)."""
 
 
-def _keep(
+def keep_abandoned(
     tool: Tool, ctx: ToolContext | None, fut: concurrent.futures.Future[Any], why: str
 ) -> abandoned.AbandonedCall | None:
     """Keeps an unsafe call that runs on after its attempt was abandoned in
@@ -225,13 +225,15 @@ async def _call_sync(
                 fut.cancel()
                 if cfut.cancel():  # still queued: it never began
                     raise _OwnTimeout(timeout, running=False, began=False)
-                call = _keep(tool, ctx, cfut, f"timed out after {timeout:g}s")
+                call = keep_abandoned(tool, ctx, cfut, f"timed out after {timeout:g}s")
                 raise _OwnTimeout(timeout, running=True, call=call)
             result, took = fut.result()
     except asyncio.CancelledError:
         fut.cancel()
         if not cfut.cancel() and not cfut.done():  # cancel: if not begun
-            _keep(tool, ctx, cfut, "was left running when the session shut down")
+            keep_abandoned(
+                tool, ctx, cfut, "was left running when the session shut down"
+            )
         raise
     if gate is not None:
         gate.took(tool, took)

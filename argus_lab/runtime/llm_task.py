@@ -12,6 +12,7 @@ are checked before each one. The final answer (text, or the input of a forced
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import logging
@@ -48,6 +49,19 @@ SYSTEM = (
     "described, using the tools offered when they help, then give the final "
     "answer. Be concise; the answer is passed to later steps as data."
 )
+
+
+def _fill(
+    call: concurrent.futures.Future[Any], fn: Any, kwargs: dict[str, Any]
+) -> None:
+    """Runs a sync tool into ``call`` on an executor thread: a future the
+    abandoned-call registry can watch if the LLM task stops meanwhile."""
+    if not call.set_running_or_notify_cancel():
+        return  # cancelled before it began
+    try:
+        call.set_result(call_tool(fn, kwargs))
+    except BaseException as e:  # handed to the awaiting task, as a pool does
+        call.set_exception(e)
 
 
 class LlmTaskRunner:
@@ -257,6 +271,7 @@ class LlmTaskRunner:
                 if done is not None:
                     content, ok = done["content"], done["ok"]
                 else:
+                    call: concurrent.futures.Future[Any] | None = None
                     try:
                         kwargs = tool.validate(args)
                         if tool.takes_ctx:
@@ -269,16 +284,29 @@ class LlmTaskRunner:
                         if tool.is_async:
                             out = await await_tool(tool.fn, kwargs)
                         else:
-                            out = await asyncio.get_running_loop().run_in_executor(
-                                None, call_tool, tool.fn, kwargs
+                            call = concurrent.futures.Future()
+                            asyncio.get_running_loop().run_in_executor(
+                                None, _fill, call, tool.fn, kwargs
                             )
+                            out = await asyncio.wrap_future(call)
                         text = json.dumps(out, default=str)
                         content, ok = _clipped(st, text, TOOL_RESULT_CHARS), True
                     except asyncio.CancelledError:
                         if not once:
                             raise
                         # Abandoned mid-call (the task's timeout, a shutdown):
-                        # it may still take effect; a retry would make it again.
+                        # it may still take effect; a retry would make it again,
+                        # so a sync call still running is kept (abandoned.py)
+                        # and s.retry refuses until it ends, as for a tool task.
+                        if call is not None and not call.done():
+                            from argus_lab.runtime.executor import keep_abandoned
+
+                            keep_abandoned(
+                                tool,
+                                ctx,
+                                call,
+                                f"ran on when LLM task {task.id!r} stopped",
+                            )
                         raise InDoubtError(
                             f"LLM task {task.id!r} was stopped while its model's "
                             f"call of {use.name!r} (a write that is not "
