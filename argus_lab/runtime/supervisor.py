@@ -266,6 +266,9 @@ class Supervisor:
                     error=st.redactor.text(out.error or ""),
                     finished=self._finished(),
                     tools=st.tools,
+                    # Ids used before, retired ones too: a task under an old
+                    # id would take its idempotency keys (find it by the id).
+                    reserved=self._ever_ids(),
                 )
         except PlanError:
             return False
@@ -352,7 +355,22 @@ class Supervisor:
         order = Scheduler(deps, dict.fromkeys(deps, "pending")).topo
         status = dict(st.records.status)
         status.update({r.task_id: r.status for r in records})
-        changed = list(records)
+        # A new task under an id that had a record (one a patch retired)
+        # starts at the generation after it, so it never runs under the old
+        # task's idempotency keys; its record is written with the patch, or a
+        # reopen would find the old one under that id.
+        before = {
+            **st.retired,
+            **{t: st.records[t] for t in patch.removed if t in st.records},
+            **{r.task_id: r for r in records},
+        }
+        fresh = {
+            t.id: st.fresh_record(t.id, before[t.id])
+            for t in patch.added
+            if t.id in before
+        }
+        changed = [r for r in records if r.task_id not in fresh]
+        changed.extend(fresh.values())
         for t in order:  # what the removed subtree blocked may run again
             if status.get(t) == "blocked" and not any(
                 status.get(d) in ("failed", "blocked", "in_doubt") for d in deps[t]
@@ -368,7 +386,7 @@ class Supervisor:
         )
         ev = st.event("plan_patched", version=version, **patch.summary())
         st.commit(changed, [*events, ev], meta=meta, plan=new_plan, notify=False)
-        st.adopt_plan(new_plan, patch.removed)
+        st.adopt_plan(new_plan, patch.removed, fresh)
         # Observers (the widget) see the plan_patched event with the new plan
         # already in place.
         st.notify([*events, ev])
