@@ -492,7 +492,7 @@ def test_apply_patch_refuses_finished_tasks_and_validates() -> None:
         )
     with pytest.raises(al.PlanError, match="not in the plan"):
         apply_patch(plan, PlanPatch(removed=["nope"]))
-    with pytest.raises(al.PlanError, match="would rewire finished task"):
+    with pytest.raises(al.PlanError, match="would rewire protected task"):
         apply_patch(
             plan,
             PlanPatch(rewired={"travel/call_taxi": []}),

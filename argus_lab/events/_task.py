@@ -51,7 +51,8 @@ class TaskFailed(EventBase):
     blocked: int = 0
     """Dependents blocked by this failure."""
     policy: str | None = None
-    """The ``on_failure`` policy that took over (skip, fallback, replan), if any."""
+    """The ``on_failure`` policy that took over (skip, fallback, replan), if any;
+    "waiting": its remedies wait for a person's answer about a task in doubt."""
     backtracked: str | None = None
     """The HTN compound task that backtracks because of it, if any."""
 

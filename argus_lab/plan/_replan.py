@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.llm.base import run_sync
@@ -42,20 +42,30 @@ class _ReplanMixin:
         error: str,
         finished: Iterable[str],
         tools: dict[str, Tool] | Iterable[Tool | Callable[..., Any]] = (),
+        reserved: Collection[str] = (),
     ) -> PlanPatch:
         """Asks for tasks replacing a failed task and everything after it.
 
         Finished tasks are immutable: the new tasks may depend on them and use
         their results (``${id.result...}``), never change them. The answer is
         validated like a plan and returned as a patch for the session to apply
-        (it blocks the calling thread for the model call).
+        (it blocks the calling thread for the model call). New tasks take ids
+        that are neither the plan's nor in ``reserved`` (ids used before, of
+        tasks an earlier patch removed: a task's idempotency key is made of
+        its session, id and generation, and a new, different call must not
+        get an old one's).
 
         Raises:
             PlanError: no valid replacement after ``max_rounds``.
         """
         return run_sync(
             self.areplan(
-                plan, failed_task_id, error=error, finished=finished, tools=tools
+                plan,
+                failed_task_id,
+                error=error,
+                finished=finished,
+                tools=tools,
+                reserved=reserved,
             )
         )
 
@@ -67,6 +77,7 @@ class _ReplanMixin:
         error: str,
         finished: Iterable[str],
         tools: dict[str, Tool] | Iterable[Tool | Callable[..., Any]] = (),
+        reserved: Collection[str] = (),
     ) -> PlanPatch:
         """``replan`` for async code."""
         from argus_lab.plan.graph import descendants
@@ -76,6 +87,8 @@ class _ReplanMixin:
         toolset = tools if isinstance(tools, dict) else as_toolset(tools)
         done = set(finished)
         deps = {t.id: t.deps for t in plan.tasks}
+        # Ids in use or used before (retired by an earlier patch): taken.
+        taken = set(deps) | set(reserved)
         removed = [failed_task_id] + [
             t for t in descendants(deps, failed_task_id) if t not in done
         ]
@@ -94,9 +107,8 @@ class _ReplanMixin:
             "another way:\n"
             + "\n".join(lines)
             + "\nSubmit ONLY the new tasks. Their ids must not be any of: "
-            + ", ".join(sorted(deps))
+            + ", ".join(sorted(taken))
         )
-        taken = set(deps)
 
         def check(data: dict[str, Any]) -> tuple[Plan | None, list[str]]:
             tasks = data.get("tasks")

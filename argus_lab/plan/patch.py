@@ -64,7 +64,8 @@ def apply_patch(
     Args:
         plan: The plan to change.
         patch: What to change.
-        protected: Ids that must not be removed or rewired (finished tasks).
+        protected: Ids that must not be removed or rewired (finished tasks,
+            and at run time ones in flight or in doubt).
         tools: When given, tool names and arguments are validated too.
 
     Raises:
@@ -82,8 +83,8 @@ def apply_patch(
     hit = sorted(removed & guarded)
     if hit:
         problems.append(
-            f"would remove finished task(s) {', '.join(hit)}: finished tasks are "
-            "immutable; leave them in the plan"
+            f"would remove protected task(s) {', '.join(hit)}: finished tasks are "
+            "immutable, and ones in flight or in doubt stay; leave them in the plan"
         )
     for tid in patch.rewired:
         if tid not in ids:
@@ -91,7 +92,7 @@ def apply_patch(
         elif tid in removed:
             problems.append(f"rewires {tid!r}, which it also removes")
         elif tid in guarded:
-            problems.append(f"would rewire finished task {tid!r}")
+            problems.append(f"would rewire protected task {tid!r}")
     if problems:
         raise PlanError("cannot apply the plan patch:\n- " + "\n- ".join(problems))
     tasks: list[Task] = []

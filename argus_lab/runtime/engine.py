@@ -377,7 +377,9 @@ class RunLoop:
             self._end.finish()
         elif st.info.status not in ("paused",):
             self._end.pause_now("stepping: call step() or run() to go on")
-        return [st.records[t] for t in ids]
+        # A task a plan patch took out in this step (it failed and was
+        # backtracked or replanned) is retired: its record says how it ended.
+        return [st.retired[t] if t in st.retired else st.records[t] for t in ids]
 
     def _pop_ready(self) -> str | None:
         """The next ready task, unless it has a breakpoint not yet passed."""

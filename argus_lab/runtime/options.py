@@ -118,8 +118,11 @@ class Replanning(Protocol):
         error: str,
         finished: Iterable[str],
         tools: dict[str, Tool],
+        reserved: Collection[str] = (),
     ) -> PlanPatch:
-        """A patch removing the failed task (and what follows) and adding others."""
+        """A patch removing the failed task (and what follows) and adding
+        others, whose ids are none of the plan's nor of ``reserved`` (ids
+        used before: a task under one would share its idempotency keys)."""
         ...
 
 

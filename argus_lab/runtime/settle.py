@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.events import EventBase
@@ -309,6 +310,10 @@ class Settler:
     ) -> None:
         st = self._state
         out = decision.outcome
+        held = self._replanner.waits_for(decision.remedies, tid)
+        if held:
+            self._remedies_wait(tid, rec, decision, held, extra)
+            return
         for remedy in decision.remedies:
             if self._replanner.remedy(remedy, tid, rec, out, extra):
                 return
@@ -360,8 +365,55 @@ class Settler:
             self.failures_in_a_row = 0
             self._signals.request_pause(why)
 
+    def _remedies_wait(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        decision: GiveUp,
+        held: dict[str, str],
+        extra: list[EventBase],
+    ) -> None:
+        """The remedies would remove or replace a task in doubt (or one whose
+        abandoned call still runs): not now. A backtrack or a replan could put
+        in a new call repeating the effect the person is asked about, and
+        would lose the question (invariant 2). The task fails, its error says
+        why, and the run pauses with the question first; once it is answered,
+        ``s.retry(tid)`` runs the task again, and if it fails again the
+        remedies get their chance with nothing held."""
+        names = {"repair": "backtracking", "fallback": "fallback", "replan": "replan"}
+        what = " or ".join(names[r] for r in decision.remedies)
+        error = decision.outcome.error
+        which = "; ".join(f"task {h!r} {why}" for h, why in held.items())
+        out = replace(
+            decision.outcome,
+            error=f"{error} ({what} waits while {which}; once that is settled, "
+            f"s.retry({tid!r}) tries again)",
+        )
+        seq = self.fail(tid, rec, out, extra, policy="waiting")
+        if decision.counted:
+            self._memory.lesson(tid, rec.attempts, seq)
+        then = (
+            f"s.retry({tid!r}): it failed ({error}) and its {what} waits for "
+            "that answer"
+        )
+        # The question the person is asked (a task in doubt paused the run)
+        # stays first and answerable.
+        first = self._signals.pause_requested
+        if first is not None and all(repr(h) in first for h in held):
+            why = f"{first}. Then {then}"
+        else:
+            why = f"{which}. Then {then}"
+            if first is not None:
+                why = f"{first}; and {why}"
+        self._signals.request_pause(why)
+
     def fail(
-        self, tid: str, rec: TaskRecord, out: Failure, extra: list[EventBase]
+        self,
+        tid: str,
+        rec: TaskRecord,
+        out: Failure,
+        extra: list[EventBase],
+        **more: Any,
     ) -> int:
         """Fails the task for good and blocks what waits on it; returns the seq
         of its ``task_failed`` event."""
@@ -377,7 +429,7 @@ class Settler:
             for d in st.sched.descendants(tid)
             if st.records[d].status == "pending"
         ]
-        failed = self._failed_event(tid, rec, out, blocked=len(blocked))
+        failed = self._failed_event(tid, rec, out, blocked=len(blocked), **more)
         events = [
             *extra,
             failed,

@@ -284,17 +284,36 @@ class SessionState:
         self._plan = StoredPlan(plan)
         self.tasks[task.id] = task
 
-    def adopt_plan(self, plan: Plan, removed: Iterable[str]) -> None:
+    def fresh_record(self, task_id: str, before: TaskRecord | None) -> TaskRecord:
+        """The first record of a task added to the plan. ``before``: the
+        record its id had (a task a patch retired): the new task starts at
+        the generation after it, so its idempotency keys (session, task id,
+        generation) are never the old task's, a different call."""
+        gen = 0 if before is None else before.generation + 1
+        return TaskRecord(task_id=task_id, generation=gen)
+
+    def adopt_plan(
+        self,
+        plan: Plan,
+        removed: Iterable[str],
+        fresh: Mapping[str, TaskRecord] | None = None,
+    ) -> None:
         """Adopts a committed plan patch: removed tasks' records are retired,
-        added tasks get fresh records, and the scheduler starts over."""
+        added tasks get fresh records (``fresh``: the ones committed with the
+        patch, for ids that had a record before), and the scheduler starts
+        over."""
+        fresh = fresh or {}
         for tid in removed:
             if tid in self.records:
                 self.retired[tid] = self.records.pop(tid)
         self._plan = StoredPlan(plan)
         self.tasks = self._plan.tasks()
         for t in self.tasks:
-            if t not in self.records:
-                self.records[t] = TaskRecord(task_id=t)
+            if t in fresh:
+                self.records[t] = fresh[t]
+            elif t not in self.records:
+                self.records[t] = self.fresh_record(t, self.retired.get(t))
+            self.retired.pop(t, None)  # its id is the new task's now
         # In flight, whatever their records say yet (an intent may be waiting
         # for its group commit): never ready a second time.
         busy = [t for t, st in self.sched.status.items() if st == "running"]

@@ -7,13 +7,20 @@ here: HTN repair (backtrack the nearest compound to its next method), fallback
 (run the task again with its fallback tool) and replan (a replanning planner's
 patch). Each change is one commit: the new plan, ``plan_version`` + 1, the
 planner's decisions as ``htn_decision`` events and a ``plan_patched`` event
-naming what was added, removed and rewired. Finished tasks are never changed.
+naming what was added, removed and rewired. Finished tasks are never changed,
+nor are tasks in flight or in doubt (invariant 2). While a task is in doubt, or
+has a call abandoned while it ran still running (``Supervisor.held``), no
+backtrack or replan happens (``Supervisor.waits_for``): it could remove that
+task and the question asked about it, and its new tasks could repeat the
+effect in question. The failed task fails, saying so, and the run pauses with
+the question; once it is answered, a retry of the failed task gives the
+remedies their chance again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from argus_lab.errors import PlanError, UnresolvedReferenceError
@@ -22,6 +29,7 @@ from argus_lab.llm.recording import recording
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.patch import PlanPatch
 from argus_lab.plan.static import masked_plan, refuse_literal_secrets
+from argus_lab.runtime import abandoned
 from argus_lab.runtime.options import HTNPlanning, Replanning
 from argus_lab.runtime.outcome import (
     Failed,
@@ -149,11 +157,68 @@ class Supervisor:
         return {t for t, st in self._state.records.status.items() if st in DONE}
 
     def _untouchable(self, but: set[str] | frozenset[str] = frozenset()) -> set[str]:
-        """Tasks a plan patch must keep: finished ones, and ones still running or
-        waiting out a retry delay (their attempt is in flight)."""
+        """Tasks a plan patch must keep: finished ones, ones still running or
+        waiting out a retry delay (their attempt is in flight), and ones in
+        doubt or whose abandoned call still runs (``held``)."""
         st = self._state
         busy = {t for t, s in st.records.status.items() if s == "running"}
-        return (self._finished() | busy | set(st.timers)) - set(but)
+        return (self._finished() | busy | set(st.timers) | set(self.held())) - set(but)
+
+    def held(self) -> dict[str, str]:
+        """Tasks no plan patch may remove or replace now -> why, for a person.
+
+        A task in doubt waits for a person to say whether its effect happened
+        (``s.retry`` or ``s.skip`` answers); a call abandoned while it ran
+        (past its timeout) may still take effect while it runs in this
+        process (invariant 2). Removing such a task would lose the question,
+        and new tasks in its place could repeat the effect."""
+        st = self._state
+        out: dict[str, str] = {}
+        for tid, status in st.records.status.items():
+            # Only an unsafe call is kept running (abandoned.py), and its
+            # task is in doubt then (or failed, by an older policy); a
+            # finished one is kept anyway, and answered.
+            if status not in ("in_doubt", "failed"):
+                continue
+            rec = st.records[tid]
+            # Its call may run in this session, or (a fork's task carried
+            # from its parent) in the session it came from (as s.retry checks).
+            ids = dict.fromkeys(
+                x for x in (st.info.id, rec.key_of, st.info.parent) if x
+            )
+            call = next(
+                (c for sid in ids if (c := abandoned.running(sid, tid)) is not None),
+                None,
+            )
+            if call is not None:
+                runs = f"({call.what()}, which {call.why}) still runs"
+                out[tid] = (
+                    f"is in doubt and its call {runs}: wait for it to end, check, "
+                    f"then s.retry({tid!r}) or s.skip({tid!r})"
+                    if status == "in_doubt"
+                    else f"has a call that {runs}"
+                )
+            elif status == "in_doubt":
+                out[tid] = (
+                    f"is in doubt: check, then s.retry({tid!r}) or s.skip({tid!r})"
+                )
+        return out
+
+    def waits_for(self, remedies: Iterable[str], tid: str) -> dict[str, str]:
+        """Held tasks (``held``) that make the remedies for failed task
+        ``tid`` wait -> why they are held; empty: the remedies may go ahead.
+
+        A backtrack or a replan waits while any task is held: it could remove
+        the task (and the question asked about it), and its new tasks, a
+        method's or a model's, could repeat the effect in question (a second
+        charge) without anyone knowing whether the first took place. The run
+        is paused for that question anyway. A fallback only replaces ``tid``
+        itself, so it waits only while ``tid``'s own abandoned call runs."""
+        remedies = list(remedies)
+        held = self.held() if remedies else {}
+        if not held or any(r in ("repair", "replan") for r in remedies):
+            return held
+        return {h: why for h, why in held.items() if h == tid}
 
     def _ever_ids(self) -> set[str]:
         return set(self._state.records) | set(self._state.retired)
@@ -266,6 +331,9 @@ class Supervisor:
                     error=st.redactor.text(out.error or ""),
                     finished=self._finished(),
                     tools=st.tools,
+                    # Ids used before, retired ones too: a task under an old
+                    # id would take its idempotency keys (find it by the id).
+                    reserved=self._ever_ids(),
                 )
         except PlanError:
             return False
@@ -352,7 +420,22 @@ class Supervisor:
         order = Scheduler(deps, dict.fromkeys(deps, "pending")).topo
         status = dict(st.records.status)
         status.update({r.task_id: r.status for r in records})
-        changed = list(records)
+        # A new task under an id that had a record (one a patch retired)
+        # starts at the generation after it, so it never runs under the old
+        # task's idempotency keys; its record is written with the patch, or a
+        # reopen would find the old one under that id.
+        before = {
+            **st.retired,
+            **{t: st.records[t] for t in patch.removed if t in st.records},
+            **{r.task_id: r for r in records},
+        }
+        fresh = {
+            t.id: st.fresh_record(t.id, before[t.id])
+            for t in patch.added
+            if t.id in before
+        }
+        changed = [r for r in records if r.task_id not in fresh]
+        changed.extend(fresh.values())
         for t in order:  # what the removed subtree blocked may run again
             if status.get(t) == "blocked" and not any(
                 status.get(d) in ("failed", "blocked", "in_doubt") for d in deps[t]
@@ -368,7 +451,7 @@ class Supervisor:
         )
         ev = st.event("plan_patched", version=version, **patch.summary())
         st.commit(changed, [*events, ev], meta=meta, plan=new_plan, notify=False)
-        st.adopt_plan(new_plan, patch.removed)
+        st.adopt_plan(new_plan, patch.removed, fresh)
         # Observers (the widget) see the plan_patched event with the new plan
         # already in place.
         st.notify([*events, ev])
