@@ -213,8 +213,7 @@ def known_session(ws: Workspace, name: str) -> str:
     if name not in ws and (why := ws.damaged_sessions().get(name)) is not None:
         raise CliError(why)  # it is there, but cannot be read: say why
     if name not in ws:
-        recent = ", ".join(i.name for i in ws.sessions()[-8:]) or "none yet"
-        raise UsageError(f"no session {name!r} in {ws.path} (recent: {recent})")
+        raise UsageError(ws._not_found(name, 8))
     return ws.resolve(name)
 
 
