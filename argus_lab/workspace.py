@@ -148,6 +148,8 @@ class Workspace:
                 f"budget must be al.Budget(...) or a dict of its limits "
                 f"(max_cost_usd, max_tokens, max_wall_s, max_steps), got {budget!r}"
             )
+        if budget is not None:
+            budget = Budget.of(budget)  # a bad limit: one line, nothing written
         toolset = as_toolset(tools)
         opts = SessionOptions.of(options)
         red = session_redactor(opts.secrets)
