@@ -198,3 +198,35 @@ def test_edited_args_name_the_arguments_a_tool_takes(ws: al.Workspace) -> None:
         "tool 'add' got bad arguments: a: missing argument; b: Input should be a "
         "valid integer, unable to parse string as an integer"
     )
+
+
+def test_events_df_keeps_the_kinds_asked_for_and_refuses_a_kind_that_is_none(
+    ws: al.Workspace,
+) -> None:
+    with ws.new_session(plan=ONE, tools=[add], name="ev") as s:
+        s.run()
+        full = s.events_df()
+        done = s.events_df(kinds="task_succeeded")
+        assert list(done["kind"]) == ["task_succeeded"]
+        assert (
+            done["seq"].tolist()
+            == full.loc[full["kind"] == "task_succeeded", "seq"].tolist()
+        )
+        both = al.analysis.events_df(
+            ws, kinds=("task_started", "task_succeeded"), dtype_backend="pyarrow"
+        )
+        assert list(both["kind"]) == ["task_started", "task_succeeded"]
+        assert both.index.tolist() == [0, 1]
+        assert full.dtypes.equals(done.dtypes)  # the same columns, kept rows
+        assert s.events_df(kinds=[]).empty
+        with pytest.raises(ValueError) as e:
+            s.events_df(kinds="task_sucesed")
+        assert str(e.value) == (
+            "'task_sucesed' is no event kind; did you mean 'task_succeeded'? "
+            "(the kinds: argus_lab.events.EVENT_KINDS)"
+        )
+        with pytest.raises(TypeError, match=r"got 5 \(int\)"):
+            s.events_df(kinds=5)
+        spec = al.analysis.EVENT_COLUMNS.select("seq")
+        with pytest.raises(ValueError, match="include 'kind' in columns"):
+            s.events_df(kinds="task_started", columns=spec)
