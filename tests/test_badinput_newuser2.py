@@ -230,3 +230,23 @@ def test_events_df_keeps_the_kinds_asked_for_and_refuses_a_kind_that_is_none(
         spec = al.analysis.EVENT_COLUMNS.select("seq")
         with pytest.raises(ValueError, match="include 'kind' in columns"):
             s.events_df(kinds="task_started", columns=spec)
+
+
+def test_a_closed_session_object_says_once_why_it_will_not_run(
+    ws: al.Workspace,
+) -> None:
+    s = ws.new_session(plan=ONE, tools=[add], name="closed")
+    assert s.run().status == "succeeded"
+    s.close()
+    for call in (s.step, s.run):
+        with pytest.raises(al.ArgusError) as e:
+            call()
+        # It said "shut down (interrupted by a shutdown (session closed); no
+        # task failed: open the session again and run() to go on); open the
+        # session again ... to go on": the pause reason inside the refusal.
+        assert str(e.value) == (
+            "this Session object is shut down (session closed): open the "
+            "session again with ws.open(name, tools=[...]) to go on"
+        )
+    with ws.open("closed", tools=[add]) as again:  # nothing was lost
+        assert again.record("a").status == "succeeded" and again.result("a") == 1
