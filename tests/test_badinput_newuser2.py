@@ -250,3 +250,38 @@ def test_a_closed_session_object_says_once_why_it_will_not_run(
         )
     with ws.open("closed", tools=[add]) as again:  # nothing was lost
         assert again.record("a").status == "succeeded" and again.result("a") == 1
+
+
+def test_a_reference_into_a_value_that_has_no_keys_says_what_is_there(
+    ws: al.Workspace,
+) -> None:
+    @al.tool
+    def echo(value: Any = None) -> Any:
+        return value
+
+    plan = {
+        "goal": "refs",
+        "tasks": [
+            {"id": "n", "tool": "add", "args": {"a": 1}},
+            {"id": "lst", "tool": "echo", "args": {"value": [1, 2]}},
+            {"id": "m", "tool": "echo", "args": {"value": {"k": "hello"}}},
+            {"id": "on_n", "tool": "echo", "args": {"value": "${n.result.x}"}},
+            {"id": "on_l", "tool": "echo", "args": {"value": "${lst.result.x}"}},
+            {"id": "on_m", "tool": "echo", "args": {"value": "${m.result.k.z}"}},
+        ],
+    }
+    with ws.new_session(plan=plan, tools=[add, echo], name="refs") as s:
+        assert s.run().status == "failed"
+        # It said "cannot look up 'x' in a int from 'n'".
+        assert s.record("on_n").error == (
+            "${n.result.x}: ${n.result} is an int (1), not a mapping: it has no "
+            "'x'; refer to ${n.result} for the value itself"
+        )
+        assert s.record("on_l").error == (
+            "${lst.result.x}: ${lst.result} is a list of 2: look its items up by "
+            "index (${lst.result.0}), not by 'x'"
+        )
+        assert s.record("on_m").error == (
+            "${m.result.k.z}: ${m.result.k} is a str ('hello'), not a mapping: it "
+            "has no 'z'; refer to ${m.result.k} for the value itself"
+        )
