@@ -3,13 +3,14 @@
 A task stored as running while no run goes on (its run was closed, or its
 process died) is an intent the next run decides on: nothing runs it. The frames
 said "running" for it, where the widget draws it interrupted; they say
-``interrupted`` now, by the same rule (``analysis._read.run_live``), for a
+``interrupted`` now, by the same rule (``runtime.session.run_live``), for a
 Session and for a Workspace read from its stores. The dead run is a real
 process killed with SIGKILL mid-call (``tests/crash_worker.py``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import pandas as pd
 import pytest
 
 import argus_lab as al
+from argus_lab.cli import main
 from argus_lab.jupyter._detail import status_marks
 from tests import crash_worker as cw
 from tests.waiting import DEADLINE, wait_until
@@ -40,7 +42,7 @@ def _outcomes(df: pd.DataFrame, task: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_task_whose_process_was_killed_mid_call_is_interrupted(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "ws"
     with (tmp_path / "worker.log").open("wb") as log:
@@ -69,6 +71,9 @@ def test_a_task_whose_process_was_killed_mid_call_is_interrupted(
         assert live.set_index("task_id").loc["charge", "status"] == "running"
         assert _interrupted(live) == []
         assert _outcomes(al.analysis.attempts_df(ws), "charge") == ["running"]
+        assert main(["-w", str(root), "--json", "show", "doubt"]) == 0
+        shown = json.loads(capsys.readouterr().out)["tasks"]
+        assert not any(r["interrupted"] for r in shown)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
@@ -80,6 +85,19 @@ def test_a_task_whose_process_was_killed_mid_call_is_interrupted(
     assert df.set_index("task_id").loc["charge", "status"] == "running"  # stored
     assert _interrupted(df) == ["charge"]
     assert _outcomes(al.analysis.attempts_df(ws), "charge") == ["interrupted"]
+    # argus show: the row says interrupted (it said running); JSON keeps the
+    # stored status beside an interrupted flag, as argus serve does.
+    assert main(["-w", str(root), "--json", "show", "doubt"]) == 0
+    rows = {r["task"]: r for r in json.loads(capsys.readouterr().out)["tasks"]}
+    assert rows["charge"]["status"] == "running" and rows["charge"]["interrupted"]
+    assert [t for t, r in rows.items() if r["interrupted"]] == ["charge"]
+    assert main(["-w", str(root), "show", "doubt"]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if " charge " in ln]
+    assert [c.strip() for c in line.strip("│ ").split("│")][:3] == [
+        "charge",
+        "charge",
+        "interrupted",
+    ]
     s = ws.open("doubt", tools=cw.INDOUBT_TOOLS, **cw.NO_APPROVALS)
     try:
         assert s.interrupted

@@ -53,7 +53,6 @@ __all__ = [
     "Source",
     "parse_events",
     "read_sessions",
-    "run_live",
 ]
 
 log = logging.getLogger("argus_lab")
@@ -77,8 +76,9 @@ class SessionData:
         events: Its event rows (dicts, see ``parse_events``), if parsed already.
         bodies: Else its events' JSON texts: parsed into rows when ``events`` is
             first used, or into columns by ``event_table`` (no dict per event).
-        live: Whether a run of it went on as it was read (``run_live``); False:
-            its tasks stored as running are intents nothing runs (interrupted).
+        live: Whether a run of it went on as it was read (``run_live`` in
+            ``runtime/session.py``); False: its tasks stored as running are
+            intents nothing runs (interrupted).
     """
 
     def __init__(
@@ -279,19 +279,11 @@ def _in_flight(records: dict[str, TaskRecord]) -> bool:
     return "running" in set(map(attrgetter("status"), records.values()))
 
 
-def run_live(s: Session) -> bool:
-    """Whether a run of ``s`` goes on now: this object's, or a live process's
-    (its lease). Else a task stored as running is an intent a run left when it
-    was closed or its process died: nothing runs it, and the next run decides
-    on it. The widget draws such a task "interrupted" (``jupyter/_detail.py``
-    ``run_live``, the same question asked of the store it polls) and
-    ``Session.interrupted`` is this for the session stored as running."""
-    return s.running or s.workspace.runner(s.id) is not None
-
-
 def _from_session(s: Session) -> SessionData:
     bodies = list(s.event_json())
     records = s.records
+    from argus_lab.runtime.session import run_live
+
     # The lease is read (one head read) only when some task is in flight.
     live = run_live(s) if _in_flight(records) else True
     return SessionData(s.info, s.plan, records, bodies=bodies, live=live)

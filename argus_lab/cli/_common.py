@@ -310,16 +310,25 @@ def open_session(ws: Workspace, name: str, **options: Any) -> Session:
 
 
 def task_rows(s: Session) -> list[dict[str, Any]]:
-    """One dict per task: id, tool, status, attempts, seconds, error."""
+    """One dict per task: id, tool, status, interrupted, attempts, seconds,
+    error. ``interrupted``: stored as running while no run goes on (its run
+    was closed or its process died; ``run_live``): nothing runs it, and the
+    next run reruns it or holds it in doubt. ``status`` keeps the stored word."""
+    from argus_lab.runtime.session import run_live
+
+    recs = s.records
+    # The lease is read only when a task is in flight (one head read).
+    live = not any(r.status == "running" for r in recs.values()) or run_live(s)
     rows = []
     for t in s.plan.tasks:
-        r = s.record(t.id)
+        r = recs.get(t.id) or s.record(t.id)
         dur = r.ended - r.started if r.ended and r.started else None
         rows.append(
             {
                 "task": t.id,
                 "tool": t.tool,
                 "status": r.status,
+                "interrupted": r.status == "running" and not live,
                 "attempts": r.attempts,
                 "seconds": dur,
                 "error": r.error or r.reason,
@@ -374,7 +383,8 @@ def print_tasks(
     for col in ("task", "tool", "status", "tries", "seconds", "error"):
         table.add_column(col, overflow="fold")
     for row in task_rows(s):
-        st = row["status"]
+        # As the widget draws it: nothing runs a task its dead run left.
+        st = "interrupted" if row["interrupted"] else row["status"]
         table.add_row(
             plain(row["task"]),
             plain(row["tool"] or ""),
