@@ -285,3 +285,52 @@ def test_a_reference_into_a_value_that_has_no_keys_says_what_is_there(
             "${m.result.k.z}: ${m.result.k} is a str ('hello'), not a mapping: it "
             "has no 'z'; refer to ${m.result.k} for the value itself"
         )
+
+
+def test_run_or_step_beside_a_background_run_is_refused_and_changes_nothing(
+    ws: al.Workspace,
+) -> None:
+    import threading
+
+    from tests.waiting import DEADLINE
+
+    gate, started = threading.Event(), threading.Event()
+
+    @al.tool
+    def slow() -> int:
+        started.set()
+        gate.wait(DEADLINE)
+        return 1
+
+    plan = {
+        "goal": "bg",
+        "tasks": [
+            {"id": "a", "tool": "slow"},
+            {"id": "b", "tool": "add", "args": {"a": "${a.result}"}},
+        ],
+    }
+    with ws.new_session(plan=plan, tools=[slow, add], name="bg") as s:
+        f = s.start()
+        try:
+            assert started.wait(DEADLINE)
+            s.pause("hold on")
+            before = [e.kind for e in s.events()]
+            for call, name in ((s.run, "run"), (s.step, "step")):
+                with pytest.raises(al.SessionStateError) as e:
+                    call()
+                assert str(e.value) == (
+                    f"s.{name}() while a background run of this session goes on "
+                    "(s.start(), the widget's Run or %%argus --run): s.wait() "
+                    "waits for its result, s.pause() stops it"
+                )
+            # It committed "paused: nothing can run now" while a ran, and took
+            # back the pause asked for, so b ran too.
+            assert [e.kind for e in s.events()] == before
+            assert s.status == "running"
+        finally:
+            gate.set()
+        res = f.result(DEADLINE)
+        assert res.status == "paused" and res.reason == "hold on"
+        assert s.record("b").status == "pending"  # the pause held
+        assert s.wait() is res
+        assert s.run().status == "succeeded"  # once it is over, run() runs
