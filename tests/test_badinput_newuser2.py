@@ -334,3 +334,13 @@ def test_run_or_step_beside_a_background_run_is_refused_and_changes_nothing(
         assert s.record("b").status == "pending"  # the pause held
         assert s.wait() is res
         assert s.run().status == "succeeded"  # once it is over, run() runs
+
+
+def test_a_plan_indented_with_tabs_says_to_use_spaces() -> None:
+    with pytest.raises(al.PlanError) as e:
+        al.Plan.from_yaml("goal: g\ntasks:\n\t- {id: a, tool: add}\n")
+    assert str(e.value).endswith(
+        "found character '\\t' that cannot start any token (YAML indents with "
+        "spaces, never tabs: replace the tabs)"
+    )
+    assert ":3: the plan is not valid YAML" in str(e.value)
