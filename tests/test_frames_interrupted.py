@@ -98,6 +98,17 @@ def test_a_task_whose_process_was_killed_mid_call_is_interrupted(
         "charge",
         "interrupted",
     ]
+    # argus serve: each task record says it too, its status as stored.
+    from starlette.testclient import TestClient
+
+    from argus_lab.server import create_app
+
+    auth = {"Authorization": "Bearer tok"}
+    with TestClient(create_app(ws, "tok"), base_url="http://127.0.0.1") as c:
+        items = c.get("/sessions/doubt/tasks", headers=auth).json()["items"]
+    served = {d["task_id"]: (d["status"], d["interrupted"]) for d in items}
+    assert served["charge"] == ("running", True)
+    assert [t for t, (_, i) in served.items() if i] == ["charge"]
     s = ws.open("doubt", tools=cw.INDOUBT_TOOLS, **cw.NO_APPROVALS)
     try:
         assert s.interrupted

@@ -47,13 +47,7 @@ if TYPE_CHECKING:
     from argus_lab.runtime.session import Session
     from argus_lab.workspace import Workspace
 
-__all__ = [
-    "Read",
-    "SessionData",
-    "Source",
-    "parse_events",
-    "read_sessions",
-]
+__all__ = ["Read", "SessionData", "Source", "parse_events", "read_sessions"]
 
 log = logging.getLogger("argus_lab")
 
@@ -280,10 +274,10 @@ def _in_flight(records: dict[str, TaskRecord]) -> bool:
 
 
 def _from_session(s: Session) -> SessionData:
-    bodies = list(s.event_json())
-    records = s.records
     from argus_lab.runtime.session import run_live
 
+    bodies = list(s.event_json())
+    records = s.records
     # The lease is read (one head read) only when some task is in flight.
     live = run_live(s) if _in_flight(records) else True
     return SessionData(s.info, s.plan, records, bodies=bodies, live=live)
