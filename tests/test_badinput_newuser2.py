@@ -344,3 +344,34 @@ def test_a_plan_indented_with_tabs_says_to_use_spaces() -> None:
         "spaces, never tabs: replace the tabs)"
     )
     assert ":3: the plan is not valid YAML" in str(e.value)
+
+
+def test_an_unknown_task_names_the_one_meant_or_that_there_are_none(
+    ws: al.Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from argus_lab.cli import main
+
+    plan = {
+        "goal": "g",
+        "tasks": [
+            {"id": f"profile/{c}", "tool": "add", "args": {"a": 1}} for c in "xyz"
+        ]
+        + [{"id": "clean", "tool": "add", "args": {"a": 1}}],
+    }
+    with ws.new_session(plan=plan, tools=[add], name="p") as s:
+        with pytest.raises(KeyError) as e:
+            s.retry("clen")
+        assert e.value.args[0] == (
+            "session 'p' has no task 'clen' (did you mean 'clean'? tasks: "
+            "profile/x, profile/y, profile/z, clean)"
+        )
+    with ws.new_session(plan={"goal": "e", "tasks": []}, tools=[], name="e") as s:
+        with pytest.raises(KeyError) as e:
+            s.skip("a")
+        # It said "(tasks: )".
+        assert e.value.args[0] == "session 'e' has no task 'a' (its plan has no tasks)"
+    assert main(["-w", str(ws.path), "retry", "p", "cleen"]) == 2
+    assert capsys.readouterr().err == (
+        "argus retry: session 'p' has no task 'cleen' (did you mean "
+        "'clean'? tasks: profile/x, profile/y, profile/z, clean)\n"
+    )

@@ -295,12 +295,11 @@ def resume_command(name: str, args: argparse.Namespace, *, needs_tools: bool) ->
 
 def need_task(s: Session, task: str) -> None:
     """Refuse a task id the session does not have (exit 2, naming some it has)."""
-    if task not in {t.id for t in s.plan.tasks}:
-        some = ", ".join(t.id for t in s.plan.tasks[:12])
-        raise UsageError(
-            f"session {s.name!r} has no task {task!r} (tasks: {some}"
-            f"{', ...' if len(s.plan.tasks) > 12 else ''})"
-        )
+    ids = [t.id for t in s.plan.tasks]
+    if task not in ids:
+        from argus_lab.runtime.state import no_such_task
+
+        raise UsageError(no_such_task(s.name, task, ids, shown=12))
 
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:
