@@ -7,10 +7,20 @@ the DataFrames turn them into tz-aware UTC timestamps.
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Mapping
 from difflib import get_close_matches
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "SESSION_STATUSES",
@@ -64,7 +74,8 @@ TASK_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./:-]{0,199}$"
 
 
 class Budget(BaseModel):
-    """Limits on a session, a task or an HTN subtree; None means no limit."""
+    """Limits on a session, a task or an HTN subtree; None (or infinity) means
+    no limit."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -93,6 +104,46 @@ class Budget(BaseModel):
                         f"{', '.join(cls.model_fields)})"
                     )
         return data
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _a_limit(cls, v: Any, info: ValidationInfo) -> Any:
+        # "Input should be greater than or equal to 0" for NaN, True taken
+        # for 1, 1.5 tokens: say what a limit is instead.
+        if v is None:
+            return v
+        name = info.field_name
+        whole = name in ("max_tokens", "max_steps")
+        number = isinstance(v, int | float) and not isinstance(v, bool)
+        if number and v == math.inf:
+            return None  # no limit, as stored (JSON has no infinity)
+        if (
+            not number
+            or not math.isfinite(v)
+            or v < 0
+            or (whole and isinstance(v, float) and not v.is_integer())
+        ):
+            got = repr(v) if number else f"{v!r} ({type(v).__name__})"
+            raise ValueError(
+                f"{name} must be a {'whole ' if whole else ''}number >= 0 "
+                f"(0 allows nothing; None: no limit), got {got}"
+            )
+        return v
+
+    @classmethod
+    def of(cls, value: Budget | Mapping[str, Any]) -> Budget:
+        """``value`` as a Budget; a bad limit raises one ValueError saying
+        which and what a limit takes (not pydantic's report)."""
+        if isinstance(value, Budget):
+            return value
+        try:
+            return cls.model_validate(dict(value))
+        except ValidationError as e:
+            raise ValueError(
+                "; ".join(
+                    str(err["msg"]).removeprefix("Value error, ") for err in e.errors()
+                )
+            ) from None
 
 
 _BUDGET_SYNONYMS = {

@@ -150,6 +150,8 @@ class Workspace:
                 f"budget must be al.Budget(...) or a dict of its limits "
                 f"(max_cost_usd, max_tokens, max_wall_s, max_steps), got {budget!r}"
             )
+        if budget is not None:
+            budget = Budget.of(budget)  # a bad limit: one line, nothing written
         toolset = as_toolset(tools)
         opts = SessionOptions.of(options)
         red = session_redactor(opts.secrets)
@@ -242,11 +244,39 @@ class Workspace:
         """
         sid = self._names.lookup(name_or_id)
         if sid is None:
-            names = ", ".join(i.name for i in self.sessions()[-10:]) or "none yet"
-            raise SessionNotFoundError(
-                f"no session {name_or_id!r} in {self.path} (recent: {names})"
-            )
+            raise SessionNotFoundError(self._not_found(name_or_id, 10))
         return sid
+
+    def _not_found(self, given: str, recent: int) -> str:
+        """Why ``given`` names no session: the sessions whose name or id starts
+        with it (a prefix is no name: it could name another one tomorrow), or
+        close to it, else the most recent ones."""
+        infos = self.sessions()
+        starts = [
+            i
+            for i in infos
+            if given and (i.name.startswith(given) or i.id.startswith(given))
+        ]
+        if starts:
+            shown = ", ".join(f"{i.name} ({i.id})" for i in starts[:8])
+            more = f" and {len(starts) - 8} more" if len(starts) > 8 else ""
+            return (
+                f"no session {given!r} in {self.path}: a session is named by its "
+                f"whole name or id, and {len(starts)} "
+                f"{'starts' if len(starts) == 1 else 'start'} with it: {shown}{more}"
+            )
+        import difflib
+
+        by_name = {i.name: i for i in infos}
+        close = difflib.get_close_matches(given, list(by_name), n=3, cutoff=0.75)
+        if close:
+            return (
+                f"no session {given!r} in {self.path}; did you mean "
+                + " or ".join(map(repr, close))
+                + "?"
+            )
+        names = ", ".join(i.name for i in infos[-recent:]) or "none yet"
+        return f"no session {given!r} in {self.path} (recent: {names})"
 
     def __contains__(self, name_or_id: object) -> bool:  # a name or an id
         return (

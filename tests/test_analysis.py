@@ -45,7 +45,8 @@ SCHEMA: dict[str, list[tuple[str, str]]] = {
     ],
     "tasks": [
         ("session_id", S), ("task_id", S), ("title", S), ("tool", S), ("parent", S),
-        ("deps", J), ("status", C), ("attempts", INT), ("generation", INT),
+        ("deps", J), ("status", C), ("interrupted", B), ("attempts", INT),
+        ("generation", INT),
         ("started", TS), ("ended", TS), ("duration", TD), ("busy", TD),
         ("error_type", S), ("error", S), ("reason", S), ("approval", C),
         ("reused", B), ("result", J), ("result_ref", S), ("input_hash", S),

@@ -176,6 +176,7 @@ def _reference_task_rows(d: Any) -> list[dict[str, Any]]:
             "parent": t.parent,
             "deps": list(t.deps),
             "status": rec.status,
+            "interrupted": rec.status == "running" and not d.live,
             "attempts": rec.attempts,
             "generation": rec.generation,
             "started": started,

@@ -65,7 +65,10 @@ def test_approve_args_are_checked_against_the_tools_given(
     _paused(capsys, files, "ed")
     for edited, says in [
         ('{"msg": 42}', "msg: Input should be a valid string"),
-        ('{"mssg": "hi"}', "mssg: Extra inputs are not permitted"),
+        (
+            '{"mssg": "hi"}',
+            "msg: missing argument; mssg: unknown argument (accepts: msg)",
+        ),
     ]:
         code, _, err = _cli(
             capsys,

@@ -67,7 +67,9 @@ def test_validate_coerces_and_names_bad_fields() -> None:
         send_invite.validate({"email": "a@b", "talk": "t", "days": "many"})
     with pytest.raises(al.ArgusError, match="talk"):
         send_invite.validate({"email": "a@b"})
-    with pytest.raises(al.ArgusError, match="cc: Extra inputs"):
+    with pytest.raises(
+        al.ArgusError, match=r"cc: unknown argument \(accepts: email, talk, days\)"
+    ):
         send_invite.validate({"email": "a@b", "talk": "t", "cc": "x"})
 
 
@@ -143,7 +145,7 @@ def test_plain_scalar_arguments_skip_the_model_and_match_it() -> None:
     assert f.validate({"name": "a", "n": "4"})["n"] == 4
     with pytest.raises(al.ArgusError, match="name"):
         f.validate({"n": 1})  # missing: the model words the error
-    with pytest.raises(al.ArgusError, match="extra: Extra inputs"):
+    with pytest.raises(al.ArgusError, match="extra: unknown argument"):
         f.validate({"name": "a", "n": 1, "extra": 1})
 
     @al.tool

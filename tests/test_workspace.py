@@ -25,6 +25,38 @@ def test_resolve_and_contains_take_a_name_or_an_id(ws: al.Workspace) -> None:
         ws.resolve("two")
 
 
+def test_a_prefix_or_a_typo_names_no_session_but_the_error_names_the_ones_meant(
+    ws: al.Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from argus_lab.cli import main
+
+    ids = {}
+    for name in ("report-a1", "report-b2", "other"):
+        with ws.new_session(plan=PLAN, tools=BASIC_TOOLS, name=name) as s:
+            ids[name] = s.id
+    # A prefix is not resolved (it could name another session tomorrow, and
+    # `argus rm` takes names), but the ones it starts are listed, by id too.
+    with pytest.raises(KeyError) as e:
+        ws.resolve("report")
+    assert str(e.value) == (
+        f"no session 'report' in {ws.path}: a session is named by its whole name "
+        f"or id, and 2 start with it: report-a1 ({ids['report-a1']}), "
+        f"report-b2 ({ids['report-b2']})"
+    )
+    prefix = ids["other"][:20]
+    with pytest.raises(KeyError, match=rf"1 starts with it: other \({ids['other']}\)"):
+        ws.open(prefix)
+    with pytest.raises(KeyError, match=r"did you mean 'other'\?$"):
+        ws.resolve("othre")
+    with pytest.raises(KeyError, match=r"\(recent: report-a1, report-b2, other\)$"):
+        ws.resolve("zzz")
+    # The CLI says the same, as a usage error (exit 2).
+    assert main(["-w", str(ws.path), "show", "report"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("argus show: no session 'report' in ")
+    assert "2 start with it: report-a1 (" in err
+
+
 def test_path_of_store_and_session_ids(ws: al.Workspace) -> None:
     with ws.new_session(plan=PLAN, tools=BASIC_TOOLS, name="one") as s:
         s.run()

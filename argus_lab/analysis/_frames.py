@@ -8,7 +8,7 @@ from the exported ones, or your own Columns reading the same rows).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +141,7 @@ def tasks_df(
 def events_df(
     src: Source,
     *,
+    kinds: str | Iterable[str] | None = None,
     columns: Columns | None = None,
     dtype_backend: DtypeBackend = "numpy_nullable",
     strict: bool = True,
@@ -150,13 +151,55 @@ def events_df(
 
     Args:
         src: A Session, a Workspace (every session in it) or a list of Sessions.
+        kinds: Only events of this kind or these kinds (``EVENT_KINDS``); a
+            name that is no event kind raises ValueError (where
+            ``df[df.kind == "task_faild"]`` would be silently empty).
         columns: The column spec; default ``EVENT_COLUMNS``. A Column with a path
             into ``details`` needs the parsed frames (``llm_calls_df``, ...) instead.
         dtype_backend: "numpy_nullable" (default) or "pyarrow" (Arrow-backed).
         strict: For a Workspace: True (default) raises on a damaged session;
             False skips it and lists it in ``df.attrs["skipped"]`` (see ``frames``).
     """
-    return _frame("events", src, strict, columns, dtype_backend)
+    wanted = None if kinds is None else _event_kinds(kinds)
+    df = _frame("events", src, strict, columns, dtype_backend)
+    if wanted is None:
+        return df
+    if "kind" not in df.columns:
+        raise ValueError("kinds= keeps rows by their kind: include 'kind' in columns")
+    kept = df[df["kind"].isin(wanted).to_numpy(dtype=bool)].reset_index(drop=True)
+    kept.attrs = dict(df.attrs)
+    return kept
+
+
+def _event_kinds(kinds: str | Iterable[str]) -> list[str]:
+    """``kinds`` as a list of event kinds; a name that is none raises ValueError
+    (with the kind meant, when one is close)."""
+    from difflib import get_close_matches
+
+    from argus_lab.events import EVENT_KINDS
+
+    if isinstance(kinds, str):
+        given = [kinds]
+    elif isinstance(kinds, Iterable):
+        given = list(kinds)
+    else:
+        raise TypeError(
+            "kinds must be an event kind or a list of them, got "
+            f"{kinds!r} ({type(kinds).__name__})"
+        )
+    for k in given:
+        if not isinstance(k, str):
+            raise TypeError(
+                f"kinds must be event kind names (str), got {k!r} ({type(k).__name__})"
+            )
+        if k not in EVENT_KINDS:
+            close = get_close_matches(k, EVENT_KINDS, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"{k!r} is no event kind{hint} (the kinds: "
+                "argus_lab.events.EVENT_KINDS)"
+            )
+    return given
 
 
 def attempts_df(

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import compress, repeat
+from operator import attrgetter
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -69,6 +70,9 @@ class SessionData:
         events: Its event rows (dicts, see ``parse_events``), if parsed already.
         bodies: Else its events' JSON texts: parsed into rows when ``events`` is
             first used, or into columns by ``event_table`` (no dict per event).
+        live: Whether a run of it went on as it was read (``run_live`` in
+            ``runtime/session.py``); False: its tasks stored as running are
+            intents nothing runs (interrupted).
     """
 
     def __init__(
@@ -79,8 +83,10 @@ class SessionData:
         events: list[dict[str, Any]] | None = None,
         *,
         bodies: list[str] | None = None,
+        live: bool = True,
     ) -> None:
         self.info = info
+        self.live = live
         self.plan = plan
         self.records = records
         self._events = events
@@ -262,9 +268,19 @@ class Read:
     """Session id -> why it was skipped; None when reading strictly."""
 
 
+def _in_flight(records: dict[str, TaskRecord]) -> bool:
+    """Whether any task is stored as running (C-level scan, no bytecode per task)."""
+    return "running" in set(map(attrgetter("status"), records.values()))
+
+
 def _from_session(s: Session) -> SessionData:
+    from argus_lab.runtime.session import run_live
+
     bodies = list(s.event_json())
-    return SessionData(s.info, s.plan, s.records, bodies=bodies)
+    records = s.records
+    # The lease is read (one head read) only when some task is in flight.
+    live = run_live(s) if _in_flight(records) else True
+    return SessionData(s.info, s.plan, records, bodies=bodies, live=live)
 
 
 def _langgraph(ws: Workspace, sid: str) -> SessionData | None:
@@ -286,15 +302,20 @@ def _read_one(ws: Workspace, sid: str, *, plan: bool) -> SessionData:
 
     if sid.startswith("lg-") and (got := _langgraph(ws, sid)) is not None:
         return got
+    from argus_lab.store.index import live_runner
+
+    live = True
     with ws.store(sid) as store:
         if plan:
             loaded = store.load()
             # items(): every record validated in one call (records.py)
             info, p, records = loaded.meta, loaded.plan, dict(loaded.records.items())
+            if _in_flight(records):  # run_live, from the head just read
+                live = live_runner(loaded.head) is not None
         else:
             info, p, records = store.read_meta(), Plan(), {}
         bodies = list(store.iter_event_json())
-    return SessionData(info, p, records, bodies=bodies)
+    return SessionData(info, p, records, bodies=bodies, live=live)
 
 
 def _read_workspace(ws: Workspace, *, plan: bool, strict: bool) -> Read:

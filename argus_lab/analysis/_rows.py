@@ -101,6 +101,11 @@ def attempt_rows(d: SessionData) -> list[Row]:
             att = running.pop(tid, None)
             if att is not None:
                 att["outcome"] = "interrupted"
+    if not d.live:
+        # Nothing runs the session: an attempt still open is an intent its
+        # closed or dead run left (tasks_df's ``interrupted``), not running.
+        for att in running.values():
+            att["outcome"] = "interrupted"
     d.cache["attempts"] = out
     return out
 

@@ -35,7 +35,8 @@ __all__ = [
 
 ATTEMPT_OUTCOMES = ("running", "succeeded", "retried", "failed", "interrupted")
 """How an attempt ended: "retried" is a transient failure with a retry scheduled;
-"interrupted" an attempt a crash cut short (found running on resume)."""
+"interrupted" an attempt a crash or a close cut short: found running on resume,
+or still stored as running while no run goes on (``tasks_df().interrupted``)."""
 APPROVAL_DECISIONS = ("pending", "granted", "rejected")
 APPROVAL_STATES = ("asked", "approved", "rejected")
 TOOL_CALL_SOURCES = ("task", "llm")
@@ -115,6 +116,13 @@ TASK_COLUMNS = (
         _c("parent", "string", "The compound task it was decomposed from (HTN)."),
         _c("deps", "json", "JSON list of the ids it depends on."),
         _c("status", "category", "Its status now.", categories=STATUSES),
+        _c(
+            "interrupted",
+            "boolean",
+            "Stored as running while no run goes on (its run was closed, or its "
+            "process or kernel died): nothing runs it; the next run reruns it or "
+            "holds it in doubt (the widget draws it interrupted).",
+        ),
         _c("attempts", "Int64", "Attempts started (all generations)."),
         _c("generation", "Int64", "Manual retries and reruns so far."),
         _c("started", "timestamp", "First attempt of the current generation."),

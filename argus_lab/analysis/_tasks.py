@@ -134,6 +134,15 @@ def _usage_columns(ids: list[str], usage: dict[str | None, Row]) -> dict[str, An
     return {"cost_usd": pa.array(cost)} | {k: pa.array(c) for k, c in counts.items()}
 
 
+def _interrupted(status: list[str], live: bool) -> list[bool]:
+    """The ``interrupted`` column: stored as running while no run goes on
+    (``SessionData.live``): an intent a closed or dead run left, which the
+    next run reruns or holds in doubt. The widget draws those tasks so."""
+    if live:
+        return [False] * len(status)
+    return list(map("running".__eq__, status))
+
+
 def _deps(deps: list[list[str]]) -> Any:
     """The ``deps`` column: canonical()'s text of each list of ids, made in
     C (``json_string_lists``), else written here: no call per task."""
@@ -213,6 +222,7 @@ def task_rows(d: SessionData) -> Table:
         "parent": t["parent"],
         "deps": _deps(t["deps"]),
         "status": r["status"],
+        "interrupted": _interrupted(r["status"], d.live),
         "attempts": r["attempts"],
         "generation": r["generation"],
         "started": started,

@@ -213,8 +213,7 @@ def known_session(ws: Workspace, name: str) -> str:
     if name not in ws and (why := ws.damaged_sessions().get(name)) is not None:
         raise CliError(why)  # it is there, but cannot be read: say why
     if name not in ws:
-        recent = ", ".join(i.name for i in ws.sessions()[-8:]) or "none yet"
-        raise UsageError(f"no session {name!r} in {ws.path} (recent: {recent})")
+        raise UsageError(ws._not_found(name, 8))
     return ws.resolve(name)
 
 
@@ -296,12 +295,11 @@ def resume_command(name: str, args: argparse.Namespace, *, needs_tools: bool) ->
 
 def need_task(s: Session, task: str) -> None:
     """Refuse a task id the session does not have (exit 2, naming some it has)."""
-    if task not in {t.id for t in s.plan.tasks}:
-        some = ", ".join(t.id for t in s.plan.tasks[:12])
-        raise UsageError(
-            f"session {s.name!r} has no task {task!r} (tasks: {some}"
-            f"{', ...' if len(s.plan.tasks) > 12 else ''})"
-        )
+    ids = [t.id for t in s.plan.tasks]
+    if task not in ids:
+        from argus_lab.runtime.state import no_such_task
+
+        raise UsageError(no_such_task(s.name, task, ids, shown=12))
 
 
 def open_session(ws: Workspace, name: str, **options: Any) -> Session:
@@ -311,16 +309,25 @@ def open_session(ws: Workspace, name: str, **options: Any) -> Session:
 
 
 def task_rows(s: Session) -> list[dict[str, Any]]:
-    """One dict per task: id, tool, status, attempts, seconds, error."""
+    """One dict per task: id, tool, status, interrupted, attempts, seconds,
+    error. ``interrupted``: stored as running while no run goes on (its run
+    was closed or its process died; ``run_live``): nothing runs it, and the
+    next run reruns it or holds it in doubt. ``status`` keeps the stored word."""
+    from argus_lab.runtime.session import run_live
+
+    recs = s.records
+    # The lease is read only when a task is in flight (one head read).
+    live = not any(r.status == "running" for r in recs.values()) or run_live(s)
     rows = []
     for t in s.plan.tasks:
-        r = s.record(t.id)
+        r = recs.get(t.id) or s.record(t.id)
         dur = r.ended - r.started if r.ended and r.started else None
         rows.append(
             {
                 "task": t.id,
                 "tool": t.tool,
                 "status": r.status,
+                "interrupted": r.status == "running" and not live,
                 "attempts": r.attempts,
                 "seconds": dur,
                 "error": r.error or r.reason,
@@ -375,7 +382,8 @@ def print_tasks(
     for col in ("task", "tool", "status", "tries", "seconds", "error"):
         table.add_column(col, overflow="fold")
     for row in task_rows(s):
-        st = row["status"]
+        # As the widget draws it: nothing runs a task its dead run left.
+        st = "interrupted" if row["interrupted"] else row["status"]
         table.add_row(
             plain(row["task"]),
             plain(row["tool"] or ""),

@@ -60,6 +60,11 @@ def _import(spec: str, flag: str) -> Any:
         path = Path(spec)
         if not path.exists():
             raise UsageError(f"{flag}: file {spec!r} does not exist")
+        if path.is_dir():
+            raise UsageError(
+                f"{flag}: {spec!r} is a folder: give a .py file, or a package's "
+                "module name (run from the folder that holds it)"
+            )
         mspec = importlib.util.spec_from_file_location(path.stem, path)
         if mspec is None or mspec.loader is None:
             raise UsageError(f"{flag}: cannot import {spec!r}")

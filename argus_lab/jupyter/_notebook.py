@@ -62,24 +62,65 @@ def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
 
 
 _TASKS_KEY = re.compile(r"^tasks\s*:", re.MULTILINE)
+_PLAN_KEY = re.compile(r"^(tasks|goal)\s*:", re.MULTILINE)
 
 
-def as_plan_data(body: str) -> dict[str, Any] | None:
+def as_plan_data(body: str, *, guess: bool = True) -> dict[str, Any] | None:
     """The body as plan data when it is a YAML mapping with ``tasks``, else None.
+
+    ``guess``: the body may be goal text too (``--planner auto``): then a
+    body that was plainly meant as a plan but is not one is refused rather
+    than sent to a planner as a goal (a model would plan, and bill, a typo).
 
     Raises:
         UsageError: the body has a top-level ``tasks:`` key but is not valid
-            YAML (so it was meant as a plan, not as goal text).
+            YAML (so it was meant as a plan, not as goal text); with
+            ``guess``, a ``goal:`` key too, or it is a mapping with plan keys
+            and no ``tasks`` (``task:``, ``steps:``, a list of tool calls).
     """
     import yaml
 
     try:
         data = yaml.safe_load(body)
     except yaml.YAMLError as e:
-        if _TASKS_KEY.search(body):
+        if (_PLAN_KEY if guess else _TASKS_KEY).search(body):
             raise UsageError(f"%%argus: the plan is not valid YAML: {e}") from None
         return None
-    return data if isinstance(data, dict) and "tasks" in data else None
+    if not isinstance(data, dict):
+        return None
+    if "tasks" in data:
+        return data
+    if guess and (why := _meant_as_plan(data)) is not None:
+        raise UsageError(
+            f"%%argus: the body is a YAML mapping with no 'tasks' list ({why}), "
+            "so it is neither a plan nor goal text; a plan is a mapping with "
+            "'goal' and 'tasks' (see Plan.from_yaml); goal text for a planner "
+            "is plain text, or pass --planner llm to plan it as it is"
+        )
+    return None
+
+
+def _meant_as_plan(data: dict[Any, Any]) -> str | None:
+    """Why a mapping without ``tasks`` was meant as a plan, or None (it may be
+    goal text that happens to parse, ``Analyse: the penguins``)."""
+    import difflib
+
+    keys = [str(k) for k in data]
+    for k in keys:
+        if k.lower() in ("task", "steps", "step", "todo", "todos") or (
+            difflib.get_close_matches(k.lower(), ["tasks"], n=1, cutoff=0.75)
+        ):
+            return f"did you mean 'tasks' for {k!r}?"
+    for k, v in data.items():
+        if (
+            isinstance(v, list)
+            and v
+            and all(isinstance(t, dict) and ("tool" in t or "id" in t) for t in v)
+        ):
+            return f"{str(k)!r} lists tasks: name that key 'tasks'"
+    if "goal" in keys and len(keys) > 1:
+        return "it has 'goal' and " + ", ".join(repr(k) for k in keys if k != "goal")
+    return None
 
 
 def goal_call(
@@ -218,7 +259,7 @@ def plan_cell(
     Raises:
         UsageError: the body, the options or the planning failed, saying why.
     """
-    data = as_plan_data(body)
+    data = as_plan_data(body, guess=planner in ("auto", "yaml"))
     if planner == "auto":
         planner = "yaml" if data is not None else ("htn" if domain else "llm")
     try:

@@ -170,6 +170,7 @@ class ArgusMagics(Magics):
             %argus df NAME [tasks|events|llm]
         """
         a = parse_argstring(self.argus_cell, line)
+        _check_var(a.var, "%%argus")
         modes = [m for m in ("run", "step", "plan_only") if getattr(a, m)]
         if len(modes) > 1:
             flags = ", ".join("--" + m.replace("_", "-") for m in modes)
@@ -256,6 +257,7 @@ class ArgusMagics(Magics):
         The cell magic ``%%argus`` is documented under ``%%argus?``.
         """
         a = parse_argstring(self.argus_line, line)
+        _check_var(a.var, "%argus")
         self._planner = None
         if a.domain:
             if a.command not in ("open", "resume", "fork"):
@@ -398,3 +400,15 @@ def load_ipython_extension(ipython: Any) -> None:
     """Registers ``%%argus`` / ``%argus`` (``%load_ext argus_lab``)."""
     # Magics adds itself to ipython.configurables, so %config ArgusMagics.x works.
     ipython.register_magics(ArgusMagics(ipython))
+
+
+def _check_var(var: str | None, magic: str) -> None:
+    """``-o VAR`` names a variable the Session can be bound to (``-o 5`` or
+    ``-o my-session`` would be a key of the namespace no code can read)."""
+    import keyword
+
+    if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
+        raise UsageError(
+            f"{magic}: -o takes a Python variable name to bind the Session to, "
+            f"got {var!r}"
+        )

@@ -225,6 +225,8 @@ def load_yaml(text: str, name: str) -> tuple[Any, dict[int, int]]:
             )
         elif "integer string conversion" in what:
             what = "an integer with more than 4,300 digits; write it as text"
+        elif "'\\t' that cannot start any token" in what:
+            what += " (YAML indents with spaces, never tabs: replace the tabs)"
         raise PlanError(f"{where}: the plan is not valid YAML: {what}") from None
     except yaml.YAMLError as e:
         raise PlanError(f"{name}: the plan is not valid YAML: {e}") from None

@@ -262,12 +262,29 @@ def _walk(value: Any, ref: Reference) -> Any:
                 )
             cur = cur[i]
         else:
-            raise UnresolvedReferenceError(
-                f"{ref.text}: cannot look up {part!r} in a "
-                f"{type(cur).__name__} from {ref.task_id!r}"
-            )
+            raise UnresolvedReferenceError(_not_found_in(cur, part, walked, ref))
         walked.append(part)
     return cur
+
+
+def _not_found_in(cur: Any, part: str, walked: list[str], ref: Reference) -> str:
+    """Why ``part`` cannot be looked up in ``cur`` (no mapping, or a list
+    given a key), with the reference that reaches what is there."""
+    at = "${" + ".".join([ref.task_id, "result", *walked]) + "}"
+    kind = type(cur).__name__
+    if isinstance(cur, list):
+        return (
+            f"{ref.text}: {at} is a list of {len(cur)}: look its items up by "
+            f"index ({at[:-1]}.0}}), not by {part!r}"
+        )
+    shown = repr(cur)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    article = "an" if kind[:1] in "aeiou" else "a"
+    return (
+        f"{ref.text}: {at} is {article} {kind} ({shown}), not a mapping: it "
+        f"has no {part!r}; refer to {at} for the value itself"
+    )
 
 
 def resolve_args(args: Any, result_of: Callable[[str], Any]) -> Any:

@@ -255,6 +255,8 @@ def _message(err: Any) -> str:
     if err["type"] == "extra_forbidden" and len(err["loc"]) in (1, 3):
         model = Plan if len(err["loc"]) == 1 else Task
         return did_you_mean(err["loc"][-1], model.model_fields)
+    if err["type"] == "value_error":  # our own sentence: not pydantic's prefix
+        return str(err["msg"]).removeprefix("Value error, ")
     return str(err["msg"])
 
 

@@ -154,11 +154,12 @@ def budget_scope(scope: str) -> tuple[str, str]:
 
 
 def merge(old: Budget | None, **limits: float | int | None) -> Budget:
-    """``old`` with the given limits replaced (unknown names raise TypeError)."""
+    """``old`` with the given limits replaced (unknown names raise TypeError,
+    bad values ValueError)."""
     data = old.model_dump() if old is not None else {}
     for k in limits:
         if k not in Budget.model_fields:
             known = ", ".join(Budget.model_fields)
             raise TypeError(f"unknown budget limit {k!r}; limits are: {known}")
     data.update(limits)
-    return Budget(**data)
+    return Budget.of(data)

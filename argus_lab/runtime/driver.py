@@ -19,6 +19,7 @@ import threading
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.errors import SessionStateError
 from argus_lab.runtime.heap import frozen_heap
 from argus_lab.runtime.options import RunResult, T
 from argus_lab.runtime.shutdown import hold
@@ -88,18 +89,39 @@ class RunDriver:
         """Whether a blocking ``run()``, ``step()`` or ``rerun_stale()`` waits."""
         return self._blocking_calls > 0
 
+    def _not_in_background(self, call: str) -> None:
+        """Refuses a blocking run or step while ``start()``'s run goes on.
+
+        Run beside it, it found the tasks that run busy, committed the session
+        as paused ("nothing can run now") while they ran, and took back a
+        pause asked for meanwhile (``go``), so the background run went on.
+
+        Raises:
+            SessionStateError: a background run goes on (it says what to do).
+        """
+        bg = self._bg
+        if bg is not None and not bg.done():
+            raise SessionStateError(
+                f"{call} while a background run of this session goes on "
+                "(s.start(), the widget's Run or %%argus --run): s.wait() waits "
+                "for its result, s.pause() stops it"
+            )
+
     def step(self) -> list[TaskRecord]:
         """Runs the next ready task(s) once and waits for their records."""
+        self._not_in_background("s.step()")
         self._signals.go()  # here, so a pause() right after counts
         return self.blocking(frozen_heap(self._runner.step))
 
     def run(self) -> RunResult:
         """Runs until the plan is done, pauses, or nothing can run, and waits."""
+        self._not_in_background("s.run()")
         self._signals.go()
         return self.blocking(frozen_heap(self._runner.run))
 
     def rerun_stale(self) -> RunResult:
         """Makes the stale tasks pending again, then runs, and waits."""
+        self._not_in_background("s.rerun_stale()")
         self._signals.go()
         return self.blocking(frozen_heap(self._rerun_stale))
 

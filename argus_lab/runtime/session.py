@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from argus_lab.workspace import Workspace
 
-__all__ = ["RunResult", "Session", "SessionOptions"]
+__all__ = ["RunResult", "Session", "SessionOptions", "run_live"]
 
 
 class Session:
@@ -111,9 +111,7 @@ class Session:
         ``argus serve`` say "interrupted" for it, and so does ``repr``; its
         tasks stored as running are intents the next ``run()`` decides on.
         ``status`` keeps the stored word."""
-        if self.status != "running" or self.running:
-            return False
-        return self.workspace.runner(self.id) is None
+        return self.status == "running" and not run_live(self)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -448,3 +446,14 @@ class Session:
         return self.workspace._fork_session(
             self, at=at, kept=kept, name=name, replays=replays
         )
+
+
+def run_live(s: Session) -> bool:
+    """Whether a run of ``s`` goes on now: this object's, or a live process's
+    (its lease; one head read). Else a task stored as running is an intent a
+    run left when it was closed or its process or kernel died: nothing runs
+    it, and the next run reruns it or holds it in doubt. One definition for
+    ``Session.interrupted``, ``tasks_df().interrupted``, ``argus show`` and
+    the widget's "interrupted" (``jupyter/_detail.py``, which asks the same of
+    the store it polls)."""
+    return s.running or s.workspace.runner(s.id) is not None

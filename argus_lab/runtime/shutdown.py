@@ -86,7 +86,8 @@ class Closer:
             self._deadline = time.monotonic() + self._grace
             self._signals.stop(
                 f"interrupted by a shutdown ({why}); no task failed: open the "
-                "session again and run() to go on"
+                "session again and run() to go on",
+                cause=why,
             )
 
     def close(self, why: str) -> None:

@@ -30,6 +30,8 @@ class Signals:
         self.abandoning = False
         """The shutdown's grace period is over: attempts still in flight are
         left as their committed intents (runtime/shutdown.py)."""
+        self.stopped_by: str | None = None
+        """What shut the session down (``stop``'s cause)."""
         self.left: list[str] = []
         """Tasks whose attempts a shutdown left in flight."""
 
@@ -48,9 +50,13 @@ class Signals:
         if self.loop is not None and self.wake is not None:
             self.loop.call_soon_threadsafe(self.wake.set)
 
-    def stop(self, why: str) -> None:
-        """The session is shutting down: no task starts from now on (any thread)."""
+    def stop(self, why: str, *, cause: str | None = None) -> None:
+        """The session is shutting down: no task starts from now on (any thread).
+
+        ``why``: the pause reason the run commits; ``cause``: what shut it down
+        ("session closed"), for a later run or step refused on this object."""
         self.stopping = why
+        self.stopped_by = cause or why
         self.pause(why)
 
     def go(self) -> None:
@@ -61,7 +67,7 @@ class Signals:
         """
         if self.stopping is not None:
             raise ArgusError(
-                f"this Session object is shut down ({self.stopping}); open the "
+                f"this Session object is shut down ({self.stopped_by}): open the "
                 "session again with ws.open(name, tools=[...]) to go on"
             )
         self.pause_requested = None

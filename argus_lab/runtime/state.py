@@ -127,11 +127,7 @@ class SessionState:
         """KeyError naming the session and (some of) its tasks, if ``task_id``
         is not one of them."""
         if task_id not in self.tasks:
-            ids, more = list(self.tasks), f", ... ({len(self.tasks)} in all)"
-            some = ", ".join(ids[:15]) + (more if len(ids) > 15 else "")
-            raise KeyError(
-                f"session {self.info.name!r} has no task {task_id!r} (tasks: {some})"
-            )
+            raise KeyError(no_such_task(self.info.name, task_id, list(self.tasks)))
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Adds a subscriber; returns the function that removes it."""
@@ -418,3 +414,19 @@ class SessionState:
     def close(self) -> None:
         """Closes the store's connections in the calling thread."""
         self._store.close()
+
+
+def no_such_task(session: str, task_id: str, ids: list[str], shown: int = 15) -> str:
+    """Why ``task_id`` is none of session ``session``'s tasks ``ids``: the
+    one meant when one is close, and some of them (or that it has none)."""
+    if not ids:
+        return f"session {session!r} has no task {task_id!r} (its plan has no tasks)"
+    import difflib
+
+    close = difflib.get_close_matches(task_id, ids, n=1, cutoff=0.75)
+    meant = f"did you mean {close[0]!r}? " if close else ""
+    more = f", ... ({len(ids)} in all)" if len(ids) > shown else ""
+    return (
+        f"session {session!r} has no task {task_id!r} ({meant}tasks: "
+        f"{', '.join(ids[:shown])}{more})"
+    )

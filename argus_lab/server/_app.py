@@ -24,7 +24,7 @@ from sse_starlette.sse import EventSourceResponse
 from argus_lab.errors import ArgusError
 from argus_lab.events import event_adapter
 from argus_lab.plan._refs import iter_references
-from argus_lab.runtime.session import Session
+from argus_lab.runtime.session import Session, run_live
 from argus_lab.server._errors import add_error_handlers
 from argus_lab.server._guard import LOOPBACK, MAX_BODY, Guard
 from argus_lab.server._states import add_state_routes
@@ -264,6 +264,12 @@ def create_app(
     ) -> dict[str, Any]:
         with hub.reading(name) as s:
             recs = [r.model_dump(mode="json") for r in s.records.values()]
+            # As argus show and tasks_df: stored as running while no run goes
+            # on (the lease is read only when a task is in flight).
+            flying = any(d["status"] == "running" for d in recs)
+            gone = flying and not run_live(s)
+        for d in recs:
+            d["interrupted"] = gone and d["status"] == "running"
         return _page(recs, offset, limit)
 
     @app.get("/sessions/{name}/events", summary="Events with seq > since (paged)")

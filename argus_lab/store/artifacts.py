@@ -182,12 +182,35 @@ def _kind(v: object) -> str | None:
     return None
 
 
+def _numpy_leaf(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds (``np.int64(3)`` is 3, as
+    ``np.float64``, a float, already is; a ``datetime64`` a datetime); a numpy
+    array refused with what to return instead. Anything else unchanged, for
+    the JSON encoder to judge."""
+    t = type(value)
+    if not t.__module__.startswith("numpy"):
+        return value
+    if t.__name__ == "ndarray":
+        raise TypeError(
+            f"a numpy array (shape {getattr(value, 'shape', '?')}) has no JSON "
+            "form: return arr.tolist(), or a DataFrame (stored as parquet)"
+        )
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "ndim", None) == 0:
+        got = item()  # a Python int, float, bool, str, datetime, ...
+        if not type(got).__module__.startswith("numpy"):
+            return got
+    return value
+
+
 def to_stored(value: Any, store: ArtifactStore) -> Any:
     """Replaces non-JSON leaves with artifact markers, storing their bytes.
 
     DataFrames become parquet, matplotlib Figures PNG, bytes stay raw and a
-    ``Path`` stores the file's bytes (a task's produced files). Everything else
-    is returned unchanged for the JSON encoder to judge.
+    ``Path`` stores the file's bytes (a task's produced files). A numpy scalar
+    becomes the number it holds, and a numpy array is refused with what to
+    return instead. Everything else is returned unchanged for the JSON
+    encoder to judge.
     """
     if isinstance(value, dict):
         return {k: to_stored(v, store) for k, v in value.items()}
@@ -195,7 +218,7 @@ def to_stored(value: Any, store: ArtifactStore) -> Any:
         return [to_stored(v, store) for v in value]
     kind = _kind(value)
     if kind is None:
-        return value
+        return _numpy_leaf(value)
     red = store.redactor
     if red is not None:  # a secret the tool put in os.environ: before the bytes
         red.learn_new_env()

@@ -58,6 +58,12 @@ class ToolContext:
         return (ToolContext, (*ids, self.workspace, self.workdir))
 
 
+def _fn_name(fn: Callable[..., Any]) -> str:
+    """How the user wrote the function they passed, for an example."""
+    name = getattr(fn, "__name__", "")
+    return name if name.isidentifier() else "fn"
+
+
 def _doc_parts(doc: str | None) -> tuple[str, dict[str, str]]:
     """Splits a Google-style docstring into (description, {param: text})."""
     if not doc:
@@ -115,6 +121,21 @@ class Tool:
         if not _NAME.match(self.name):
             raise ValueError(
                 f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'"
+                + (
+                    ": a lambda has no name of its own, give it one: "
+                    "al.tool(lambda ...: ..., name='my_tool')"
+                    if self.name == "<lambda>"
+                    else ""
+                    if name
+                    else f"; give it one with name=, e.g. al.tool({_fn_name(fn)}, "
+                    "name='my_tool')"
+                )
+            )
+        if inspect.isasyncgenfunction(fn):
+            raise TypeError(
+                f"tool {self.name!r} is an async generator function: a task "
+                "calls its tool once and stores what it returns; collect the "
+                "items and return them as a list"
             )
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
@@ -146,6 +167,14 @@ class Tool:
                 f"tool {self.name!r}: declare ctx keyword-only: def f(..., *, ctx)"
             )
         self._signature = sig
+        if any(
+            p.kind is inspect.Parameter.VAR_POSITIONAL for p in sig.parameters.values()
+        ):
+            raise TypeError(
+                f"tool {self.name!r} takes *args, which a task cannot fill: its "
+                "arguments are a mapping of names (args: {a: 1}); name the "
+                "parameters (def f(a, b)), or take **kwargs"
+            )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -219,7 +248,8 @@ class Tool:
             m = self.input_model.model_validate(args)
         except ValidationError as e:
             raise ToolArgumentsError(
-                f"tool {self.name!r} got bad arguments: " + _errors_text(e)
+                f"tool {self.name!r} got bad arguments: "
+                + _errors_text(e, accepts=list(self._fields[0]))
             ) from None
         out = {k: getattr(m, k) for k in type(m).model_fields}
         if m.model_extra:
@@ -326,12 +356,23 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     return ad
 
 
-def _errors_text(e: ValidationError, prefix: str | None = None) -> str:
+def _errors_text(
+    e: ValidationError, prefix: str | None = None, accepts: list[str] | None = None
+) -> str:
+    """One line naming each bad field. ``accepts``: the tool's argument names,
+    for a top-level argument it does not take or that is missing (pydantic's
+    "Extra inputs are not permitted" does not say which ones it takes)."""
     parts = []
     for err in e.errors():
         loc = ".".join(str(x) for x in err["loc"])
         where = ".".join(p for p in (prefix, loc) if p)
-        parts.append(f"{where}: {err['msg']}" if where else err["msg"])
+        msg = err["msg"]
+        if accepts is not None and len(err["loc"]) == 1:
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown argument (accepts: {', '.join(accepts) or 'none'})"
+            elif err["type"] == "missing":
+                msg = "missing argument"
+        parts.append(f"{where}: {msg}" if where else msg)
     return "; ".join(parts)
 
 
