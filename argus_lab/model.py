@@ -74,9 +74,11 @@ TASK_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./:-]{0,199}$"
 
 
 class Budget(BaseModel):
-    """Limits on a session, a task or an HTN subtree; None (or infinity) means
-    no limit."""
+    """Limits on a session, a task or an HTN subtree; None means no limit."""
 
+    # Infinity is taken as None too. The docstring is the schema's description,
+    # which the LLM planner's prompt holds: a change to it changes every
+    # recorded planning request (notebooks/replay), so it says no more.
     model_config = ConfigDict(extra="forbid")
 
     max_cost_usd: float | None = Field(default=None, ge=0)
