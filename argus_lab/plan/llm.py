@@ -71,6 +71,9 @@ class LLMPlanner(_ReplanMixin):
         tool_choice: "force" (``{"type": "tool", "name": "submit_plan"}``),
             "auto" (ask for the call in the prompt), or None to pick by model.
         max_tokens: Output limit per reply; None takes the model's default.
+        max_replans: Failed tasks a session may replan with it (``on_failure:
+            replan``); past it a failure fails as ``on_failure: fail`` does.
+            None: no limit (a budget, ``max_cost_usd``, still stops it).
 
     Attributes:
         rounds: One dict per model call of the last ``plan``: the ``llm_call``
@@ -87,6 +90,7 @@ class LLMPlanner(_ReplanMixin):
         on_event: OnEvent | None = None,
         tool_choice: Literal["force", "auto"] | None = None,
         max_tokens: int | None = None,
+        max_replans: int | None = 20,
     ) -> None:
         if not callable(getattr(model, "complete", None)):
             what = "a model name" if isinstance(model, str) else type(model).__name__
@@ -97,12 +101,22 @@ class LLMPlanner(_ReplanMixin):
             )
         if max_rounds < 1:
             raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
+        if max_replans is not None and (
+            not isinstance(max_replans, int)
+            or isinstance(max_replans, bool)
+            or max_replans < 0
+        ):
+            raise ValueError(
+                "max_replans must be an int >= 0 or None (no limit), "
+                f"got {max_replans!r}"
+            )
         self.model = model
         self.max_rounds = max_rounds
         self.retry = retry or RetryPolicy()
         self.on_event = on_event
         self.tool_choice = tool_choice
         self.max_tokens = max_tokens
+        self.max_replans = max_replans
         self.rounds: list[dict[str, Any]] = []
 
     def __repr__(self) -> str:

@@ -314,6 +314,19 @@ class Settler:
         if held:
             self._remedies_wait(tid, rec, decision, held, extra)
             return
+        if "replan" in decision.remedies and self._replanner.can_replan():
+            hit = self._replanner.replan_budget(tid)
+            if hit is not None:
+                self._replan_over_budget(tid, rec, decision, hit, extra)
+                return
+            stop = self._replanner.replan_stop()
+            if stop is not None:
+                out = replace(out, error=f"{out.error} ({stop})")
+                decision = replace(
+                    decision,
+                    outcome=out,
+                    remedies=tuple(r for r in decision.remedies if r != "replan"),
+                )
         for remedy in decision.remedies:
             if self._replanner.remedy(remedy, tid, rec, out, extra):
                 return
@@ -364,6 +377,29 @@ class Settler:
             )
             self.failures_in_a_row = 0
             self._signals.request_pause(why)
+
+    def _replan_over_budget(
+        self,
+        tid: str,
+        rec: TaskRecord,
+        decision: GiveUp,
+        hit: BudgetHit,
+        extra: list[EventBase],
+    ) -> None:
+        """A replan's model calls would cross the budget: the task fails, its
+        error saying its replan waits, and the run pauses saying what ran
+        out; once the budget is raised, ``s.retry(tid)`` replans if it
+        fails again."""
+        st = self._state
+        then = f"then s.retry({tid!r}): it failed and its replan waits"
+        out = replace(
+            decision.outcome,
+            error=f"{decision.outcome.error} (its replan would cross the budget: "
+            f"{hit.message()}; {then})",
+        )
+        budget = st.event("budget_exceeded", tid, **hit.event_fields())
+        self.fail(tid, rec, out, [*extra, budget], policy="waiting")
+        self._signals.request_pause(f"{hit.message()}; {then}")
 
     def _remedies_wait(
         self,

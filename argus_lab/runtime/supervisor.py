@@ -30,6 +30,7 @@ from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.patch import PlanPatch
 from argus_lab.plan.static import masked_plan, refuse_literal_secrets
 from argus_lab.runtime import abandoned
+from argus_lab.runtime.budget import BudgetChecker, BudgetHit
 from argus_lab.runtime.options import HTNPlanning, Replanning
 from argus_lab.runtime.outcome import (
     Failed,
@@ -86,6 +87,9 @@ class Supervisor:
         self._htn = planner if isinstance(planner, HTNPlanning) else None
         self._replanner = planner if isinstance(planner, Replanning) else None
         self._restored = False
+        self._replan_cost = (0.0, 0.0)
+        """The dearest replan so far in this process (USD, tokens): what the
+        next one is checked against the budget with (0 before the first)."""
 
     def can_repair(self, task: Task) -> bool:
         """Whether a failure of ``task`` may be backtracked (HTN repair)."""
@@ -220,6 +224,63 @@ class Supervisor:
             return held
         return {h: why for h, why in held.items() if h == tid}
 
+    def replan_budget(self, tid: str) -> BudgetHit | None:
+        """The budget limit one more replan for ``tid`` would cross (priced as
+        the dearest so far), or None. The planner's model calls are paid for
+        like an LLM task's: checked before, counted after."""
+        cost, tokens = self._replan_cost
+        return BudgetChecker(self._state).check(
+            tid, {"cost_usd": cost, "tokens": tokens}
+        )
+
+    def replan_stop(self) -> str | None:
+        """Why no more replanning is allowed (the planner's ``max_replans``
+        reached in this session), or None. Without it a planner that keeps
+        proposing tasks that fail would pay for replans without end."""
+        most = getattr(self._replanner, "max_replans", None)
+        if most is None:
+            return None
+        done = sum(1 for r in self._state.retired.values() if r.reason == "replanned")
+        if done < most:
+            return None
+        return (
+            f"not replanned: this session was replanned {done} times, its "
+            f"planner's max_replans; raise it (LLMPlanner(..., max_replans=N)) "
+            "and s.retry the task to replan again"
+        )
+
+    def _count_replan(
+        self, tid: str, rounds: Iterable[Mapping[str, Any]]
+    ) -> TaskRecord:
+        """Adds what the planner's model calls cost to the session's usage and
+        to ``tid``'s record (returned, not committed): as an LLM task's calls
+        are. Replayed answers (cached) cost nothing."""
+        st = self._state
+        paid = [r for r in rounds if not r.get("cached")]
+        cost = sum(float(r.get("cost_usd") or 0.0) for r in paid)
+        tokens = int(
+            sum(
+                int(r.get(k) or 0)
+                for r in paid
+                for k in (
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_tokens",
+                    "cache_write_tokens",
+                )
+            )
+        )
+        st.usage["cost_usd"] = st.usage.get("cost_usd", 0.0) + cost
+        st.usage["tokens"] = st.usage.get("tokens", 0.0) + tokens
+        self._replan_cost = (
+            max(self._replan_cost[0], cost),
+            max(self._replan_cost[1], float(tokens)),
+        )
+        rec = st.records[tid]
+        return rec.model_copy(
+            update={"cost_usd": rec.cost_usd + cost, "tokens": rec.tokens + tokens}
+        )
+
     def _ever_ids(self) -> set[str]:
         return set(self._state.records) | set(self._state.retired)
 
@@ -321,6 +382,7 @@ class Supervisor:
         planner = self._replanner
         if planner is None:
             return False
+        planner.rounds = []  # this replan's calls only, even if it raises early
         try:
             with recording(st):  # its answers kept (llm/recording.py)
                 patch = planner.replan(
@@ -336,16 +398,21 @@ class Supervisor:
                     reserved=self._ever_ids(),
                 )
         except PlanError:
-            return False
+            patch = None
+        # Paid whether or not a patch came of it: counted, and its calls kept
+        # (with the failure, when no patch applies).
+        rounds = list(planner.rounds or ())
+        rec = self._count_replan(tid, rounds)
+        calls = [st.event("llm_call", tid, **r) for r in rounds]
         if patch is None or tid not in patch.removed:
+            extra.extend(calls)
             return False
         failed = ended_record(rec, out, st.now(), reason="replanned")
-        events = [*extra, self._failure(tid, rec, out, policy="replan")]
-        for r in planner.rounds or ():  # the replanning calls
-            events.append(st.event("llm_call", tid, **r))
+        events = [*extra, self._failure(tid, rec, out, policy="replan"), *calls]
         try:
             self._apply_patch(patch, [failed], events)
         except PlanError:  # it would touch work in flight: fail as usual
+            extra.extend(calls)
             return False
         return True
 

@@ -1,0 +1,109 @@
+"""A replan is a paid model call: the budget counts it and stops it, and a
+planner's ``max_replans`` bounds a session's replanning (a model that keeps
+proposing tasks that fail would otherwise pay without end)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import argus_lab as al
+from argus_lab.llm import Price, Usage
+from argus_lab.llm.testing import FunctionModel, tool_call
+
+PRICES = {"scripted": Price(input=3.0, output=15.0, cache_write=3.75, cache_read=0.3)}
+USAGE = Usage(input_tokens=1000, output_tokens=200)  # $0.006 a call
+
+
+@al.tool
+def book(venue: str) -> dict[str, str]:
+    """Books a venue; only "v-ok" is open."""
+    if venue != "v-ok":
+        raise al.ToolError(f"{venue} closed")
+    return {"booked": venue}
+
+
+def _replanner(calls: list[int], ok_at: int | None = None) -> FunctionModel:
+    def answer(req: Any) -> Any:
+        calls.append(1)
+        n = len(calls)
+        venue = "v-ok" if ok_at is not None and n >= ok_at else f"v{n}"
+        task = {"id": f"try{n}", "tool": "book", "args": {"venue": venue}}
+        return tool_call(
+            "submit_plan",
+            {"goal": "x", "tasks": [{**task, "on_failure": "replan"}]},
+        )
+
+    return FunctionModel(answer, name="scripted", usage=USAGE, prices=PRICES)
+
+
+PLAN = {
+    "goal": "book a venue",
+    "tasks": [
+        {"id": "b", "tool": "book", "args": {"venue": "hall"}, "on_failure": "replan"}
+    ],
+}
+
+
+def test_replans_are_counted_and_stopped_by_the_cost_budget(tmp_path: Path) -> None:
+    calls: list[int] = []
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=PLAN,
+        tools=[book],
+        name="b",
+        budget=al.Budget(max_cost_usd=0.02),
+        planner=al.LLMPlanner(_replanner(calls, ok_at=5)),
+    )
+    res = s.run()
+    # $0.006 a replan: three fit in $0.02, a fourth would cross it.
+    assert len(calls) == 3, res
+    assert res.status == "paused" and "budget exceeded" in (res.reason or "")
+    assert "s.retry('try3')" in (res.reason or "")
+    assert s.usage["cost_usd"] == pytest.approx(0.018)
+    assert s.usage["tokens"] == 3 * 1200
+    rec = s.record("try3")
+    assert rec.status == "failed" and "its replan would cross the budget" in (
+        rec.error or ""
+    )
+    kinds = [e.kind for e in s.events()]
+    assert kinds.count("llm_call") == 3 and "budget_exceeded" in kinds
+    # Counted durably: a reopen sees the same usage.
+    s.close()
+    s = ws.open("b", tools=[book], planner=al.LLMPlanner(_replanner(calls, ok_at=5)))
+    assert s.usage["cost_usd"] == pytest.approx(0.018)
+    # Raised, the person retries: the task fails again, its replan goes ahead.
+    s.set_budget(max_cost_usd=1.0)
+    s.retry("try3")
+    res = s.run()
+    assert res.status == "succeeded", res
+    assert len(calls) == 5  # try4 failed, try5 booked
+    assert s.usage["cost_usd"] == pytest.approx(0.030)
+    s.close()
+
+
+def test_max_replans_bounds_a_session_that_keeps_failing(tmp_path: Path) -> None:
+    calls: list[int] = []
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=PLAN,
+        tools=[book],
+        name="b",
+        planner=al.LLMPlanner(_replanner(calls), max_replans=2),
+    )
+    res = s.run()
+    assert len(calls) == 2 and res.status == "failed", res
+    rec = s.record("try2")
+    assert rec.status == "failed"
+    assert "not replanned: this session was replanned 2 times" in (rec.error or "")
+    s.close()
+
+
+def test_max_replans_must_be_a_count_or_none() -> None:
+    model = _replanner([])
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="max_replans must be an int >= 0"):
+            al.LLMPlanner(model, max_replans=bad)  # type: ignore[arg-type]
+    assert al.LLMPlanner(model, max_replans=None).max_replans is None
