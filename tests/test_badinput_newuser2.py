@@ -375,3 +375,20 @@ def test_an_unknown_task_names_the_one_meant_or_that_there_are_none(
         "argus retry: session 'p' has no task 'cleen' (did you mean "
         "'clean'? tasks: profile/x, profile/y, profile/z, clean)\n"
     )
+
+
+@al.tool
+def opaque() -> object:
+    """Returns an object with no JSON form."""
+    return object()
+
+
+def test_a_result_with_no_json_form_says_what_a_tool_may_return(
+    ws: al.Workspace,
+) -> None:
+    plan = {"goal": "o", "tasks": [{"id": "o", "tool": "opaque"}]}
+    with ws.new_session(plan=plan, tools=[opaque], name="opaque") as s:
+        assert s.run().status == "failed"
+        error = s.record("o").error or ""
+        assert "returned a result that is not JSON" in error
+        assert "return JSON: text, numbers, lists and dicts of them" in error

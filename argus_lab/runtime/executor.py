@@ -457,6 +457,11 @@ def _result_outcome(
                 " (NaN and infinities have no JSON form: return None for a "
                 "missing number, a string, or a DataFrame, which is stored as is)"
             )
+        elif not deep and "numpy array" not in what:
+            what += (
+                " (return JSON: text, numbers, lists and dicts of them; a "
+                "DataFrame, bytes, a Figure or a Path is stored as an artifact)"
+            )
         return Failed(
             "bad_result", f"tool {tool.name!r} returned a result {what}", "ToolError"
         )
