@@ -289,6 +289,21 @@ class TaskRecord(BaseModel):
         ``session_id`` (or in the session ``key_of`` names)."""
         return idempotency_key(self.key_of or session_id, self.task_id, self.generation)
 
+    def next_generation(self, new: bool = True) -> dict[str, Any]:
+        """The fields of this task's next record that depend on whether it
+        starts a new generation (a retry of a failure or a skip, a stale
+        rerun, a fallback, a lost commit of a finished task): a new one
+        gets new idempotency keys, so it drops what keyed the old one (a
+        fork's ``key_of``) and the approval given to the old one's call.
+        ``new=False`` (an in-doubt task asked again) keeps all three."""
+        if not new:
+            return {
+                "generation": self.generation,
+                "key_of": self.key_of,
+                "approval": self.approval,
+            }
+        return {"generation": self.generation + 1, "key_of": None, "approval": None}
+
 
 class SessionInfo(BaseModel):
     """What a workspace knows about a session without running it."""

@@ -168,15 +168,12 @@ class Actions:
             )
         # A failed attempt gets a fresh idempotency key; an in-doubt one keeps
         # its key so a remote that deduplicates can still recognise it.
-        gen = rec.generation + (0 if rec.status == "in_doubt" else 1)
         new = rec.model_copy(
             update={
                 "status": "pending",
-                "generation": gen,
                 "reason": None,
                 "next_attempt_at": None,
-                "approval": None if gen != rec.generation else rec.approval,
-                "key_of": None if gen != rec.generation else rec.key_of,
+                **rec.next_generation(rec.status != "in_doubt"),
             }
         )
         changed = [new, *self._unblock_downstream(tid, "pending")]
@@ -312,10 +309,8 @@ class Actions:
             st.records[t].model_copy(
                 update={
                     "status": "pending",
-                    "generation": st.records[t].generation + 1,
-                    "approval": None,
-                    "key_of": None,
                     "reason": None,
+                    **st.records[t].next_generation(),
                 }
             )
             for t in stale

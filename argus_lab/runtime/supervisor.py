@@ -345,13 +345,11 @@ class Supervisor:
         again = rec.model_copy(
             update={
                 "status": "pending",
-                "generation": rec.generation + 1,
-                "key_of": None,
+                **rec.next_generation(),
                 "ended": None,
                 "error": out.error,
                 "error_type": out.error_type,
                 "traceback": out.traceback,
-                "approval": None,
                 "reason": f"degraded from {task.tool!r} to {task.fallback!r}",
             }
         )

@@ -176,17 +176,14 @@ def _lost_intent(session_id: str, rec: TaskRecord) -> TaskRecord:
     # Only a new generation moves a task on from these (s.retry of a failure
     # or a skip, a rerun of a stale success); an in-doubt one keeps its own.
     moved = ("failed", "blocked", "skipped", "succeeded")
-    gen = rec.generation + (1 if rec.status in moved else 0)
     # A fork's task carried from its parent keys its generation by the
     # parent's id (TaskRecord.key_of); a new generation by its own.
     lost = rec.model_copy(
         update={
             "status": "running",
             "attempts": rec.attempts + 1,
-            "generation": gen,
-            "key_of": rec.key_of if gen == rec.generation else None,
-            "approval": rec.approval if gen == rec.generation else None,
             "next_attempt_at": None,
+            **rec.next_generation(rec.status in moved),
         }
     )
     lost.idempotency_key = lost.key_in(session_id)
