@@ -133,8 +133,15 @@ class OpenHold:
                     f"session {label} was removed while it was being opened"
                 )
             self.fd = fd
-        self.identity = _identity(folder)
-        """(device, inode) of the folder and of its cache.db when opened."""
+        self._paths = (str(folder), str(folder / "cache.db"))
+        try:
+            self.identity = _identity(self._paths)
+            """(device, inode) of the folder and of its cache.db when opened."""
+        except OSError:
+            self.close()
+            raise ConcurrentSessionError(
+                f"session {label} was removed while it was being opened"
+            ) from None
 
     def check(self, label: str) -> None:
         """StorageError if the folder is no longer the one opened: removed
@@ -142,7 +149,7 @@ class OpenHold:
         replaced (a copy put in its place). Whatever this object committed
         from now on would go to deleted files and be lost."""
         try:
-            now = _identity(self.folder)
+            now = _identity(self._paths)
         except OSError:
             now = None
         if now == self.identity:
@@ -167,8 +174,8 @@ class OpenHold:
             self.close()
 
 
-def _identity(folder: Path) -> tuple[int, int, int, int]:
-    a, b = os.stat(folder), os.stat(folder / "cache.db")
+def _identity(paths: tuple[str, str]) -> tuple[int, int, int, int]:
+    a, b = os.stat(paths[0]), os.stat(paths[1])
     return (a.st_dev, a.st_ino, b.st_dev, b.st_ino)
 
 
