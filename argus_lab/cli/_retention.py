@@ -296,13 +296,15 @@ def run_gc(ws: Workspace, plan: GcPlan) -> int:
     (``plan.rescued``); a leftover whose session appeared since is kept.
     """
     from argus_lab.errors import ConcurrentSessionError, SessionNotFoundError
+    from argus_lab.store.head import lease_message
 
     _put_back(ws)  # what a gc killed mid-way left aside
     freed = 0
     for info, _, _ in plan.sessions:
         lease = lease_holder(ws, info.id)
         if lease is not None:
-            plan.skipped.append((info, f"a run took it since (pid {lease.get('pid')})"))
+            why = lease_message(repr(info.name), lease, advice="gc kept it")
+            plan.skipped.append((info, why))
             continue
         try:
             freed += ws.delete(info.id)
