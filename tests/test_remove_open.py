@@ -16,7 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -315,3 +315,65 @@ def test_an_artifact_a_killed_gc_left_aside_is_put_back(tmp_path: Path) -> None:
     got = argus(ws.path, "--json", "gc", "--yes")  # the next gc does too
     assert got.returncode == 0, got
     assert path.is_file() and json.loads(got.stdout)["young_artifacts_kept"] == 0
+
+
+def _answer_gc(ws: Path, argv: list[str], meanwhile: Callable[[], None]) -> str:
+    """``argus gc ARGV`` on a terminal: ``meanwhile()`` runs while it asks
+    [y/N], then it is told y; returns what it printed."""
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the real CLI
+        os.execv(
+            sys.executable,
+            [sys.executable, "-m", "argus_lab.cli", "-w", str(ws), "gc", *argv],
+        )
+    seen = b""
+    try:
+        while b"[y/N]" not in seen:
+            ready, _, _ = select.select([fd], [], [], 60)
+            assert ready, seen
+            seen += os.read(fd, 4096)
+        meanwhile()
+        os.write(fd, b"y\n")
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the child is done
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, seen
+    return seen.decode(errors="replace")
+
+
+def test_real_gc_keeps_an_artifact_committed_while_it_asked(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """find_02 as the tester ran it: the real ``argus gc`` on a terminal."""
+    monkeypatch.chdir(Path(__file__).parent.parent)  # the CLI child imports us
+    ws = al.Workspace(tmp_path / "ws")
+    a = ws.new_session(plan=REPORT_PLAN, tools=_tools(), name="old-report")
+    a.run()
+    ref = a.record("r").result_ref
+    assert ref is not None
+    a.close()
+    ws.delete("old-report")
+    ws.new_session(plan=PAY_PLAN, tools=_tools(), name="scratch").close()
+    _age_artifacts(ws)
+
+    def commit_the_same_report() -> None:
+        b = ws.new_session(plan=REPORT_PLAN, tools=_tools(), name="new-report")
+        assert b.run().status == "succeeded" and b.record("r").result_ref == ref
+        b.close()
+
+    said = _answer_gc(ws.path, ["--older-than", "0s"], commit_the_same_report)
+    assert "1 artifact(s) kept as referenced or stored since" in said, said
+    s = ws.open("new-report", tools=_tools())
+    assert len(s.result("r")["rows"]) == 20000
+    s.close()
