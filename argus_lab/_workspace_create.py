@@ -199,6 +199,7 @@ def create_session(
     store = SessionStore(folder, sid, durability=ws.durability)
     store.redactor = session_redactor(opts.secrets)
     try:
+        store.hold_open()  # no removal under it (argus gc) from now on
         head = store.create(meta, plan, kept, ev, replays)
         if ws.durability == "full":  # the new folder's name, before the index's
             fsync_dir(folder.parent)

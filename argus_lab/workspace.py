@@ -225,6 +225,7 @@ class Workspace:
         store = self._store(sid)
         store.accept_copy = accept_copy
         try:
+            store.hold_open()  # no removal under it from now on
             loaded = store.load(accept_lost_commits=accept_lost_commits)
             other = mismatch(self._session_dir(sid), loaded.meta)
             if other is not None:
@@ -388,7 +389,9 @@ class Workspace:
 
         Raises:
             KeyError: no such session.
-            ConcurrentSessionError: a live process is running it (stop it first).
+            ConcurrentSessionError: a live process is running it (stop it
+                first), or a Session has it open, here or in another process
+                (close it first: ``s.close()``); the message names the pid.
         """
         sid = self.resolve(name_or_id)
         name, freed = delete_session(self.path, sid, self.durability)

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +261,13 @@ def test_rm_asks_refuses_running_sessions_and_frees_the_name(
     assert code == 0  # the name is free again
 
 
+def _age_artifacts(ws: Path) -> None:
+    """Makes every artifact of workspace ``ws`` two hours old (past gc's grace)."""
+    old = time.time() - 7200
+    for p in (ws / "artifacts").glob("??/*"):
+        os.utime(p, (old, old))
+
+
 def test_gc_drops_old_sessions_then_orphans_and_keeps_what_is_used(
     files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -276,6 +284,7 @@ def test_gc_drops_old_sessions_then_orphans_and_keeps_what_is_used(
     stray = ws / "files" / "20000101-000000-deadbeef"  # files of a lost session
     stray.mkdir(parents=True)
     (stray / "x.txt").write_text("x" * 100)
+    _age_artifacts(ws)  # a young orphan is kept: it may be in flight
 
     argv = ["gc", "--older-than", "0s", "--keep", "1"]
     code, out = cli_json(capsys, "-w", ws, *argv, "--dry-run")
@@ -291,8 +300,13 @@ def test_gc_drops_old_sessions_then_orphans_and_keeps_what_is_used(
     assert len(list((ws / "artifacts").glob("??/*"))) == 1 and not stray.exists()
     assert workspace.open("k").result("a") == "k" * 70_000  # its artifact stayed
 
-    # A new orphan while a session runs: kept while young (it may be in flight).
+    # A new orphan: kept while young (it may be in flight), whether or not a
+    # lease is live (a run writes its lease with its first commit).
     orphan = workspace.artifacts.path(workspace.artifacts.put_bytes(b"orphan"))
+    code, out = cli_json(capsys, "-w", ws, "gc", "--max-size", "1G")
+    assert code == 0 and out["artifacts"] == 0 and out["young_artifacts_kept"] == 1
+    assert orphan.exists()
+    _age_artifacts(ws)
     code, out = cli_json(capsys, "-w", ws, "gc", "--max-size", "1G")
     assert code == 0 and out["sessions"] == [] and out["artifacts"] == 1
     assert not orphan.exists()

@@ -24,6 +24,7 @@ from argus_lab.cli._retention import (
     run_gc,
     session_bytes,
 )
+from argus_lab.store.folders import is_open, open_refusal
 
 __all__ = ["cmd_gc", "cmd_rm", "parse_age", "parse_size"]
 
@@ -72,7 +73,8 @@ def _confirm(question: str, yes: bool) -> bool:
 
 
 def cmd_rm(args: argparse.Namespace, out: Out) -> int:
-    """Remove sessions (checkpoints, working files, name); never a running one."""
+    """Remove sessions (checkpoints, working files, name); never a running one,
+    nor one a Session object has open (a notebook kernel, another script)."""
     ws = workspace(args)
     targets: list[tuple[str, str]] = []
     for name in dict.fromkeys(args.names):  # check them all before removing any
@@ -84,6 +86,9 @@ def cmd_rm(args: argparse.Namespace, out: Out) -> int:
             raise CliError(
                 lease_message(repr(name), lease, advice="stop that run first")
             )
+        pids = is_open(ws.path_of(sid))
+        if pids is not None:  # asked again, under its lock, as it is removed
+            raise CliError(open_refusal(f"{name!r} ({sid})", pids))
         targets.append((name, sid))
     sizes = {sid: session_bytes(ws, sid) for _, sid in targets}
     listing = ", ".join(f"{n} ({human_bytes(sizes[s])})" for n, s in targets)
@@ -125,6 +130,9 @@ def cmd_gc(args: argparse.Namespace, out: Out) -> int:
         "artifact_bytes": sum(b for _, _, b in plan.artifacts),
         "leftovers": [str(p) for p, _ in plan.leftovers],
         "young_artifacts_kept": plan.young,
+        "sessions_open": [
+            {"name": i.name, "id": i.id, "pids": pids} for i, pids in plan.opened
+        ],
         "bytes_freed": 0 if args.dry_run else plan.bytes,
         "bytes_to_free": plan.bytes,
     }
@@ -154,19 +162,38 @@ def cmd_gc(args: argparse.Namespace, out: Out) -> int:
         out.say("nothing removed")
         return EXIT_OK
     summary["bytes_freed"] = run_gc(ws, plan)
+    summary["sessions_skipped"] = [
+        {"name": i.name, "id": i.id, "why": why} for i, why in plan.skipped
+    ]
+    summary["artifacts_rescued"] = plan.rescued
+    for info, why in plan.skipped:
+        out.say(f"kept {info.name!r} ({info.id}): {why}")
     out.data(summary)
     out.say(_describe(plan, verb, summary["bytes_freed"]))
     return EXIT_OK
 
 
 def _describe(plan: GcPlan, verb: str, freed: int | None = None) -> str:
+    done = len(plan.sessions) - len(plan.skipped)
     parts = [
-        f"{len(plan.sessions)} session(s)",
-        f"{len(plan.artifacts)} orphaned artifact(s)",
+        f"{done} session(s)",
+        f"{len(plan.artifacts) - plan.rescued} orphaned artifact(s)",
         f"{len(plan.leftovers)} leftover folder(s)/file(s)",
     ]
     text = f"gc {verb} {human_bytes(plan.bytes if freed is None else freed)}: "
     text += ", ".join(parts) + f"; {plan.kept} session(s) kept"
     if plan.young:
-        text += f"; {plan.young} recent orphaned artifact(s) kept while a session runs"
+        text += f"; {plan.young} orphaned artifact(s) kept as written or reused lately"
+    if plan.opened:
+        names = ", ".join(
+            f"{i.name!r} (pid {', '.join(map(str, p)) or '?'})" for i, p in plan.opened
+        )
+        text += (
+            f"; {len(plan.opened)} session(s) it would drop kept as open in a "
+            f"Session object: {names} (close them there, then gc again)"
+        )
+    if plan.skipped:
+        text += f"; {len(plan.skipped)} session(s) kept as run or opened since"
+    if plan.rescued:
+        text += f"; {plan.rescued} artifact(s) kept as referenced or stored since"
     return text

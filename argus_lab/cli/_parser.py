@@ -311,9 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     rm = add(
         "rm",
-        "remove sessions (never one being run)",
+        "remove sessions (never one being run or open)",
         "Removes each session's checkpoints, working files and name; artifacts "
-        "it shared stay until `argus gc` finds nothing uses them.",
+        "it shared stay until `argus gc` finds nothing uses them. Refuses a "
+        "session being run, or open in a Session object in any process (a "
+        "notebook kernel with it paused for an approval): the error names the "
+        "process; close it there (s.close()) and remove it again.",
     )
     rm.add_argument("names", nargs="+", metavar="NAME", help="sessions to remove")
     rm.add_argument("-y", "--yes", action="store_true", help="do not ask")
@@ -323,8 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
         "retention: drop old/excess sessions, then orphaned artifacts",
         "Without options it only deletes what nothing uses: artifacts no session "
         "references, working files of removed sessions, interrupted removals. "
-        "Sessions being run are never dropped; while one runs, orphaned artifacts "
-        "younger than an hour are kept (it may be about to reference them).",
+        "Sessions being run, or open in a Session object in any process, are "
+        "never dropped (it says which and who holds them). Orphaned artifacts "
+        "stored in the last hour (written, or reused) are kept: a session may "
+        "be about to reference them. Everything is checked again as it is "
+        "deleted, after the [y/N]: what a session committed meanwhile stays.",
     )
     g.add_argument(
         "--older-than",

@@ -12,10 +12,26 @@ patch retired), replay-cache entries, events, the plan; and, transitively, insid
 a referenced artifact that holds JSON (a large result may itself point to
 artifacts). A session that cannot be read is scanned as raw bytes, so damage
 never makes its artifacts look orphaned.
+
+Nothing committed is lost to a race with a session at work (``run_gc``):
+
+- a session open anywhere (a Session object, in this process or another; one
+  paused for an approval holds no lease) is never dropped: the removal takes
+  its folder's lock (``store/folders.py``) and is refused, named, while held;
+- the references are read again after the sessions are removed, right before
+  the artifacts are, so a session made or changed since the plan (while gc
+  asked y/N) keeps what it references;
+- an artifact is first moved aside, then its age read on the moved file:
+  every put sets the file's mtime to now, even one that finds the file there
+  already (``ArtifactStore.put_bytes``), so a result stored but not yet
+  committed is either seen young (put back) or found gone by the put (written
+  anew). A file younger than ``GRACE_S`` is never deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
 import time
@@ -24,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.store.folders import MARKS, dir_bytes
+from argus_lab.store.folders import MARKS, dir_bytes, is_open
 
 if TYPE_CHECKING:
     from argus_lab.model import SessionInfo
@@ -41,9 +57,10 @@ __all__ = [
 REF = re.compile(r"sha256:[0-9a-f]{64}")
 REF_BYTES = re.compile(rb"sha256:[0-9a-f]{64}")
 GRACE_S = 3600.0
-"""While a session runs, orphaned artifacts younger than this are kept: the
-running session may have written one a moment before committing the record that
-references it."""
+"""Orphaned artifacts younger than this are kept: a session may have stored one
+(written it, or found it there and touched it) a moment before committing the
+record that references it. Whether or not a lease is live: a run writes its
+lease with its first commit, after its first results may be stored."""
 
 
 def lease_holder(ws: Workspace, sid: str) -> dict[str, Any] | None:
@@ -138,9 +155,17 @@ class GcPlan:
     """Folders no session owns: files of removed sessions, interrupted removals,
     temp files of interrupted artifact writes."""
     young: int = 0
-    """Orphaned artifacts kept because a session runs and they are recent."""
+    """Orphaned artifacts kept because they are recent (``GRACE_S``)."""
     kept: int = 0
     """Sessions kept."""
+    opened: list[tuple[SessionInfo, list[int]]] = field(default_factory=list)
+    """Sessions kept because a Session has them open (info, pids holding it):
+    each would have been dropped."""
+    skipped: list[tuple[SessionInfo, str]] = field(default_factory=list)
+    """Sessions ``run_gc`` did not remove after all (run or opened since the
+    plan): (info, why)."""
+    rescued: int = 0
+    """Planned artifacts ``run_gc`` kept: referenced or stored since the plan."""
 
     @property
     def bytes(self) -> int:
@@ -170,7 +195,8 @@ def plan_gc(
         keep: Never drop the ``keep`` most recently updated sessions.
         now: The time to measure ages from (default: now).
 
-    Sessions being run (a live lease) are never dropped.
+    Sessions being run (a live lease) or open in a Session object anywhere
+    (the lock of their folder) are never dropped.
     """
     now = time.time() if now is None else now
     infos = sorted(ws.sessions(), key=lambda i: i.updated)  # oldest first
@@ -187,6 +213,11 @@ def plan_gc(
     dropped: set[str] = set()
 
     def drop(info: SessionInfo, why: str) -> int:
+        pids = is_open(ws.path_of(info.id))
+        if pids is not None:  # open somewhere: kept, and said so
+            if all(i.id != info.id for i, _ in plan.opened):
+                plan.opened.append((info, pids))
+            return 0
         own = session_bytes(ws, info.id)
         plan.sessions.append((info, own, why))
         dropped.add(info.id)
@@ -213,7 +244,7 @@ def plan_gc(
     for ref, path in sorted(files.items()):
         if users[ref] > 0:
             continue
-        if live and now - path.stat().st_mtime < GRACE_S:
+        if now - path.stat().st_mtime < GRACE_S:
             plan.young += 1
             continue
         plan.artifacts.append((ref, path, sizes[ref]))
@@ -258,22 +289,92 @@ def _age(seconds: float) -> str:
 def run_gc(ws: Workspace, plan: GcPlan) -> int:
     """Carry out a GcPlan; return the bytes freed.
 
-    A session whose lease became live since the plan was made is skipped.
+    Everything is checked again as it is removed, since the plan may be old
+    (``gc`` asked y/N meanwhile): a session run or opened since is skipped
+    (``plan.skipped``); the references are read again once the sessions are
+    gone, and an artifact referenced, or stored, since is kept
+    (``plan.rescued``); a leftover whose session appeared since is kept.
     """
+    from argus_lab.errors import ConcurrentSessionError, SessionNotFoundError
+    from argus_lab.store.head import lease_message
+
+    _put_back(ws)  # what a gc killed mid-way left aside
     freed = 0
     for info, _, _ in plan.sessions:
-        if lease_holder(ws, info.id) is None:
-            freed += ws.delete(info.id)
-    for _, path, size in plan.artifacts:
-        try:
-            path.unlink()
-            freed += size
-        except FileNotFoundError:
+        lease = lease_holder(ws, info.id)
+        if lease is not None:
+            why = lease_message(repr(info.name), lease, advice="gc kept it")
+            plan.skipped.append((info, why))
             continue
+        try:
+            freed += ws.delete(info.id)
+        except ConcurrentSessionError as e:  # opened since the plan
+            plan.skipped.append((info, e.message))
+        except SessionNotFoundError:
+            continue  # removed since by someone else
+    # After the removals: a session can no longer be forked from one removed
+    # (it is opened to be forked, and an open one is not removed).
+    referenced: set[str] = set()
+    for sid in ws.session_ids():
+        with contextlib.suppress(SessionNotFoundError):  # removed meanwhile
+            referenced |= artifact_refs(ws, sid)
+    referenced = _closure(ws, referenced)
+    for ref, path, _ in plan.artifacts:
+        gone = None if ref in referenced else _remove_orphan(path)
+        if gone is None:
+            plan.rescued += 1
+        else:
+            freed += gone
+    sessions = ws.path / "sessions"
     for path, size in plan.leftovers:
+        if path.parent.name in ("files", MARKS) and (sessions / path.name).exists():
+            continue  # its session was made since the plan
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
         freed += size
     return freed
+
+
+TOMB = ".gc-"
+"""Prefix of an artifact ``run_gc`` moved aside to delete (``_remove_orphan``)."""
+
+
+def _put_back(ws: Workspace) -> None:
+    """Puts back the artifacts a gc moved aside and did not get to delete or
+    put back (killed): this one decides on them again, next time."""
+    root = ws.artifacts.root
+    if not root.is_dir():
+        return
+    for tomb in root.glob(f"??/{TOMB}*"):
+        dest = tomb.with_name(tomb.name.rpartition("-")[2])
+        with contextlib.suppress(OSError):
+            if dest.exists():
+                tomb.unlink()
+            else:
+                os.rename(tomb, dest)
+
+
+def _remove_orphan(path: Path) -> int | None:
+    """Deletes an orphaned artifact unless a put touched it lately; returns
+    the bytes freed (0: already gone), or None when it was kept.
+
+    Moved aside first, then its age read on the moved file: a put that
+    touched the file did so before the move (the age says young: put back),
+    or finds it gone and writes it anew (``ArtifactStore.put_bytes``).
+    """
+    tomb = path.with_name(f"{TOMB}{os.getpid()}-{path.name}")
+    try:
+        os.rename(path, tomb)
+    except FileNotFoundError:
+        return 0
+    try:
+        st = os.stat(tomb)
+        if time.time() - st.st_mtime < GRACE_S:
+            os.replace(tomb, path)  # the same bytes if a put wrote it anew
+            return None
+        tomb.unlink()
+    except FileNotFoundError:
+        return None  # a reader put it back (ArtifactStore.get_bytes)
+    return st.st_size

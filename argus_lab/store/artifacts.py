@@ -29,6 +29,13 @@ class ArtifactStore:
     Writing the same content twice writes one file (the second time reads it
     back to check it), so a retried step never duplicates, and a damaged file
     is replaced by the next write of its content.
+
+    Every put leaves the file's mtime at now, a new file or one found there
+    (an orphan a removed session left, which ``argus gc`` may be about to
+    delete): gc never deletes a file younger than its grace, and checks the
+    age on the file it has already moved out of the way, so a put either
+    touched the file first (gc puts it back) or finds it gone and writes it
+    anew (``cli/_retention.py``).
     """
 
     def __init__(
@@ -63,7 +70,7 @@ class ArtifactStore:
         """Stores bytes (atomically: temp file, then rename); returns the reference."""
         ref = "sha256:" + hashlib.sha256(data).hexdigest()
         dest = self.path(ref)
-        if _intact(dest, ref, len(data)):
+        if _intact(dest, ref, len(data)) and _touched(dest):
             return ref
         tmp = None
         try:
@@ -118,16 +125,19 @@ class ArtifactStore:
             CorruptCheckpointError: when the file is missing or its bytes changed.
         """
         p = self.path(ref)
+        data: bytes | None
         try:
             data = p.read_bytes()
         except FileNotFoundError:
+            data = _put_back(p)
+        if data is None:
             raise CorruptCheckpointError(
                 f"artifact {ref} is missing from {self.root}; the record that "
                 "points to it cannot be restored (was the folder cleaned by hand?). "
                 f"{_AGAIN}",
                 key=ref,
                 session_id=session_id,
-            ) from None
+            )
         if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
             raise CorruptCheckpointError(
                 f"artifact {ref} in {self.root} does not match its hash (damaged "
@@ -143,6 +153,31 @@ _AGAIN = (
     's.fork(at=TASK, reuse="none").run() (the recorded result would point to '
     "the same file), then the result reads again here too."
 )
+
+
+def _put_back(p: Path) -> bytes | None:
+    """The bytes of artifact file ``p`` from where a gc moved it aside to
+    delete it (``.gc-<pid>-<name>``: a gc killed between the move and its
+    decision, or deciding now), put back in place; None if there is none."""
+    for tomb in p.parent.glob(f".gc-*-{p.name}"):
+        try:
+            os.rename(tomb, p)
+            return p.read_bytes()
+        except OSError:
+            continue
+    return None
+
+
+def _touched(dest: Path) -> bool:
+    """Sets ``dest``'s mtime to now; False if it is gone (``argus gc`` moved it
+    away meanwhile: the caller writes it anew)."""
+    try:
+        os.utime(dest)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        pass  # not ours to touch (a shared read-only store): it is there
+    return True
 
 
 def _intact(dest: Path, ref: str, size: int) -> bool:

@@ -48,7 +48,7 @@ from argus_lab.store.envelope import (
     migration,
     open_cache,
 )
-from argus_lab.store.folders import mark_of
+from argus_lab.store.folders import OpenHold, mark_of
 from argus_lab.store.head import (
     Head,
     abandon_lease,
@@ -103,11 +103,27 @@ class SessionStore:
         """The files our leases name; a copy of them told apart (copies.py)."""
         self.accept_copy = False
         """Take over a lease whose files went on after these were copied."""
+        self.opened: OpenHold | None = None
+        """A Session's hold on the folder (``hold_open``); None for readers."""
+
+    def hold_open(self) -> None:
+        """For a Session: holds the folder against removal until ``close``
+        (``argus rm``/``gc`` refuse it meanwhile), and from now on
+        ``read_head``, which each public call reads first (never each step),
+        refuses once the folder was removed or replaced anyway (folders.py).
+
+        Raises:
+            ConcurrentSessionError: it is being removed right now.
+        """
+        if self.opened is None:
+            self.opened = OpenHold(self.directory, self.label)
 
     def close(self) -> None:
         """Closes the SQLite connections (the data stays on disk)."""
         self.cache.close()
         self.witness.close()
+        if self.opened is not None:
+            self.opened.close()  # after the files: then it may be removed
 
     @property
     def label(self) -> str:
@@ -125,7 +141,14 @@ class SessionStore:
         return self._read.decode(key, text, kind)
 
     def read_head(self) -> Head | None:
-        """The current head, or None for a session that was never created."""
+        """The current head, or None for a session that was never created.
+
+        Raises:
+            StorageError: a Session's folder was removed or replaced since
+                it was opened (``hold_open``).
+        """
+        if self.opened is not None:
+            self.opened.check(self.label)
         return self._read.read_head()
 
     def read_meta(self) -> SessionInfo:

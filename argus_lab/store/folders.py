@@ -8,14 +8,25 @@ checkpoints, ``files/<id>/`` its tools' working files, ``marks/<id>`` the
 version of its latest commit (``witness.py``: kept outside its folder, so
 that an older copy of the folder restored over it is seen), ``.trash/`` what
 a removal cut short left behind.
+
+A session folder's ``open`` file is its lock against removal: every open
+Session holds a shared ``flock`` on it (``OpenHold``) until it closes (the OS
+drops it when its process dies); a removal takes it exclusive, without
+waiting, before it moves the folder aside, and keeps it while it deletes
+(``removal_lock``). So a session open anywhere (a kernel with it paused for
+an approval holds no lease) is never removed under it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import gc
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,10 +37,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MARKS",
+    "OPEN",
+    "OpenHold",
     "delete_session",
     "dir_bytes",
     "fsync_dir",
+    "is_open",
     "mark_of",
+    "open_refusal",
+    "removal_lock",
     "remove_session_folders",
     "session_folder_ids",
 ]
@@ -72,9 +88,212 @@ def mark_of(folder: Path) -> Path | None:
     return folder.parent.parent / MARKS / folder.name
 
 
-def remove_session_folders(root: Path, sid: str) -> int:
+OPEN = "open"
+"""A session folder's lock file against removal (see the module's doc)."""
+
+
+class OpenHold:
+    """An open Session's shared lock on its folder's ``open`` file, and what
+    its folder was when opened (to notice it removed or replaced anyway).
+
+    Taken once per open (an open, a ``flock`` and three ``stat``), released by
+    ``close`` or the process's death. ``check`` costs two ``stat`` calls: it
+    runs before each public call (run, step, approve ...), never per step.
+    """
+
+    def __init__(self, folder: Path, label: str) -> None:
+        self.folder = folder
+        self.fd: int | None = None
+        path = folder / OPEN
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            try:  # a read-only folder (a backup mounted to look at)
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                fd = None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise
+                raise ConcurrentSessionError(
+                    f"session {label} is being removed (argus rm or gc, or "
+                    "ws.delete) right now; it cannot be opened",
+                ) from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except OSError:
+                same = False
+            if not same:  # removed between our open and our lock
+                os.close(fd)
+                raise ConcurrentSessionError(
+                    f"session {label} was removed while it was being opened"
+                )
+            self.fd = fd
+        self._paths = (str(folder), str(folder / "cache.db"))
+        try:
+            self.identity = _identity(self._paths)
+            """(device, inode) of the folder and of its cache.db when opened."""
+        except OSError:
+            self.close()
+            raise ConcurrentSessionError(
+                f"session {label} was removed while it was being opened"
+            ) from None
+
+    def check(self, label: str) -> None:
+        """StorageError if the folder is no longer the one opened: removed
+        (``argus rm``/``gc`` of an older argus-lab, ``rm -rf``, a move) or
+        replaced (a copy put in its place). Whatever this object committed
+        from now on would go to deleted files and be lost."""
+        try:
+            now = _identity(self._paths)
+        except OSError:
+            now = None
+        if now == self.identity:
+            return
+        what = "removed" if now is None else "replaced by another copy"
+        raise StorageError(
+            f"session {label}: its folder {self.folder} was {what} while "
+            "this Session object had it open (argus rm or gc, or by hand); "
+            "nothing more is run or committed by it, as its commits would be "
+            "lost. Close it (s.close()). If the session still exists, "
+            "ws.open() it again; if it was removed, its records are gone"
+        )
+
+    def close(self) -> None:
+        """Releases the lock (idempotent)."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)  # the last descriptor of the lock: released
+
+    def __del__(self) -> None:  # a Session dropped unclosed, then collected
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _identity(paths: tuple[str, str]) -> tuple[int, int, int, int]:
+    a, b = os.stat(paths[0]), os.stat(paths[1])
+    return (a.st_dev, a.st_ino, b.st_dev, b.st_ino)
+
+
+def _lock_holders(fd: int) -> list[int]:
+    """The pids holding a ``flock`` on the file of ``fd`` (Linux /proc/locks;
+    empty where it cannot be read)."""
+    st = os.fstat(fd)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids: list[int] = []
+    try:
+        with open("/proc/locks") as f:
+            for line in f:
+                parts = line.split()
+                # "1: FLOCK  ADVISORY  READ  1234 08:01:5678 0 EOF"
+                if "FLOCK" in parts and dev in parts:
+                    i = parts.index(dev)
+                    with contextlib.suppress(ValueError):
+                        pids.append(int(parts[i - 1]))
+    except OSError:
+        return []
+    return sorted(set(pids))
+
+
+def _process(pid: int) -> str:
+    """ "pid 123 (python -m ipykernel ...)": who holds a session open."""
+    if pid == os.getpid():
+        return f"this process (pid {pid})"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = ""
+    if len(cmd) > 80:
+        cmd = cmd[:77] + "..."
+    return f"pid {pid}" + (f" ({cmd})" if cmd else "")
+
+
+def open_refusal(label: str, holders: list[int]) -> str:
+    """Why a session open in ``holders`` (pids; may be empty) is not removed."""
+    who = ", ".join(map(_process, holders)) or "another process (or this one)"
+    others = any(p != os.getpid() for p in holders)
+    dead = "; it is released too when that process exits" if others else ""
+    return (
+        f"session {label} is open in {who}: a Session object there may still "
+        "run it (one paused for an approval holds no lease), and removing it "
+        "now would lose whatever it commits next. Nothing was removed. Close "
+        f"it there first (s.close(), or shut down that notebook kernel{dead}), "
+        "then remove it again"
+    )
+
+
+@contextlib.contextmanager
+def removal_lock(folder: Path, label: str) -> Iterator[None]:
+    """Holds ``folder``'s removal lock (exclusive) while the body removes it.
+
+    Raises:
+        ConcurrentSessionError: a Session has it open (in another process or
+            this one), or another removal holds it; nothing was removed.
+    """
+    try:
+        fd = os.open(folder / OPEN, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except (FileNotFoundError, NotADirectoryError):
+        # No folder (only its files or mark are left), or a file in its
+        # place (damaged): no Session can have it open.
+        yield
+        return
+    except OSError as e:
+        raise StorageError(
+            f"session {label}: cannot take its removal lock {folder / OPEN} "
+            f"({e.strerror or e}); nothing was removed"
+        ) from None
+    try:
+        if not _exclusive(fd):
+            holders = _lock_holders(fd)
+            if os.getpid() in holders or not holders:
+                # Ours may be a Session dropped unclosed (``ws.open(x).status``)
+                # and not collected yet: collected, it lets go.
+                gc.collect()
+            if not _exclusive(fd):
+                raise ConcurrentSessionError(open_refusal(label, _lock_holders(fd)))
+        yield
+    finally:
+        os.close(fd)
+
+
+def _exclusive(fd: int) -> bool:
+    """Takes ``fd``'s flock exclusive if nobody holds it; False if one does."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise
+        return False
+    return True
+
+
+def is_open(folder: Path) -> list[int] | None:
+    """The pids holding session ``folder`` open, or None when nobody does
+    (or it cannot be told here). A hint for a plan: the removal asks again,
+    under its lock."""
+    try:
+        fd = os.open(folder / OPEN, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # no lock file: never opened since argus-lab made them
+    try:
+        # Read, never probed by taking the lock: a Session being opened
+        # meanwhile would be told the session is being removed.
+        return _lock_holders(fd) or None
+    finally:
+        os.close(fd)
+
+
+def remove_session_folders(root: Path, sid: str, label: str | None = None) -> int:
     """Removes a session's checkpoint folder, working files and mark; returns
     the bytes.
+
+    Under the folder's removal lock (``removal_lock``): refused, with nothing
+    removed, while a Session has it open, here or in another process.
 
     The checkpoint folder is first moved aside (one rename: the session vanishes
     at once), then deleted; an interruption leaves only a folder under
@@ -82,29 +301,36 @@ def remove_session_folders(root: Path, sid: str) -> int:
     session deleted on purpose and a backup of it restored later is not a
     rollback to report (a mark left by an interruption is: ``argus gc``
     deletes marks whose folder is gone).
+
+    Raises:
+        ConcurrentSessionError: the session is open somewhere (its message
+            names the process).
     """
     src, files = root / "sessions" / sid, root / "files" / sid
-    freed = dir_bytes(src) + dir_bytes(files)
-    trash = root / ".trash"
-    trash.mkdir(exist_ok=True)
-    if src.exists():
-        shutil.rmtree(trash / sid, ignore_errors=True)  # an earlier, cut-short one
-        src.rename(trash / sid)
-    shutil.rmtree(trash / sid, ignore_errors=True)
-    shutil.rmtree(files, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        (root / MARKS / sid).unlink(missing_ok=True)
+    with removal_lock(src, label or sid):
+        freed = dir_bytes(src) + dir_bytes(files)
+        trash = root / ".trash"
+        trash.mkdir(exist_ok=True)
+        if src.exists():
+            shutil.rmtree(trash / sid, ignore_errors=True)  # an earlier, cut-short one
+            src.rename(trash / sid)
+        shutil.rmtree(trash / sid, ignore_errors=True)
+        shutil.rmtree(files, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (root / MARKS / sid).unlink(missing_ok=True)
     return freed
 
 
 def delete_session(root: Path, sid: str, durability: Durability) -> tuple[str, int]:
-    """Removes a session nobody is running; returns (its name, bytes freed).
+    """Removes a session nobody is running or has open; returns (its name,
+    bytes freed).
 
     The name is "" when its metadata cannot be read (a damaged session cannot
     be run either, so it is removed all the same).
 
     Raises:
-        ConcurrentSessionError: a live process holds its lease (nothing removed).
+        ConcurrentSessionError: a live process holds its lease, or a Session
+            has it open (here or elsewhere): nothing removed.
     """
     from argus_lab.store.checkpoints import SessionStore  # pydantic
     from argus_lab.store.head import lease_is_live, lease_message
@@ -124,7 +350,8 @@ def delete_session(root: Path, sid: str, durability: Durability) -> tuple[str, i
             lease_message(repr(name or sid), lease, advice="stop that run first"),
             session_id=sid,
         )
-    return name, remove_session_folders(root, sid)
+    label = f"{name!r} ({sid})" if name else sid
+    return name, remove_session_folders(root, sid, label)
 
 
 def fsync_dir(path: Path) -> None:
