@@ -54,7 +54,7 @@ GPG_PASSPHRASE, VAULT_PASSCODE and MYSQL_PWD too, but not the shell's
 PWD/OLDPWD nor PASSENGER_*/BYPASS_*."""
 _SECRET_FIELD = re.compile(
     r"(?:^|[_\-.\s])(?:api_?key|access_?key|secret_?key|private_?key|client_?secret"
-    r"|secret|token|access_?token|refresh_?token|auth_?token|passw(?:or)?d|passphrase"
+    r"|secret|token|access_?token|refresh_?token|auth_?token|passw(?:or)?ds?|passphrase"
     r"|credentials?|authorization|auth|bearer|cookie)(?:$|[_\-.\s])",
     re.I,
 )
@@ -62,7 +62,6 @@ _SECRET_FIELD = re.compile(
 "password", but not "author", "keywords" or "primary_key"."""
 
 _NUMBER = frozenset({int, float})  # bool is no number here: a flag hides nothing
-_NUMERIC = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _MEMO_LEN = 200  # ``changes`` remembers clean entries this short (names, ids)
 _MEMO_SIZE = 4096  # ... this many at most, forgotten together
 _KEY_HINTS = (
@@ -153,6 +152,7 @@ def _secret_field(key: str) -> bool:
 
 _NUMBER_KEYS = (
     "password",
+    "passwords",
     "passwd",
     "passphrase",
     "passcode",
@@ -239,8 +239,6 @@ class Redactor:
         self.values = sorted(
             kept | encoded_forms(kept, _MIN_LEN), key=len, reverse=True
         )
-        self._numbers = {v for v in kept if _NUMERIC.fullmatch(v)}
-        """The secret values a number can equal (a numeric password), as text."""
         self._clean: set[tuple[Any, str]] = set()
         """(key, short text) entries ``changes`` found nothing to mask in, with
         these ``values``: event fields repeat (a tool's name every step)."""
@@ -253,8 +251,6 @@ class Redactor:
         if len(value) < _MIN_LEN or value in self.values or self._is_word(value):
             return
         _KNOWN.add(value)
-        if _NUMERIC.fullmatch(value):
-            self._numbers.add(value)
         more = {*self.values, value, *encoded_forms([value], _MIN_LEN)}
         self.values = sorted(more, key=len, reverse=True)
         self._clean = set()  # a text clean before may hold this one
@@ -311,9 +307,9 @@ class Redactor:
             out = {}
             for k, x in v.items():
                 if _secret_entry(k, x):
-                    out[k] = self._under_secret_key(x)
+                    out[k] = self._under_secret_key(x, k)
                 elif x.__class__ in _NUMBER and isinstance(k, str):
-                    out[k] = MASK if self._secret_number(k, x) else x
+                    out[k] = MASK if _secret_number_key(k) else x
                 else:
                     out[k] = self.value(x)
             # Keys are outside text too (a tool may key a dict by a token): the
@@ -326,24 +322,19 @@ class Redactor:
             return out
         if isinstance(v, list | tuple):
             return [self.value(x) for x in v]
-        if v.__class__ in _NUMBER and self._numbers and str(v) in self._numbers:
-            return MASK
         return v
 
-    def _secret_number(self, k: str, x: object) -> bool:
-        """Whether the number ``x`` under the key ``k`` is to be masked: it
-        equals a secret value, or ``k`` names a password, a PIN or a key."""
-        return (bool(self._numbers) and str(x) in self._numbers) or _secret_number_key(
-            k
-        )
-
-    def _under_secret_key(self, x: Any) -> Any:
+    def _under_secret_key(self, x: Any, key: Any) -> Any:
         # Every string under a secret key is the secret or part of it: a list
-        # of passwords, a token's {"value": ...}; numbers and shapes stay.
-        # A plan's reference ("${env.API_KEY}", "Bearer ${env.TOKEN}") is no
-        # secret: masked in the stored plan, the task got "[REDACTED]".
+        # of passwords, a token's {"value": ...}; numbers and shapes stay, but
+        # for the numbers listed right under a password's or a key's name
+        # ("password": [564739]). A plan's reference ("${env.API_KEY}",
+        # "Bearer ${env.TOKEN}") is no secret: masked in the stored plan, the
+        # task got "[REDACTED]".
         if isinstance(x, str):
             return self.text(x) if reference_only(x) else MASK
+        if isinstance(x, list | tuple) and _secret_number_key(key):
+            x = [MASK if e.__class__ in _NUMBER else e for e in x]
         return self.value(_strings_masked(x))
 
     def changes(self, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -351,14 +342,11 @@ class Redactor:
         masked (empty when nothing needs masking; no copy of the rest)."""
         out: dict[str, Any] = {}
         clean = self._clean
-        numbers = self._numbers
         for k, x in data.items():
             if x.__class__ in _NUMBER:
-                if not numbers and k in _PLAIN_NUMBER_KEYS:
+                if k in _PLAIN_NUMBER_KEYS:
                     continue  # a counter's name (every step's seq, attempt)
-                if (numbers and str(x) in numbers) or (
-                    k.__class__ is str and _secret_number_key(k)
-                ):
+                if k.__class__ is str and _secret_number_key(k):
                     out[k] = MASK
                 elif k.__class__ is str and len(_PLAIN_NUMBER_KEYS) < _MEMO_SIZE:
                     _PLAIN_NUMBER_KEYS.add(k)
@@ -369,7 +357,7 @@ class Redactor:
             if short and (k, x) in clean:
                 continue  # scanned before, with the same secrets
             if _secret_entry(k, x):
-                out[k] = self._under_secret_key(x)
+                out[k] = self._under_secret_key(x, k)
             else:
                 nx = self.value(x)
                 if nx is not x and nx != x:

@@ -301,6 +301,7 @@ def test_every_field_of_a_step_that_holds_outside_text_is_masked(
         {"note": "used s3cr3t-Value-7f9a2c41e8 here", "f": 1.5},
         {"db_password": 424242, "token_budget": 5, "input_tokens": 9, "ok": True},
         {"pin_code": 12345678, "apiKey": 7.5, "creds": {"password": [1, "x"]}},
+        {"password": [1, 2.5, True], "secret_count": 3},
         {},
     ],
 )
@@ -604,42 +605,48 @@ def test_rows_holding_prefixed_secrets_stay_json_once_scrubbed() -> None:
     }
 
 
-def test_numbers_under_password_and_key_names_and_equal_to_a_secret_are_masked(
-    ws: al.Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_numbers_under_password_and_key_names_are_masked(ws: al.Workspace) -> None:
     """A numeric password is a secret too: under a key ending in a password's
-    or a key's name, or equal to a secret env var's value. Counters named
-    with a secret word ("token_budget", "input_tokens") and flags stay."""
-    monkeypatch.setenv("ARGUS_TEST_DB_PASSWORD", "90817263")
-    r = Redactor(secrets=["55443322"])
+    or a key's name, as it is or listed right there. Counters named with a
+    secret word ("token_budget", "input_tokens") and flags stay, and so does
+    a number that only equals a secret's value: Argus's own numbers (a seq,
+    a budget) may equal a PIN, and masked they would no longer be numbers."""
+    r = Redactor(secrets=["55443322"], environ={})
     data = {
         "db_password": 424242,
         "userPasscode": 1234.5,
         "openaiApiKey": 777777,
+        "password": [564739, "x"],
+        "passwords": [111222, "hunter2x"],
+        "api_key": {"value": "sk-abc-123456", "rotated": 3},
         "token_budget": 5,
         "input_tokens": 9,
         "is_secret": True,
-        "rows": 90817263,
-        "also": [55443322, 3],
+        "rows": 55443322,
         "auth": {"user": "bob", "retries": 3},
     }
     assert r.value(data) == {
         "db_password": MASK,
         "userPasscode": MASK,
         "openaiApiKey": MASK,
+        "password": [MASK, MASK],
+        "passwords": [MASK, MASK],
+        "api_key": {"value": MASK, "rotated": 3},
         "token_budget": 5,
         "input_tokens": 9,
         "is_secret": True,
-        "rows": MASK,
-        "also": [MASK, 3],
+        "rows": 55443322,
         "auth": {"user": MASK, "retries": 3},  # its text: all under a secret key
+    }
+    assert r.changes({"seq": 55443322, "attempt": 1, "password": [7]}) == {
+        "password": [MASK]
     }
     assert r.may_hold_secrets(json.dumps({"x": {"db_password": 4}}))
 
     @al.tool
     def login(user: str) -> dict[str, object]:
-        """Returns a numeric password and the env secret as a number."""
-        return {"user": user, "password": 424242, "n": 90817263}
+        """Returns a numeric password, as it is and listed."""
+        return {"user": user, "password": 424242, "pins": {"password": [918273]}}
 
     s = ws.new_session(
         plan={
@@ -650,12 +657,41 @@ def test_numbers_under_password_and_key_names_and_equal_to_a_secret_are_masked(
         name="numbers",
     )
     assert s.run().status == "succeeded"
-    assert s.result("a") == {"user": "b", "password": MASK, "n": MASK}
+    assert s.result("a") == {
+        "user": "b",
+        "password": MASK,
+        "pins": {"password": [MASK]},
+    }
     frame = s.tasks_df().to_string()
     s.close()
     stored = all_bytes(ws.path / "sessions" / s.id)
-    for needle in (b"424242", b"90817263"):
+    for needle in (b"424242", b"918273"):
         assert needle not in stored and needle.decode() not in frame
+
+
+def test_a_budget_equal_to_a_numeric_secret_still_reopens(ws: al.Workspace) -> None:
+    """Argus's own numbers are no secrets even when one equals a secret's
+    value: a budget of 424242 steps stored as "[REDACTED]" made the session
+    impossible to open (its meta no longer validated)."""
+
+    @al.tool
+    def noop() -> str:
+        """Does nothing."""
+        return "ok"
+
+    plan = {"goal": "g", "tasks": [{"id": "a", "tool": "noop"}]}
+    s = ws.new_session(
+        plan=plan,
+        tools=[noop],
+        name="pin",
+        secrets=["424242"],
+        budget=al.Budget(max_steps=424242),
+    )
+    assert s.run().status == "succeeded"
+    s.close()
+    s = ws.open("pin", tools=[noop], secrets=["424242"])
+    assert s.record("a").status == "succeeded"
+    s.close()
 
 
 def test_a_number_under_a_password_argument_is_refused_in_a_plan(
