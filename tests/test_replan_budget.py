@@ -107,3 +107,47 @@ def test_max_replans_must_be_a_count_or_none() -> None:
         with pytest.raises(ValueError, match="max_replans must be an int >= 0"):
             al.LLMPlanner(model, max_replans=bad)  # type: ignore[arg-type]
     assert al.LLMPlanner(model, max_replans=None).max_replans is None
+
+
+def test_a_replan_whose_model_raises_leaves_the_failure_committed(
+    tmp_path: Path,
+) -> None:
+    """A 529 from the planner's model escaped s.run(): the task's definite
+    failure (card declined) was never committed, and a reopen put a payment
+    that certainly did not happen in doubt."""
+    from argus_lab.errors import ModelError
+
+    @al.tool(side_effect="write")
+    def charge(card: str) -> dict[str, str]:
+        """Declines every card."""
+        raise al.ToolError(f"card {card} declined")
+
+    def overloaded(req: Any) -> Any:
+        raise ModelError("anthropic: 529 overloaded")
+
+    plan = {
+        "goal": "pay",
+        "tasks": [
+            {
+                "id": "pay",
+                "tool": "charge",
+                "args": {"card": "visa"},
+                "on_failure": "replan",
+            }
+        ],
+    }
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=plan,
+        tools=[charge],
+        name="b",
+        planner=al.LLMPlanner(FunctionModel(overloaded)),
+        approvals=[],
+    )
+    res = s.run()
+    assert res.status == "failed" and s.record("pay").status == "failed", res
+    assert "declined" in (s.record("pay").error or "")
+    s.close()
+    s = ws.open("b", tools=[charge])
+    assert s.record("pay").status == "failed"  # not in doubt
+    s.close()

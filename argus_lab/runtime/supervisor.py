@@ -281,6 +281,20 @@ class Supervisor:
             update={"cost_usd": rec.cost_usd + cost, "tokens": rec.tokens + tokens}
         )
 
+    def _planner_failed(self, what: str, tid: str, e: Exception) -> None:
+        """The planner raised (not a PlanError): the failure of ``tid`` is
+        committed as it is, without a patch; the reason is logged."""
+        log.warning(
+            "session %s: %s for task %r failed (%s: %s); the task fails as it "
+            "would without a planner, s.retry(%r) tries again",
+            self._state.info.id,
+            what,
+            tid,
+            type(e).__name__,
+            self._state.redactor.text(str(e)),
+            tid,
+        )
+
     def _ever_ids(self) -> set[str]:
         return set(self._state.records) | set(self._state.retired)
 
@@ -309,6 +323,13 @@ class Supervisor:
             )
         except PlanError as e:
             return Failed("plan", e.message, "PlanError")
+        except Exception as e:  # the decomposer's model failed (a 529, a bug)
+            return Failed(
+                "plan",
+                f"expanding {tid!r} failed: {type(e).__name__}: "
+                f"{st.redactor.text(str(e))}; s.retry({tid!r}) tries again",
+                type(e).__name__,
+            )
         done = rec.model_copy(
             update={
                 "status": "succeeded",
@@ -397,6 +418,10 @@ class Supervisor:
                 )
         except PlanError:
             patch = None
+        except Exception as e:  # its model failed (a 529, a bug): no patch,
+            # and the task's own failure is committed as it is
+            self._planner_failed("replanning", tid, e)
+            patch = None
         # Paid whether or not a patch came of it: counted, and its calls kept
         # (with the failure, when no patch applies).
         rounds = list(planner.rounds or ())
@@ -436,6 +461,9 @@ class Supervisor:
                 ),
             )
         except PlanError:
+            patch, events = None, []
+        except Exception as e:  # a decomposer's model failed: as for a replan
+            self._planner_failed("backtracking", tid, e)
             patch, events = None, []
         if patch is None or tid not in patch.removed:
             extra.extend(events)  # the decisions belong to the trajectory anyway
