@@ -55,11 +55,14 @@ PWD/OLDPWD nor PASSENGER_*/BYPASS_*."""
 _SECRET_FIELD = re.compile(
     r"(?:^|[_\-.\s])(?:api_?key|access_?key|secret_?key|private_?key|client_?secret"
     r"|secret|token|access_?token|refresh_?token|auth_?token|passw(?:or)?ds?|passphrase"
-    r"|credentials?|authorization|auth|bearer|cookie)(?:$|[_\-.\s])",
+    r"|passcode|credentials?|authorization|auth|bearer|cookie)(?:$|[_\-.\s])"
+    r"|[_\-.\s](?:pass|pwd)(?:$|[_\-.\s])",
     re.I,
 )
 """Dict keys whose values are secrets, as whole words: "api_key", "github_token",
-"password", but not "author", "keywords" or "primary_key"."""
+"password", "smtp_pass", "db_pwd", but not "author", "keywords", "primary_key",
+"bypass", nor a lone "pass" (a count of tests) or "PWD" (the shell's folder,
+as ``SECRET_NAME`` says)."""
 
 _NUMBER = frozenset({int, float})  # bool is no number here: a flag hides nothing
 _MEMO_LEN = 200  # ``changes`` remembers clean entries this short (names, ids)
@@ -183,7 +186,10 @@ def _secret_number_key(key: str) -> bool:
     also name counters ("token_budget", "auth_retries"); "pin" is left out
     (a GPIO pin, a pinned version). Each ending holds one of ``_KEY_HINTS``,
     so ``may_hold_secrets`` still sees every key this masks a number under."""
-    return key.lower().endswith(_NUMBER_KEYS)
+    low = key.lower()
+    return low.endswith(_NUMBER_KEYS) or (
+        low.endswith(("_pass", "-pass", ".pass", "_pwd", "-pwd", ".pwd"))
+    )
 
 
 @functools.lru_cache(maxsize=1024)

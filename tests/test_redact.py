@@ -724,3 +724,31 @@ def test_an_env_secret_read_with_its_newline_is_masked_without_it() -> None:
     r2 = Redactor(environ={})
     r2.add("  Zq8vN3kP7wR2xT6mB9cL\n")
     assert r2.text("key Zq8vN3kP7wR2xT6mB9cL.") == f"key {MASK}."
+
+
+def test_keys_named_like_secret_env_vars_are_secret_fields_too() -> None:
+    """SECRET_NAME says DB_PASS, MYSQL_PWD and VAULT_PASSCODE name secrets; a
+    fetched config dict keyed so was stored in clear. A lone "pass" (a count
+    of tests) and the shell's PWD stay."""
+    r = Redactor(environ={})
+    data = {
+        "DB_PASS": "s3cret-db",
+        "MYSQL_PWD": "my-pw-123",
+        "VAULT_PASSCODE": 918273,
+        "smtp_pass": "mail-pw-9",
+        "db_pwd": 4455,
+        "PWD": "/home/me",
+        "pass": 12,
+        "bypass": "none",
+    }
+    assert r.value(data) == {
+        "DB_PASS": MASK,
+        "MYSQL_PWD": MASK,
+        "VAULT_PASSCODE": MASK,
+        "smtp_pass": MASK,
+        "db_pwd": MASK,
+        "PWD": "/home/me",
+        "pass": 12,
+        "bypass": "none",
+    }
+    assert {**data, **r.changes(data)} == r.value(data)
