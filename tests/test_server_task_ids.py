@@ -40,3 +40,30 @@ def test_a_result_whose_task_id_holds_slashes(tmp_path: Path) -> None:
             assert (r.status_code, r.json()) == (200, {"v": v}), r.text
         r = http.get("/sessions/s/tasks/trip%2Fnope/result")
         assert r.status_code == 404 and "trip/nope" in r.text
+
+
+def test_an_error_answer_is_no_oracle_for_the_servers_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 404 masked the name a client sent when it equalled a server secret:
+    "no session 'x[REDACTED]'" said yes to a guess (a six-digit password found
+    in ~500 requests). The client's own text is echoed as sent, right guess
+    or wrong; a name in a POST body is not echoed at all."""
+    from fastapi.testclient import TestClient
+
+    from argus_lab.server import create_app
+
+    monkeypatch.setenv("ARGUS_TEST_DB_PASSWORD", "481516")
+    ws = al.Workspace(tmp_path)
+    app = create_app(ws, "t" * 32, tools=[echo])
+    auth = {"Authorization": "Bearer " + "t" * 32}
+    with TestClient(app, base_url="http://127.0.0.1", headers=auth) as http:
+        answers = {}
+        for guess in ("481515", "481516"):
+            r = http.get(f"/sessions/x{guess}")
+            assert r.status_code == 404, r.text
+            answers[guess] = r.json()["detail"].replace(guess, "GUESS")
+        assert answers["481515"] == answers["481516"]
+        assert "[REDACTED]" not in answers["481516"]
+        r = http.post("/sessions/x481516/retry", json={"task_id": "481516"})
+        assert r.status_code == 404 and "481516" not in r.text

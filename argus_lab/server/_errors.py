@@ -39,14 +39,42 @@ __all__ = ["add_error_handlers", "error_answer"]
 
 
 def error_answer(
-    body: dict[str, Any], status: int, headers: dict[str, str] | None = None
+    body: dict[str, Any],
+    status: int,
+    headers: dict[str, str] | None = None,
+    *,
+    said: str = "",
 ) -> JSONResponse:
-    """The error answer ``body``, its detail masked (see the module doc)."""
+    """The error answer ``body``, its detail masked (see the module doc).
+
+    ``said``: what the client sent that the detail may echo (the URL's path
+    and query). A secret value in it is the client's own and is echoed as
+    sent: masking it would answer "yes, that is a secret" to a guess (a
+    six-digit DB_PASSWORD found by trying names in ``/sessions/<guess>``).
+    """
+    import os
+
     from argus_lab.redact import Redactor, known_secrets
 
-    red = Redactor(known_secrets())
+    red = Redactor(
+        [v for v in known_secrets() if v not in said],
+        environ={k: v for k, v in os.environ.items() if v not in said},
+    )
     detail = red.value(body["detail"])
     return JSONResponse({**body, "detail": detail}, status, headers=headers)
+
+
+def _said(request: Request) -> str:
+    """The URL's path and query as sent (decoded): what a detail may echo."""
+    from urllib.parse import unquote
+
+    return unquote(f"{request.url.path}?{request.url.query}")
+
+
+_NOT_FOUND = (
+    "not found: the session, task or state this request names does not exist "
+    "(GET /sessions, /sessions/{name}/tasks and /states list them)"
+)
 
 
 def add_error_handlers(app: FastAPI) -> None:
@@ -54,17 +82,20 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(KeyError)
     @app.exception_handler(SessionNotFoundError)  # (an ArgusError too: 404 first)
-    async def _missing(_: Request, e: KeyError) -> JSONResponse:
-        return error_answer({"detail": str(e.args[0]) if e.args else ""}, 404)
+    async def _missing(request: Request, e: KeyError) -> JSONResponse:
+        if request.method != "GET":  # the name may come from the body: not echoed
+            return error_answer({"detail": _NOT_FOUND}, 404)
+        detail = str(e.args[0]) if e.args else _NOT_FOUND
+        return error_answer({"detail": detail}, 404, said=_said(request))
 
     @app.exception_handler(ConflictError)
     @app.exception_handler(ConcurrentSessionError)
-    async def _conflict(_: Request, e: ArgusError) -> JSONResponse:
-        return error_answer({"detail": e.message}, 409)
+    async def _conflict(request: Request, e: ArgusError) -> JSONResponse:
+        return error_answer({"detail": e.message}, 409, said=_said(request))
 
     @app.exception_handler(ArgusError)
-    async def _argus(_: Request, e: ArgusError) -> JSONResponse:
-        return error_answer({"detail": e.message}, 400)
+    async def _argus(request: Request, e: ArgusError) -> JSONResponse:
+        return error_answer({"detail": e.message}, 400, said=_said(request))
 
     @app.exception_handler(CorruptCheckpointError)
     @app.exception_handler(StorageError)  # lost commits, a schema too new
