@@ -151,3 +151,96 @@ def test_a_replan_whose_model_raises_leaves_the_failure_committed(
     s = ws.open("b", tools=[charge])
     assert s.record("pay").status == "failed"  # not in doubt
     s.close()
+
+
+def test_a_decomposers_model_calls_at_run_time_are_counted(tmp_path: Path) -> None:
+    """An HTN LLMDecomposer asked while the session runs (a lazy compound)
+    was paid for and counted nowhere: no usage, no llm_call event, no budget
+    stop. Counted now, and the budget stops what comes after."""
+    from argus_lab.plan.domain import HTNContext, Subtask
+    from argus_lab.plan.hybrid import LLMDecomposer
+
+    asked: list[int] = []
+
+    def reply(req: Any) -> Any:
+        asked.append(1)
+        sub = {"task": "book", "args": ["garden"], "id": "bk"}
+        return tool_call("submit_subtasks", {"subtasks": [sub]})
+
+    dec = LLMDecomposer(
+        FunctionModel(reply, name="scripted", usage=USAGE, prices=PRICES)
+    )
+    dom = al.HTNDomain("shop", decomposer=dec)
+    dom.operator("find", params=["q"])
+    dom.operator("book", params=["v"])
+
+    @dom.method("top")
+    def top(ctx: HTNContext) -> list[Any]:
+        return [
+            Subtask("find", "x", id="f"),
+            Subtask("lodging", "${f.result}", id="lod"),
+        ]
+
+    @dom.method("lodging")
+    def never(ctx: HTNContext, hotels: Any) -> list[Any]:
+        ctx.reject("no hand-written method")
+
+    @al.tool
+    def find(q: str) -> list[str]:
+        """Finds."""
+        return [q]
+
+    @al.tool(name="book")
+    def book_v(v: str) -> str:
+        """Books."""
+        return v
+
+    planner = al.HTNPlanner(dom)
+    plan = planner.plan("top")
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan=plan,
+        tools=[find, book_v],
+        name="h",
+        planner=planner,
+        budget=al.Budget(max_cost_usd=0.001),
+    )
+    res = s.run()
+    assert len(asked) == 1
+    assert s.usage["cost_usd"] == pytest.approx(0.006)
+    assert s.usage["tokens"] == 1200
+    calls = [e for e in s.events() if e.kind == "llm_call"]
+    assert [c.purpose for c in calls] == ["decompose"]
+    assert res.status == "paused" and "budget exceeded" in (res.reason or "")
+    s.close()
+
+
+def test_a_planner_reply_recorded_and_never_counted_is_counted_once() -> None:
+    """A reply recorded before a crash cut the commit that counts it was
+    replayed as "cached", free: a budget undercounted every such call. It is
+    handed back to be counted, once: a counted mark makes it free after."""
+    import asyncio
+
+    from argus_lab.llm.base import Message, ModelRequest
+    from argus_lab.llm.recording import COUNTED, recorded, recording
+
+    store: dict[str, dict[str, Any]] = {}
+
+    class Store:
+        def get_replay(self, key: str) -> dict[str, Any] | None:
+            return store.get(key)
+
+        def put_replay(self, key: str, data: dict[str, Any]) -> None:
+            store[key] = data
+
+    model = _replanner([])
+    req = ModelRequest(messages=[Message.user("plan it")], purpose="plan")
+    seen = []
+    for mark in (False, True, False):
+        with recording(Store()) as paid:
+            resp = asyncio.run(recorded(model).complete(req))
+        seen.append((resp.cached, len(paid)))
+        if mark:
+            for key, _ in paid:
+                store[COUNTED + key] = {}
+    assert seen == [(False, 1), (False, 1), (True, 0)]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from argus_lab.llm.base import Model, ModelRequest, ModelResponse
 
-__all__ = ["RecordedModel", "ReplyStore", "recorded", "recording"]
+__all__ = ["COUNTED", "Paid", "RecordedModel", "ReplyStore", "recorded", "recording"]
 
 
 class ReplyStore(Protocol):
@@ -35,15 +35,29 @@ class ReplyStore(Protocol):
     def put_replay(self, key: str, data: dict[str, Any]) -> None: ...
 
 
-_STORE: ContextVar[ReplyStore | None] = ContextVar("argus_reply_store", default=None)
+COUNTED = "counted:"
+"""Prefix of the replay key marking a reply as counted in the session's usage
+(put after the commit that counted it): a reply recorded without it was paid
+for and never counted (a crash in between), and is counted on resume."""
+
+Paid = list[tuple[str, "ModelResponse"]]
+"""(replay key, reply) of the calls a ``recording`` block paid for and has not
+counted yet: the caller counts them, commits, then marks them ``COUNTED``."""
+
+_STORE: ContextVar[tuple[ReplyStore, Paid] | None] = ContextVar(
+    "argus_reply_store", default=None
+)
 
 
 @contextmanager
-def recording(store: ReplyStore) -> Iterator[None]:
-    """Model calls made through ``recorded`` in this block go through ``store``."""
-    token = _STORE.set(store)
+def recording(store: ReplyStore, paid: Paid | None = None) -> Iterator[Paid]:
+    """Model calls made through ``recorded`` in this block go through ``store``;
+    the ones to count (paid now, or before a crash and never counted) are
+    appended to ``paid`` (yielded)."""
+    out: Paid = [] if paid is None else paid
+    token = _STORE.set((store, out))
     try:
-        yield
+        yield out
     finally:
         _STORE.reset(token)
 
@@ -51,8 +65,8 @@ def recording(store: ReplyStore) -> Iterator[None]:
 def recorded(model: Model) -> Model:
     """``model``, answering from the replay cache of the ``recording`` block
     this runs in (``model`` itself outside one)."""
-    store = _STORE.get()
-    return model if store is None else RecordedModel(model, store)
+    held = _STORE.get()
+    return model if held is None else RecordedModel(model, held[0], held[1])
 
 
 class RecordedModel:
@@ -63,9 +77,12 @@ class RecordedModel:
         store: Where the replies are recorded.
     """
 
-    def __init__(self, model: Model, store: ReplyStore) -> None:
+    def __init__(
+        self, model: Model, store: ReplyStore, paid: Paid | None = None
+    ) -> None:
         self._model = model
         self._store = store
+        self._paid: Paid = [] if paid is None else paid
 
     @property
     def name(self) -> str:
@@ -78,6 +95,13 @@ class RecordedModel:
 
         key = f"model:{self._model.name}:{request.hash()}"
         cached = self._store.get_replay(key)
+        if cached is not None and self._store.get_replay(COUNTED + key) is None:
+            # Paid before a crash, never counted: counted now, once.
+            resp = ModelResponse.model_validate(cached).model_copy(
+                update={"cost_note": "paid before a crash, counted on resume"}
+            )
+            self._paid.append((key, resp))
+            return resp
         if cached is not None:
             return ModelResponse.model_validate(cached).model_copy(
                 update={
@@ -88,4 +112,5 @@ class RecordedModel:
             )
         resp = await self._model.complete(request)
         self._store.put_replay(key, resp.model_dump(mode="json"))
+        self._paid.append((key, resp))
         return resp

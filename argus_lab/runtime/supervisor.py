@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from argus_lab.errors import PlanError, UnresolvedReferenceError
 from argus_lab.events import EventBase, HtnDecision
-from argus_lab.llm.recording import recording
+from argus_lab.llm.recording import COUNTED, Paid, recording
 from argus_lab.model import Task, TaskRecord
 from argus_lab.plan.patch import PlanPatch
 from argus_lab.plan.static import masked_plan, refuse_literal_secrets
@@ -132,13 +132,23 @@ class Supervisor:
         """Calls the planner, turning the decisions it reports into events."""
         self._restore(planner)
         seen: list[dict[str, Any]] = []
+        paid: Paid = []
         before = planner.on_decision
         planner.on_decision = seen.append
         try:
-            with recording(self._state):  # a decomposer's answers kept
+            with recording(self._state, paid):  # a decomposer's answers kept
                 out = fn()
         finally:
             planner.on_decision = before
+            # A decomposer's model calls are paid like an LLM task's: counted
+            # (once, across a crash), each an llm_call event.
+            self._count_paid(
+                paid,
+                [
+                    self._state.event("llm_call", **r.event_payload("decompose"))
+                    for _, r in paid
+                ],
+            )
         return out, [
             self._state.event("htn_decision", **HtnDecision.fields_of(d)) for d in seen
         ]
@@ -249,37 +259,25 @@ class Supervisor:
             "and s.retry the task to replan again"
         )
 
-    def _count_replan(
-        self, tid: str, rounds: Iterable[Mapping[str, Any]]
-    ) -> TaskRecord:
-        """Adds what the planner's model calls cost to the session's usage and
-        to ``tid``'s record (returned, not committed): as an LLM task's calls
-        are. Replayed answers (cached) cost nothing."""
+    def _count_paid(self, paid: Paid, events: list[EventBase]) -> tuple[float, int]:
+        """Counts the planner's model calls ``paid`` into the session's usage
+        and commits it with ``events`` (their llm_call events), then marks
+        each reply counted: a crash before the commit leaves it uncounted,
+        and it is counted when the resumed planner reads it again
+        (``llm/recording.py``); one after, counted once. Returns what they
+        cost (USD, tokens), for the record of the task they were made for."""
         st = self._state
-        paid = [r for r in rounds if not r.get("cached")]
-        cost = sum(float(r.get("cost_usd") or 0.0) for r in paid)
-        tokens = int(
-            sum(
-                int(r.get(k) or 0)
-                for r in paid
-                for k in (
-                    "input_tokens",
-                    "output_tokens",
-                    "cache_read_tokens",
-                    "cache_write_tokens",
-                )
-            )
-        )
+        # A reply an outer replay served (ReplayModel: cached) cost nothing.
+        cost = sum(float(r.cost_usd or 0.0) for _, r in paid if not r.cached)
+        tokens = sum(r.usage.total_tokens for _, r in paid if not r.cached)
+        if not paid and not events:
+            return 0.0, 0
         st.usage["cost_usd"] = st.usage.get("cost_usd", 0.0) + cost
         st.usage["tokens"] = st.usage.get("tokens", 0.0) + tokens
-        self._replan_cost = (
-            max(self._replan_cost[0], cost),
-            max(self._replan_cost[1], float(tokens)),
-        )
-        rec = st.records[tid]
-        return rec.model_copy(
-            update={"cost_usd": rec.cost_usd + cost, "tokens": rec.tokens + tokens}
-        )
+        st.commit([], events)
+        for key, _ in paid:
+            st.put_replay(COUNTED + key, {})
+        return cost, tokens
 
     def _planner_failed(self, what: str, tid: str, e: Exception) -> None:
         """The planner raised (not a PlanError): the failure of ``tid`` is
@@ -402,8 +400,9 @@ class Supervisor:
         if planner is None:
             return False
         planner.rounds = []  # this replan's calls only, even if it raises early
+        paid: Paid = []
         try:
-            with recording(st):  # its answers kept (llm/recording.py)
+            with recording(st, paid):  # its answers kept (llm/recording.py)
                 patch = planner.replan(
                     st.plan,
                     tid,
@@ -422,20 +421,24 @@ class Supervisor:
             # and the task's own failure is committed as it is
             self._planner_failed("replanning", tid, e)
             patch = None
-        # Paid whether or not a patch came of it: counted, and its calls kept
-        # (with the failure, when no patch applies).
-        rounds = list(planner.rounds or ())
-        rec = self._count_replan(tid, rounds)
-        calls = [st.event("llm_call", tid, **r) for r in rounds]
+        # Paid whether or not a patch came of it: counted and committed now,
+        # with its calls, and on the task's record.
+        calls = [st.event("llm_call", tid, **r) for r in planner.rounds or ()]
+        cost, tokens = self._count_paid(paid, calls)
+        self._replan_cost = (
+            max(self._replan_cost[0], cost),
+            max(self._replan_cost[1], float(tokens)),
+        )
+        rec = rec.model_copy(
+            update={"cost_usd": rec.cost_usd + cost, "tokens": rec.tokens + tokens}
+        )
         if patch is None or tid not in patch.removed:
-            extra.extend(calls)
             return False
         failed = ended_record(rec, out, st.now(), reason="replanned")
-        events = [*extra, self._failure(tid, rec, out, policy="replan"), *calls]
+        events = [*extra, self._failure(tid, rec, out, policy="replan")]
         try:
             self._apply_patch(patch, [failed], events)
         except PlanError:  # it would touch work in flight: fail as usual
-            extra.extend(calls)
             return False
         return True
 
