@@ -633,7 +633,7 @@ def test_an_async_write_stopped_by_its_timeout_is_in_doubt_not_running(
     )
     s.run()
     rec = s.record("o1")
-    assert rec.status == "in_doubt" and "stopped mid-call" in (rec.reason or "")
+    assert rec.status == "in_doubt" and "cancelled mid-call" in (rec.reason or "")
     assert abandoned.running(s.id, "o1") is None
     s.close()
 

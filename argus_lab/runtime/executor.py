@@ -278,8 +278,10 @@ def _timed_out(tool: Tool, e: _OwnTimeout) -> Outcome:
             running=True,
         )
     return InDoubt(
-        f"tool {tool.name!r} timed out after {t:g}s and was stopped mid-call: "
-        "it may or may not have taken effect"
+        f"tool {tool.name!r} timed out after {t:g}s and was cancelled mid-call: "
+        "it may or may not have taken effect (work it shielded from "
+        "cancellation, or handed to another task, may still go on while this "
+        "run lasts: check before a retry)"
     )
 
 
