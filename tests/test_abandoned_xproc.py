@@ -29,6 +29,7 @@ import pytest
 
 import argus_lab as al
 from argus_lab.runtime import abandoned
+from argus_lab.runtime.supervisor import Supervisor
 from tests import abandon_worker as aw
 from tests.conftest import cli_run
 from tests.waiting import DEADLINE
@@ -304,6 +305,86 @@ def test_a_fork_made_elsewhere_waits_for_its_parents_call(
             ws.close()
 
 
+def test_a_forks_call_under_its_parents_key_blocks_the_parent_and_siblings(
+    tmp_path: Path, ledger: Path
+) -> None:
+    """The call runs in another process, in a fork, under its parent's key:
+    the parent and the parent's other forks see it (its lock file is in the
+    parent's folder), where checking only their own ids missed it."""
+    root = tmp_path / "ws"
+    with worker(root, "fork") as (w, ready):
+        pid, fid, pid_of = w.pid, ready["session"], ready["parent"]
+        assert ready["status"] == "in_doubt" and pid_of
+        assert [p.parent.parent.name for p in locks(root, pid_of)] == [pid_of]
+        assert locks(root, fid) == []
+        ws = al.Workspace(root)
+        try:
+            p = ws.open(pid_of, tools=[aw.charge], approvals=[])
+            sibling = p.fork()
+            assert sibling.record("o1").key_of == pid_of
+            for s in (p, sibling):
+                with pytest.raises(al.SessionStateError) as e:
+                    s.retry("o1")
+                assert f"still running in process {pid} on host" in e.value.message
+                assert f"for session {fid}" in e.value.message
+                # The supervisor asks the same (lock files of other processes too).
+                held = Supervisor(s._state, None).held()
+                assert "attempt 2 of tool 'charge'" in held["o1"], held
+            assert payments() == [f"o1 1 {pid}", f"o1 2 {pid}"]
+            w.tell()
+            assert w.said() == {"ended": True}
+            assert locks(root, pid_of) == []
+            p.retry("o1")
+            assert p.run().status == "succeeded"
+            for x in (sibling, p):
+                x.close()
+        finally:
+            ws.close()
+
+
+def test_sibling_forks_and_their_parent_see_a_forks_call_in_this_process(
+    ws: al.Workspace,
+) -> None:
+    release, first, charged = threading.Event(), threading.Event(), []
+
+    @al.tool(name="charge", side_effect="write", timeout=0.05)
+    def charge(*, ctx: al.ToolContext) -> str:
+        charged.append((ctx.session_id, ctx.idempotency_key))
+        (first if ctx.attempt == 1 else release).wait(DEADLINE)
+        return "ok"
+
+    p = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "o1", "tool": "charge"}]},
+        tools=[charge],
+        approvals=[],
+    )
+    try:
+        assert p.run().status == "paused"
+        first.set()
+        assert abandoned.wait(p.id, "o1", DEADLINE)
+        f1, f2 = p.fork(), p.fork()
+        f1.retry("o1")
+        assert f1.run().status == "paused"
+        assert abandoned.running(f1.id, "o1") is not None  # runs on, on a thread
+        for s in (p, f2):
+            with pytest.raises(al.SessionStateError, match="still running in this"):
+                s.retry("o1")
+        # The supervisor holds it too (a plan change must keep the task).
+        for s in (p, f2):
+            held = Supervisor(s._state, None).held()
+            assert "attempt 2 of tool 'charge'" in held["o1"], held
+        assert [k for _, k in charged] == [charged[0][1]] * 2  # one key
+        release.set()
+        assert abandoned.wait(f1.id, "o1", DEADLINE)
+        f2.retry("o1")
+        assert f2.run().status == "succeeded"
+        for x in (f2, f1):
+            x.close()
+    finally:
+        release.set()
+        p.close()
+
+
 # -- the lock files, in this process ------------------------------------------
 
 
@@ -395,6 +476,7 @@ FORKS = """
 import concurrent.futures, os, sys
 from pathlib import Path
 from argus_lab.runtime import abandoned
+from argus_lab.runtime.supervisor import Supervisor
 
 fut = concurrent.futures.Future()
 fut.set_running_or_notify_cancel()  # a call that runs on and never ends
