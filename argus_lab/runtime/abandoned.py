@@ -182,11 +182,19 @@ def _drop_in_child() -> None:
     # A forked child shares each lock with us until it closes its copy: a
     # long-lived one (a multiprocessing worker) would keep the file of a call
     # whose process died locked (a call that ends removes its file anyway).
-    # Only this thread runs in the child: no lock is taken.
+    # Its calls' threads do not exist in the child: they never end there, so
+    # they are forgotten (the child sees them as any other process does, by
+    # their lock files: ``held``), and so are the watchers of the parent's
+    # sessions. Only this thread runs in the child: no lock is taken, and a
+    # new one replaces ours (another thread may have held it at the fork).
+    global _lock
     for fd in list(_fds):
         with contextlib.suppress(OSError):
             os.close(fd)
     _fds.clear()
+    _running.clear()
+    _watchers.clear()
+    _lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_drop_in_child)
