@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import multiprocessing
 import os
 import queue
 import re
@@ -525,6 +526,82 @@ def test_a_forked_child_does_not_hold_the_guard_past_its_parent(
         proc.stdin.close()  # the child reads its end and exits
         proc.stdout.close()
         proc.wait(DEADLINE)
+
+
+def _retry_later(root: str, sid: str, go: Any, out: Any) -> None:
+    # In a child forked while the call ran: once its parent's call ended.
+    go.wait(120)
+    ws = al.Workspace(root)
+    try:
+        s = ws.open(sid, approvals=[])
+        try:
+            s.retry("o1")
+            out.send("allowed")
+        except al.SessionStateError as e:
+            out.send(f"refused: {e.message}")
+        finally:
+            s.close()
+    finally:
+        ws.close()
+
+
+def test_a_forked_child_forgets_a_call_that_ended_after_the_fork(
+    ws: al.Workspace,
+) -> None:
+    """The call's thread does not exist in the child: its copy of the call
+    never ended there, and the child refused the retry forever."""
+    s, release, charged = _blocked_session(ws, "o1")
+    assert s.run().status == "paused" and s.record("o1").status == "in_doubt"
+    sid = s.id
+    s.close()
+    assert abandoned.running(sid, "o1") is not None
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    theirs, ours = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_retry_later, args=(str(ws.path), sid, go, ours))
+    child.start()
+    try:
+        ours.close()
+        release.set()
+        assert abandoned.wait(sid, "o1", DEADLINE)
+        assert locks(ws.path, sid) == []  # ended: its lock file is gone
+        go.set()
+        assert theirs.poll(DEADLINE)
+        assert theirs.recv() == "allowed"
+    finally:
+        release.set()
+        go.set()
+        child.join(DEADLINE)
+        theirs.close()
+    assert child.exitcode == 0
+    assert charged == [1]
+
+
+def test_a_forked_child_still_sees_a_call_that_runs_by_its_lock_file(
+    ws: al.Workspace,
+) -> None:
+    """What the child forgets it still sees the other way, as any process."""
+    s, release, _ = _blocked_session(ws, "o1")
+    assert s.run().status == "paused"
+    sid = s.id
+    s.close()
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    theirs, ours = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_retry_later, args=(str(ws.path), sid, go, ours))
+    child.start()
+    try:
+        ours.close()
+        go.set()
+        assert theirs.poll(DEADLINE)
+        said = theirs.recv()
+        assert said.startswith("refused:") and f"process {os.getpid()}" in said, said
+    finally:
+        release.set()
+        go.set()
+        child.join(DEADLINE)
+        theirs.close()
+    assert child.exitcode == 0
 
 
 def test_a_lock_file_that_cannot_be_written_leaves_the_guard_in_this_process(
