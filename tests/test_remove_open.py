@@ -9,6 +9,7 @@ gc`` run as the real CLI in subprocesses.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -18,15 +19,18 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import argus_lab as al
 from argus_lab.cli._retention import plan_gc, run_gc
 from argus_lab.errors import ConcurrentSessionError, StorageError
+from argus_lab.store.folders import is_open
 
 TOOLS = """
 import json
+import multiprocessing
 import os
 
 import argus_lab as al
@@ -225,6 +229,36 @@ def test_this_process_holding_it_open_is_named_and_a_dropped_one_lets_go(
     ws.delete("pay")
     ws.delete("other")
     assert ws.sessions() == []
+
+
+def _idle(go: Any) -> None:
+    go.wait(120)  # a long-lived worker (a Pool's), forked while a session was open
+
+
+def test_a_forked_child_does_not_keep_a_session_closed_here_open(
+    env: Path, tmp_path: Path
+) -> None:
+    """multiprocessing with "fork" while a Session is open: the child's copy of
+    the lock's descriptor would keep the session open after s.close()."""
+    ws = al.Workspace(tmp_path / "ws")
+    _paused(ws)
+    s = ws.open("pay", tools=_tools())
+    folder = ws.path_of("pay")
+    assert is_open(folder) == [os.getpid()]
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    child = ctx.Process(target=_idle, args=(go,))
+    child.start()
+    try:
+        s.close()
+        assert child.is_alive()
+        assert is_open(folder) is None
+        ws.delete("pay")
+        assert ws.sessions() == []
+    finally:
+        go.set()
+        child.join(120)
+    assert child.exitcode == 0
 
 
 def test_a_folder_removed_by_hand_under_an_open_session_stops_it(

@@ -26,6 +26,7 @@ import gc
 import os
 import shutil
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,6 +92,25 @@ def mark_of(folder: Path) -> Path | None:
 OPEN = "open"
 """A session folder's lock file against removal (see the module's doc)."""
 
+_holds: weakref.WeakSet[OpenHold] = weakref.WeakSet()
+"""The OpenHolds of this process holding their lock (let go of in a forked child)."""
+
+
+def _let_go_in_child() -> None:
+    # A forked child (a multiprocessing worker) shares each open lock with
+    # us until it closes its copy (O_CLOEXEC covers exec, not fork): closed
+    # here, a session the parent closes is no longer kept "open" by a child
+    # that lives on. Only this thread runs in the child.
+    for hold in list(_holds):
+        fd, hold.fd = hold.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _holds.clear()
+
+
+os.register_at_fork(after_in_child=_let_go_in_child)
+
 
 class OpenHold:
     """An open Session's shared lock on its folder's ``open`` file, and what
@@ -133,6 +153,7 @@ class OpenHold:
                     f"session {label} was removed while it was being opened"
                 )
             self.fd = fd
+            _holds.add(self)
         self._paths = (str(folder), str(folder / "cache.db"))
         try:
             self.identity = _identity(self._paths)
@@ -166,6 +187,7 @@ class OpenHold:
     def close(self) -> None:
         """Releases the lock (idempotent)."""
         fd, self.fd = self.fd, None
+        _holds.discard(self)
         if fd is not None:
             os.close(fd)  # the last descriptor of the lock: released
 
