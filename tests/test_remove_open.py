@@ -8,7 +8,10 @@ gc`` run as the real CLI in subprocesses.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
+import logging
 import multiprocessing
 import os
 import shutil
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,10 +30,14 @@ import pytest
 import argus_lab as al
 from argus_lab.cli._retention import plan_gc, run_gc
 from argus_lab.errors import ConcurrentSessionError, StorageError
+from argus_lab.store import folders
 from argus_lab.store.folders import is_open
 
 TOOLS = """
+import errno
+import fcntl
 import json
+import logging
 import multiprocessing
 import os
 
@@ -259,6 +267,44 @@ def test_a_forked_child_does_not_keep_a_session_closed_here_open(
         go.set()
         child.join(120)
     assert child.exitcode == 0
+
+
+@pytest.fixture
+def no_flock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system whose flock fails (NFSv3 without lockd: ENOLCK), for the
+    open/removal lock only."""
+
+    def flock(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    consts = {k: getattr(fcntl, k) for k in dir(fcntl) if k.isupper()}
+    monkeypatch.setattr(folders, "fcntl", types.SimpleNamespace(**consts, flock=flock))
+    monkeypatch.setattr(folders, "_warned", set(), raising=False)
+
+
+@pytest.mark.usefixtures("no_flock")
+def test_sessions_open_without_flock_and_removal_says_what_to_do(
+    env: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ws = al.Workspace(tmp_path / "ws")
+    with caplog.at_level(logging.WARNING, logger="argus_lab"):
+        _paused(ws)  # created and opened, unlocked
+        _paused(ws, "other")
+        s = ws.open("pay", tools=_tools())
+        s.approve("p")
+        assert s.run().status == "succeeded"
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "no flock" in r.getMessage()]
+    assert len(said) == 1, said  # once per file system
+    assert "opened without their lock against removal" in said[0]
+    assert sorted(i.name for i in ws.sessions()) == ["other", "pay"]
+    assert len(os.listdir(ws.path / "sessions")) == 2  # no stray folder
+    with pytest.raises(StorageError, match="gives no flock locks") as e:
+        ws.delete("pay")
+    assert "nothing was removed" in e.value.message
+    assert "local_lock=flock" in e.value.message
+    assert str(ws.path_of("pay")) in e.value.message
+    assert sorted(i.name for i in ws.sessions()) == ["other", "pay"]
 
 
 def test_a_folder_removed_by_hand_under_an_open_session_stops_it(
