@@ -363,6 +363,33 @@ def test_gc_keeps_an_artifact_a_session_reused_while_gc_asked(
     s.close()
 
 
+def test_gc_keeps_an_old_artifact_a_commit_referenced_while_gc_asked(
+    env: Path, tmp_path: Path
+) -> None:
+    """Only gc's second reading of the references saves it: the commit made
+    after the plan refers to the old orphan, whose mtime says old (set back
+    after the commit: as a put long ago would leave it)."""
+    ws = al.Workspace(tmp_path / "ws")
+    a = ws.new_session(plan=REPORT_PLAN, tools=_tools(), name="old-report")
+    assert a.run().status == "succeeded"
+    ref = a.record("r").result_ref
+    assert ref is not None
+    a.close()
+    ws.delete("old-report")
+    _age_artifacts(ws)
+    plan = plan_gc(ws, older_than=0)  # gc asks y/N here
+    assert [r for r, _, _ in plan.artifacts] == [ref]
+    b = ws.new_session(plan=REPORT_PLAN, tools=_tools(), name="new-report")
+    assert b.run().status == "succeeded" and b.record("r").result_ref == ref
+    b.close()
+    _age_artifacts(ws)  # no young mtime to save it
+    run_gc(ws, plan)
+    assert plan.rescued == 1 and ws.artifacts.path(ref).is_file()
+    s = ws.open("new-report", tools=_tools())
+    assert len(s.result("r")["rows"]) == 20000
+    s.close()
+
+
 def test_gc_keeps_an_artifact_stored_but_not_yet_committed(
     env: Path, tmp_path: Path
 ) -> None:
