@@ -473,6 +473,68 @@ def test_a_leftover_of_this_host_is_removed_another_hosts_is_kept(
     assert "locks do not reach this one" in warned
 
 
+KEYED = """
+import concurrent.futures, sys
+from pathlib import Path
+from argus_lab.runtime import abandoned
+
+fut = concurrent.futures.Future()
+fut.set_running_or_notify_cancel()  # calls that run on and never end
+for sid, key_of in (("f1", "p"), ("g1", "gone")):
+    call = abandoned.abandon(
+        fut, session_id=sid, task_id="t", attempt=2, tool="charge", why="w",
+        sessions=Path(sys.argv[1]), key_of=key_of,
+    )
+    assert call.locked
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_call_under_another_sessions_key_is_locked_where_that_key_is_asked(
+    tmp_path: Path,
+) -> None:
+    """Fork f1 of p runs a call under p's key in another process: its lock
+    file is in p's folder, so p and p's other forks (f2) see it, and f1
+    reopened finds it as its own; a key whose session is gone: f1's own."""
+    sessions = tmp_path / "sessions"
+    for sid in ("p", "f1", "f2", "g1", "q"):
+        (sessions / sid).mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KEYED, str(sessions)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        assert len(locks(tmp_path, "p")) == 1 and locks(tmp_path, "f1") == []
+        assert len(locks(tmp_path, "g1")) == 1
+        for ask in (("p",), ("f2", "p", "p"), ("f1", "p", "p")):
+            call = abandoned.still_running(sessions, "t", *ask)
+            assert call is not None, ask
+            assert (call.session_id, call.key_of, call.pid) == ("f1", "p", proc.pid)
+        assert abandoned.still_running(sessions, "t", "q") is None
+        assert abandoned.still_running(sessions, "u", "p") is None  # another task
+        found = abandoned.lookup_anywhere(sessions, "f1", "t", key_of="p")
+        assert found is not None and found.pid == proc.pid and found.attempt == 2
+        assert abandoned.lookup_anywhere(sessions, "f1", "t") is None
+        assert abandoned.lookup_anywhere(sessions, "p", "t") is None  # not p's
+        gone = abandoned.still_running(sessions, "t", "g1", "gone")
+        assert gone is not None and gone.session_id == "g1"
+        proc.kill()
+        proc.wait(DEADLINE)
+        assert abandoned.still_running(sessions, "t", "p") is None
+        assert locks(tmp_path, "p") == []  # the leftover is removed
+    finally:
+        proc.kill()
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.wait(DEADLINE)
+
+
 FORKS = """
 import concurrent.futures, os, sys
 from pathlib import Path
