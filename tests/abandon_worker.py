@@ -6,6 +6,9 @@ Run as ``python tests/abandon_worker.py WORKSPACE MODE`` with
 
 - ``timeout``: session "pay" runs task "o1", a ``charge`` (a write that is not
   idempotent) past its timeout: ``run()`` returns with the task in doubt.
+- ``fork``: as ``timeout``, but in a fork of session "pay": the parent's
+  first charge times out and ends (the task in doubt), the fork (its task
+  carried under the parent's key) retries it, and that call runs on.
 - ``close``: the charge has no timeout; the session is closed while it runs
   (``shutdown_grace=0``): the attempt is left as its intent (status running).
 
@@ -34,6 +37,8 @@ TIMEOUT = 0.3
 
 _blocking = False
 _entered = threading.Event()
+_first = threading.Event()
+"""Set: a first attempt (``fork`` mode: the parent's) returns."""
 
 
 def ledger_lines() -> list[str]:
@@ -52,7 +57,9 @@ def charge(n: int, *, ctx: al.ToolContext) -> int:
         os.write(fd, f"{ctx.task_id} {ctx.attempt} {os.getpid()}\n".encode())
     finally:
         os.close(fd)
-    if _blocking:
+    if _blocking and ctx.attempt == 1 and not _first.is_set():
+        _first.wait(60)  # fork mode: the parent's call, past its timeout
+    elif _blocking:
         _entered.set()
         sys.stdin.readline()  # the gateway answers when the test says so
     return n
@@ -67,10 +74,24 @@ def main() -> None:
     root, mode = sys.argv[1], sys.argv[2]
     _blocking = True
     ws = al.Workspace(root)
+    fork = None
     if mode == "timeout":
+        _first.set()
         s = ws.new_session(plan=PLAN, tools=[charge], name="pay", approvals=[])
         s.run()
+    elif mode == "fork":
+        parent = ws.new_session(plan=PLAN, tools=[charge], name="pay", approvals=[])
+        parent.run()  # in doubt: its call waits for _first
+        _first.set()
+        if not abandoned.wait(parent.id, "o1", 60):
+            _say(ready=False, why="the parent's call never ended")
+            return
+        s = fork = parent.fork()
+        s.retry("o1")
+        s.run()  # in doubt again: this call runs on, under the parent's key
+        parent.close()
     else:
+        _first.set()
         charge.timeout = None  # nothing times out: close() abandons it
         s = ws.new_session(
             plan=PLAN, tools=[charge], name="pay", approvals=[], shutdown_grace=0.0
@@ -86,6 +107,7 @@ def main() -> None:
         ready=True,
         pid=os.getpid(),
         session=sid,
+        parent=fork.info.parent if fork is not None else None,
         status=status,
         running=call is not None,
         locked=call is not None and call.locked,

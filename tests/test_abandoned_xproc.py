@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import multiprocessing
 import os
 import queue
 import re
@@ -29,6 +30,7 @@ import pytest
 
 import argus_lab as al
 from argus_lab.runtime import abandoned
+from argus_lab.runtime.supervisor import Supervisor
 from tests import abandon_worker as aw
 from tests.conftest import cli_run
 from tests.waiting import DEADLINE
@@ -304,6 +306,86 @@ def test_a_fork_made_elsewhere_waits_for_its_parents_call(
             ws.close()
 
 
+def test_a_forks_call_under_its_parents_key_blocks_the_parent_and_siblings(
+    tmp_path: Path, ledger: Path
+) -> None:
+    """The call runs in another process, in a fork, under its parent's key:
+    the parent and the parent's other forks see it (its lock file is in the
+    parent's folder), where checking only their own ids missed it."""
+    root = tmp_path / "ws"
+    with worker(root, "fork") as (w, ready):
+        pid, fid, pid_of = w.pid, ready["session"], ready["parent"]
+        assert ready["status"] == "in_doubt" and pid_of
+        assert [p.parent.parent.name for p in locks(root, pid_of)] == [pid_of]
+        assert locks(root, fid) == []
+        ws = al.Workspace(root)
+        try:
+            p = ws.open(pid_of, tools=[aw.charge], approvals=[])
+            sibling = p.fork()
+            assert sibling.record("o1").key_of == pid_of
+            for s in (p, sibling):
+                with pytest.raises(al.SessionStateError) as e:
+                    s.retry("o1")
+                assert f"still running in process {pid} on host" in e.value.message
+                assert f"for session {fid}" in e.value.message
+                # The supervisor asks the same (lock files of other processes too).
+                held = Supervisor(s._state, None).held()
+                assert "attempt 2 of tool 'charge'" in held["o1"], held
+            assert payments() == [f"o1 1 {pid}", f"o1 2 {pid}"]
+            w.tell()
+            assert w.said() == {"ended": True}
+            assert locks(root, pid_of) == []
+            p.retry("o1")
+            assert p.run().status == "succeeded"
+            for x in (sibling, p):
+                x.close()
+        finally:
+            ws.close()
+
+
+def test_sibling_forks_and_their_parent_see_a_forks_call_in_this_process(
+    ws: al.Workspace,
+) -> None:
+    release, first, charged = threading.Event(), threading.Event(), []
+
+    @al.tool(name="charge", side_effect="write", timeout=0.05)
+    def charge(*, ctx: al.ToolContext) -> str:
+        charged.append((ctx.session_id, ctx.idempotency_key))
+        (first if ctx.attempt == 1 else release).wait(DEADLINE)
+        return "ok"
+
+    p = ws.new_session(
+        plan={"goal": "g", "tasks": [{"id": "o1", "tool": "charge"}]},
+        tools=[charge],
+        approvals=[],
+    )
+    try:
+        assert p.run().status == "paused"
+        first.set()
+        assert abandoned.wait(p.id, "o1", DEADLINE)
+        f1, f2 = p.fork(), p.fork()
+        f1.retry("o1")
+        assert f1.run().status == "paused"
+        assert abandoned.running(f1.id, "o1") is not None  # runs on, on a thread
+        for s in (p, f2):
+            with pytest.raises(al.SessionStateError, match="still running in this"):
+                s.retry("o1")
+        # The supervisor holds it too (a plan change must keep the task).
+        for s in (p, f2):
+            held = Supervisor(s._state, None).held()
+            assert "attempt 2 of tool 'charge'" in held["o1"], held
+        assert [k for _, k in charged] == [charged[0][1]] * 2  # one key
+        release.set()
+        assert abandoned.wait(f1.id, "o1", DEADLINE)
+        f2.retry("o1")
+        assert f2.run().status == "succeeded"
+        for x in (f2, f1):
+            x.close()
+    finally:
+        release.set()
+        p.close()
+
+
 # -- the lock files, in this process ------------------------------------------
 
 
@@ -391,10 +473,73 @@ def test_a_leftover_of_this_host_is_removed_another_hosts_is_kept(
     assert "locks do not reach this one" in warned
 
 
+KEYED = """
+import concurrent.futures, sys
+from pathlib import Path
+from argus_lab.runtime import abandoned
+
+fut = concurrent.futures.Future()
+fut.set_running_or_notify_cancel()  # calls that run on and never end
+for sid, key_of in (("f1", "p"), ("g1", "gone")):
+    call = abandoned.abandon(
+        fut, session_id=sid, task_id="t", attempt=2, tool="charge", why="w",
+        sessions=Path(sys.argv[1]), key_of=key_of,
+    )
+    assert call.locked
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_call_under_another_sessions_key_is_locked_where_that_key_is_asked(
+    tmp_path: Path,
+) -> None:
+    """Fork f1 of p runs a call under p's key in another process: its lock
+    file is in p's folder, so p and p's other forks (f2) see it, and f1
+    reopened finds it as its own; a key whose session is gone: f1's own."""
+    sessions = tmp_path / "sessions"
+    for sid in ("p", "f1", "f2", "g1", "q"):
+        (sessions / sid).mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KEYED, str(sessions)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        assert len(locks(tmp_path, "p")) == 1 and locks(tmp_path, "f1") == []
+        assert len(locks(tmp_path, "g1")) == 1
+        for ask in (("p",), ("f2", "p", "p"), ("f1", "p", "p")):
+            call = abandoned.still_running(sessions, "t", *ask)
+            assert call is not None, ask
+            assert (call.session_id, call.key_of, call.pid) == ("f1", "p", proc.pid)
+        assert abandoned.still_running(sessions, "t", "q") is None
+        assert abandoned.still_running(sessions, "u", "p") is None  # another task
+        found = abandoned.lookup_anywhere(sessions, "f1", "t", key_of="p")
+        assert found is not None and found.pid == proc.pid and found.attempt == 2
+        assert abandoned.lookup_anywhere(sessions, "f1", "t") is None
+        assert abandoned.lookup_anywhere(sessions, "p", "t") is None  # not p's
+        gone = abandoned.still_running(sessions, "t", "g1", "gone")
+        assert gone is not None and gone.session_id == "g1"
+        proc.kill()
+        proc.wait(DEADLINE)
+        assert abandoned.still_running(sessions, "t", "p") is None
+        assert locks(tmp_path, "p") == []  # the leftover is removed
+    finally:
+        proc.kill()
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.wait(DEADLINE)
+
+
 FORKS = """
 import concurrent.futures, os, sys
 from pathlib import Path
 from argus_lab.runtime import abandoned
+from argus_lab.runtime.supervisor import Supervisor
 
 fut = concurrent.futures.Future()
 fut.set_running_or_notify_cancel()  # a call that runs on and never ends
@@ -443,6 +588,82 @@ def test_a_forked_child_does_not_hold_the_guard_past_its_parent(
         proc.stdin.close()  # the child reads its end and exits
         proc.stdout.close()
         proc.wait(DEADLINE)
+
+
+def _retry_later(root: str, sid: str, go: Any, out: Any) -> None:
+    # In a child forked while the call ran: once its parent's call ended.
+    go.wait(120)
+    ws = al.Workspace(root)
+    try:
+        s = ws.open(sid, approvals=[])
+        try:
+            s.retry("o1")
+            out.send("allowed")
+        except al.SessionStateError as e:
+            out.send(f"refused: {e.message}")
+        finally:
+            s.close()
+    finally:
+        ws.close()
+
+
+def test_a_forked_child_forgets_a_call_that_ended_after_the_fork(
+    ws: al.Workspace,
+) -> None:
+    """The call's thread does not exist in the child: its copy of the call
+    never ended there, and the child refused the retry forever."""
+    s, release, charged = _blocked_session(ws, "o1")
+    assert s.run().status == "paused" and s.record("o1").status == "in_doubt"
+    sid = s.id
+    s.close()
+    assert abandoned.running(sid, "o1") is not None
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    theirs, ours = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_retry_later, args=(str(ws.path), sid, go, ours))
+    child.start()
+    try:
+        ours.close()
+        release.set()
+        assert abandoned.wait(sid, "o1", DEADLINE)
+        assert locks(ws.path, sid) == []  # ended: its lock file is gone
+        go.set()
+        assert theirs.poll(DEADLINE)
+        assert theirs.recv() == "allowed"
+    finally:
+        release.set()
+        go.set()
+        child.join(DEADLINE)
+        theirs.close()
+    assert child.exitcode == 0
+    assert charged == [1]
+
+
+def test_a_forked_child_still_sees_a_call_that_runs_by_its_lock_file(
+    ws: al.Workspace,
+) -> None:
+    """What the child forgets it still sees the other way, as any process."""
+    s, release, _ = _blocked_session(ws, "o1")
+    assert s.run().status == "paused"
+    sid = s.id
+    s.close()
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    theirs, ours = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_retry_later, args=(str(ws.path), sid, go, ours))
+    child.start()
+    try:
+        ours.close()
+        go.set()
+        assert theirs.poll(DEADLINE)
+        said = theirs.recv()
+        assert said.startswith("refused:") and f"process {os.getpid()}" in said, said
+    finally:
+        release.set()
+        go.set()
+        child.join(DEADLINE)
+        theirs.close()
+    assert child.exitcode == 0
 
 
 def test_a_lock_file_that_cannot_be_written_leaves_the_guard_in_this_process(

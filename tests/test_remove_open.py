@@ -8,7 +8,11 @@ gc`` run as the real CLI in subprocesses.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
+import logging
+import multiprocessing
 import os
 import shutil
 import signal
@@ -16,17 +20,25 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import argus_lab as al
 from argus_lab.cli._retention import plan_gc, run_gc
 from argus_lab.errors import ConcurrentSessionError, StorageError
+from argus_lab.store import folders
+from argus_lab.store.folders import is_open
 
 TOOLS = """
+import errno
+import fcntl
 import json
+import logging
+import multiprocessing
 import os
 
 import argus_lab as al
@@ -227,6 +239,74 @@ def test_this_process_holding_it_open_is_named_and_a_dropped_one_lets_go(
     assert ws.sessions() == []
 
 
+def _idle(go: Any) -> None:
+    go.wait(120)  # a long-lived worker (a Pool's), forked while a session was open
+
+
+def test_a_forked_child_does_not_keep_a_session_closed_here_open(
+    env: Path, tmp_path: Path
+) -> None:
+    """multiprocessing with "fork" while a Session is open: the child's copy of
+    the lock's descriptor would keep the session open after s.close()."""
+    ws = al.Workspace(tmp_path / "ws")
+    _paused(ws)
+    s = ws.open("pay", tools=_tools())
+    folder = ws.path_of("pay")
+    assert is_open(folder) == [os.getpid()]
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    child = ctx.Process(target=_idle, args=(go,))
+    child.start()
+    try:
+        s.close()
+        assert child.is_alive()
+        assert is_open(folder) is None
+        ws.delete("pay")
+        assert ws.sessions() == []
+    finally:
+        go.set()
+        child.join(120)
+    assert child.exitcode == 0
+
+
+@pytest.fixture
+def no_flock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system whose flock fails (NFSv3 without lockd: ENOLCK), for the
+    open/removal lock only."""
+
+    def flock(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    consts = {k: getattr(fcntl, k) for k in dir(fcntl) if k.isupper()}
+    monkeypatch.setattr(folders, "fcntl", types.SimpleNamespace(**consts, flock=flock))
+    monkeypatch.setattr(folders, "_warned", set(), raising=False)
+
+
+@pytest.mark.usefixtures("no_flock")
+def test_sessions_open_without_flock_and_removal_says_what_to_do(
+    env: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ws = al.Workspace(tmp_path / "ws")
+    with caplog.at_level(logging.WARNING, logger="argus_lab"):
+        _paused(ws)  # created and opened, unlocked
+        _paused(ws, "other")
+        s = ws.open("pay", tools=_tools())
+        s.approve("p")
+        assert s.run().status == "succeeded"
+        s.close()
+    said = [r.getMessage() for r in caplog.records if "no flock" in r.getMessage()]
+    assert len(said) == 1, said  # once per file system
+    assert "opened without their lock against removal" in said[0]
+    assert sorted(i.name for i in ws.sessions()) == ["other", "pay"]
+    assert len(os.listdir(ws.path / "sessions")) == 2  # no stray folder
+    with pytest.raises(StorageError, match="gives no flock locks") as e:
+        ws.delete("pay")
+    assert "nothing was removed" in e.value.message
+    assert "local_lock=flock" in e.value.message
+    assert str(ws.path_of("pay")) in e.value.message
+    assert sorted(i.name for i in ws.sessions()) == ["other", "pay"]
+
+
 def test_a_folder_removed_by_hand_under_an_open_session_stops_it(
     env: Path, tmp_path: Path
 ) -> None:
@@ -277,6 +357,33 @@ def test_gc_keeps_an_artifact_a_session_reused_while_gc_asked(
     assert b.run().status == "succeeded" and b.record("r").result_ref == ref
     b.close()
     run_gc(ws, plan)  # the user said y
+    assert plan.rescued == 1 and ws.artifacts.path(ref).is_file()
+    s = ws.open("new-report", tools=_tools())
+    assert len(s.result("r")["rows"]) == 20000
+    s.close()
+
+
+def test_gc_keeps_an_old_artifact_a_commit_referenced_while_gc_asked(
+    env: Path, tmp_path: Path
+) -> None:
+    """Only gc's second reading of the references saves it: the commit made
+    after the plan refers to the old orphan, whose mtime says old (set back
+    after the commit: as a put long ago would leave it)."""
+    ws = al.Workspace(tmp_path / "ws")
+    a = ws.new_session(plan=REPORT_PLAN, tools=_tools(), name="old-report")
+    assert a.run().status == "succeeded"
+    ref = a.record("r").result_ref
+    assert ref is not None
+    a.close()
+    ws.delete("old-report")
+    _age_artifacts(ws)
+    plan = plan_gc(ws, older_than=0)  # gc asks y/N here
+    assert [r for r, _, _ in plan.artifacts] == [ref]
+    b = ws.new_session(plan=REPORT_PLAN, tools=_tools(), name="new-report")
+    assert b.run().status == "succeeded" and b.record("r").result_ref == ref
+    b.close()
+    _age_artifacts(ws)  # no young mtime to save it
+    run_gc(ws, plan)
     assert plan.rescued == 1 and ws.artifacts.path(ref).is_file()
     s = ws.open("new-report", tools=_tools())
     assert len(s.result("r")["rows"]) == 20000

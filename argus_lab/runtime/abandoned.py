@@ -18,18 +18,24 @@ Other processes (``argus retry`` in a shell, a second kernel) do not see
 this registry, so each such call also holds a lock file while it runs. When
 a call is abandoned (before its attempt's outcome goes back to the run, so
 before that run can release the session's lease), an exclusive
-``fcntl.flock`` is taken on a new file in the session's folder,
+``fcntl.flock`` is taken on a new file,
 ``abandoned/<task>-<attempt>-<pid>-<random>.lock`` (``<task>``: a sha256 of
 the task id, safe for any id), which holds the call as JSON (session, task,
-attempt, tool, why, since, pid, the process's start time, host). It is made
+attempt, tool, why, since, pid, the process's start time, host, key_of).
+It is written in the folder of the session whose idempotency key the call
+runs under: its own, or for a fork's task carried in doubt from its parent
+(``TaskRecord.key_of``), the parent's, where the parent and its other forks,
+whose calls of the task run under the same key, look too. It is made
 under a dot name, locked, written, then renamed into place: under its final
 name it is locked from the moment it can be seen. When the call ends, the
 file is removed, then its descriptor closed (the lock goes with it); when
 the process dies, however it dies, the system drops the lock.
 
-``held`` (what ``s.retry`` asks, about the task's session and, for a fork's
-task, the sessions its key and its parent came from; and the failure
-policy, when a reopened session finds the attempt RUNNING) tries a shared
+``still_running`` (what ``s.retry`` and the supervisor ask, about the
+task's session and, for a fork's task, the sessions its key and its parent
+came from: calls of this process, then ``held``; and ``lookup_anywhere``,
+the failure policy's, when a reopened session finds the attempt RUNNING)
+asks ``held``, which tries a shared
 lock on each file of the task without waiting: one it cannot get is a call
 still running; one it can lock is a leftover (its process died), removed if
 it was written on this host. So on this host the guard holds across
@@ -39,19 +45,22 @@ the lock at once (``os.register_at_fork``), so a long-lived child does not
 keep the guard once the call's process died; ``subprocess`` children never
 get it (the descriptor is close-on-exec).
 
-Not covered: a call whose lock file could not be written (a read-only or
-full disk) is guarded in this process only (logged; a timed-out call's
-in-doubt reason says so). A session folder shared between hosts (NFS and
-the like): the lock reaches other hosts only if the file system carries
+Not covered: a fork's call under its parent's key whose parent was removed
+(its lock file goes in the fork's folder: the parent's other forks do not
+see it), or one whose parent is removed while it runs (its lock file goes
+with the parent's folder). A call whose lock file could not be written (a
+read-only or full disk) is guarded in this process only (logged; a timed-out
+call's in-doubt reason says so). A session folder shared between hosts (NFS
+and the like): the lock reaches other hosts only if the file system carries
 ``flock`` locks between its clients (Linux NFS clients emulate them with
 byte-range locks the server arbitrates, unless mounted ``nolock`` or
 ``local_lock=flock``/``all``; many FUSE and SMB setups do not); a file
 another host wrote that this host can lock is ignored, with a warning, and
-kept (this host cannot tell whether its process lives). Work the call
-handed to another process that outlives it (a child it started) is not
-guarded once the call's process is gone. Calls shipped to a remote executor
-(Dask), and async tool calls an LLM task's model makes (cancelled with it),
-are not kept here; its sync ones are (``llm_task._fill``).
+kept (this host cannot tell whether its process lives). Work the call handed
+to another process that outlives it (a child it started) is not guarded once
+the call's process is gone. Calls shipped to a remote executor (Dask), and
+async tool calls an LLM task's model makes (cancelled with it), are not kept
+here; its sync ones are (``llm_task._fill``).
 """
 
 from __future__ import annotations
@@ -67,7 +76,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +93,7 @@ __all__ = [
     "lookup",
     "lookup_anywhere",
     "running",
+    "still_running",
     "wait",
     "watch",
 ]
@@ -116,11 +126,20 @@ class AbandonedCall:
     """The process it runs in."""
     host: str = HOST
     """The host that process runs on."""
+    key_of: str | None = None
+    """The session whose idempotency key the call ran under, if not its own
+    (a fork's task carried in doubt from its parent: that parent). Its lock
+    file is in that session's folder, where the key's other users look."""
     locked: bool = False
     """Its lock file was written: other processes of this host see the call
     while it runs (``held``)."""
     _lockfile: Path | None = field(default=None, repr=False)
     _fd: int | None = field(default=None, repr=False)
+
+    @property
+    def owner(self) -> str:
+        """The session whose key the call ran under (``key_of``, else its own)."""
+        return self.key_of or self.session_id
 
     def what(self) -> str:
         """The call, for a person: ``attempt 1 of tool 'charge'``."""
@@ -150,6 +169,8 @@ class AbandonedCall:
 
 
 _lock = threading.Lock()
+# Keyed by the call's session (its watchers, ``running``, ``wait``); who else
+# shares its key (``key_of``) is asked by ``still_running``.
 _running: dict[tuple[str, str], list[AbandonedCall]] = {}
 _ended: OrderedDict[tuple[str, str], AbandonedCall] = OrderedDict()
 _watchers: dict[str, list[Callable[[AbandonedCall], None]]] = {}
@@ -161,11 +182,19 @@ def _drop_in_child() -> None:
     # A forked child shares each lock with us until it closes its copy: a
     # long-lived one (a multiprocessing worker) would keep the file of a call
     # whose process died locked (a call that ends removes its file anyway).
-    # Only this thread runs in the child: no lock is taken.
+    # Its calls' threads do not exist in the child: they never end there, so
+    # they are forgotten (the child sees them as any other process does, by
+    # their lock files: ``held``), and so are the watchers of the parent's
+    # sessions. Only this thread runs in the child: no lock is taken, and a
+    # new one replaces ours (another thread may have held it at the fork).
+    global _lock
     for fd in list(_fds):
         with contextlib.suppress(OSError):
             os.close(fd)
     _fds.clear()
+    _running.clear()
+    _watchers.clear()
+    _lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_drop_in_child)
@@ -180,16 +209,23 @@ def abandon(
     tool: str,
     why: str,
     sessions: Path | None = None,
+    key_of: str | None = None,
 ) -> AbandonedCall:
     """Keeps the call running in ``fut`` until it ends; then tells the
     session's watchers. A call already over is only remembered as ended.
 
     ``sessions``: the workspace's sessions folder; the call's lock file is
-    written in its session's folder there before this returns (None: no
-    lock file, the call is guarded in this process only)."""
-    call = AbandonedCall(session_id, task_id, attempt, tool, why)
+    written before this returns, in the folder of the session whose key the
+    call ran under (``key_of``, else its own; its own if that session's
+    folder is gone). None: no lock file, the call is guarded in this
+    process only."""
+    key_of = key_of if key_of and key_of != session_id else None
+    call = AbandonedCall(session_id, task_id, attempt, tool, why, key_of=key_of)
     if sessions is not None:
-        _take_lock(call, sessions / session_id / LOCKS)
+        owner = sessions / call.owner
+        if not owner.is_dir():  # the key's session was removed: ours
+            owner = sessions / session_id
+        _take_lock(call, owner / LOCKS)
     key = (session_id, task_id)
     with _lock:
         _running.setdefault(key, []).append(call)
@@ -217,6 +253,7 @@ def _take_lock(call: AbandonedCall, folder: Path) -> None:
         "pid": call.pid,
         "started": _own_start(),
         "host": call.host,
+        "key_of": call.key_of,
     }
     fd = None
     try:
@@ -313,18 +350,53 @@ def lookup(session_id: str, task_id: str) -> AbandonedCall | None:
         return _ended.get((session_id, task_id))
 
 
+def still_running(
+    sessions: Path,
+    task_id: str,
+    session_id: str,
+    key_of: str | None = None,
+    parent: str | None = None,
+) -> AbandonedCall | None:
+    """Whether a call of task ``task_id`` of session ``session_id`` may still
+    run anywhere on this host: an abandoned call of the task still running
+    (in this process, or in another one holding its lock file) made by the
+    session, by the session its key came from (``key_of``: the task's
+    ``TaskRecord.key_of``) or its ``parent``, or by any session under the
+    key of one of these (a fork's call under its parent's key: so a parent
+    and each of its forks see each other's calls). None: none runs.
+
+    The one question ``s.retry`` and the supervisor ask."""
+    ids = {x for x in (session_id, key_of, parent) if x}
+    with _lock:
+        for (_, tid), calls in _running.items():
+            if tid != task_id:
+                continue
+            for call in reversed(calls):
+                if call.session_id in ids or call.owner in ids:
+                    return call
+    return held(sessions, ids, task_id)
+
+
 def held(
     sessions: Path, session_ids: Iterable[str], task_id: str
 ) -> AbandonedCall | None:
-    """An abandoned call of ``task_id`` in any of the sessions ``session_ids``
-    that still runs in a process of this host (this one included), as its
-    lock file says; else None. File work: only for a retry, or a reopened
-    session deciding about an attempt found running.
+    """An abandoned call of ``task_id`` whose lock file is in the folder of
+    one of the sessions ``session_ids`` (calls of the session, and calls of
+    its forks run under its key) and that still runs in a process of this
+    host (this one included); else None. File work: only for a retry, a
+    plan change held back by a failure, or a reopened session deciding
+    about an attempt found running.
 
     ``sessions``: the workspace's sessions folder. Leftover files (their
     process died, or could not remove them) are removed on the way."""
+    return next(_held(sessions, session_ids, task_id), None)
+
+
+def _held(
+    sessions: Path, session_ids: Iterable[str], task_id: str
+) -> Iterator[AbandonedCall]:
     prefix = _prefix(task_id) + "-"
-    for sid in session_ids:
+    for sid in dict.fromkeys(session_ids):
         folder = sessions / sid / LOCKS
         try:
             names = sorted(
@@ -340,8 +412,7 @@ def held(
         for name in names:
             call = _probe(folder / name, sid, task_id)
             if call is not None:
-                return call
-    return None
+                yield call
 
 
 def _probe(path: Path, sid: str, task_id: str) -> AbandonedCall | None:
@@ -394,8 +465,10 @@ def _call_of(data: dict[str, Any], sid: str, task_id: str) -> AbandonedCall:
         v = data.get(key)
         return v if isinstance(v, int | float) and not isinstance(v, bool) else 0
 
+    session = data.get("session_id")
+    key_of = data.get("key_of")
     return AbandonedCall(
-        session_id=sid,
+        session_id=session if isinstance(session, str) and session else sid,
         task_id=task_id,
         attempt=int(num("attempt")),
         tool=str(data.get("tool", "?")),
@@ -403,17 +476,24 @@ def _call_of(data: dict[str, Any], sid: str, task_id: str) -> AbandonedCall:
         since=float(num("since")),
         pid=int(num("pid")),
         host=str(data.get("host", "?")),
+        key_of=key_of if isinstance(key_of, str) and key_of else None,
     )
 
 
 def lookup_anywhere(
-    sessions: Path, session_id: str, task_id: str
+    sessions: Path, session_id: str, task_id: str, key_of: str | None = None
 ) -> AbandonedCall | None:
-    """``lookup``, but a call still running in another process of this host
-    (its lock file held) comes before one of this process that ended."""
+    """``lookup``, but a call of the session still running in another
+    process of this host (its lock file held, in the session's folder or in
+    that of ``key_of``, whose key the task's attempts run under) comes
+    before one of this process that ended."""
     call = running(session_id, task_id)
     if call is None:
-        call = held(sessions, (session_id,), task_id) or lookup(session_id, task_id)
+        ids = (session_id, key_of) if key_of else (session_id,)
+        call = next(
+            (c for c in _held(sessions, ids, task_id) if c.session_id == session_id),
+            None,
+        ) or lookup(session_id, task_id)
     return call
 
 

@@ -133,13 +133,12 @@ class Actions:
                 f"{rec.status}; only failed, in-doubt, blocked or skipped tasks can "
                 "be retried",
             )
-        # Its call may run in this session, or (a fork's task carried from
-        # its parent) in the session it came from; in this process, or in
-        # another one of this host (its lock file: abandoned.held).
-        ids = dict.fromkeys(x for x in (st.info.id, rec.key_of, st.info.parent) if x)
-        call = next(
-            (c for sid in ids if (c := abandoned.running(sid, tid)) is not None), None
-        ) or abandoned.held(st.path.parent, ids, tid)
+        # Its call may run in this session, in the session it came from (a
+        # fork's task carried from its parent), or in another fork under the
+        # same key; in this process, or in another one of this host.
+        call = abandoned.still_running(
+            st.path.parent, tid, st.info.id, rec.key_of, st.info.parent
+        )
         if call is not None and call.here():
             # Python cannot stop a thread: a second call beside it may take
             # effect as well as the first (invariant 2).

@@ -82,9 +82,13 @@ def assemble(
     signals = Signals()
     sid = state.info.id
     sessions = workspace.path / "sessions"  # as the tools' ctx.workspace
-    policy = FailurePolicy(
-        options.backoff, partial(abandoned.lookup_anywhere, sessions, sid)
-    )
+
+    def abandoned_call(tid: str) -> AbandonedCall | None:
+        rec = state.records.get(tid)  # its key's session: where its lock is
+        key_of = rec.key_of if rec is not None else None
+        return abandoned.lookup_anywhere(sessions, sid, tid, key_of)
+
+    policy = FailurePolicy(options.backoff, abandoned_call)
     budget = BudgetChecker(state)
     memories = Rememberer(lambda: workspace.memory)
     memory = MemoryFeed(state, memories, options.remember)

@@ -115,7 +115,9 @@ class AttemptRunner:
             return self._llm.tool_for(task)
         return self._state.tools.get(task.tool or "")
 
-    def _ctx(self, task_id: str, attempt: int, key: str, tool: Tool) -> ToolContext:
+    def _ctx(
+        self, task_id: str, attempt: int, key: str, key_of: str | None
+    ) -> ToolContext:
         return ToolContext(
             session_id=self._state.info.id,
             task_id=task_id,
@@ -124,6 +126,7 @@ class AttemptRunner:
             workspace=self._root,
             workdir=self._workdir or self._root / "files" / self._state.info.id,
             redactor=self._state.redactor,
+            _key_of=key_of,
         )
 
     def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -237,7 +240,9 @@ class AttemptRunner:
         # A frozen dataclass of seven fields, ~2% of a step: a call inline
         # gets one only if its tool takes it (a thread's call, always).
         ctx = (
-            self._ctx(tid, attempt, key, tool) if tool.takes_ctx or not inline else None
+            self._ctx(tid, attempt, key, rec.key_of)
+            if tool.takes_ctx or not inline
+            else None
         )
         call = _Call(task, tool, args, ctx, timeout)
         if inline:
@@ -275,7 +280,7 @@ class AttemptRunner:
             # runs on (other commits, a skip, a pause): its intent is
             # committed first, as for any call on a thread.
             st.drop_deferred()  # only ours: deferred while the loop was held
-            call.ctx = call.ctx or self._ctx(tid, attempt, key, tool)
+            call.ctx = call.ctx or self._ctx(tid, attempt, key, rec.key_of)
         return partial(self._call, tid, updated(rec, running), started, call)
 
     async def _call(

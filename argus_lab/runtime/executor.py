@@ -186,6 +186,7 @@ def keep_abandoned(
             tool=tool.name,
             why=why,
             sessions=ctx.workspace / "sessions",
+            key_of=ctx._key_of,
         )
     return None
 

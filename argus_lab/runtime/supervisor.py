@@ -195,14 +195,10 @@ class Supervisor:
             if status not in ("in_doubt", "failed"):
                 continue
             rec = st.records[tid]
-            # Its call may run in this session, or (a fork's task carried
-            # from its parent) in the session it came from (as s.retry checks).
-            ids = dict.fromkeys(
-                x for x in (st.info.id, rec.key_of, st.info.parent) if x
-            )
-            call = next(
-                (c for sid in ids if (c := abandoned.running(sid, tid)) is not None),
-                None,
+            # As s.retry asks: in this session, the one its key came from,
+            # or another fork under that key; in any process of this host.
+            call = abandoned.still_running(
+                st.path.parent, tid, st.info.id, rec.key_of, st.info.parent
             )
             if call is not None:
                 runs = f"({call.what()}, which {call.why}) still runs"

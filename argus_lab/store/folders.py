@@ -15,6 +15,11 @@ drops it when its process dies); a removal takes it exclusive, without
 waiting, before it moves the folder aside, and keeps it while it deletes
 (``removal_lock``). So a session open anywhere (a kernel with it paused for
 an approval holds no lease) is never removed under it.
+
+On a file system without ``flock`` (NFSv3 without lockd: ENOLCK) a Session
+opens without the lock (a warning, once per file system), and a removal
+refuses with a StorageError saying what to do: it cannot tell whether the
+session is open.
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ import contextlib
 import errno
 import fcntl
 import gc
+import logging
 import os
 import shutil
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +41,8 @@ from argus_lab.errors import ConcurrentSessionError, StorageError
 
 if TYPE_CHECKING:
     from argus_lab.store.envelope import Durability
+
+log = logging.getLogger("argus_lab")
 
 __all__ = [
     "MARKS",
@@ -91,6 +100,25 @@ def mark_of(folder: Path) -> Path | None:
 OPEN = "open"
 """A session folder's lock file against removal (see the module's doc)."""
 
+_holds: weakref.WeakSet[OpenHold] = weakref.WeakSet()
+"""The OpenHolds of this process holding their lock (let go of in a forked child)."""
+
+
+def _let_go_in_child() -> None:
+    # A forked child (a multiprocessing worker) shares each open lock with
+    # us until it closes its copy (O_CLOEXEC covers exec, not fork): closed
+    # here, a session the parent closes is no longer kept "open" by a child
+    # that lives on. Only this thread runs in the child.
+    for hold in list(_holds):
+        fd, hold.fd = hold.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _holds.clear()
+
+
+os.register_at_fork(after_in_child=_let_go_in_child)
+
 
 class OpenHold:
     """An open Session's shared lock on its folder's ``open`` file, and what
@@ -118,11 +146,16 @@ class OpenHold:
             except OSError as e:
                 os.close(fd)
                 if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    raise
-                raise ConcurrentSessionError(
-                    f"session {label} is being removed (argus rm or gc, or "
-                    "ws.delete) right now; it cannot be opened",
-                ) from None
+                    # No flock on this file system (NFS without lockd):
+                    # opened without the lock, as before there was one.
+                    _no_locks(path, e)
+                    fd = None
+                else:
+                    raise ConcurrentSessionError(
+                        f"session {label} is being removed (argus rm or gc, or "
+                        "ws.delete) right now; it cannot be opened",
+                    ) from None
+        if fd is not None:
             try:
                 same = os.fstat(fd).st_ino == os.stat(path).st_ino
             except OSError:
@@ -133,6 +166,7 @@ class OpenHold:
                     f"session {label} was removed while it was being opened"
                 )
             self.fd = fd
+            _holds.add(self)
         self._paths = (str(folder), str(folder / "cache.db"))
         try:
             self.identity = _identity(self._paths)
@@ -166,6 +200,7 @@ class OpenHold:
     def close(self) -> None:
         """Releases the lock (idempotent)."""
         fd, self.fd = self.fd, None
+        _holds.discard(self)
         if fd is not None:
             os.close(fd)  # the last descriptor of the lock: released
 
@@ -248,28 +283,85 @@ def removal_lock(folder: Path, label: str) -> Iterator[None]:
             f"({e.strerror or e}); nothing was removed"
         ) from None
     try:
-        if not _exclusive(fd):
+        if not _exclusive(fd, folder / OPEN, label):
             holders = _lock_holders(fd)
             if os.getpid() in holders or not holders:
                 # Ours may be a Session dropped unclosed (``ws.open(x).status``)
                 # and not collected yet: collected, it lets go.
                 gc.collect()
-            if not _exclusive(fd):
+            if not _exclusive(fd, folder / OPEN, label):
                 raise ConcurrentSessionError(open_refusal(label, _lock_holders(fd)))
         yield
     finally:
         os.close(fd)
 
 
-def _exclusive(fd: int) -> bool:
-    """Takes ``fd``'s flock exclusive if nobody holds it; False if one does."""
+def _exclusive(fd: int, path: Path, label: str) -> bool:
+    """Takes ``fd``'s flock exclusive if nobody holds it; False if one does.
+
+    Raises:
+        StorageError: the file system of ``path`` has no flock."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
         if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise
+            raise StorageError(
+                f"session {label}: cannot lock {path} ({e.strerror or e}): "
+                f"{_fs_of(path)} gives no flock locks, so whether a Session "
+                "has the session open cannot be told; nothing was removed. "
+                "Give it locks (NFS: run lockd/rpc.statd on the server and "
+                "this client, or mount with local_lock=flock if only this "
+                "host uses it), or remove the session on a host that has "
+                "them; or, once sure no process has it open, delete its "
+                f"folder {path.parent} by hand"
+            ) from None
         return False
     return True
+
+
+_warned: set[int] = set()
+"""Devices whose missing flock was already logged."""
+
+
+def _no_locks(path: Path, e: OSError) -> None:
+    """Says once per file system that sessions there are opened unlocked."""
+    try:
+        dev = os.stat(path.parent).st_dev
+    except OSError:
+        dev = -1
+    if dev in _warned:
+        return
+    _warned.add(dev)
+    log.warning(
+        "cannot lock %s (%s): %s gives no flock locks; sessions there are "
+        "opened without their lock against removal, so argus rm/gc and "
+        "ws.delete cannot tell whether one is open (and refuse)",
+        path,
+        e.strerror or e,
+        _fs_of(path),
+    )
+
+
+def _fs_of(path: Path) -> str:
+    """The file system ``path`` is on, for a person: its type and mount point
+    (from /proc/self/mounts), else a description."""
+    best = ("", "")
+    try:
+        real = os.path.realpath(path)
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                mnt = parts[1].replace("\\040", " ")
+                inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
+                if inside and len(mnt) > len(best[0]):
+                    best = (mnt, parts[2])
+    except OSError:
+        pass
+    if not best[0]:
+        return f"the file system holding {path.parent}"
+    return f"the {best[1]} file system mounted at {best[0]}"
 
 
 def is_open(folder: Path) -> list[int] | None:

@@ -8,7 +8,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -50,6 +50,10 @@ class ToolContext:
     redactor: Redactor | None = None
     """The session's secret masker: what a tool writes into the workspace
     itself (files, memory) goes through it first (invariant 7)."""
+    _key_of: str | None = field(default=None, repr=False, compare=False)
+    # The session whose idempotency key this is, if not ``session_id`` (a
+    # fork's task carried in doubt from its parent): a call abandoned while
+    # it runs is guarded there too (runtime/abandoned.py).
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The redactor holds the secret values themselves: a context pickled
