@@ -112,3 +112,50 @@ def test_a_fork_reruns_an_idempotent_write_under_its_parents_key(
     assert f.run().status == "succeeded"
     assert calls(ws_dir, "p1") == [key, key]  # the same key both times
     assert f.record("p1").key_of == s.id
+
+
+def test_a_fork_made_mid_call_refuses_a_retry_while_the_parent_still_calls(
+    tmp_path: Path,
+) -> None:
+    """The fork holds the parent's running payment in doubt; its retry was
+    accepted while the parent's call was still in flight, and the fork paid
+    beside it (an outside check). Refused until the parent's run ends."""
+    import threading
+
+    go = threading.Event()
+    started = threading.Event()
+    paid: list[str] = []
+
+    @al.tool(side_effect="write")
+    def charge(n: int, *, ctx: al.ToolContext) -> int:
+        """Pays, slowly."""
+        paid.append(ctx.session_id)
+        started.set()
+        go.wait(30)
+        return n
+
+    ws = al.Workspace(tmp_path / "ws")
+    s = ws.new_session(
+        plan={
+            "goal": "pay",
+            "tasks": [{"id": "o1", "tool": "charge", "args": {"n": 7}}],
+        },
+        tools=[charge],
+        name="pay",
+        approvals=[],
+    )
+    run = s.start()
+    try:
+        assert started.wait(30)
+        wait_until(lambda: s.record("o1").status == "running", "the intent's commit")
+        f = s.fork(name="pay-f")
+        assert f.record("o1").status == "in_doubt"
+        with pytest.raises(al.ArgusError, match="is running it now"):
+            f.retry("o1")
+        assert f.record("o1").status == "in_doubt" and paid == [s.id]
+    finally:
+        go.set()
+    assert run.result(30).status == "succeeded"
+    f.retry("o1")  # the parent's run ended: the person decides, with facts
+    f.close()
+    s.close()

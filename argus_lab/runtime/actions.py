@@ -123,6 +123,45 @@ class Actions:
             task_id=tid,
         )
 
+    def _running_in_origin(self, tid: str, rec: TaskRecord) -> str | None:
+        """Why ``tid`` may not be retried here: the session its key came from
+        (a fork's task carried from its parent, ``key_of``) or this session's
+        parent runs it now, its call in flight (its run's lease is live and
+        its record says running). A fork made mid-call holds the task in
+        doubt; retried here, it would call beside the parent's call (an
+        outside check paid twice). None: no such run. File work, on a retry
+        only."""
+        import time
+
+        from argus_lab.store.checkpoints import SessionStore
+        from argus_lab.store.head import lease_is_live
+
+        st = self._state
+        for sid in dict.fromkeys(x for x in (rec.key_of, st.info.parent) if x):
+            folder = st.path.parent / sid
+            if sid == st.info.id or not (folder / "cache.db").is_file():
+                continue
+            store = SessionStore(folder, sid, durability=st.durability)
+            try:
+                head = store.read_head()
+                if head is None or not lease_is_live(head.lease, time.time()):
+                    continue
+                other = store.task_records().get(tid)
+            except ArgusError:
+                continue  # unreadable: its own open says what is wrong
+            finally:
+                store.close()
+            if other is not None and other.status == "running":
+                pid = (head.lease or {}).get("pid")
+                return (
+                    f"{rec.status}, and session {sid}, whose call of it this "
+                    f"session holds in doubt, is running it now (process {pid}): "
+                    "a retry could take effect beside that call. Let that run "
+                    "end (or pause it), check whether its call took effect, "
+                    "then retry or skip it"
+                )
+        return None
+
     async def retry(self, tid: str) -> None:
         """Makes a failed or in-doubt task (and what it blocked) pending again."""
         st = self._state
@@ -165,6 +204,9 @@ class Actions:
                 "lock is let go of when the call or the process ends); check "
                 "whether it took effect, then retry or skip it",
             )
+        running = self._running_in_origin(tid, rec)
+        if running is not None:
+            raise self._misuse(tid, running)
         # A failed attempt gets a fresh idempotency key; an in-doubt one keeps
         # its key so a remote that deduplicates can still recognise it.
         new = rec.model_copy(

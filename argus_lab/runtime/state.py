@@ -31,6 +31,7 @@ from argus_lab.store._commit import mask_events, mask_record
 from argus_lab.store._vocabulary import session_redactor
 from argus_lab.store.artifacts import ArtifactStore, from_stored
 from argus_lab.store.checkpoints import Loaded, SessionStore
+from argus_lab.store.envelope import Durability
 from argus_lab.store.records import TaskRecords
 from argus_lab.store.stored_plan import StoredPlan
 from argus_lab.tools.registry import Tool
@@ -384,6 +385,11 @@ class SessionState:
     def path(self) -> Path:
         """The folder of the session's store."""
         return self._store.directory
+
+    @property
+    def durability(self) -> Durability:
+        """The store's durability (another session's store is opened alike)."""
+        return self._store.durability
 
     def read_events(self, since: int = 0) -> list[EventBase]:
         """Committed events with seq > since, in order."""
