@@ -239,7 +239,8 @@ def test_this_process_holding_it_open_is_named_and_a_dropped_one_lets_go(
     assert ws.sessions() == []
 
 
-def _idle(go: Any) -> None:
+def _idle(ready: Any, go: Any) -> None:
+    ready.set()  # after the fork handlers ran: the child's copies are closed
     go.wait(120)  # a long-lived worker (a Pool's), forked while a session was open
 
 
@@ -254,10 +255,12 @@ def test_a_forked_child_does_not_keep_a_session_closed_here_open(
     folder = ws.path_of("pay")
     assert is_open(folder) == [os.getpid()]
     ctx = multiprocessing.get_context("fork")
-    go = ctx.Event()
-    child = ctx.Process(target=_idle, args=(go,))
+    go, ready = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=_idle, args=(ready, go))
     child.start()
     try:
+        # start() returns once forked, before the child ran anything: wait for it.
+        assert ready.wait(120)
         s.close()
         assert child.is_alive()
         assert is_open(folder) is None

@@ -189,6 +189,13 @@ class ThreadView:
                 "this thread view has no compiled graph: open it with "
                 "saver.thread(thread_id, graph=builder.compile(checkpointer=saver))"
             )
+        # The latest checkpoint and status first, the rows after: a run going
+        # on meanwhile only adds rows, so the rows cover what the status says
+        # (read the other way round, "__end__" could show succeeded beside a
+        # node still pending).
+        tup = self.saver.get_tuple(self.config)  # type: ignore[arg-type]
+        nxt = self.compiled.get_state(self.config).next if tup is not None else ()
+        done = tup is not None and self.info.status == "succeeded"
         drawn = self.compiled.get_graph()
         g: nx.DiGraph = nx.DiGraph(thread_id=self.thread_id, session_id=self.id)
         for name in drawn.nodes:
@@ -202,15 +209,13 @@ class ThreadView:
             a["runs"] += 1
             if a["last_step"] is None or (r["step"] or 0) >= a["last_step"]:
                 a["status"], a["last_step"] = r["status"], r["step"]
-        tup = self.saver.get_tuple(self.config)  # type: ignore[arg-type]
         if tup is not None:
-            nxt = self.compiled.get_state(self.config).next
             for name in nxt:
                 # A failed node runs again on the next invoke, but it failed.
                 waits = ("awaiting_approval", "failed")
                 if name in g and g.nodes[name]["status"] not in waits:
                     g.nodes[name]["status"] = "ready"
-            if not nxt and _END in g and self.info.status == "succeeded":
+            if not nxt and _END in g and done:
                 g.nodes[_END]["status"] = "succeeded"
         return g
 
