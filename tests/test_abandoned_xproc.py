@@ -685,3 +685,31 @@ def test_a_lock_file_that_cannot_be_written_leaves_the_guard_in_this_process(
         release.set()
         assert abandoned.wait(s.id, "o1", DEADLINE)
         s.close()
+
+
+def test_a_session_whose_call_still_runs_is_not_removed(
+    tmp_path: Path, ledger: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Removing the session dropped the lock of its abandoned call with its
+    folder, and a fork's retry then paid beside the call (an outside check).
+    rm, gc and ws.delete refuse while the call runs, and go on once it ended."""
+    root = tmp_path / "ws"
+    with worker(root, "timeout") as (w, ready):
+        pid, sid = w.pid, ready["session"]
+        assert len(locks(root, sid)) == 1
+        code, _, err = cli_run(capsys, "-w", root, "rm", "pay", "-y")
+        assert code == 4, err
+        assert f"still runs in process {pid}" in err and "nothing was removed" in err
+        ws = al.Workspace(root)
+        try:
+            with pytest.raises(
+                al.ConcurrentSessionError, match="still runs in process"
+            ):
+                ws.delete("pay")
+            assert [i.id for i in ws.sessions()] == [sid] and len(locks(root, sid)) == 1
+            w.tell()  # the call returns: its lock goes
+            assert w.said() == {"ended": True}
+            ws.delete("pay")
+            assert ws.sessions() == []
+        finally:
+            ws.close()

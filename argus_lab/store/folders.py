@@ -380,6 +380,48 @@ def is_open(folder: Path) -> list[int] | None:
         os.close(fd)
 
 
+def refuse_running_calls(folder: Path, label: str) -> None:
+    """Raises ConcurrentSessionError while an abandoned call whose lock file
+    is in ``folder``'s ``abandoned/`` still runs (a process holds its flock;
+    ``runtime/abandoned.py``): removing the folder would drop the lock that
+    keeps a retry, here or in a fork under this session's key, from calling
+    beside it. A lock nobody holds is a leftover and no reason to refuse."""
+    import json
+
+    locks = folder / "abandoned"
+    try:
+        names = sorted(n for n in os.listdir(locks) if not n.startswith("."))
+    except OSError:
+        return  # none, or no folder
+    for name in names:
+        try:
+            fd = os.open(locks / name, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                continue  # nobody holds it: its call ended
+            except BlockingIOError:
+                pass
+            except OSError:
+                continue  # no flock here: the lease and open lock decide
+            try:
+                info = json.loads(os.read(fd, 65536) or b"{}")
+            except (OSError, ValueError):
+                info = {}
+        finally:
+            os.close(fd)
+        raise ConcurrentSessionError(
+            f"session {label}: a call of its task {info.get('task_id', '?')!r} "
+            f"(tool {info.get('tool', '?')!r}), abandoned past its timeout or at "
+            f"a close, still runs in process {info.get('pid', '?')}; its lock "
+            "in the session's folder keeps a retry from calling beside it, and "
+            "removing the session would drop it. Wait for the call to end (or end "
+            "that process), then remove the session; nothing was removed"
+        )
+
+
 def remove_session_folders(root: Path, sid: str, label: str | None = None) -> int:
     """Removes a session's checkpoint folder, working files and mark; returns
     the bytes.
@@ -400,6 +442,7 @@ def remove_session_folders(root: Path, sid: str, label: str | None = None) -> in
     """
     src, files = root / "sessions" / sid, root / "files" / sid
     with removal_lock(src, label or sid):
+        refuse_running_calls(src, label or sid)
         freed = dir_bytes(src) + dir_bytes(files)
         trash = root / ".trash"
         trash.mkdir(exist_ok=True)
