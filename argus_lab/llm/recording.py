@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from argus_lab.llm.base import Model, ModelRequest, ModelResponse
 
-__all__ = ["COUNTED", "Paid", "RecordedModel", "ReplyStore", "recorded", "recording"]
+__all__ = [
+    "COUNTED",
+    "Paid",
+    "RecordedModel",
+    "ReplyStore",
+    "recorded",
+    "recorded_reply",
+    "recording",
+    "replay_key",
+]
 
 
 class ReplyStore(Protocol):
@@ -69,6 +78,37 @@ def recorded(model: Model) -> Model:
     return model if held is None else RecordedModel(model, held[0], held[1])
 
 
+def replay_key(model: Model, request: ModelRequest) -> str:
+    """The replay cache's key of ``request`` to ``model`` (LLM tasks' too)."""
+    return f"model:{model.name}:{request.hash()}"
+
+
+def recorded_reply(store: ReplyStore, key: str) -> tuple[ModelResponse, bool] | None:
+    """The reply recorded under ``key`` and whether it is still to count, or
+    None when there is none. The reply is recorded before the commit that
+    counts it, and ``COUNTED`` marked after: a reply without the mark was
+    paid for and never counted (a crash between), so it comes back with its
+    cost, to count once; one with it is served free (``cached``)."""
+    from argus_lab.llm.base import ModelResponse
+
+    cached = store.get_replay(key)
+    if cached is None:
+        return None
+    if store.get_replay(COUNTED + key) is None:
+        resp = ModelResponse.model_validate(cached).model_copy(
+            update={"cost_note": "paid before a crash, counted on resume"}
+        )
+        return resp, True
+    resp = ModelResponse.model_validate(cached).model_copy(
+        update={
+            "cached": True,
+            "cost_usd": 0.0,
+            "cost_note": "served from the session's replay cache",
+        }
+    )
+    return resp, False
+
+
 class RecordedModel:
     """``model``, answering from ``store`` when it has the reply.
 
@@ -91,25 +131,13 @@ class RecordedModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The recorded reply to ``request``, else the model's (then recorded)."""
-        from argus_lab.llm.base import ModelResponse
-
-        key = f"model:{self._model.name}:{request.hash()}"
-        cached = self._store.get_replay(key)
-        if cached is not None and self._store.get_replay(COUNTED + key) is None:
-            # Paid before a crash, never counted: counted now, once.
-            resp = ModelResponse.model_validate(cached).model_copy(
-                update={"cost_note": "paid before a crash, counted on resume"}
-            )
-            self._paid.append((key, resp))
+        key = replay_key(self._model, request)
+        got = recorded_reply(self._store, key)
+        if got is not None:
+            resp, to_count = got
+            if to_count:
+                self._paid.append((key, resp))
             return resp
-        if cached is not None:
-            return ModelResponse.model_validate(cached).model_copy(
-                update={
-                    "cached": True,
-                    "cost_usd": 0.0,
-                    "cost_note": "served from the session's replay cache",
-                }
-            )
         resp = await self._model.complete(request)
         self._store.put_replay(key, resp.model_dump(mode="json"))
         self._paid.append((key, resp))

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ApprovalRequired, BudgetExceeded, InDoubtError, ToolError
+from argus_lab.llm.recording import COUNTED, recorded_reply, replay_key
 from argus_lab.model import Task
 from argus_lab.runtime.budget import BudgetChecker, BudgetHit
 from argus_lab.runtime.options import SessionOptions
@@ -42,8 +43,6 @@ FINAL_ANSWER = "final_answer"
 TOOL_RESULT_CHARS = 20_000
 """The most of a tool result's JSON the model reads (cut before a secret that
 runs across the limit: ``_clipped``)."""
-_COUNTED = "counted:"
-"""Prefix of the replay key saying a recorded reply's cost was committed."""
 SYSTEM = (
     "You are one step of a larger plan run by Argus Lab. Do exactly the task "
     "described, using the tools offered when they help, then give the final "
@@ -339,28 +338,15 @@ class LlmTaskRunner:
         self, model: Model, req: ModelRequest, tid: str, attempt: int
     ) -> ModelResponse:
         """One model request: replay cache, budget check, event, usage."""
-        from argus_lab.llm.base import ModelResponse
-
         st = self._state
-        key = f"model:{model.name}:{req.hash()}"
-        cached = st.get_replay(key)
+        key = replay_key(model, req)
         t0 = time.perf_counter()
         # The reply is recorded before the step that counts it commits, so a
         # crash never pays for it twice; ``counted`` follows that commit. A
-        # reply without it was paid for and never counted: count it now.
-        uncounted = cached is not None and st.get_replay(_COUNTED + key) is None
-        if cached is not None and uncounted:
-            resp = ModelResponse.model_validate(cached).model_copy(
-                update={"cost_note": "paid before a crash, counted on resume"}
-            )
-        elif cached is not None:
-            resp = ModelResponse.model_validate(cached).model_copy(
-                update={
-                    "cached": True,
-                    "cost_usd": 0.0,
-                    "cost_note": "served from the session's replay cache",
-                }
-            )
+        # reply without it was paid for and never counted: counted now.
+        got = recorded_reply(st, key)
+        if got is not None:
+            resp = got[0]
         else:
             need = self._expected_cost(model)
             # Calls already in flight (concurrent LLM tasks) count as spent.
@@ -405,7 +391,7 @@ class LlmTaskRunner:
         )
         st.commit([rec], [ev])
         if not resp.cached:
-            st.put_replay(_COUNTED + key, {})
+            st.put_replay(COUNTED + key, {})
         return resp
 
     def _expected_cost(self, model: Model) -> tuple[float, float]:
