@@ -26,7 +26,6 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import attrgetter
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -268,18 +267,12 @@ class Read:
     """Session id -> why it was skipped; None when reading strictly."""
 
 
-def _in_flight(records: dict[str, TaskRecord]) -> bool:
-    """Whether any task is stored as running (C-level scan, no bytecode per task)."""
-    return "running" in set(map(attrgetter("status"), records.values()))
-
-
 def _from_session(s: Session) -> SessionData:
-    from argus_lab.runtime.session import run_live
+    from argus_lab.runtime.session import intents_left
 
     bodies = list(s.event_json())
     records = s.records
-    # The lease is read (one head read) only when some task is in flight.
-    live = run_live(s) if _in_flight(records) else True
+    live = not intents_left(s, records)
     return SessionData(s.info, s.plan, records, bodies=bodies, live=live)
 
 
@@ -302,6 +295,7 @@ def _read_one(ws: Workspace, sid: str, *, plan: bool) -> SessionData:
 
     if sid.startswith("lg-") and (got := _langgraph(ws, sid)) is not None:
         return got
+    from argus_lab.runtime.session import any_running
     from argus_lab.store.index import live_runner
 
     live = True
@@ -310,7 +304,7 @@ def _read_one(ws: Workspace, sid: str, *, plan: bool) -> SessionData:
             loaded = store.load()
             # items(): every record validated in one call (records.py)
             info, p, records = loaded.meta, loaded.plan, dict(loaded.records.items())
-            if _in_flight(records):  # run_live, from the head just read
+            if any_running(records):  # run_live, from the head just read
                 live = live_runner(loaded.head) is not None
         else:
             info, p, records = store.read_meta(), Plan(), {}

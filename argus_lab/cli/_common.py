@@ -313,11 +313,10 @@ def task_rows(s: Session) -> list[dict[str, Any]]:
     error. ``interrupted``: stored as running while no run goes on (its run
     was closed or its process died; ``run_live``): nothing runs it, and the
     next run reruns it or holds it in doubt. ``status`` keeps the stored word."""
-    from argus_lab.runtime.session import run_live
+    from argus_lab.runtime.session import intents_left
 
     recs = s.records
-    # The lease is read only when a task is in flight (one head read).
-    live = not any(r.status == "running" for r in recs.values()) or run_live(s)
+    left = intents_left(s, recs)
     rows = []
     for t in s.plan.tasks:
         r = recs.get(t.id) or s.record(t.id)
@@ -327,7 +326,7 @@ def task_rows(s: Session) -> list[dict[str, Any]]:
                 "task": t.id,
                 "tool": t.tool,
                 "status": r.status,
-                "interrupted": r.status == "running" and not live,
+                "interrupted": left and r.status == "running",
                 "attempts": r.attempts,
                 "seconds": dur,
                 "error": r.error or r.reason,

@@ -9,7 +9,8 @@ See DESIGN.md sections 4-6.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,7 +39,14 @@ if TYPE_CHECKING:
 
     from argus_lab.workspace import Workspace
 
-__all__ = ["RunResult", "Session", "SessionOptions", "run_live"]
+__all__ = [
+    "RunResult",
+    "Session",
+    "SessionOptions",
+    "any_running",
+    "intents_left",
+    "run_live",
+]
 
 
 class Session:
@@ -457,3 +465,18 @@ def run_live(s: Session) -> bool:
     the widget's "interrupted" (``jupyter/_detail.py``, which asks the same of
     the store it polls)."""
     return s.running or s.workspace.runner(s.id) is not None
+
+
+def intents_left(s: Session, records: Mapping[str, TaskRecord] | None = None) -> bool:
+    """Whether ``s`` has tasks stored as running that no run goes on with
+    (``run_live`` false): they read "interrupted" in ``tasks_df``, ``argus
+    show`` and ``argus serve``. The lease is read only when some task is
+    stored as running (``any_running``). ``records``: ``s.records`` if the
+    caller holds them already (each read of it is a snapshot)."""
+    return any_running(s.records if records is None else records) and not run_live(s)
+
+
+def any_running(records: Mapping[str, TaskRecord]) -> bool:
+    """Whether any task is stored as running (a C-level scan, no bytecode per
+    task: a 10,000-task frame pays it)."""
+    return "running" in set(map(attrgetter("status"), records.values()))

@@ -24,7 +24,7 @@ from sse_starlette.sse import EventSourceResponse
 from argus_lab.errors import ArgusError
 from argus_lab.events import event_adapter
 from argus_lab.plan._refs import iter_references
-from argus_lab.runtime.session import Session, run_live
+from argus_lab.runtime.session import Session, intents_left
 from argus_lab.server._errors import add_error_handlers
 from argus_lab.server._guard import LOOPBACK, MAX_BODY, Guard
 from argus_lab.server._states import add_state_routes
@@ -263,11 +263,9 @@ def create_app(
         limit: int = Query(500, ge=1, le=5000),
     ) -> dict[str, Any]:
         with hub.reading(name) as s:
-            recs = [r.model_dump(mode="json") for r in s.records.values()]
-            # As argus show and tasks_df: stored as running while no run goes
-            # on (the lease is read only when a task is in flight).
-            flying = any(d["status"] == "running" for d in recs)
-            gone = flying and not run_live(s)
+            records = s.records
+            recs = [r.model_dump(mode="json") for r in records.values()]
+            gone = intents_left(s, records)  # as argus show and tasks_df say it
         for d in recs:
             d["interrupted"] = gone and d["status"] == "running"
         return _page(recs, offset, limit)
