@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.store.artifacts import put_back_tombs, tomb_of
 from argus_lab.store.folders import MARKS, dir_bytes, is_open
 
 if TYPE_CHECKING:
@@ -298,7 +299,7 @@ def run_gc(ws: Workspace, plan: GcPlan) -> int:
     from argus_lab.errors import ConcurrentSessionError, SessionNotFoundError
     from argus_lab.store.head import lease_message
 
-    _put_back(ws)  # what a gc killed mid-way left aside
+    put_back_tombs(ws.artifacts.root)  # what a gc killed mid-way left aside
     freed = 0
     for info, _, _ in plan.sessions:
         lease = lease_holder(ws, info.id)
@@ -337,25 +338,6 @@ def run_gc(ws: Workspace, plan: GcPlan) -> int:
     return freed
 
 
-TOMB = ".gc-"
-"""Prefix of an artifact ``run_gc`` moved aside to delete (``_remove_orphan``)."""
-
-
-def _put_back(ws: Workspace) -> None:
-    """Puts back the artifacts a gc moved aside and did not get to delete or
-    put back (killed): this one decides on them again, next time."""
-    root = ws.artifacts.root
-    if not root.is_dir():
-        return
-    for tomb in root.glob(f"??/{TOMB}*"):
-        dest = tomb.with_name(tomb.name.rpartition("-")[2])
-        with contextlib.suppress(OSError):
-            if dest.exists():
-                tomb.unlink()
-            else:
-                os.rename(tomb, dest)
-
-
 def _remove_orphan(path: Path) -> int | None:
     """Deletes an orphaned artifact unless a put touched it lately; returns
     the bytes freed (0: already gone), or None when it was kept.
@@ -364,7 +346,7 @@ def _remove_orphan(path: Path) -> int | None:
     touched the file did so before the move (the age says young: put back),
     or finds it gone and writes it anew (``ArtifactStore.put_bytes``).
     """
-    tomb = path.with_name(f"{TOMB}{os.getpid()}-{path.name}")
+    tomb = tomb_of(path)
     try:
         os.rename(path, tomb)
     except FileNotFoundError:

@@ -8,6 +8,7 @@ refuses binary data holding a secret with an error naming the task.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -155,11 +156,36 @@ _AGAIN = (
 )
 
 
+TOMB = ".gc-"
+"""Prefix of an artifact ``argus gc`` moved aside to delete: ``.gc-<pid>-<name>``
+(``tomb_of``), read back and put back by any reader meanwhile."""
+
+
+def tomb_of(path: Path) -> Path:
+    """Where this process's gc moves artifact file ``path`` to decide on it."""
+    return path.with_name(f"{TOMB}{os.getpid()}-{path.name}")
+
+
+def put_back_tombs(root: Path) -> None:
+    """Puts back under ``root`` (the artifacts folder) the files a gc moved
+    aside and did not get to delete or put back (killed): decided on again,
+    next time."""
+    if not root.is_dir():
+        return
+    for tomb in root.glob(f"??/{TOMB}*"):
+        dest = tomb.with_name(tomb.name.rpartition("-")[2])
+        with contextlib.suppress(OSError):
+            if dest.exists():
+                tomb.unlink()
+            else:
+                os.rename(tomb, dest)
+
+
 def _put_back(p: Path) -> bytes | None:
     """The bytes of artifact file ``p`` from where a gc moved it aside to
-    delete it (``.gc-<pid>-<name>``: a gc killed between the move and its
-    decision, or deciding now), put back in place; None if there is none."""
-    for tomb in p.parent.glob(f".gc-*-{p.name}"):
+    delete it (a gc killed between the move and its decision, or deciding
+    now), put back in place; None if there is none."""
+    for tomb in p.parent.glob(f"{TOMB}*-{p.name}"):
         try:
             os.rename(tomb, p)
             return p.read_bytes()
