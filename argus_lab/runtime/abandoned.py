@@ -83,6 +83,7 @@ from typing import Any
 
 from argus_lab.runtime.options import log
 from argus_lab.runtime.toolcall import error_text
+from argus_lab.store.folders import ABANDONED, probe_lock
 from argus_lab.store.head import HOST, _own_start
 
 __all__ = [
@@ -100,7 +101,7 @@ __all__ = [
 
 _KEEP_ENDED = 256
 """Ended calls remembered (for a session reopened after its call ended)."""
-LOCKS = "abandoned"
+LOCKS = ABANDONED
 """The folder, in a session's folder, of the lock files of its calls that run."""
 
 
@@ -419,43 +420,30 @@ def _probe(path: Path, sid: str, task_id: str) -> AbandonedCall | None:
     """The call of lock file ``path`` if a process holds its lock, else None
     (a leftover written on this host is removed)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        held, data = probe_lock(path)
     except FileNotFoundError:  # its call ended just now
         return None
-    except OSError as e:
-        log.warning("could not open %s (%s): a call left running unseen", path, e)
+    except OSError as e:  # unreadable, or no locks here (network file systems)
+        log.warning("could not lock %s (%s): a call left running unseen", path, e)
         return None
-    try:
-        try:
-            data = json.loads(os.read(fd, 1 << 16) or b"{}")
-            if not isinstance(data, dict):
-                data = {}
-        except (OSError, ValueError):
-            data = {}
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:  # held: the call runs
-            return _call_of(data, sid, task_id)
-        except OSError as e:  # no locks here (some network file systems)
-            log.warning("could not lock %s (%s): a call left running unseen", path, e)
-            return None
-        if data.get("host", HOST) == HOST:
-            # Its process let go of it without removing it, or died: a
-            # leftover (nobody locks a file again once it is let go of).
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        else:
-            log.warning(
-                "%s was written by process %s on host %s, and this host sees no "
-                "lock on it: its call ended, or that host's locks do not reach "
-                "this one (the guard against a second call then does not hold)",
-                path,
-                data.get("pid"),
-                data.get("host"),
-            )
-        return None
-    finally:
-        os.close(fd)
+    if held:  # the call runs
+        return _call_of(data, sid, task_id)
+    if data.get("host", HOST) == HOST:
+        # Its process let go of it without removing it, or died: a leftover
+        # (nobody locks a file again once it is let go of: each call writes
+        # its own, locked before it is named).
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    else:
+        log.warning(
+            "%s was written by process %s on host %s, and this host sees no "
+            "lock on it: its call ended, or that host's locks do not reach "
+            "this one (the guard against a second call then does not hold)",
+            path,
+            data.get("pid"),
+            data.get("host"),
+        )
+    return None
 
 
 def _call_of(data: dict[str, Any], sid: str, task_id: str) -> AbandonedCall:

@@ -28,6 +28,7 @@ import contextlib
 import errno
 import fcntl
 import gc
+import json
 import logging
 import os
 import shutil
@@ -35,7 +36,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ConcurrentSessionError, StorageError
 
@@ -380,38 +381,54 @@ def is_open(folder: Path) -> list[int] | None:
         os.close(fd)
 
 
+ABANDONED = "abandoned"
+"""A session folder's folder of lock files, one per call still running after
+its attempt was abandoned (``runtime/abandoned.py`` writes and reads them)."""
+
+
+def probe_lock(path: Path) -> tuple[bool, dict[str, Any]]:
+    """Whether a process holds the ``flock`` of lock file ``path``, and the
+    JSON its writer put in it (``{}`` when unreadable).
+
+    Raises:
+        OSError: it cannot be opened (FileNotFoundError: its call ended), or
+            its file system has no flock (some network file systems).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        try:
+            data = json.loads(os.read(fd, 1 << 16) or b"{}")
+        except (OSError, ValueError):
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True, data
+        return False, data
+    finally:
+        os.close(fd)
+
+
 def refuse_running_calls(folder: Path, label: str) -> None:
     """Raises ConcurrentSessionError while an abandoned call whose lock file
     is in ``folder``'s ``abandoned/`` still runs (a process holds its flock;
     ``runtime/abandoned.py``): removing the folder would drop the lock that
     keeps a retry, here or in a fork under this session's key, from calling
     beside it. A lock nobody holds is a leftover and no reason to refuse."""
-    import json
-
-    locks = folder / "abandoned"
+    locks = folder / ABANDONED
     try:
         names = sorted(n for n in os.listdir(locks) if not n.startswith("."))
     except OSError:
         return  # none, or no folder
     for name in names:
         try:
-            fd = os.open(locks / name, os.O_RDONLY | os.O_CLOEXEC)
+            held, info = probe_lock(locks / name)
         except OSError:
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                continue  # nobody holds it: its call ended
-            except BlockingIOError:
-                pass
-            except OSError:
-                continue  # no flock here: the lease and open lock decide
-            try:
-                info = json.loads(os.read(fd, 65536) or b"{}")
-            except (OSError, ValueError):
-                info = {}
-        finally:
-            os.close(fd)
+            continue  # gone, or no flock here: the lease and open lock decide
+        if not held:
+            continue  # nobody holds it: its call ended
         raise ConcurrentSessionError(
             f"session {label}: a call of its task {info.get('task_id', '?')!r} "
             f"(tool {info.get('tool', '?')!r}), abandoned past its timeout or at "
