@@ -131,10 +131,8 @@ class Actions:
         doubt; retried here, it would call beside the parent's call (an
         outside check paid twice). None: no such run. File work, on a retry
         only."""
-        import time
-
         from argus_lab.store.checkpoints import SessionStore
-        from argus_lab.store.head import lease_is_live
+        from argus_lab.store.index import live_runner
 
         st = self._state
         for sid in dict.fromkeys(x for x in (rec.key_of, st.info.parent) if x):
@@ -143,8 +141,8 @@ class Actions:
                 continue
             store = SessionStore(folder, sid, durability=st.durability)
             try:
-                head = store.read_head()
-                if head is None or not lease_is_live(head.lease, time.time()):
+                runner = live_runner(store.read_head())
+                if runner is None:
                     continue
                 other = store.task_records().get(tid)
             except ArgusError:
@@ -152,7 +150,7 @@ class Actions:
             finally:
                 store.close()
             if other is not None and other.status == "running":
-                pid = (head.lease or {}).get("pid")
+                pid = runner["pid"]
                 return (
                     f"{rec.status}, and session {sid}, whose call of it this "
                     f"session holds in doubt, is running it now (process {pid}): "
